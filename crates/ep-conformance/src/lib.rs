@@ -1,0 +1,97 @@
+//! # ep-conformance: one suite, every backend
+//!
+//! Each case is a generic function over [`ep_core::EpBackend`] that runs the backend and the
+//! oracle on the same inputs and requires identical bytes. A backend crate gets one `#[test]` per
+//! case with one line:
+//!
+//! ```ignore
+//! ep_conformance::testgen!(my_backend::MyBackend::new());
+//! ```
+//!
+//! The `ep conformance` command runs the same list through [`runner`].
+//!
+//! - [`fixture`]: routing scenarios from `fixtures/*.json`, embedded at build time.
+//! - [`scenario`], [`routing`], [`rng`]: inputs of a round and the stand-in experts.
+//! - [`round`]: run a round on every rank's thread and hold it against the oracle.
+//! - [`snapshot`]: routing snapshots shared by all backends (`fixtures/snapshots`).
+//! - [`cases`]: the cases; [`runner`]: the list of cases and a runner outside `cargo test`.
+
+pub mod cases;
+pub mod fixture;
+pub mod rng;
+pub mod round;
+pub mod routing;
+pub mod runner;
+pub mod scenario;
+pub mod snapshot;
+
+#[doc(hidden)]
+pub use ep_core as __ep_core;
+pub use fixture::Fixture;
+pub use round::{check_against_oracle, run_and_check, run_round, Calls, RankRound, RoundOptions};
+pub use scenario::{toy_experts, RoundInputs, WeightKind};
+
+/// The single list of cases. Fixture names must match the files in `fixtures/` (a test checks).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __with_cases {
+    ($callback:ident ! ( $($args:tt)* )) => {
+        $crate::$callback! { $($args)*
+            fixtures [
+                all_to_one duplicate_ids full_capacity hidden_7168 masked_10pct
+                one_expert_per_rank rank_receives_nothing ranks_uneven skewed top1 top16
+                two_nodes_x4 uniform wide_deepseek_shape zero_token_ranks
+            ]
+            cases [
+                round_trip_identity rounds_1000
+                expert_id_too_large expert_id_below_minus_one too_many_tokens
+                tokens_wrong_shape topk_ids_wrong_shape experts_not_divisible hidden_not_allowed
+                config_mismatch weights_wrong_shape expert_out_wrong_rows stale_routing_handle
+                calls_out_of_order rank_never_dispatches rank_never_combines
+            ]
+        }
+    };
+}
+
+/// Generates one `#[test]` per conformance case for the backend expression `$backend`.
+#[macro_export]
+macro_rules! testgen {
+    ($backend:expr) => {
+        $crate::__with_cases!(__testgen_emit!($backend;));
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __testgen_emit {
+    ($backend:expr; fixtures [$($fx:ident)*] cases [$($case:ident)*]) => {
+        #[allow(non_snake_case)]
+        mod fixtures {
+            $(
+                mod $fx {
+                    fn run(mode: $crate::cases::FixtureMode) {
+                        let cx = $crate::cases::Ctx { snapshots: $crate::snapshot::SnapshotMode::Insta };
+                        if let Err(e) = $crate::cases::fixture(&$backend, &cx, stringify!($fx), mode) {
+                            panic!("{}", e);
+                        }
+                    }
+                    #[test] fn fused_weighted() { run($crate::cases::FixtureMode::FusedWeighted) }
+                    #[test] fn fused_unreduced() { run($crate::cases::FixtureMode::FusedUnreduced) }
+                    #[test] fn split_weighted() { run($crate::cases::FixtureMode::SplitWeighted) }
+                    #[test] fn split_unreduced() { run($crate::cases::FixtureMode::SplitUnreduced) }
+                }
+            )*
+        }
+        mod cases {
+            $(
+                #[test]
+                fn $case() {
+                    let cx = $crate::cases::Ctx { snapshots: $crate::snapshot::SnapshotMode::Insta };
+                    if let Err(e) = $crate::cases::$case(&$backend, &cx) {
+                        panic!("{}", e);
+                    }
+                }
+            )*
+        }
+    };
+}

@@ -1,0 +1,139 @@
+//! Running one round on a backend (one thread per rank) and holding it against the oracle.
+
+use std::time::{Duration, Instant};
+
+use ep_core::{
+    bf16, on_every_rank, oracle, CombineOutput, DispatchOutput, EpComm, EpConfig, EpError,
+};
+use ndarray::Array2;
+
+use crate::scenario::{toy_experts, RoundInputs, WeightKind};
+
+/// Fused calls (`dispatch`, `combine`) or the split `*_async` / `*_wait` pairs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Calls {
+    Fused,
+    Split,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct RoundOptions {
+    pub calls: Calls,
+    pub weights: WeightKind,
+    /// The experts between dispatch and combine.
+    pub experts: fn(&DispatchOutput) -> Array2<bf16>,
+}
+
+impl RoundOptions {
+    pub fn new(calls: Calls, weights: WeightKind) -> Self {
+        RoundOptions {
+            calls,
+            weights,
+            experts: toy_experts,
+        }
+    }
+}
+
+/// What one rank produced in a round, with the wall time of each phase on that rank.
+#[derive(Clone, Debug)]
+pub struct RankRound {
+    pub dispatch: DispatchOutput,
+    pub combine: CombineOutput,
+    pub dispatch_time: Duration,
+    pub combine_time: Duration,
+}
+
+/// Runs one round on every rank, each on its own thread. Returns each rank's result.
+pub fn run_round<C: EpComm>(
+    comms: &mut [C],
+    inputs: &RoundInputs,
+    opts: RoundOptions,
+) -> Vec<Result<RankRound, EpError>> {
+    on_every_rank(comms, |c| {
+        let r = c.rank();
+        let input = inputs.dispatch_input(r);
+        let t0 = Instant::now();
+        let dispatch = match opts.calls {
+            Calls::Fused => c.dispatch(&input)?,
+            Calls::Split => {
+                c.dispatch_async(&input)?;
+                c.dispatch_wait()?
+            }
+        };
+        let dispatch_time = t0.elapsed();
+        let expert_out = (opts.experts)(&dispatch);
+        let cin = inputs.combine_input(r, &expert_out, opts.weights);
+        let t1 = Instant::now();
+        let combine = match opts.calls {
+            Calls::Fused => c.combine(&dispatch.handle, &cin)?,
+            Calls::Split => {
+                c.combine_async(&dispatch.handle, &cin)?;
+                c.combine_wait()?
+            }
+        };
+        Ok(RankRound {
+            dispatch,
+            combine,
+            dispatch_time,
+            combine_time: t1.elapsed(),
+        })
+    })
+}
+
+/// Every rank's result, or one message listing every rank that failed.
+pub fn all_ok(results: Vec<Result<RankRound, EpError>>) -> Result<Vec<RankRound>, String> {
+    let errors: Vec<String> = results
+        .iter()
+        .filter_map(|r| r.as_ref().err().map(|e| e.to_string()))
+        .collect();
+    if errors.is_empty() {
+        Ok(results.into_iter().map(|r| r.unwrap()).collect())
+    } else {
+        Err(errors.join("\n"))
+    }
+}
+
+/// Compares a backend's round with the oracle, byte for byte. The oracle's combine runs on the
+/// same experts applied to the oracle's own dispatch output.
+pub fn check_against_oracle(
+    cfg: &EpConfig,
+    inputs: &RoundInputs,
+    opts: RoundOptions,
+    got: &[RankRound],
+) -> Result<(), String> {
+    let dispatch_inputs = inputs.dispatch_inputs();
+    let want = oracle::dispatch(cfg, &dispatch_inputs).map_err(|e| format!("oracle: {e}"))?;
+    for (r, (w, g)) in want.iter().zip(got).enumerate() {
+        if let Some(d) = g.dispatch.bit_diff(w) {
+            return Err(format!(
+                "rank {r} dispatch differs from the oracle (backend vs oracle): {d}"
+            ));
+        }
+    }
+    let expert_out: Vec<_> = want.iter().map(opts.experts).collect();
+    let combine_inputs: Vec<_> = (0..inputs.n_ranks())
+        .map(|r| inputs.combine_input(r, &expert_out[r], opts.weights))
+        .collect();
+    let want = oracle::combine(cfg, &dispatch_inputs, &want, &combine_inputs)
+        .map_err(|e| format!("oracle: {e}"))?;
+    for (r, (w, g)) in want.iter().zip(got).enumerate() {
+        if let Some(d) = g.combine.bit_diff(w) {
+            return Err(format!(
+                "rank {r} combine differs from the oracle (backend vs oracle): {d}"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// [`run_round`], then [`check_against_oracle`].
+pub fn run_and_check<C: EpComm>(
+    comms: &mut [C],
+    inputs: &RoundInputs,
+    opts: RoundOptions,
+) -> Result<Vec<RankRound>, String> {
+    let cfg = comms.first().ok_or("no ranks")?.config().clone();
+    let got = all_ok(run_round(comms, inputs, opts))?;
+    check_against_oracle(&cfg, inputs, opts, &got)?;
+    Ok(got)
+}

@@ -1,0 +1,112 @@
+//! Runs the suite outside `cargo test` (the `ep conformance` command): the same cases as
+//! [`crate::testgen!`], snapshots compared with the embedded copies.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::time::{Duration, Instant};
+
+use ep_core::EpBackend;
+
+use crate::cases::{self, CaseResult, Ctx, FixtureMode};
+use crate::snapshot::SnapshotMode;
+
+/// A named case, ready to run on backend `B`.
+pub struct Case<B: EpBackend> {
+    pub name: String,
+    run: CaseFn<B>,
+}
+
+enum CaseFn<B> {
+    Fixture(&'static str, FixtureMode),
+    Plain(fn(&B, &Ctx) -> CaseResult),
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __runner_list {
+    (fixtures [$($fx:ident)*] cases [$($case:ident)*]) => {
+        /// Every case, fixtures first, in the order `ep conformance` prints them.
+        pub fn all_cases<B: $crate::__ep_core::EpBackend>() -> Vec<$crate::runner::Case<B>> {
+            let mut v = Vec::new();
+            $(
+                for mode in $crate::cases::FixtureMode::ALL {
+                    v.push($crate::runner::Case::fixture(stringify!($fx), mode));
+                }
+            )*
+            $(
+                v.push($crate::runner::Case::plain(stringify!($case), $crate::cases::$case::<B>));
+            )*
+            v
+        }
+
+        /// The fixture names the suite lists.
+        pub fn listed_fixtures() -> Vec<&'static str> {
+            vec![$(stringify!($fx)),*]
+        }
+    };
+}
+crate::__with_cases!(__runner_list!());
+
+/// The outcome of one case.
+pub struct Outcome {
+    pub name: String,
+    pub result: CaseResult,
+    pub time: Duration,
+}
+
+impl<B: EpBackend> Case<B> {
+    #[doc(hidden)]
+    pub fn fixture(name: &'static str, mode: FixtureMode) -> Self {
+        Case {
+            name: format!("fixtures::{name}::{}", mode.name()),
+            run: CaseFn::Fixture(name, mode),
+        }
+    }
+
+    #[doc(hidden)]
+    pub fn plain(name: &str, f: fn(&B, &Ctx) -> CaseResult) -> Self {
+        Case {
+            name: format!("cases::{name}"),
+            run: CaseFn::Plain(f),
+        }
+    }
+
+    pub fn run(&self, backend: &B, cx: &Ctx) -> Outcome {
+        let t0 = Instant::now();
+        let result = catch_unwind(AssertUnwindSafe(|| match &self.run {
+            CaseFn::Fixture(name, mode) => cases::fixture(backend, cx, name, *mode),
+            CaseFn::Plain(f) => f(backend, cx),
+        }))
+        .unwrap_or_else(|p| {
+            Err(p
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_else(|| "panicked".into()))
+        });
+        Outcome {
+            name: self.name.clone(),
+            result,
+            time: t0.elapsed(),
+        }
+    }
+}
+
+/// Runs every case whose name contains `filter` (all when `None`), calling `report` after each.
+pub fn run_all<B: EpBackend>(
+    backend: &B,
+    filter: Option<&str>,
+    mut report: impl FnMut(&Outcome),
+) -> Vec<Outcome> {
+    let cx = Ctx {
+        snapshots: SnapshotMode::Embedded,
+    };
+    all_cases::<B>()
+        .into_iter()
+        .filter(|c| filter.is_none_or(|f| c.name.contains(f)))
+        .map(|c| {
+            let o = c.run(backend, &cx);
+            report(&o);
+            o
+        })
+        .collect()
+}

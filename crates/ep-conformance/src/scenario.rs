@@ -1,0 +1,131 @@
+//! One round's inputs for every rank, and the stand-in experts applied between dispatch and
+//! combine.
+
+use ep_core::{bf16, CombineInput, DispatchInput, DispatchOutput, RouterWeights};
+use ndarray::Array2;
+
+use crate::rng::Rng;
+
+/// Owned inputs of every rank for one round.
+#[derive(Clone, Debug)]
+pub struct RoundInputs {
+    pub tokens: Vec<Array2<bf16>>,
+    pub topk_ids: Vec<Array2<i32>>,
+    /// f32 router weights `[T, top_k]`.
+    pub weights: Vec<Array2<f32>>,
+    /// The same weights rounded to bf16, for the bf16-weights variant.
+    pub weights_bf16: Vec<Array2<bf16>>,
+}
+
+impl RoundInputs {
+    /// Tokens uniform in [-2, 2) and weights uniform in [0, 1), drawn from `seed`.
+    pub fn with_random_values(hidden: usize, topk_ids: Vec<Array2<i32>>, seed: u64) -> Self {
+        let mut rng = Rng::new(seed);
+        let tokens = topk_ids
+            .iter()
+            .map(|ids| {
+                Array2::from_shape_simple_fn((ids.nrows(), hidden), || {
+                    bf16::from_f32(rng.range(-2.0, 2.0))
+                })
+            })
+            .collect();
+        let weights: Vec<Array2<f32>> = topk_ids
+            .iter()
+            .map(|ids| Array2::from_shape_simple_fn(ids.dim(), || rng.unit()))
+            .collect();
+        let weights_bf16 = weights.iter().map(|w| w.mapv(bf16::from_f32)).collect();
+        RoundInputs {
+            tokens,
+            topk_ids,
+            weights,
+            weights_bf16,
+        }
+    }
+
+    pub fn n_ranks(&self) -> usize {
+        self.tokens.len()
+    }
+
+    pub fn dispatch_input(&self, rank: usize) -> DispatchInput<'_> {
+        DispatchInput::new(self.tokens[rank].view(), self.topk_ids[rank].view())
+    }
+
+    pub fn dispatch_inputs(&self) -> Vec<DispatchInput<'_>> {
+        (0..self.n_ranks())
+            .map(|r| self.dispatch_input(r))
+            .collect()
+    }
+
+    pub fn router_weights(&self, rank: usize, kind: WeightKind) -> Option<RouterWeights<'_>> {
+        match kind {
+            WeightKind::None => None,
+            WeightKind::F32 => Some(RouterWeights::F32(self.weights[rank].view())),
+            WeightKind::Bf16 => Some(RouterWeights::Bf16(self.weights_bf16[rank].view())),
+        }
+    }
+
+    pub fn combine_input<'a>(
+        &'a self,
+        rank: usize,
+        expert_out: &'a Array2<bf16>,
+        kind: WeightKind,
+    ) -> CombineInput<'a> {
+        CombineInput {
+            expert_out: expert_out.view(),
+            weights: self.router_weights(rank, kind),
+        }
+    }
+
+    /// Bytes of token payload each rank sends, counted as DeepEP does: each token once per
+    /// destination rank it reaches (the own rank included), times `bytes_per_token`.
+    pub fn deepep_bytes(&self, n_local_experts: usize, bytes_per_token: usize) -> Vec<usize> {
+        self.topk_ids
+            .iter()
+            .map(|ids| {
+                ids.outer_iter()
+                    .map(|row| {
+                        let mut ranks: Vec<usize> = row
+                            .iter()
+                            .filter(|&&e| e >= 0)
+                            .map(|&e| e as usize / n_local_experts)
+                            .collect();
+                        ranks.sort_unstable();
+                        ranks.dedup();
+                        ranks.len() * bytes_per_token
+                    })
+                    .sum()
+            })
+            .collect()
+    }
+}
+
+/// Which router weights combine gets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WeightKind {
+    /// Unreduced output `[T, top_k, hidden]`.
+    None,
+    F32,
+    Bf16,
+}
+
+/// The stand-in experts: expert `g` multiplies its decoded rows by `1 + (g % 8) / 8` and rounds
+/// to bf16. Different per expert so that a row sent back to the wrong slot shows up, exact in
+/// f32 so the result does not depend on evaluation order.
+pub fn toy_experts(out: &DispatchOutput) -> Array2<bf16> {
+    let decoded = out.decode_rows();
+    let mut y = Array2::<bf16>::zeros(decoded.dim());
+    for g in 0..out.n_groups() {
+        let scale = 1.0 + (out.expert_ids[g] % 8) as f32 / 8.0;
+        for row in out.row_offsets[g] as usize..out.row_offsets[g + 1] as usize {
+            for (o, x) in y.row_mut(row).iter_mut().zip(decoded.row(row)) {
+                *o = bf16::from_f32(x * scale);
+            }
+        }
+    }
+    y
+}
+
+/// Identity experts: each row decoded and rounded back to bf16.
+pub fn identity_experts(out: &DispatchOutput) -> Array2<bf16> {
+    out.decode_rows().mapv(bf16::from_f32)
+}

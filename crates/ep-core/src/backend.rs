@@ -1,0 +1,116 @@
+//! The backend traits: the only API generic code needs.
+//!
+//! An [`EpBackend`] creates a world of ranks; each rank is an [`EpComm`] that one host thread
+//! drives, as one process drives one GPU in a real deployment. The CPU simulator and the CUDA
+//! backend implement exactly these traits, so code written against them runs on either.
+
+use crate::config::EpConfig;
+use crate::error::Result;
+use crate::io::{CombineInput, CombineOutput, DispatchInput, DispatchOutput, RoutingHandle};
+
+/// A way to build an expert-parallel world.
+pub trait EpBackend: Send + Sync {
+    type Comm: EpComm + 'static;
+
+    /// Short name for reports (`sim`, `cuda`).
+    fn name(&self) -> &str;
+
+    /// `ep_init` for every rank at once: validates the configs, checks that every rank's is
+    /// identical (`EpError::ConfigMismatch` names the first rank that differs), allocates the
+    /// symmetric buffers and returns one communicator per rank, in rank order. A failed init
+    /// allocates nothing that outlives the call; init may be called again at any time to get a
+    /// fresh world (for example after a timeout).
+    fn init(&self, configs: &[EpConfig]) -> Result<Vec<Self::Comm>>;
+
+    /// [`EpBackend::init`] with the same config on every rank.
+    fn init_uniform(&self, config: &EpConfig) -> Result<Vec<Self::Comm>> {
+        config.validate()?;
+        self.init(&vec![config.clone(); config.n_ranks()])
+    }
+}
+
+/// One rank's communicator. Every rank of a world must make the same sequence of calls; each call
+/// checks its input first and returns a typed error with nothing written when it is bad.
+pub trait EpComm: Send {
+    fn rank(&self) -> usize;
+    fn config(&self) -> &EpConfig;
+
+    /// Issues this rank's sends and returns; the caller may overlap other work before
+    /// [`EpComm::dispatch_wait`].
+    fn dispatch_async(&mut self, input: &DispatchInput<'_>) -> Result<()>;
+    /// Waits for every peer's rows for this rank's experts and lays them out per expert.
+    fn dispatch_wait(&mut self) -> Result<DispatchOutput>;
+    /// Sends the expert outputs of the dispatch identified by `handle` back to their tokens.
+    fn combine_async(&mut self, handle: &RoutingHandle, input: &CombineInput<'_>) -> Result<()>;
+    /// Waits for every returned row and reduces (or lays out, without weights) per token.
+    fn combine_wait(&mut self) -> Result<CombineOutput>;
+
+    /// `dispatch_async` then `dispatch_wait`.
+    fn dispatch(&mut self, input: &DispatchInput<'_>) -> Result<DispatchOutput> {
+        self.dispatch_async(input)?;
+        self.dispatch_wait()
+    }
+    /// `combine_async` then `combine_wait`.
+    fn combine(
+        &mut self,
+        handle: &RoutingHandle,
+        input: &CombineInput<'_>,
+    ) -> Result<CombineOutput> {
+        self.combine_async(handle, input)?;
+        self.combine_wait()
+    }
+
+    /// A hash of the symmetric memory this rank owns (receive buffers and receive counts), for
+    /// tests that prove a rejected call wrote nothing. Not for hot paths.
+    fn memory_digest(&self) -> Result<u64>;
+}
+
+impl<C: EpComm + ?Sized> EpComm for Box<C> {
+    fn rank(&self) -> usize {
+        (**self).rank()
+    }
+    fn config(&self) -> &EpConfig {
+        (**self).config()
+    }
+    fn dispatch_async(&mut self, input: &DispatchInput<'_>) -> Result<()> {
+        (**self).dispatch_async(input)
+    }
+    fn dispatch_wait(&mut self) -> Result<DispatchOutput> {
+        (**self).dispatch_wait()
+    }
+    fn combine_async(&mut self, handle: &RoutingHandle, input: &CombineInput<'_>) -> Result<()> {
+        (**self).combine_async(handle, input)
+    }
+    fn combine_wait(&mut self) -> Result<CombineOutput> {
+        (**self).combine_wait()
+    }
+    fn memory_digest(&self) -> Result<u64> {
+        (**self).memory_digest()
+    }
+}
+
+/// Runs `f` once per rank, each on its own OS thread (ranks spin-wait on each other, so they
+/// must not share a thread pool), and returns the results in rank order.
+pub fn on_every_rank<C, R, F>(comms: &mut [C], f: F) -> Vec<R>
+where
+    C: EpComm,
+    R: Send,
+    F: Fn(&mut C) -> R + Sync,
+{
+    std::thread::scope(|s| {
+        let handles: Vec<_> = comms
+            .iter_mut()
+            .map(|c| {
+                let f = &f;
+                std::thread::Builder::new()
+                    .name(format!("ep-rank-{}", c.rank()))
+                    .spawn_scoped(s, move || f(c))
+                    .expect("spawn rank thread")
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .collect()
+    })
+}

@@ -1,0 +1,246 @@
+//! `EpConfig`: the shape of an expert-parallel world, identical on every rank.
+
+use std::time::Duration;
+
+use crate::error::{ConfigError, EpError, Result};
+use crate::format::{Format, TokenFormat};
+
+/// Ids travel as u16 in a message and `0xFFFF` is the masked id, so expert ids stop below it.
+pub const MAX_EXPERTS: usize = u16::MAX as usize;
+/// Slots per token; generous, but bounded so a message's id field stays small.
+pub const MAX_TOP_K: usize = 64;
+
+/// Everything every rank must agree on. Build it with [`EpConfig::new`] and adjust fields; call
+/// [`EpConfig::validate`] (backends do at init) to get a typed error for a bad value.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EpConfig {
+    /// Elements per token row.
+    pub hidden: usize,
+    /// Expert slots per token.
+    pub top_k: usize,
+    /// Experts across all ranks.
+    pub n_experts: usize,
+    /// Upper bound on the tokens one rank brings to a round; buffers are sized for it.
+    pub max_tokens_per_rank: usize,
+    pub n_gpus_per_node: usize,
+    pub n_nodes: usize,
+    /// How dispatched token rows are encoded.
+    pub format: Format,
+    /// How long any wait for a peer may take before it returns [`EpError::Timeout`].
+    pub timeout: Duration,
+}
+
+impl EpConfig {
+    /// A single-node BF16 config with a 10 s deadline.
+    pub fn new(
+        hidden: usize,
+        top_k: usize,
+        n_experts: usize,
+        max_tokens_per_rank: usize,
+        n_gpus_per_node: usize,
+    ) -> Self {
+        EpConfig {
+            hidden,
+            top_k,
+            n_experts,
+            max_tokens_per_rank,
+            n_gpus_per_node,
+            n_nodes: 1,
+            format: Format::Bf16,
+            timeout: Duration::from_secs(10),
+        }
+    }
+
+    pub fn with_nodes(mut self, n_nodes: usize) -> Self {
+        self.n_nodes = n_nodes;
+        self
+    }
+
+    pub fn with_format(mut self, format: Format) -> Self {
+        self.format = format;
+        self
+    }
+
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    pub fn n_ranks(&self) -> usize {
+        self.n_gpus_per_node * self.n_nodes
+    }
+
+    pub fn n_local_experts(&self) -> usize {
+        self.n_experts / self.n_ranks()
+    }
+
+    /// The rank that holds global expert `e`.
+    pub fn expert_rank(&self, e: usize) -> usize {
+        e / self.n_local_experts()
+    }
+
+    /// The node of rank `r`.
+    pub fn node_of(&self, r: usize) -> usize {
+        r / self.n_gpus_per_node
+    }
+
+    /// Groups in the dispatch output: one per local expert.
+    pub fn n_groups(&self) -> usize {
+        self.n_local_experts()
+    }
+
+    /// The most rows a rank can receive, padding included: every source's tokens can reach every
+    /// local expert, but a token brings at most `top_k` rows.
+    pub fn max_recv_rows(&self) -> usize {
+        let l = self.n_local_experts();
+        let unpadded = self.max_tokens_per_rank * self.n_ranks() * l.min(self.top_k);
+        unpadded + l * (self.format.group_row_multiple() - 1)
+    }
+
+    /// Checks every field; the first problem found is returned.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let at_least = |field, value: usize, min: usize| {
+            if value < min {
+                Err(ConfigError::TooSmall { field, value, min })
+            } else {
+                Ok(())
+            }
+        };
+        let at_most = |field, value: usize, max: usize| {
+            if value > max {
+                Err(ConfigError::TooLarge { field, value, max })
+            } else {
+                Ok(())
+            }
+        };
+        at_least("hidden", self.hidden, 1)?;
+        at_least("top_k", self.top_k, 1)?;
+        at_most("top_k", self.top_k, MAX_TOP_K)?;
+        at_least("n_experts", self.n_experts, 1)?;
+        at_most("n_experts", self.n_experts, MAX_EXPERTS - 1)?;
+        at_least("max_tokens_per_rank", self.max_tokens_per_rank, 1)?;
+        at_most(
+            "max_tokens_per_rank",
+            self.max_tokens_per_rank,
+            i32::MAX as usize,
+        )?;
+        at_least("n_gpus_per_node", self.n_gpus_per_node, 1)?;
+        at_least("n_nodes", self.n_nodes, 1)?;
+        at_least("timeout (ms)", self.timeout.as_millis() as usize, 1)?;
+        if self.n_experts % self.n_ranks() != 0 {
+            return Err(ConfigError::ExpertsNotDivisible {
+                n_experts: self.n_experts,
+                n_ranks: self.n_ranks(),
+            });
+        }
+        let block = self.format.block();
+        if self.hidden % block != 0 {
+            return Err(ConfigError::HiddenNotAllowed {
+                format: self.format.name(),
+                hidden: self.hidden,
+                block,
+            });
+        }
+        Ok(())
+    }
+
+    /// Validates `configs` (one per rank, in rank order) and checks that they are identical, as
+    /// `ep_init` does on every rank: a rank with a different config gets an error, never a hang.
+    pub fn check_world(configs: &[EpConfig]) -> Result<&EpConfig> {
+        let first = configs.first().ok_or(ConfigError::WrongRankCount {
+            expected: 1,
+            got: 0,
+        })?;
+        first.validate()?;
+        if configs.len() != first.n_ranks() {
+            return Err(ConfigError::WrongRankCount {
+                expected: first.n_ranks(),
+                got: configs.len(),
+            }
+            .into());
+        }
+        for (rank, c) in configs.iter().enumerate().skip(1) {
+            if let Some((field, expected, got)) = first.first_difference(c) {
+                return Err(EpError::ConfigMismatch {
+                    rank,
+                    field,
+                    expected,
+                    got,
+                });
+            }
+        }
+        Ok(first)
+    }
+
+    /// The first field in which `other` differs, with both values printed.
+    pub fn first_difference(&self, other: &EpConfig) -> Option<(&'static str, String, String)> {
+        macro_rules! cmp {
+            ($($f:ident),*) => {$(
+                if self.$f != other.$f {
+                    return Some((stringify!($f), format!("{:?}", self.$f), format!("{:?}", other.$f)));
+                }
+            )*};
+        }
+        cmp!(
+            hidden,
+            top_k,
+            n_experts,
+            max_tokens_per_rank,
+            n_gpus_per_node,
+            n_nodes,
+            format,
+            timeout
+        );
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn topology_arithmetic() {
+        let c = EpConfig::new(128, 8, 256, 64, 4).with_nodes(2);
+        assert_eq!(c.n_ranks(), 8);
+        assert_eq!(c.n_local_experts(), 32);
+        assert_eq!(c.expert_rank(33), 1);
+        assert_eq!(c.node_of(5), 1);
+        assert_eq!(c.max_recv_rows(), 64 * 8 * 8);
+        c.validate().unwrap();
+    }
+
+    #[test]
+    fn bad_fields_are_named() {
+        let c = EpConfig::new(128, 8, 250, 64, 4);
+        assert_eq!(
+            c.validate(),
+            Err(ConfigError::ExpertsNotDivisible {
+                n_experts: 250,
+                n_ranks: 4
+            })
+        );
+        let c = EpConfig::new(100, 8, 256, 64, 4);
+        let e = c.validate().unwrap_err();
+        assert!(e.to_string().contains("bf16") && e.to_string().contains("100"));
+        let c = EpConfig::new(128, 0, 256, 64, 4);
+        assert!(matches!(
+            c.validate(),
+            Err(ConfigError::TooSmall { field: "top_k", .. })
+        ));
+    }
+
+    #[test]
+    fn mismatch_names_rank_and_field() {
+        let a = EpConfig::new(128, 8, 256, 64, 4);
+        let mut b = a.clone();
+        b.top_k = 4;
+        let world = vec![a.clone(), a.clone(), b, a];
+        match EpConfig::check_world(&world) {
+            Err(EpError::ConfigMismatch { rank, field, .. }) => {
+                assert_eq!((rank, field), (2, "top_k"))
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+}

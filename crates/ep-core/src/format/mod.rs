@@ -1,0 +1,148 @@
+//! Token formats: how one bf16 token row is encoded into a message, decoded again, and where its
+//! scales go in the dispatch output. The message layout shared by all formats is [`MessageLayout`].
+
+mod bf16;
+mod message;
+
+use std::fmt;
+use std::str::FromStr;
+
+use half::bf16 as Bf16Elem;
+
+pub use self::bf16::Bf16;
+pub use self::message::{MessageLayout, MASKED_ID_U16};
+
+/// What a token format must define so that every backend produces the same bits.
+///
+/// A format is pure data transformation: no state, no allocation, no I/O. Backends call it per
+/// token (the simulator directly; the GPU backend through a kernel that implements the same
+/// arithmetic, checked against this one).
+pub trait TokenFormat {
+    /// Lower-case name used in errors and on the command line (`bf16`, `fp8`, ...).
+    fn name(&self) -> &'static str;
+    /// `hidden` must be a multiple of this (the scale block, or 8 for BF16's 16-byte rows).
+    fn block(&self) -> usize;
+    /// Encoded payload bytes of one row.
+    fn payload_bytes(&self, hidden: usize) -> usize;
+    /// Scale bytes of one row inside a message (plain per-token order).
+    fn scale_bytes(&self, hidden: usize) -> usize;
+    /// Each group's row count is rounded up to a multiple of this in the dispatch output.
+    fn group_row_multiple(&self) -> usize;
+    /// Encodes `row` into `payload` and `scales` (exactly `payload_bytes`/`scale_bytes` long).
+    fn encode(&self, row: &[Bf16Elem], input_scale: f32, payload: &mut [u8], scales: &mut [u8]);
+    /// Decodes an encoded row back to f32 values (`out.len() == hidden`).
+    fn decode(&self, payload: &[u8], scales: &[u8], input_scale: f32, out: &mut [f32]);
+    /// Bytes of the dispatch output's scale array for `rows` rows (padding rows included).
+    fn output_scales_bytes(&self, hidden: usize, rows: usize) -> usize;
+    /// Writes row `row`'s message scales into the output scale array of `rows` rows, in the
+    /// layout the grouped GEMM reads.
+    fn place_scales(
+        &self,
+        hidden: usize,
+        rows: usize,
+        row: usize,
+        msg_scales: &[u8],
+        out: &mut [u8],
+    );
+    /// The inverse of [`TokenFormat::place_scales`]: row `row`'s scales in per-token order.
+    fn gather_scales(
+        &self,
+        hidden: usize,
+        rows: usize,
+        row: usize,
+        out: &[u8],
+        msg_scales: &mut [u8],
+    );
+}
+
+/// The formats this crate defines, chosen at run time (`EpConfig::format`, `ep run --format`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum Format {
+    /// Raw bf16 rows; no scales.
+    #[default]
+    Bf16,
+}
+
+impl Format {
+    /// Every format, in the order the CLI and the conformance suite list them.
+    pub const ALL: &'static [Format] = &[Format::Bf16];
+
+    fn imp(&self) -> &'static dyn TokenFormat {
+        match self {
+            Format::Bf16 => &Bf16,
+        }
+    }
+
+    /// Whether the per-token input scale (see `DispatchInput::input_scales`) is read.
+    pub fn takes_input_scales(&self) -> bool {
+        false
+    }
+}
+
+impl TokenFormat for Format {
+    fn name(&self) -> &'static str {
+        self.imp().name()
+    }
+    fn block(&self) -> usize {
+        self.imp().block()
+    }
+    fn payload_bytes(&self, hidden: usize) -> usize {
+        self.imp().payload_bytes(hidden)
+    }
+    fn scale_bytes(&self, hidden: usize) -> usize {
+        self.imp().scale_bytes(hidden)
+    }
+    fn group_row_multiple(&self) -> usize {
+        self.imp().group_row_multiple()
+    }
+    fn encode(&self, row: &[Bf16Elem], input_scale: f32, payload: &mut [u8], scales: &mut [u8]) {
+        self.imp().encode(row, input_scale, payload, scales)
+    }
+    fn decode(&self, payload: &[u8], scales: &[u8], input_scale: f32, out: &mut [f32]) {
+        self.imp().decode(payload, scales, input_scale, out)
+    }
+    fn output_scales_bytes(&self, hidden: usize, rows: usize) -> usize {
+        self.imp().output_scales_bytes(hidden, rows)
+    }
+    fn place_scales(
+        &self,
+        hidden: usize,
+        rows: usize,
+        row: usize,
+        msg_scales: &[u8],
+        out: &mut [u8],
+    ) {
+        self.imp().place_scales(hidden, rows, row, msg_scales, out)
+    }
+    fn gather_scales(
+        &self,
+        hidden: usize,
+        rows: usize,
+        row: usize,
+        out: &[u8],
+        msg_scales: &mut [u8],
+    ) {
+        self.imp().gather_scales(hidden, rows, row, out, msg_scales)
+    }
+}
+
+impl fmt::Display for Format {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Format {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Format::ALL
+            .iter()
+            .copied()
+            .find(|f| f.name().eq_ignore_ascii_case(s))
+            .ok_or_else(|| {
+                let names: Vec<_> = Format::ALL.iter().map(|f| f.name()).collect();
+                format!("unknown format `{s}`; known: {}", names.join(", "))
+            })
+    }
+}

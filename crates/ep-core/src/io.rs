@@ -1,0 +1,325 @@
+//! What callers hand to dispatch and combine, and what they get back.
+
+use std::fmt::Write as _;
+
+use half::bf16;
+use ndarray::{Array2, Array3, ArrayView1, ArrayView2};
+
+use crate::format::{Format, TokenFormat};
+
+/// One rank's dispatch input.
+#[derive(Clone, Copy, Debug)]
+pub struct DispatchInput<'a> {
+    /// `[T, hidden]` token rows.
+    pub tokens: ArrayView2<'a, bf16>,
+    /// `[T, top_k]` global expert ids; -1 masks a slot.
+    pub topk_ids: ArrayView2<'a, i32>,
+    /// `[T]` per-token input scales, read only by formats that take them.
+    pub input_scales: Option<ArrayView1<'a, f32>>,
+}
+
+impl<'a> DispatchInput<'a> {
+    pub fn new(tokens: ArrayView2<'a, bf16>, topk_ids: ArrayView2<'a, i32>) -> Self {
+        DispatchInput {
+            tokens,
+            topk_ids,
+            input_scales: None,
+        }
+    }
+
+    pub fn n_tokens(&self) -> usize {
+        self.tokens.nrows()
+    }
+
+    pub(crate) fn input_scale(&self, t: usize) -> f32 {
+        self.input_scales.map_or(1.0, |s| s[t])
+    }
+}
+
+/// Router weights `[T, top_k]`, f32 or bf16; both are read as f32.
+#[derive(Clone, Copy, Debug)]
+pub enum RouterWeights<'a> {
+    F32(ArrayView2<'a, f32>),
+    Bf16(ArrayView2<'a, bf16>),
+}
+
+impl RouterWeights<'_> {
+    pub fn dim(&self) -> (usize, usize) {
+        match self {
+            RouterWeights::F32(w) => w.dim(),
+            RouterWeights::Bf16(w) => w.dim(),
+        }
+    }
+
+    /// Weight of token `t`, slot `k`, as f32.
+    pub fn get(&self, t: usize, k: usize) -> f32 {
+        match self {
+            RouterWeights::F32(w) => w[[t, k]],
+            RouterWeights::Bf16(w) => w[[t, k]].to_f32(),
+        }
+    }
+}
+
+/// One rank's combine input.
+#[derive(Clone, Copy, Debug)]
+pub struct CombineInput<'a> {
+    /// `[rows, hidden]` expert outputs, in the row order dispatch produced.
+    pub expert_out: ArrayView2<'a, bf16>,
+    /// With weights the output is reduced to `[T, hidden]`; without, it is `[T, top_k, hidden]`.
+    pub weights: Option<RouterWeights<'a>>,
+}
+
+/// Ties a combine to the dispatch whose rows it sends back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct RoutingHandle {
+    pub rank: usize,
+    /// Counts dispatches on this rank since init, from 0.
+    pub round: u64,
+}
+
+/// One rank's dispatch output: the rows its local experts received, grouped per expert.
+#[derive(Clone, Debug)]
+pub struct DispatchOutput {
+    pub handle: RoutingHandle,
+    pub format: Format,
+    pub hidden: usize,
+    /// `[rows, payload_bytes]` encoded payloads (for BF16, the little-endian bf16 row).
+    pub recv_tokens: Array2<u8>,
+    /// The scales of every row in the layout the format's grouped GEMM reads (empty for BF16).
+    pub recv_scales: Vec<u8>,
+    /// `[n_groups + 1]`: group `g` owns rows `row_offsets[g]..row_offsets[g + 1]`.
+    pub row_offsets: Vec<u32>,
+    /// `[n_groups]`: the local expert index of each group.
+    pub expert_ids: Vec<i32>,
+    /// `[rows, 2]`: (source token index, first top-k slot naming the expert); (-1, -1) for padding.
+    pub src_info: Array2<i32>,
+    /// `[n_groups, n_ranks + 1]`: source `s`'s rows in group `g` are `src_offsets[g][s]..src_offsets[g][s + 1]`
+    /// (absolute rows); `src_offsets[g][n_ranks]` ends the real rows, padding follows.
+    pub src_offsets: Array2<u32>,
+}
+
+impl DispatchOutput {
+    pub fn rows(&self) -> usize {
+        self.recv_tokens.nrows()
+    }
+
+    pub fn n_groups(&self) -> usize {
+        self.expert_ids.len()
+    }
+
+    pub fn n_ranks(&self) -> usize {
+        self.src_offsets.ncols() - 1
+    }
+
+    /// Rows that carry a token (padding excluded).
+    pub fn real_rows(&self) -> usize {
+        (0..self.n_groups())
+            .map(|g| (self.src_offsets[[g, self.n_ranks()]] - self.src_offsets[[g, 0]]) as usize)
+            .sum()
+    }
+
+    /// The rank that sent row `row`, or `None` for a padding row.
+    pub fn source_rank(&self, row: usize) -> Option<usize> {
+        let row = row as u32;
+        let g = (0..self.n_groups()).find(|&g| row < self.row_offsets[g + 1])?;
+        (0..self.n_ranks())
+            .find(|&s| self.src_offsets[[g, s]] <= row && row < self.src_offsets[[g, s + 1]])
+    }
+
+    /// The received rows as bf16, for the BF16 format; `None` for a quantized format.
+    pub fn tokens_bf16(&self) -> Option<Array2<bf16>> {
+        if self.format != Format::Bf16 {
+            return None;
+        }
+        let b = &self.recv_tokens;
+        Some(Array2::from_shape_fn(
+            (self.rows(), self.hidden),
+            |(r, c)| bf16::from_bits(u16::from_le_bytes([b[[r, 2 * c]], b[[r, 2 * c + 1]]])),
+        ))
+    }
+
+    /// Every row decoded to f32 through the format (what the expert GEMM sees).
+    pub fn decode_rows(&self) -> Array2<f32> {
+        let mut out = Array2::<f32>::zeros((self.rows(), self.hidden));
+        let scale_bytes = self.format.scale_bytes(self.hidden);
+        let mut scales = vec![0u8; scale_bytes];
+        for r in 0..self.rows() {
+            // Scales live in the output layout; the decode wants the per-token order back.
+            self.format
+                .gather_scales(self.hidden, self.rows(), r, &self.recv_scales, &mut scales);
+            let payload = self.recv_tokens.row(r);
+            self.format.decode(
+                payload.as_slice().expect("standard layout"),
+                &scales,
+                1.0,
+                out.row_mut(r).as_slice_mut().expect("standard layout"),
+            );
+        }
+        out
+    }
+
+    /// The first difference from `other` in any output byte, or `None` when bit-identical.
+    pub fn bit_diff(&self, other: &DispatchOutput) -> Option<String> {
+        if self.format != other.format || self.hidden != other.hidden {
+            return Some(format!(
+                "format/hidden {}/{} vs {}/{}",
+                self.format, self.hidden, other.format, other.hidden
+            ));
+        }
+        if self.row_offsets != other.row_offsets {
+            return Some(format!(
+                "row_offsets {:?} vs {:?}",
+                self.row_offsets, other.row_offsets
+            ));
+        }
+        if self.expert_ids != other.expert_ids {
+            return Some(format!(
+                "expert_ids {:?} vs {:?}",
+                self.expert_ids, other.expert_ids
+            ));
+        }
+        if self.src_offsets != other.src_offsets {
+            return Some(format!(
+                "src_offsets\n{:?}\nvs\n{:?}",
+                self.src_offsets, other.src_offsets
+            ));
+        }
+        if self.src_info.dim() != other.src_info.dim() {
+            return Some(format!(
+                "src_info shape {:?} vs {:?}",
+                self.src_info.dim(),
+                other.src_info.dim()
+            ));
+        }
+        for (r, (a, b)) in self
+            .src_info
+            .outer_iter()
+            .zip(other.src_info.outer_iter())
+            .enumerate()
+        {
+            if a != b {
+                return Some(format!("src_info row {r}: {a} vs {b}"));
+            }
+        }
+        if self.recv_tokens.dim() != other.recv_tokens.dim() {
+            return Some(format!(
+                "recv_tokens shape {:?} vs {:?}",
+                self.recv_tokens.dim(),
+                other.recv_tokens.dim()
+            ));
+        }
+        for (r, (a, b)) in self
+            .recv_tokens
+            .outer_iter()
+            .zip(other.recv_tokens.outer_iter())
+            .enumerate()
+        {
+            if let Some(c) = a.iter().zip(b.iter()).position(|(x, y)| x != y) {
+                return Some(format!(
+                    "recv_tokens row {r} byte {c}: {:#04x} vs {:#04x}",
+                    a[c], b[c]
+                ));
+            }
+        }
+        if let Some(i) = first_byte_diff(&self.recv_scales, &other.recv_scales) {
+            return Some(format!("recv_scales differ at byte {i}"));
+        }
+        None
+    }
+
+    /// A deterministic text rendering of the routing (not the payloads): groups, their rows per
+    /// source rank and each row's (token, slot). This is what routing snapshots store; use it with
+    /// `insta::assert_snapshot!` to pin your own routing.
+    pub fn routing_report(&self) -> String {
+        let mut s = String::new();
+        let n_ranks = self.n_ranks();
+        let _ = writeln!(
+            s,
+            "rank {}: {} rows ({} real), {} groups",
+            self.handle.rank,
+            self.rows(),
+            self.real_rows(),
+            self.n_groups()
+        );
+        for g in 0..self.n_groups() {
+            let (lo, hi) = (self.row_offsets[g], self.row_offsets[g + 1]);
+            let _ = write!(s, "  g{g} e{} rows {lo}..{hi}", self.expert_ids[g]);
+            for src in 0..n_ranks {
+                let (a, b) = (self.src_offsets[[g, src]], self.src_offsets[[g, src + 1]]);
+                if a == b {
+                    continue;
+                }
+                let _ = write!(s, " | r{src}:");
+                for row in a..b {
+                    let r = row as usize;
+                    let _ = write!(s, " {}.{}", self.src_info[[r, 0]], self.src_info[[r, 1]]);
+                }
+            }
+            let pad = hi - self.src_offsets[[g, n_ranks]];
+            if pad > 0 {
+                let _ = write!(s, " | pad {pad}");
+            }
+            s.push('\n');
+        }
+        s
+    }
+}
+
+fn first_byte_diff(a: &[u8], b: &[u8]) -> Option<usize> {
+    if a.len() != b.len() {
+        return Some(a.len().min(b.len()));
+    }
+    a.iter().zip(b).position(|(x, y)| x != y)
+}
+
+/// One rank's combine output.
+#[derive(Clone, Debug)]
+pub enum CombineOutput {
+    /// `[T, hidden]`: the weighted sum over slots, rounded to bf16 once.
+    Reduced(Array2<bf16>),
+    /// `[T, top_k, hidden]`: each slot's expert output, masked slots zero.
+    Unreduced(Array3<bf16>),
+}
+
+impl CombineOutput {
+    pub fn shape(&self) -> Vec<usize> {
+        match self {
+            CombineOutput::Reduced(a) => a.shape().to_vec(),
+            CombineOutput::Unreduced(a) => a.shape().to_vec(),
+        }
+    }
+
+    /// All elements in row-major order.
+    pub fn as_slice(&self) -> &[bf16] {
+        match self {
+            CombineOutput::Reduced(a) => a.as_slice().expect("standard layout"),
+            CombineOutput::Unreduced(a) => a.as_slice().expect("standard layout"),
+        }
+    }
+
+    pub fn reduced(&self) -> Option<&Array2<bf16>> {
+        match self {
+            CombineOutput::Reduced(a) => Some(a),
+            CombineOutput::Unreduced(_) => None,
+        }
+    }
+
+    /// The first element whose bits differ from `other`, or `None` when bit-identical.
+    pub fn bit_diff(&self, other: &CombineOutput) -> Option<String> {
+        if self.shape() != other.shape() {
+            return Some(format!("shape {:?} vs {:?}", self.shape(), other.shape()));
+        }
+        let (a, b) = (self.as_slice(), other.as_slice());
+        let i = a
+            .iter()
+            .zip(b)
+            .position(|(x, y)| x.to_bits() != y.to_bits())?;
+        Some(format!(
+            "element {i} (flat): {:?} ({:#06x}) vs {:?} ({:#06x})",
+            a[i],
+            a[i].to_bits(),
+            b[i],
+            b[i].to_bits()
+        ))
+    }
+}

@@ -1,0 +1,31 @@
+//! # ep-core: the expert-parallel dispatch/combine contract
+//!
+//! - [`config`]: [`EpConfig`], the world every rank agrees on, and its validation.
+//! - [`format`]: the [`TokenFormat`] trait, the formats, and the message layout.
+//! - [`io`]: inputs and outputs of dispatch and combine (router weights, routing outputs).
+//! - [`backend`]: the [`EpBackend`] / [`EpComm`] traits every backend implements.
+//! - [`oracle`]: the contract computed directly; every backend must match it bit for bit.
+//! - [`validate`], [`round`]: input checks and call-order rules shared by all backends.
+//! - [`error`]: [`EpError`], one typed error for everything.
+//!
+//! Arithmetic is IEEE f32 with round-to-nearest-even and no fused multiply-add: the combine sum
+//! for token `t` is `acc = 0.0; for k in 0..top_k { acc = acc + w[t][k] * f32(y[t][k]) }`, each
+//! `*` and `+` rounded separately, masked slots skipped, then rounded to bf16 once.
+
+pub mod backend;
+pub mod config;
+pub mod error;
+pub mod format;
+pub mod io;
+pub mod oracle;
+pub mod round;
+pub mod validate;
+
+pub use backend::{on_every_rank, EpBackend, EpComm};
+pub use config::EpConfig;
+pub use error::{ConfigError, EpError, MissingSignal, Phase, Result};
+pub use format::{Format, MessageLayout, TokenFormat};
+pub use half::bf16;
+pub use io::{
+    CombineInput, CombineOutput, DispatchInput, DispatchOutput, RouterWeights, RoutingHandle,
+};

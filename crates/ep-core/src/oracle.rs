@@ -1,0 +1,214 @@
+//! The oracle: the contract computed directly, over all ranks at once, with no buffers, threads
+//! or flags. Every backend is compared with it bit for bit. Keep it obviously correct rather than
+//! fast: each output is built by the most literal reading of `ep-contract.md`.
+
+use half::bf16;
+use ndarray::{Array2, Array3};
+
+use crate::config::EpConfig;
+use crate::error::{EpError, Result};
+use crate::format::TokenFormat;
+use crate::io::{CombineInput, CombineOutput, DispatchInput, DispatchOutput, RoutingHandle};
+use crate::validate;
+
+/// The first slot of token `t` that names expert `e`, if any.
+fn first_slot(ids: &ndarray::ArrayView2<'_, i32>, t: usize, e: usize) -> Option<usize> {
+    (0..ids.ncols()).find(|&k| ids[[t, k]] == e as i32)
+}
+
+/// Dispatch for every rank. `inputs[r]` is rank `r`'s input.
+pub fn dispatch(cfg: &EpConfig, inputs: &[DispatchInput<'_>]) -> Result<Vec<DispatchOutput>> {
+    cfg.validate()?;
+    check_rank_count(cfg, inputs.len())?;
+    for (r, input) in inputs.iter().enumerate() {
+        validate::dispatch_input(cfg, r, input)?;
+    }
+    let n_ranks = cfg.n_ranks();
+    let n_local = cfg.n_local_experts();
+    let fmt = cfg.format;
+    let payload_bytes = fmt.payload_bytes(cfg.hidden);
+    let scale_bytes = fmt.scale_bytes(cfg.hidden);
+    let row_multiple = fmt.group_row_multiple();
+
+    let mut outputs = Vec::with_capacity(n_ranks);
+    for dest in 0..n_ranks {
+        // Rows in order: group (local expert) ascending, then source rank, then source token.
+        let mut payloads: Vec<Vec<u8>> = Vec::new();
+        let mut row_scales: Vec<Vec<u8>> = Vec::new();
+        let mut src_info: Vec<[i32; 2]> = Vec::new();
+        let mut row_offsets = vec![0u32];
+        let mut src_offsets = Array2::<u32>::zeros((n_local, n_ranks + 1));
+        for g in 0..n_local {
+            let expert = dest * n_local + g;
+            for (src, input) in inputs.iter().enumerate() {
+                src_offsets[[g, src]] = payloads.len() as u32;
+                for t in 0..input.n_tokens() {
+                    let Some(k) = first_slot(&input.topk_ids, t, expert) else {
+                        continue;
+                    };
+                    let mut payload = vec![0u8; payload_bytes];
+                    let mut scales = vec![0u8; scale_bytes];
+                    let row = input.tokens.row(t);
+                    fmt.encode(
+                        row.as_slice().expect("validated standard layout"),
+                        input.input_scale(t),
+                        &mut payload,
+                        &mut scales,
+                    );
+                    payloads.push(payload);
+                    row_scales.push(scales);
+                    src_info.push([t as i32, k as i32]);
+                }
+            }
+            src_offsets[[g, n_ranks]] = payloads.len() as u32;
+            while payloads.len() % row_multiple != 0 {
+                payloads.push(vec![0u8; payload_bytes]);
+                row_scales.push(vec![0u8; scale_bytes]);
+                src_info.push([-1, -1]);
+            }
+            row_offsets.push(payloads.len() as u32);
+        }
+
+        let rows = payloads.len();
+        let mut recv_scales = vec![0u8; fmt.output_scales_bytes(cfg.hidden, rows)];
+        for (r, scales) in row_scales.iter().enumerate() {
+            if src_info[r][0] >= 0 {
+                fmt.place_scales(cfg.hidden, rows, r, scales, &mut recv_scales);
+            }
+        }
+        outputs.push(DispatchOutput {
+            handle: RoutingHandle {
+                rank: dest,
+                round: 0,
+            },
+            format: fmt,
+            hidden: cfg.hidden,
+            recv_tokens: Array2::from_shape_vec((rows, payload_bytes), payloads.concat())
+                .expect("rows x payload"),
+            recv_scales,
+            row_offsets,
+            expert_ids: (0..n_local as i32).collect(),
+            src_info: Array2::from_shape_vec((rows, 2), src_info.concat()).expect("rows x 2"),
+            src_offsets,
+        });
+    }
+    Ok(outputs)
+}
+
+/// Combine for every rank. `dispatch_inputs` and `routing` are the inputs and outputs of the
+/// matching [`dispatch`] call (the routing may come from any backend that matched it);
+/// `inputs[r]` holds rank `r`'s expert outputs, in `routing[r]`'s row order, and weights.
+pub fn combine(
+    cfg: &EpConfig,
+    dispatch_inputs: &[DispatchInput<'_>],
+    routing: &[DispatchOutput],
+    inputs: &[CombineInput<'_>],
+) -> Result<Vec<CombineOutput>> {
+    check_rank_count(cfg, dispatch_inputs.len())?;
+    check_rank_count(cfg, routing.len())?;
+    check_rank_count(cfg, inputs.len())?;
+    for (r, input) in inputs.iter().enumerate() {
+        validate::combine_input(
+            cfg,
+            r,
+            routing[r].rows(),
+            dispatch_inputs[r].n_tokens(),
+            input,
+        )?;
+    }
+    let n_local = cfg.n_local_experts();
+    let (hidden, top_k) = (cfg.hidden, cfg.top_k);
+
+    // returned[src][(t, k)] = (expert rank, row) that holds the output for token t's slot k.
+    let mut returned: Vec<Array2<Option<(usize, usize)>>> = dispatch_inputs
+        .iter()
+        .map(|d| Array2::from_elem((d.n_tokens(), top_k), None))
+        .collect();
+    for (dest, out) in routing.iter().enumerate() {
+        for row in 0..out.rows() {
+            let (t, k) = (out.src_info[[row, 0]], out.src_info[[row, 1]]);
+            if t < 0 {
+                continue;
+            }
+            let src = out.source_rank(row).expect("a real row has a source rank");
+            returned[src][[t as usize, k as usize]] = Some((dest, row));
+        }
+    }
+
+    let mut outputs = Vec::with_capacity(inputs.len());
+    for (src, input) in inputs.iter().enumerate() {
+        let ids = &dispatch_inputs[src].topk_ids;
+        let n_tokens = dispatch_inputs[src].n_tokens();
+        // The row holding token t's output for slot k: a duplicated expert's output sits at the
+        // first slot that names it.
+        let output_row = |t: usize, k: usize| -> Option<&[bf16]> {
+            let id = ids[[t, k]];
+            if id < 0 {
+                return None;
+            }
+            let k0 = first_slot(ids, t, id as usize).expect("slot k names it");
+            let (dest, row) = returned[src][[t, k0]].unwrap_or_else(|| {
+                panic!(
+                    "oracle: no row for rank {src} token {t} slot {k0} (expert {id} on rank {})",
+                    id as usize / n_local
+                )
+            });
+            Some(inputs_row(inputs, dest, row))
+        };
+        outputs.push(match &input.weights {
+            Some(w) => {
+                let mut out = Array2::<bf16>::zeros((n_tokens, hidden));
+                for t in 0..n_tokens {
+                    let mut acc = vec![0.0f32; hidden];
+                    for k in 0..top_k {
+                        if let Some(y) = output_row(t, k) {
+                            let wk = w.get(t, k);
+                            for (a, y) in acc.iter_mut().zip(y) {
+                                // Product rounded, then sum rounded: no fused multiply-add.
+                                let p = wk * y.to_f32();
+                                *a += p;
+                            }
+                        }
+                    }
+                    for (o, a) in out.row_mut(t).iter_mut().zip(&acc) {
+                        *o = bf16::from_f32(*a);
+                    }
+                }
+                CombineOutput::Reduced(out)
+            }
+            None => {
+                let mut out = Array3::<bf16>::zeros((n_tokens, top_k, hidden));
+                for t in 0..n_tokens {
+                    for k in 0..top_k {
+                        if let Some(y) = output_row(t, k) {
+                            for (o, y) in out.slice_mut(ndarray::s![t, k, ..]).iter_mut().zip(y) {
+                                *o = *y;
+                            }
+                        }
+                    }
+                }
+                CombineOutput::Unreduced(out)
+            }
+        });
+    }
+    Ok(outputs)
+}
+
+fn inputs_row<'a>(inputs: &'a [CombineInput<'_>], dest: usize, row: usize) -> &'a [bf16] {
+    let view = inputs[dest].expert_out;
+    let hidden = view.ncols();
+    let all = view.to_slice().expect("validated standard layout");
+    &all[row * hidden..(row + 1) * hidden]
+}
+
+fn check_rank_count(cfg: &EpConfig, got: usize) -> Result<()> {
+    if got != cfg.n_ranks() {
+        return Err(EpError::Shape {
+            rank: 0,
+            what: "per-rank inputs",
+            expected: vec![cfg.n_ranks()],
+            got: vec![got],
+        });
+    }
+    Ok(())
+}

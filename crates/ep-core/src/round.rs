@@ -1,0 +1,139 @@
+//! The order of calls in a round, enforced the same way by every backend:
+//! `dispatch_async -> dispatch_wait -> combine_async -> combine_wait -> (next round)`.
+//! Finishing combine is what proves the dispatch buffers are free again, so a second dispatch
+//! before combine is refused rather than allowed to race.
+
+use crate::error::{EpError, Result};
+use crate::io::RoutingHandle;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum State {
+    Idle,
+    DispatchSent,
+    Dispatched,
+    CombineSent,
+    Poisoned(String),
+}
+
+/// Per-rank call-order state. Backends call `check_*` before validating input (no state change),
+/// then the matching transition once the call has succeeded.
+#[derive(Clone, Debug)]
+pub struct RoundTracker {
+    rank: usize,
+    /// Dispatches started since init; the handle of the current round is `round - 1`.
+    round: u64,
+    state: State,
+}
+
+impl RoundTracker {
+    pub fn new(rank: usize) -> Self {
+        RoundTracker {
+            rank,
+            round: 0,
+            state: State::Idle,
+        }
+    }
+
+    fn expect(&self, call: &'static str, want: State) -> Result<()> {
+        match &self.state {
+            State::Poisoned(cause) => Err(EpError::Poisoned {
+                rank: self.rank,
+                cause: cause.clone(),
+            }),
+            s if *s == want => Ok(()),
+            s => Err(EpError::OutOfOrder {
+                rank: self.rank,
+                call,
+                state: match s {
+                    State::Idle => "no dispatch is in flight".into(),
+                    State::DispatchSent => "dispatch_async was issued; call dispatch_wait".into(),
+                    State::Dispatched => "the last dispatch has not been combined yet".into(),
+                    State::CombineSent => "combine_async was issued; call combine_wait".into(),
+                    State::Poisoned(_) => unreachable!(),
+                },
+            }),
+        }
+    }
+
+    pub fn check_dispatch_async(&self) -> Result<()> {
+        self.expect("dispatch_async", State::Idle)
+    }
+    pub fn dispatch_sent(&mut self) {
+        self.round += 1;
+        self.state = State::DispatchSent;
+    }
+    pub fn check_dispatch_wait(&self) -> Result<()> {
+        self.expect("dispatch_wait", State::DispatchSent)
+    }
+    /// Dispatch finished; returns the handle combine must present.
+    pub fn dispatched(&mut self) -> RoutingHandle {
+        self.state = State::Dispatched;
+        self.handle()
+    }
+    pub fn check_combine_async(&self, handle: &RoutingHandle) -> Result<()> {
+        self.expect("combine_async", State::Dispatched)?;
+        if *handle != self.handle() {
+            return Err(EpError::StaleHandle {
+                rank: self.rank,
+                handle: format!("rank {} round {}", handle.rank, handle.round),
+                current: format!("rank {} round {}", self.rank, self.round - 1),
+            });
+        }
+        Ok(())
+    }
+    pub fn combine_sent(&mut self) {
+        self.state = State::CombineSent;
+    }
+    pub fn check_combine_wait(&self) -> Result<()> {
+        self.expect("combine_wait", State::CombineSent)
+    }
+    pub fn combined(&mut self) {
+        self.state = State::Idle;
+    }
+
+    /// After a timeout the peers' view of the round is unknown: refuse everything until re-init.
+    pub fn poison(&mut self, cause: &EpError) {
+        self.state = State::Poisoned(cause.to_string());
+    }
+
+    fn handle(&self) -> RoutingHandle {
+        RoutingHandle {
+            rank: self.rank,
+            round: self.round.saturating_sub(1),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn enforces_the_round_order() {
+        let mut t = RoundTracker::new(3);
+        assert!(matches!(
+            t.check_dispatch_wait(),
+            Err(EpError::OutOfOrder { rank: 3, .. })
+        ));
+        t.check_dispatch_async().unwrap();
+        t.dispatch_sent();
+        assert!(t.check_dispatch_async().is_err());
+        t.check_dispatch_wait().unwrap();
+        let h = t.dispatched();
+        let stale = RoutingHandle { rank: 3, round: 7 };
+        assert!(matches!(
+            t.check_combine_async(&stale),
+            Err(EpError::StaleHandle { .. })
+        ));
+        t.check_combine_async(&h).unwrap();
+        t.combine_sent();
+        t.check_combine_wait().unwrap();
+        t.combined();
+        t.check_dispatch_async().unwrap();
+        t.poison(&EpError::Backend("x".into()));
+        assert!(matches!(
+            t.check_dispatch_async(),
+            Err(EpError::Poisoned { .. })
+        ));
+    }
+}

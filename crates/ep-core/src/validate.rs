@@ -1,0 +1,81 @@
+//! Input checks shared by the oracle and every backend. They run before anything is written, so
+//! a bad call leaves every buffer and flag as it was.
+
+use crate::config::EpConfig;
+use crate::error::{EpError, Result};
+use crate::io::{CombineInput, DispatchInput};
+
+fn shape(rank: usize, what: &'static str, expected: &[usize], got: &[usize]) -> Result<()> {
+    if expected == got {
+        Ok(())
+    } else {
+        Err(EpError::Shape {
+            rank,
+            what,
+            expected: expected.to_vec(),
+            got: got.to_vec(),
+        })
+    }
+}
+
+/// Checks one rank's dispatch input against the config.
+pub fn dispatch_input(cfg: &EpConfig, rank: usize, input: &DispatchInput<'_>) -> Result<()> {
+    let t = input.tokens.nrows();
+    if t > cfg.max_tokens_per_rank {
+        return Err(EpError::TooManyTokens {
+            rank,
+            tokens: t,
+            max: cfg.max_tokens_per_rank,
+        });
+    }
+    shape(rank, "tokens", &[t, cfg.hidden], input.tokens.shape())?;
+    shape(rank, "topk_ids", &[t, cfg.top_k], input.topk_ids.shape())?;
+    if let Some(s) = input.input_scales {
+        shape(rank, "input_scales", &[t], s.shape())?;
+    }
+    if !input.tokens.is_standard_layout() {
+        return Err(EpError::NotContiguous {
+            rank,
+            what: "tokens",
+        });
+    }
+    for ((token, slot), &id) in input.topk_ids.indexed_iter() {
+        if id < -1 || id >= cfg.n_experts as i32 {
+            return Err(EpError::ExpertIdOutOfRange {
+                rank,
+                token,
+                slot,
+                id,
+                n_experts: cfg.n_experts,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Checks one rank's combine input against the rows its dispatch produced and its token count.
+pub fn combine_input(
+    cfg: &EpConfig,
+    rank: usize,
+    rows: usize,
+    n_tokens: usize,
+    input: &CombineInput<'_>,
+) -> Result<()> {
+    shape(
+        rank,
+        "expert_out",
+        &[rows, cfg.hidden],
+        input.expert_out.shape(),
+    )?;
+    if !input.expert_out.is_standard_layout() {
+        return Err(EpError::NotContiguous {
+            rank,
+            what: "expert_out",
+        });
+    }
+    if let Some(w) = &input.weights {
+        let (a, b) = w.dim();
+        shape(rank, "router weights", &[n_tokens, cfg.top_k], &[a, b])?;
+    }
+    Ok(())
+}

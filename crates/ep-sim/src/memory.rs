@@ -1,0 +1,203 @@
+//! Symmetric memory: every rank owns the same set of buffers, and every other rank may write into
+//! them. Like GPU memory mapped over NVLink, the bytes are plain (non-atomic) memory; the only
+//! synchronisation is the receive counts, published with release stores and read with acquire
+//! loads. That protocol is what makes the raw writes below data-race free.
+
+use std::alloc::{alloc_zeroed, dealloc, Layout};
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use ep_core::{EpConfig, MessageLayout};
+
+/// "Not arrived": the value every receive count holds between rounds.
+pub const SENTINEL: u64 = u64::MAX;
+
+/// A zeroed byte buffer other threads write into. Pages are only mapped when first touched, so a
+/// buffer sized for the worst case costs memory only for the slots a round really uses.
+pub struct SymmetricBuffer {
+    ptr: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: the buffer is plain memory; callers uphold the protocol (disjoint slots per sender,
+// release/acquire on the counts) that orders every write before every read of the same bytes.
+unsafe impl Send for SymmetricBuffer {}
+unsafe impl Sync for SymmetricBuffer {}
+
+const ALIGN: usize = 64;
+
+impl SymmetricBuffer {
+    pub fn new(len: usize) -> Self {
+        if len == 0 {
+            return SymmetricBuffer {
+                ptr: NonNull::dangling(),
+                len,
+            };
+        }
+        let layout = Layout::from_size_align(len, ALIGN).expect("buffer layout");
+        // SAFETY: non-zero size.
+        let ptr = unsafe { alloc_zeroed(layout) };
+        let ptr = NonNull::new(ptr).unwrap_or_else(|| std::alloc::handle_alloc_error(layout));
+        SymmetricBuffer { ptr, len }
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Copies `src` to `offset`.
+    ///
+    /// # Safety
+    /// No other thread may read or write these bytes until a release/acquire pair on a receive
+    /// count orders this write before that access.
+    pub unsafe fn write(&self, offset: usize, src: &[u8]) {
+        assert!(offset + src.len() <= self.len, "write past the buffer end");
+        std::ptr::copy_nonoverlapping(src.as_ptr(), self.ptr.as_ptr().add(offset), src.len());
+    }
+
+    /// The bytes at `offset..offset + len`.
+    ///
+    /// # Safety
+    /// Every write to these bytes must happen-before this call (via an acquired count), and none
+    /// may start while the slice lives.
+    pub unsafe fn slice(&self, offset: usize, len: usize) -> &[u8] {
+        assert!(offset + len <= self.len, "read past the buffer end");
+        std::slice::from_raw_parts(self.ptr.as_ptr().add(offset), len)
+    }
+
+    /// # Safety
+    /// As [`SymmetricBuffer::write`]: the caller owns these bytes exclusively for the slice's life.
+    #[allow(clippy::mut_from_ref)]
+    pub unsafe fn slice_mut(&self, offset: usize, len: usize) -> &mut [u8] {
+        assert!(offset + len <= self.len, "write past the buffer end");
+        std::slice::from_raw_parts_mut(self.ptr.as_ptr().add(offset), len)
+    }
+}
+
+impl Drop for SymmetricBuffer {
+    fn drop(&mut self) {
+        if self.len > 0 {
+            // SAFETY: allocated in `new` with this layout.
+            unsafe {
+                dealloc(
+                    self.ptr.as_ptr(),
+                    Layout::from_size_align(self.len, ALIGN).unwrap(),
+                )
+            }
+        }
+    }
+}
+
+/// The receive counts of one buffer group: `[n_local_experts, n_ranks]`, index `g * n_ranks + src`.
+pub struct Counts(Box<[AtomicU64]>);
+
+impl Counts {
+    fn new(n: usize) -> Self {
+        Counts((0..n).map(|_| AtomicU64::new(SENTINEL)).collect())
+    }
+
+    pub fn as_slice(&self) -> &[AtomicU64] {
+        &self.0
+    }
+
+    /// Publishes a count: every data write by this thread before it is visible to the reader
+    /// that acquires it.
+    pub fn publish(&self, index: usize, value: u64) {
+        self.0[index].store(value, Ordering::Release);
+    }
+
+    /// Back to "not arrived" for the next round.
+    pub fn reset(&self) {
+        for c in self.0.iter() {
+            c.store(SENTINEL, Ordering::Relaxed);
+        }
+    }
+}
+
+/// One buffer group (dispatch or combine) of one rank.
+pub struct BufferGroup {
+    /// Staging for puts to other nodes (a NIC reads from here).
+    pub send: SymmetricBuffer,
+    pub recv: SymmetricBuffer,
+    pub counts: Counts,
+}
+
+/// Everything one rank owns.
+pub struct RankMemory {
+    pub dispatch: BufferGroup,
+    pub combine: BufferGroup,
+}
+
+/// Buffer geometry derived from the config, shared by every rank.
+#[derive(Clone, Debug)]
+pub struct Geometry {
+    pub msg: MessageLayout,
+    pub n_ranks: usize,
+    pub n_local: usize,
+    pub max_tokens: usize,
+    pub top_k: usize,
+    /// Bytes of one combine row (`hidden` bf16 values).
+    pub row_bytes: usize,
+}
+
+impl Geometry {
+    pub fn new(cfg: &EpConfig) -> Self {
+        Geometry {
+            msg: MessageLayout::new(cfg.format, cfg.hidden, cfg.top_k),
+            n_ranks: cfg.n_ranks(),
+            n_local: cfg.n_local_experts(),
+            max_tokens: cfg.max_tokens_per_rank,
+            top_k: cfg.top_k,
+            row_bytes: cfg.hidden * 2,
+        }
+    }
+
+    /// Dispatch receive slot of message `pos` from `src` for local expert `g`:
+    /// `[n_local_experts, n_ranks, max_tokens_per_rank, msg]`.
+    pub fn dispatch_slot(&self, g: usize, src: usize, pos: usize) -> usize {
+        ((g * self.n_ranks + src) * self.max_tokens + pos) * self.msg.bytes
+    }
+
+    /// Combine receive slot of token `t`, slot `k`: `[max_tokens_per_rank, top_k, hidden]`.
+    pub fn combine_slot(&self, t: usize, k: usize) -> usize {
+        (t * self.top_k + k) * self.row_bytes
+    }
+
+    pub fn count_index(&self, g: usize, src: usize) -> usize {
+        g * self.n_ranks + src
+    }
+
+    pub fn alloc_rank(&self, max_recv_rows: usize) -> RankMemory {
+        let counts = self.n_local * self.n_ranks;
+        RankMemory {
+            dispatch: BufferGroup {
+                // One staged message per token: puts to several remote experts read the same one.
+                send: SymmetricBuffer::new(self.max_tokens * self.msg.bytes),
+                recv: SymmetricBuffer::new(
+                    self.n_local * self.n_ranks * self.max_tokens * self.msg.bytes,
+                ),
+                counts: Counts::new(counts),
+            },
+            combine: BufferGroup {
+                send: SymmetricBuffer::new(max_recv_rows * self.row_bytes),
+                recv: SymmetricBuffer::new(self.max_tokens * self.top_k * self.row_bytes),
+                counts: Counts::new(counts),
+            },
+        }
+    }
+}
+
+/// FNV-style hash over 8-byte words: fast enough for test-sized buffers, deterministic.
+pub fn digest(hash: &mut u64, bytes: &[u8]) {
+    for chunk in bytes.chunks(8) {
+        let mut w = [0u8; 8];
+        w[..chunk.len()].copy_from_slice(chunk);
+        *hash = (*hash ^ u64::from_le_bytes(w))
+            .wrapping_mul(0x100_0000_01b3)
+            .rotate_left(29);
+    }
+}

@@ -1,0 +1,39 @@
+//! Acquire-waits on receive counts, with a deadline.
+
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use crossbeam::utils::Backoff;
+
+use crate::memory::{Counts, SENTINEL};
+
+/// Waits until no count is the sentinel and returns the counts, or, at the deadline, the indices
+/// that never arrived. Ranks outnumber cores in the simulator, so the wait spins briefly, then
+/// yields, then sleeps: a spinning rank must not starve the rank it waits for.
+pub fn wait_all(counts: &Counts, timeout: Duration) -> Result<Vec<u64>, Vec<usize>> {
+    let counts = counts.as_slice();
+    let start = Instant::now();
+    let mut out = vec![SENTINEL; counts.len()];
+    let mut pending: Vec<usize> = (0..counts.len()).collect();
+    let backoff = Backoff::new();
+    let mut sleep = Duration::from_micros(1);
+    loop {
+        pending.retain(|&i| {
+            let v = counts[i].load(Ordering::Acquire);
+            out[i] = v;
+            v == SENTINEL
+        });
+        if pending.is_empty() {
+            return Ok(out);
+        }
+        if start.elapsed() >= timeout {
+            return Err(pending);
+        }
+        if !backoff.is_completed() {
+            backoff.snooze();
+        } else {
+            std::thread::sleep(sleep);
+            sleep = (sleep * 2).min(Duration::from_micros(200));
+        }
+    }
+}
