@@ -20,7 +20,7 @@ impl Rng {
 
     /// Uniform in `0..n`.
     pub fn below(&mut self, n: usize) -> usize {
-        ((self.next_u64() >> 11) as u128 * n as u128 >> 53) as usize
+        (((self.next_u64() >> 11) as u128 * n as u128) >> 53) as usize
     }
 
     /// Uniform in `[0, 1)`.

@@ -1,5 +1,6 @@
 //! Running one round on a backend (one thread per rank) and holding it against the oracle.
 
+use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
 use ep_core::{
@@ -43,25 +44,29 @@ pub struct RankRound {
     pub combine_time: Duration,
 }
 
-/// Runs one round on every rank, each on its own thread. Returns each rank's result.
+/// Runs one round on every rank, each on its own thread. Returns each rank's result. Ranks meet
+/// at a barrier before each phase, so a phase's time is the phase, not a wait for a rank that is
+/// still computing its experts.
 pub fn run_round<C: EpComm>(
     comms: &mut [C],
     inputs: &RoundInputs,
     opts: RoundOptions,
 ) -> Vec<Result<RankRound, EpError>> {
+    let barrier = Barrier::new(comms.len());
     on_every_rank(comms, |c| {
         let r = c.rank();
         let input = inputs.dispatch_input(r);
+        barrier.wait();
         let t0 = Instant::now();
         let dispatch = match opts.calls {
-            Calls::Fused => c.dispatch(&input)?,
-            Calls::Split => {
-                c.dispatch_async(&input)?;
-                c.dispatch_wait()?
-            }
+            Calls::Fused => c.dispatch(&input),
+            Calls::Split => c.dispatch_async(&input).and_then(|()| c.dispatch_wait()),
         };
         let dispatch_time = t0.elapsed();
-        let expert_out = (opts.experts)(&dispatch);
+        let expert_out = dispatch.as_ref().ok().map(opts.experts);
+        // Every rank reaches this barrier, failed or not, so none waits forever.
+        barrier.wait();
+        let (dispatch, expert_out) = (dispatch?, expert_out.expect("dispatch succeeded"));
         let cin = inputs.combine_input(r, &expert_out, opts.weights);
         let t1 = Instant::now();
         let combine = match opts.calls {

@@ -127,14 +127,14 @@ impl EpConfig {
         at_least("n_gpus_per_node", self.n_gpus_per_node, 1)?;
         at_least("n_nodes", self.n_nodes, 1)?;
         at_least("timeout (ms)", self.timeout.as_millis() as usize, 1)?;
-        if self.n_experts % self.n_ranks() != 0 {
+        if !self.n_experts.is_multiple_of(self.n_ranks()) {
             return Err(ConfigError::ExpertsNotDivisible {
                 n_experts: self.n_experts,
                 n_ranks: self.n_ranks(),
             });
         }
         let block = self.format.block();
-        if self.hidden % block != 0 {
+        if !self.hidden.is_multiple_of(block) {
             return Err(ConfigError::HiddenNotAllowed {
                 format: self.format.name(),
                 hidden: self.hidden,

@@ -131,11 +131,12 @@ impl DispatchOutput {
         if self.format != Format::Bf16 {
             return None;
         }
-        let b = &self.recv_tokens;
-        Some(Array2::from_shape_fn(
-            (self.rows(), self.hidden),
-            |(r, c)| bf16::from_bits(u16::from_le_bytes([b[[r, 2 * c]], b[[r, 2 * c + 1]]])),
-        ))
+        let bytes = self.recv_tokens.as_slice().expect("standard layout");
+        let values: Vec<bf16> = bytes
+            .chunks_exact(2)
+            .map(|b| bf16::from_bits(u16::from_le_bytes([b[0], b[1]])))
+            .collect();
+        Some(Array2::from_shape_vec((self.rows(), self.hidden), values).expect("rows x hidden"))
     }
 
     /// Every row decoded to f32 through the format (what the expert GEMM sees).

@@ -61,7 +61,7 @@ pub fn dispatch(cfg: &EpConfig, inputs: &[DispatchInput<'_>]) -> Result<Vec<Disp
                 }
             }
             src_offsets[[g, n_ranks]] = payloads.len() as u32;
-            while payloads.len() % row_multiple != 0 {
+            while !payloads.len().is_multiple_of(row_multiple) {
                 payloads.push(vec![0u8; payload_bytes]);
                 row_scales.push(vec![0u8; scale_bytes]);
                 src_info.push([-1, -1]);

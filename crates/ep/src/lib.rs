@@ -1,1 +1,26 @@
+//! # ep: expert-parallel dispatch and combine for Mixture-of-Experts
+//!
+//! Depend on this crate; pick backends with cargo features (`sim`, on by default) and at run
+//! time with [`Backend`]. Everything in [`ep_core`] is re-exported here, so generic code is
+//! written against [`EpBackend`] / [`EpComm`]:
+//!
+//! ```
+//! use ep::{EpBackend, EpComm, EpConfig};
+//!
+//! fn world_size<B: EpBackend>(backend: &B) -> ep::Result<usize> {
+//!     let cfg = EpConfig::new(128, 2, 8, 16, 4);
+//!     Ok(backend.init_uniform(&cfg)?.len())
+//! }
+//! let sim = ep::Backend::new(ep::BackendKind::Sim).unwrap();
+//! assert_eq!(world_size(&sim).unwrap(), 4);
+//! ```
 
+mod any_backend;
+
+pub use any_backend::{Backend, BackendKind};
+pub use ep_core::*;
+
+/// The conformance suite, for running it on your own backend (see its `testgen!`).
+pub use ep_conformance as conformance;
+#[cfg(feature = "sim")]
+pub use ep_sim as sim;

@@ -1,0 +1,53 @@
+//! `ep conformance`: the suite from the binary, snapshots compared with the embedded copies.
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use ep::conformance::runner;
+use ep::BackendKind;
+
+#[derive(clap::Args)]
+pub struct Args {
+    #[arg(long, default_value = "sim")]
+    backend: BackendKind,
+    /// Only cases whose name contains this.
+    #[arg(long)]
+    filter: Option<String>,
+}
+
+pub fn main(args: Args) -> Result<ExitCode, String> {
+    let backend = crate::backend(args.backend)?;
+    let total = runner::all_cases::<ep::Backend>()
+        .iter()
+        .filter(|c| args.filter.as_deref().is_none_or(|f| c.name.contains(f)))
+        .count();
+    println!(
+        "running {total} conformance cases on backend `{}`",
+        args.backend
+    );
+    let mut done = 0;
+    let outcomes = runner::run_all(&backend, args.filter.as_deref(), |o| {
+        done += 1;
+        let status = if o.result.is_ok() { "ok" } else { "FAILED" };
+        println!(
+            "[{done:>3}/{total}] {status:<6} {} ({:.0} ms)",
+            o.name,
+            o.time.as_secs_f64() * 1e3
+        );
+        let _ = std::io::stdout().flush();
+    });
+    let failed: Vec<_> = outcomes.iter().filter(|o| o.result.is_err()).collect();
+    for o in &failed {
+        println!("\n--- {} ---\n{}", o.name, o.result.as_ref().unwrap_err());
+    }
+    println!(
+        "\n{} passed, {} failed",
+        outcomes.len() - failed.len(),
+        failed.len()
+    );
+    Ok(if failed.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}

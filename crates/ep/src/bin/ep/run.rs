@@ -1,0 +1,188 @@
+//! `ep run`: one scenario end to end, checked against the oracle, with a per-rank table and the
+//! time and bandwidth of each phase.
+
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use ep::conformance::rng::Rng;
+use ep::conformance::round::{
+    all_ok, check_against_oracle, run_round, Calls, RankRound, RoundOptions,
+};
+use ep::conformance::routing::RoutingSpec;
+use ep::conformance::{Fixture, RoundInputs, WeightKind};
+use ep::{BackendKind, EpBackend, EpConfig, Format, TokenFormat};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// A fixture name (see `fixtures/`) or the path of a fixture file. Default: the built-in demo.
+    #[arg(long)]
+    scenario: Option<String>,
+    #[arg(long, default_value = "sim")]
+    backend: BackendKind,
+    /// Token format of dispatch.
+    #[arg(long, default_value = "bf16")]
+    format: Format,
+    /// Rounds to run on one initialised world; every round is checked, times are medians.
+    #[arg(long, default_value_t = 3)]
+    rounds: usize,
+    /// Use the split calls (`*_async` then `*_wait`) instead of the fused ones.
+    #[arg(long)]
+    split: bool,
+}
+
+/// The demo: two nodes of four ranks, a DeepSeek-like top-8 over 64 experts, mild skew.
+fn demo() -> (String, EpConfig, RoundInputs) {
+    let cfg = EpConfig::new(1024, 8, 64, 256, 4).with_nodes(2);
+    let spec = RoutingSpec {
+        skew: Some((8, 0.15)),
+        masked: 0.02,
+        ..Default::default()
+    };
+    let mut rng = Rng::new(42);
+    let ids = (0..cfg.n_ranks())
+        .map(|r| {
+            spec.generate(
+                &mut rng,
+                256 - 16 * r,
+                cfg.top_k,
+                cfg.n_experts,
+                cfg.n_ranks(),
+            )
+        })
+        .collect();
+    let inputs = RoundInputs::with_random_values(cfg.hidden, ids, 42);
+    ("demo".into(), cfg, inputs)
+}
+
+fn load(scenario: &str, format: Format) -> Result<(String, EpConfig, RoundInputs), String> {
+    let fx = if Path::new(scenario).is_file() {
+        Fixture::read(Path::new(scenario))?
+    } else {
+        Fixture::load(scenario)?
+    };
+    Ok((fx.name.clone(), fx.config(format), fx.inputs()))
+}
+
+pub fn main(args: Args) -> Result<ExitCode, String> {
+    let (kind, format) = (args.backend, args.format);
+    let (name, cfg, inputs) = match &args.scenario {
+        Some(s) => load(s, format)?,
+        None => {
+            let (n, c, i) = demo();
+            (n, c.with_format(format), i)
+        }
+    };
+    let backend = crate::backend(kind)?;
+    let mut comms = backend.init_uniform(&cfg).map_err(|e| e.to_string())?;
+    println!(
+        "scenario {name}: {} node(s) x {} GPUs, {} experts ({} per rank), top-{}, hidden {}, {}, backend {}",
+        cfg.n_nodes,
+        cfg.n_gpus_per_node,
+        cfg.n_experts,
+        cfg.n_local_experts(),
+        cfg.top_k,
+        cfg.hidden,
+        cfg.format,
+        backend.name()
+    );
+
+    let calls = if args.split {
+        Calls::Split
+    } else {
+        Calls::Fused
+    };
+    let opts = RoundOptions::new(calls, WeightKind::F32);
+    let rounds = args.rounds.max(1);
+    let mut last: Vec<RankRound> = Vec::new();
+    let (mut dispatch_times, mut combine_times) = (Vec::new(), Vec::new());
+    let mut mismatch = None;
+    for round in 0..rounds {
+        let got = all_ok(run_round(&mut comms, &inputs, opts))?;
+        if let Err(e) = check_against_oracle(&cfg, &inputs, opts, &got) {
+            mismatch.get_or_insert(format!("round {round}: {e}"));
+        }
+        dispatch_times.push(
+            got.iter()
+                .map(|r| r.dispatch_time)
+                .max()
+                .unwrap_or_default(),
+        );
+        combine_times.push(got.iter().map(|r| r.combine_time).max().unwrap_or_default());
+        last = got;
+    }
+
+    print_rank_table(&cfg, &inputs, &last);
+    let bytes_per_token = cfg.format.payload_bytes(cfg.hidden) + cfg.format.scale_bytes(cfg.hidden);
+    let n_local = cfg.n_local_experts();
+    let dispatch_bytes = mean(&inputs.deepep_bytes(n_local, bytes_per_token));
+    let combine_bytes = mean(&inputs.deepep_bytes(n_local, cfg.hidden * 2));
+    println!("\nphase     median time   per-rank bytes (DeepEP)   per-rank GB/s");
+    for (phase, times, bytes) in [
+        ("dispatch", &mut dispatch_times, dispatch_bytes),
+        ("combine", &mut combine_times, combine_bytes),
+    ] {
+        let t = median(times);
+        println!(
+            "{phase:<9} {:>9.3} ms   {:>21.0}   {:>13.2}",
+            t.as_secs_f64() * 1e3,
+            bytes,
+            bytes / t.as_secs_f64() / 1e9
+        );
+    }
+    println!("(times: slowest rank's wall time per phase, median over {rounds} rounds; bytes: each token row once per destination rank, own rank included)");
+    match mismatch {
+        None => {
+            println!("\noracle: bit-exact on all {rounds} rounds");
+            Ok(ExitCode::SUCCESS)
+        }
+        Some(e) => {
+            println!("\noracle: MISMATCH\n{e}");
+            Ok(ExitCode::FAILURE)
+        }
+    }
+}
+
+fn print_rank_table(cfg: &EpConfig, inputs: &RoundInputs, rounds: &[RankRound]) {
+    let n_local = cfg.n_local_experts();
+    let reached = inputs.deepep_bytes(n_local, 1);
+    println!("\nrank  tokens  rows sent  token x dest-rank  rows recv  rows per local expert");
+    for (r, round) in rounds.iter().enumerate() {
+        let ids = &inputs.topk_ids[r];
+        let sent: usize = ids
+            .outer_iter()
+            .map(|row| {
+                let mut e: Vec<i32> = row.iter().copied().filter(|&x| x >= 0).collect();
+                e.sort_unstable();
+                e.dedup();
+                e.len()
+            })
+            .sum();
+        let d = &round.dispatch;
+        let per_expert: Vec<u32> = d.row_offsets.windows(2).map(|w| w[1] - w[0]).collect();
+        let per_expert = if per_expert.len() <= 16 {
+            format!("{per_expert:?}")
+        } else {
+            let (min, max) = (
+                per_expert.iter().min().unwrap(),
+                per_expert.iter().max().unwrap(),
+            );
+            format!("{} experts, min {min}, max {max}", per_expert.len())
+        };
+        println!(
+            "{r:>4}  {:>6}  {sent:>9}  {:>16}  {:>9}  {per_expert}",
+            ids.nrows(),
+            reached[r],
+            d.real_rows()
+        );
+    }
+}
+
+fn mean(v: &[usize]) -> f64 {
+    v.iter().sum::<usize>() as f64 / v.len().max(1) as f64
+}
+
+fn median(v: &mut [Duration]) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
