@@ -212,3 +212,128 @@ fn check_rank_count(cfg: &EpConfig, got: usize) -> Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    //! A round small enough to work out by hand: 2 ranks, 4 experts (2 per rank), top-2.
+    use super::*;
+    use crate::io::RouterWeights;
+    use ndarray::array;
+
+    fn tokens(values: &[f32]) -> Array2<bf16> {
+        Array2::from_shape_fn((values.len(), 8), |(t, c)| {
+            bf16::from_f32(values[t] + c as f32)
+        })
+    }
+
+    #[test]
+    fn hand_worked_round() {
+        let cfg = EpConfig::new(8, 2, 4, 4, 2);
+        let x0 = tokens(&[10.0, 20.0, 30.0]);
+        let x1 = tokens(&[40.0]);
+        // rank 0: t0 -> experts 1, 2; t1 -> expert 2 twice; t2 -> masked, expert 0.
+        let ids0 = array![[1, 2], [2, 2], [-1, 0]];
+        // rank 1: t0 -> experts 3, 0.
+        let ids1 = array![[3, 0]];
+        let inputs = [
+            DispatchInput::new(x0.view(), ids0.view()),
+            DispatchInput::new(x1.view(), ids1.view()),
+        ];
+        let out = dispatch(&cfg, &inputs).unwrap();
+
+        // Rank 0 holds experts 0 and 1. Expert 0: rank 0's t2 (slot 1), then rank 1's t0 (slot 1).
+        assert_eq!(out[0].row_offsets, vec![0, 2, 3]);
+        assert_eq!(out[0].src_info, array![[2, 1], [0, 1], [0, 0]]);
+        assert_eq!(out[0].src_offsets, array![[0, 1, 2], [2, 3, 3]]);
+        assert_eq!(out[0].source_rank(1), Some(1));
+        // Rank 1 holds experts 2 and 3. t1 names expert 2 twice: one row, first slot.
+        assert_eq!(out[1].row_offsets, vec![0, 2, 3]);
+        assert_eq!(out[1].src_info, array![[0, 1], [1, 0], [0, 0]]);
+        let rows1 = out[1].tokens_bf16().unwrap();
+        assert_eq!(rows1[[1, 3]].to_f32(), 23.0); // rank 0's t1, column 3
+        assert_eq!(rows1[[2, 0]].to_f32(), 40.0); // rank 1's t0
+
+        // Experts return 2x their input; weights make each output easy to predict.
+        let y: Vec<Array2<bf16>> = out
+            .iter()
+            .map(|d| {
+                d.tokens_bf16()
+                    .unwrap()
+                    .mapv(|v| bf16::from_f32(v.to_f32() * 2.0))
+            })
+            .collect();
+        let w0 = array![[0.25f32, 0.5], [0.5, 0.25], [100.0, 1.0]];
+        let w1 = array![[1.0f32, 1.0]];
+        let cin = [
+            CombineInput {
+                expert_out: y[0].view(),
+                weights: Some(RouterWeights::F32(w0.view())),
+            },
+            CombineInput {
+                expert_out: y[1].view(),
+                weights: Some(RouterWeights::F32(w1.view())),
+            },
+        ];
+        let got = combine(&cfg, &inputs, &out, &cin).unwrap();
+        let r0 = got[0].reduced().unwrap();
+        // t0: 0.25 * 2x + 0.5 * 2x = 1.5x; t1: the duplicate counts with both weights: 1.5x;
+        // t2: the masked slot's weight (100) is ignored: 1.0 * 2x.
+        assert_eq!(r0[[0, 1]].to_f32(), 1.5 * 11.0);
+        assert_eq!(r0[[1, 0]].to_f32(), 1.5 * 20.0);
+        assert_eq!(r0[[2, 2]].to_f32(), 2.0 * 32.0);
+        assert_eq!(got[1].reduced().unwrap()[[0, 0]].to_f32(), 4.0 * 40.0);
+
+        // Unreduced: the duplicate's output is in both of its slots, the masked slot is zero.
+        let cin = [
+            CombineInput {
+                expert_out: y[0].view(),
+                weights: None,
+            },
+            CombineInput {
+                expert_out: y[1].view(),
+                weights: None,
+            },
+        ];
+        let got = combine(&cfg, &inputs, &out, &cin).unwrap();
+        let CombineOutput::Unreduced(u) = &got[0] else {
+            panic!("unreduced expected")
+        };
+        assert_eq!(u[[1, 0, 0]].to_f32(), 40.0);
+        assert_eq!(u[[1, 1, 0]].to_f32(), 40.0);
+        assert_eq!(u[[2, 0, 5]].to_f32(), 0.0);
+        assert_eq!(u[[2, 1, 5]].to_f32(), 70.0);
+    }
+
+    #[test]
+    fn bad_input_is_rejected_before_any_output() {
+        let cfg = EpConfig::new(8, 2, 4, 4, 2);
+        let x = tokens(&[1.0]);
+        let good = array![[0, 1]];
+        let bad = array![[0, 4]];
+        let inputs = [
+            DispatchInput::new(x.view(), good.view()),
+            DispatchInput::new(x.view(), bad.view()),
+        ];
+        assert!(matches!(
+            dispatch(&cfg, &inputs),
+            Err(EpError::ExpertIdOutOfRange {
+                rank: 1,
+                token: 0,
+                slot: 1,
+                id: 4,
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn bf16_rounding_is_nearest_even() {
+        // 1 + 2^-8 is halfway between bf16 neighbours 1 and 1 + 2^-7: ties go to even (1).
+        assert_eq!(bf16::from_f32(1.0 + 2f32.powi(-8)).to_f32(), 1.0);
+        // 1 + 3 * 2^-8 is halfway between 1 + 2^-7 and 1 + 2^-6: even is 1 + 2^-6.
+        assert_eq!(
+            bf16::from_f32(1.0 + 3.0 * 2f32.powi(-8)).to_f32(),
+            1.0 + 2f32.powi(-6)
+        );
+    }
+}
