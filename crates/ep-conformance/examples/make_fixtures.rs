@@ -136,7 +136,7 @@ fn main() {
         Recipe {
             name: "top16",
             description: "top-16 routing over 64 experts, with masked and duplicate slots",
-            config: cfg(64, 16, 64, 24, 4, 1),
+            config: cfg(128, 16, 64, 24, 4, 1),
             tokens: vec![24, 20, 16, 24],
             spec: RoutingSpec {
                 masked: 0.05,

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use ep_core::{
     bf16, on_every_rank, CombineInput, ConfigError, DispatchInput, EpBackend, EpComm, EpConfig,
-    EpError, RouterWeights,
+    EpError, Format, RouterWeights, TokenFormat,
 };
 use ndarray::Array2;
 
@@ -65,10 +65,17 @@ impl FixtureMode {
     }
 }
 
-/// A fixture's round: bit-exact against the oracle, routing equal to the shared snapshot.
-pub fn fixture<B: EpBackend>(b: &B, cx: &Ctx, name: &str, mode: FixtureMode) -> CaseResult {
+/// A fixture's round in one format: bit-exact against the oracle, routing equal to the fixture's
+/// snapshot (the same for every format: padding is not part of it).
+pub fn fixture<B: EpBackend>(
+    b: &B,
+    cx: &Ctx,
+    name: &str,
+    format: Format,
+    mode: FixtureMode,
+) -> CaseResult {
     let fx = Fixture::load(name)?;
-    let cfg = fx.config(ep_core::Format::Bf16);
+    let cfg = fx.config(format);
     let inputs = fx.inputs();
     let mut comms = b.init_uniform(&cfg).map_err(err)?;
     let got = run_and_check(&mut comms, &inputs, mode.options())?;
@@ -321,17 +328,76 @@ pub fn experts_not_divisible<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
     }
 }
 
+/// Each format refuses a hidden size that is not a multiple of its block, naming all three.
 pub fn hidden_not_allowed<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
-    let cfg = EpConfig::new(36, 4, 16, 8, 4);
-    match b.init_uniform(&cfg) {
-        Err(EpError::Config(ConfigError::HiddenNotAllowed {
-            format: "bf16",
-            hidden: 36,
-            block: 8,
-        })) => Ok(()),
-        Err(e) => Err(format!("wrong error: {e}")),
-        Ok(_) => Err("init accepted hidden = 36 for bf16".into()),
+    for &format in Format::ALL {
+        let block = format.block();
+        let hidden = 2 * block + block / 2;
+        let cfg = EpConfig::new(hidden, 4, 16, 8, 4).with_format(format);
+        match b.init_uniform(&cfg) {
+            Err(EpError::Config(ConfigError::HiddenNotAllowed {
+                format: f,
+                hidden: h,
+                block: k,
+            })) if f == format.name() && h == hidden && k == block => {}
+            Err(e) => return Err(format!("{format}: wrong error: {e}")),
+            Ok(_) => return Err(format!("init accepted hidden = {hidden} for {format}")),
+        }
     }
+    Ok(())
+}
+
+/// NaN and infinities in token rows: identical on backend and oracle in every format, confined
+/// to the blocks (quantized formats) or elements (BF16) that hold them, never touching other
+/// tokens; the combine of an affected token carries them, the others stay finite.
+pub fn nonfinite_inputs<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
+    for &format in Format::ALL {
+        let cfg = EpConfig::new(256, 3, 8, 6, 2).with_format(format);
+        let mut inputs = good_inputs(&cfg, 12);
+        // Token 1 of rank 0: a NaN at column 5, an infinity at column 200.
+        inputs.tokens[0][[1, 5]] = bf16::NAN;
+        inputs.tokens[0][[1, 200]] = bf16::NEG_INFINITY;
+        let mut comms = b.init_uniform(&cfg).map_err(err)?;
+        let got = run_and_check(
+            &mut comms,
+            &inputs,
+            RoundOptions::new(Calls::Fused, WeightKind::F32),
+        )
+        .map_err(|e| format!("{format}: {e}"))?;
+        let block = format.block();
+        for (r, round) in got.iter().enumerate() {
+            let d = &round.dispatch;
+            let x = d.decode_rows_with(crate::scenario::GLOBAL_INPUT_SCALE);
+            for row in 0..d.rows() {
+                let poisoned = d.source_rank(row) == Some(0) && d.src_info[[row, 0]] == 1;
+                for (c, v) in x.row(row).iter().enumerate() {
+                    let hit = poisoned
+                        && if format == Format::Bf16 {
+                            c == 5 || c == 200
+                        } else {
+                            c / block == 5 / block || c / block == 200 / block
+                        };
+                    if hit == v.is_finite() {
+                        return Err(format!(
+                            "{format}: rank {r} row {row} column {c} decoded to {v} (poisoned token: {poisoned})"
+                        ));
+                    }
+                }
+            }
+            let out = round.combine.reduced().ok_or("reduced output expected")?;
+            for t in 0..out.nrows() {
+                let affected =
+                    r == 0 && t == 1 && inputs.topk_ids[0].row(1).iter().any(|&e| e >= 0);
+                let finite = out.row(t).iter().all(|v| v.is_finite());
+                if finite == affected {
+                    return Err(format!(
+                        "{format}: rank {r} token {t} combined finite = {finite}"
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// A rank whose config differs is named at init; a good init afterwards works.

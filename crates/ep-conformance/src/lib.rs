@@ -47,7 +47,7 @@ macro_rules! __with_cases {
                 expert_id_too_large expert_id_below_minus_one too_many_tokens
                 tokens_wrong_shape topk_ids_wrong_shape experts_not_divisible hidden_not_allowed
                 config_mismatch weights_wrong_shape expert_out_wrong_rows stale_routing_handle
-                calls_out_of_order rank_never_dispatches rank_never_combines
+                calls_out_of_order rank_never_dispatches rank_never_combines nonfinite_inputs
             ]
         }
     };
@@ -63,22 +63,49 @@ macro_rules! testgen {
 
 #[doc(hidden)]
 #[macro_export]
+macro_rules! __testgen_modes {
+    ($module:ident $format:ident) => {
+        mod $module {
+            use $crate::__ep_core::Format::$format as F;
+            use $crate::cases::FixtureMode as M;
+            #[test]
+            fn fused_weighted() {
+                super::run(F, M::FusedWeighted)
+            }
+            #[test]
+            fn fused_unreduced() {
+                super::run(F, M::FusedUnreduced)
+            }
+            #[test]
+            fn split_weighted() {
+                super::run(F, M::SplitWeighted)
+            }
+            #[test]
+            fn split_unreduced() {
+                super::run(F, M::SplitUnreduced)
+            }
+        }
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
 macro_rules! __testgen_emit {
     ($backend:expr; fixtures [$($fx:ident)*] cases [$($case:ident)*]) => {
         #[allow(non_snake_case)]
         mod fixtures {
             $(
                 mod $fx {
-                    fn run(mode: $crate::cases::FixtureMode) {
+                    fn run(format: $crate::__ep_core::Format, mode: $crate::cases::FixtureMode) {
                         let cx = $crate::cases::Ctx { snapshots: $crate::snapshot::SnapshotMode::Insta };
-                        if let Err(e) = $crate::cases::fixture(&$backend, &cx, stringify!($fx), mode) {
+                        if let Err(e) = $crate::cases::fixture(&$backend, &cx, stringify!($fx), format, mode) {
                             panic!("{}", e);
                         }
                     }
-                    #[test] fn fused_weighted() { run($crate::cases::FixtureMode::FusedWeighted) }
-                    #[test] fn fused_unreduced() { run($crate::cases::FixtureMode::FusedUnreduced) }
-                    #[test] fn split_weighted() { run($crate::cases::FixtureMode::SplitWeighted) }
-                    #[test] fn split_unreduced() { run($crate::cases::FixtureMode::SplitUnreduced) }
+                    $crate::__testgen_modes!(bf16 Bf16);
+                    $crate::__testgen_modes!(fp8 Fp8);
+                    $crate::__testgen_modes!(mxfp4 Mxfp4);
+                    $crate::__testgen_modes!(nvfp4 Nvfp4);
                 }
             )*
         }

@@ -4,7 +4,7 @@
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::{Duration, Instant};
 
-use ep_core::EpBackend;
+use ep_core::{EpBackend, Format};
 
 use crate::cases::{self, CaseResult, Ctx, FixtureMode};
 use crate::snapshot::SnapshotMode;
@@ -16,7 +16,7 @@ pub struct Case<B: EpBackend> {
 }
 
 enum CaseFn<B> {
-    Fixture(&'static str, FixtureMode),
+    Fixture(&'static str, Format, FixtureMode),
     Plain(fn(&B, &Ctx) -> CaseResult),
 }
 
@@ -28,8 +28,10 @@ macro_rules! __runner_list {
         pub fn all_cases<B: $crate::__ep_core::EpBackend>() -> Vec<$crate::runner::Case<B>> {
             let mut v = Vec::new();
             $(
-                for mode in $crate::cases::FixtureMode::ALL {
-                    v.push($crate::runner::Case::fixture(stringify!($fx), mode));
+                for &format in $crate::__ep_core::Format::ALL {
+                    for mode in $crate::cases::FixtureMode::ALL {
+                        v.push($crate::runner::Case::fixture(stringify!($fx), format, mode));
+                    }
                 }
             )*
             $(
@@ -55,10 +57,10 @@ pub struct Outcome {
 
 impl<B: EpBackend> Case<B> {
     #[doc(hidden)]
-    pub fn fixture(name: &'static str, mode: FixtureMode) -> Self {
+    pub fn fixture(name: &'static str, format: Format, mode: FixtureMode) -> Self {
         Case {
-            name: format!("fixtures::{name}::{}", mode.name()),
-            run: CaseFn::Fixture(name, mode),
+            name: format!("fixtures::{name}::{format}::{}", mode.name()),
+            run: CaseFn::Fixture(name, format, mode),
         }
     }
 
@@ -73,7 +75,9 @@ impl<B: EpBackend> Case<B> {
     pub fn run(&self, backend: &B, cx: &Ctx) -> Outcome {
         let t0 = Instant::now();
         let result = catch_unwind(AssertUnwindSafe(|| match &self.run {
-            CaseFn::Fixture(name, mode) => cases::fixture(backend, cx, name, *mode),
+            CaseFn::Fixture(name, format, mode) => {
+                cases::fixture(backend, cx, name, *format, *mode)
+            }
             CaseFn::Plain(f) => f(backend, cx),
         }))
         .unwrap_or_else(|p| {

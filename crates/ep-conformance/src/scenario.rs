@@ -2,7 +2,7 @@
 //! combine.
 
 use ep_core::{bf16, CombineInput, DispatchInput, DispatchOutput, RouterWeights};
-use ndarray::Array2;
+use ndarray::{Array1, Array2};
 
 use crate::rng::Rng;
 
@@ -15,7 +15,14 @@ pub struct RoundInputs {
     pub weights: Vec<Array2<f32>>,
     /// The same weights rounded to bf16, for the bf16-weights variant.
     pub weights_bf16: Vec<Array2<bf16>>,
+    /// `[T]` per-token input scales (all [`GLOBAL_INPUT_SCALE`]: one global value per layer, as
+    /// NVFP4 GEMMs need); formats that do not take them ignore them.
+    pub input_scales: Vec<Array1<f32>>,
 }
+
+/// The NVFP4 input scale the suite uses: `448 * 6 / 2`, the calibrated value for data whose
+/// global amax is 2 (the suite's tokens lie in [-2, 2)).
+pub const GLOBAL_INPUT_SCALE: f32 = 1344.0;
 
 impl RoundInputs {
     /// Tokens uniform in [-2, 2) and weights uniform in [0, 1), drawn from `seed`.
@@ -34,11 +41,16 @@ impl RoundInputs {
             .map(|ids| Array2::from_shape_simple_fn(ids.dim(), || rng.unit()))
             .collect();
         let weights_bf16 = weights.iter().map(|w| w.mapv(bf16::from_f32)).collect();
+        let input_scales = topk_ids
+            .iter()
+            .map(|ids| Array1::from_elem(ids.nrows(), GLOBAL_INPUT_SCALE))
+            .collect();
         RoundInputs {
             tokens,
             topk_ids,
             weights,
             weights_bf16,
+            input_scales,
         }
     }
 
@@ -47,7 +59,11 @@ impl RoundInputs {
     }
 
     pub fn dispatch_input(&self, rank: usize) -> DispatchInput<'_> {
-        DispatchInput::new(self.tokens[rank].view(), self.topk_ids[rank].view())
+        DispatchInput {
+            tokens: self.tokens[rank].view(),
+            topk_ids: self.topk_ids[rank].view(),
+            input_scales: Some(self.input_scales[rank].view()),
+        }
     }
 
     pub fn dispatch_inputs(&self) -> Vec<DispatchInput<'_>> {
@@ -112,7 +128,7 @@ pub enum WeightKind {
 /// to bf16. Different per expert so that a row sent back to the wrong slot shows up, exact in
 /// f32 so the result does not depend on evaluation order.
 pub fn toy_experts(out: &DispatchOutput) -> Array2<bf16> {
-    let decoded = out.decode_rows();
+    let decoded = out.decode_rows_with(GLOBAL_INPUT_SCALE);
     let mut y = Array2::<bf16>::zeros(decoded.dim());
     for g in 0..out.n_groups() {
         let scale = 1.0 + (out.expert_ids[g] % 8) as f32 / 8.0;
@@ -127,5 +143,6 @@ pub fn toy_experts(out: &DispatchOutput) -> Array2<bf16> {
 
 /// Identity experts: each row decoded and rounded back to bf16.
 pub fn identity_experts(out: &DispatchOutput) -> Array2<bf16> {
-    out.decode_rows().mapv(bf16::from_f32)
+    out.decode_rows_with(GLOBAL_INPUT_SCALE)
+        .mapv(bf16::from_f32)
 }

@@ -100,6 +100,13 @@ pub enum EpError {
         got: Vec<usize>,
     },
 
+    #[error("rank {rank}: token {token}'s input scale is {value}; it must be finite and positive")]
+    InvalidInputScale {
+        rank: usize,
+        token: usize,
+        value: f32,
+    },
+
     #[error("rank {rank}: `{what}` must be in standard (row-major, contiguous) layout")]
     NotContiguous { rank: usize, what: &'static str },
 

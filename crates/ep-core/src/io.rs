@@ -139,8 +139,15 @@ impl DispatchOutput {
         Some(Array2::from_shape_vec((self.rows(), self.hidden), values).expect("rows x hidden"))
     }
 
-    /// Every row decoded to f32 through the format (what the expert GEMM sees).
+    /// Every row decoded to f32 through the format (what the expert GEMM sees), with input
+    /// scale 1 (see [`DispatchOutput::decode_rows_with`]).
     pub fn decode_rows(&self) -> Array2<f32> {
+        self.decode_rows_with(1.0)
+    }
+
+    /// Every row decoded with the global `input_scale` the senders used (NVFP4 reads it; the
+    /// other formats ignore it).
+    pub fn decode_rows_with(&self, input_scale: f32) -> Array2<f32> {
         let mut out = Array2::<f32>::zeros((self.rows(), self.hidden));
         let scale_bytes = self.format.scale_bytes(self.hidden);
         let mut scales = vec![0u8; scale_bytes];
@@ -152,7 +159,7 @@ impl DispatchOutput {
             self.format.decode(
                 payload.as_slice().expect("standard layout"),
                 &scales,
-                1.0,
+                input_scale,
                 out.row_mut(r).as_slice_mut().expect("standard layout"),
             );
         }
@@ -228,23 +235,23 @@ impl DispatchOutput {
         None
     }
 
-    /// A deterministic text rendering of the routing (not the payloads): groups, their rows per
-    /// source rank and each row's (token, slot). This is what routing snapshots store; use it with
+    /// A deterministic text rendering of the routing (not the payloads): per group, the rows of
+    /// each source rank as `token.slot`, in row order. Padding is left out, so the report is the
+    /// same in every format; this is what routing snapshots store. Use it with
     /// `insta::assert_snapshot!` to pin your own routing.
     pub fn routing_report(&self) -> String {
         let mut s = String::new();
         let n_ranks = self.n_ranks();
         let _ = writeln!(
             s,
-            "rank {}: {} rows ({} real), {} groups",
+            "rank {}: {} rows, {} groups",
             self.handle.rank,
-            self.rows(),
             self.real_rows(),
             self.n_groups()
         );
         for g in 0..self.n_groups() {
-            let (lo, hi) = (self.row_offsets[g], self.row_offsets[g + 1]);
-            let _ = write!(s, "  g{g} e{} rows {lo}..{hi}", self.expert_ids[g]);
+            let real = self.src_offsets[[g, n_ranks]] - self.src_offsets[[g, 0]];
+            let _ = write!(s, "  g{g} e{}: {real}", self.expert_ids[g]);
             for src in 0..n_ranks {
                 let (a, b) = (self.src_offsets[[g, src]], self.src_offsets[[g, src + 1]]);
                 if a == b {
@@ -255,10 +262,6 @@ impl DispatchOutput {
                     let r = row as usize;
                     let _ = write!(s, " {}.{}", self.src_info[[r, 0]], self.src_info[[r, 1]]);
                 }
-            }
-            let pad = hi - self.src_offsets[[g, n_ranks]];
-            if pad > 0 {
-                let _ = write!(s, " | pad {pad}");
             }
             s.push('\n');
         }

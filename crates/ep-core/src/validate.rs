@@ -32,6 +32,13 @@ pub fn dispatch_input(cfg: &EpConfig, rank: usize, input: &DispatchInput<'_>) ->
     shape(rank, "topk_ids", &[t, cfg.top_k], input.topk_ids.shape())?;
     if let Some(s) = input.input_scales {
         shape(rank, "input_scales", &[t], s.shape())?;
+        if let Some((token, &value)) = s
+            .iter()
+            .enumerate()
+            .find(|(_, v)| !(v.is_finite() && **v > 0.0))
+        {
+            return Err(EpError::InvalidInputScale { rank, token, value });
+        }
     }
     if !input.tokens.is_standard_layout() {
         return Err(EpError::NotContiguous {

@@ -16,6 +16,8 @@
 //! ```
 
 mod any_backend;
+pub mod dump;
+pub mod npy;
 
 pub use any_backend::{Backend, BackendKind};
 pub use ep_core::*;

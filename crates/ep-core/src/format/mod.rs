@@ -2,7 +2,13 @@
 //! scales go in the dispatch output. The message layout shared by all formats is [`MessageLayout`].
 
 mod bf16;
+pub mod fp8;
 mod message;
+pub mod mxfp4;
+pub mod nvfp4;
+pub mod scalar;
+#[cfg(test)]
+mod testing;
 
 use std::fmt;
 use std::str::FromStr;
@@ -10,7 +16,10 @@ use std::str::FromStr;
 use half::bf16 as Bf16Elem;
 
 pub use self::bf16::Bf16;
+pub use self::fp8::Fp8Block;
 pub use self::message::{MessageLayout, MASKED_ID_U16};
+pub use self::mxfp4::Mxfp4;
+pub use self::nvfp4::{unswizzle, Nvfp4};
 
 /// What a token format must define so that every backend produces the same bits.
 ///
@@ -62,21 +71,53 @@ pub enum Format {
     /// Raw bf16 rows; no scales.
     #[default]
     Bf16,
+    /// Blockwise FP8: e4m3fn, one f32 scale per 128 elements (see [`fp8`]).
+    Fp8,
+    /// OCP MXFP4: e2m1, one e8m0 scale per 32 elements (see [`mxfp4`]).
+    Mxfp4,
+    /// NVFP4: e2m1, one e4m3fn scale per 16 elements and a global f32 input scale (see [`nvfp4`]).
+    Nvfp4,
 }
 
 impl Format {
     /// Every format, in the order the CLI and the conformance suite list them.
-    pub const ALL: &'static [Format] = &[Format::Bf16];
+    pub const ALL: &'static [Format] = &[Format::Bf16, Format::Fp8, Format::Mxfp4, Format::Nvfp4];
 
     fn imp(&self) -> &'static dyn TokenFormat {
         match self {
             Format::Bf16 => &Bf16,
+            Format::Fp8 => &Fp8Block,
+            Format::Mxfp4 => &Mxfp4,
+            Format::Nvfp4 => &Nvfp4,
         }
     }
 
     /// Whether the per-token input scale (see `DispatchInput::input_scales`) is read.
     pub fn takes_input_scales(&self) -> bool {
-        false
+        matches!(self, Format::Nvfp4)
+    }
+
+    /// How a payload byte is packed, for people reading dumps.
+    pub fn payload_packing(&self) -> &'static str {
+        match self {
+            Format::Bf16 => "bf16 little-endian, 2 bytes per element",
+            Format::Fp8 => "e4m3fn, 1 byte per element",
+            Format::Mxfp4 | Format::Nvfp4 => {
+                "e2m1, 2 elements per byte: element 2i in bits 0-3, element 2i+1 in bits 4-7"
+            }
+        }
+    }
+
+    /// How the dispatch output's scale array is laid out, for people reading dumps.
+    pub fn scale_layout(&self) -> &'static str {
+        match self {
+            Format::Bf16 => "none",
+            Format::Fp8 => "f32 little-endian, transposed [hidden/128, rows]; groups padded to 4 rows",
+            Format::Mxfp4 => "e8m0 bytes (2^(b-127), 0xFF NaN), row-major [rows, hidden/32]",
+            Format::Nvfp4 => {
+                "e4m3fn bytes, 128x4 swizzled tiles of [rows, hidden/16] (columns padded to 4); groups padded to 128 rows"
+            }
+        }
     }
 }
 
@@ -125,6 +166,19 @@ impl TokenFormat for Format {
     ) {
         self.imp().gather_scales(hidden, rows, row, out, msg_scales)
     }
+}
+
+/// The largest |x| of a block, or `None` when the block holds a NaN or an infinity (such a block
+/// is encoded as a NaN scale with zero elements in every quantized format).
+pub(crate) fn finite_amax(xs: &[f32]) -> Option<f32> {
+    let mut amax = 0.0f32;
+    for x in xs {
+        if !x.is_finite() {
+            return None;
+        }
+        amax = amax.max(x.abs());
+    }
+    Some(amax)
 }
 
 impl fmt::Display for Format {

@@ -29,6 +29,10 @@ pub struct Args {
     /// Use the split calls (`*_async` then `*_wait`) instead of the fused ones.
     #[arg(long)]
     split: bool,
+    /// Write the last round's inputs and outputs of every rank as .npy files and a
+    /// manifest.json into this directory.
+    #[arg(long, value_name = "DIR")]
+    dump: Option<std::path::PathBuf>,
 }
 
 /// The demo: two nodes of four ranks, a DeepSeek-like top-8 over 64 experts, mild skew.
@@ -113,6 +117,28 @@ pub fn main(args: Args) -> Result<ExitCode, String> {
     }
 
     print_rank_table(&cfg, &inputs, &last);
+    if let Some(dir) = &args.dump {
+        let ranks: Vec<_> = last
+            .iter()
+            .enumerate()
+            .map(|(r, round)| ep::dump::RankDump {
+                tokens: &inputs.tokens[r],
+                topk_ids: &inputs.topk_ids[r],
+                weights: &inputs.weights[r],
+                input_scales: &inputs.input_scales[r],
+                dispatch: &round.dispatch,
+                combine: &round.combine,
+            })
+            .collect();
+        ep::dump::write_round(dir, &name, &cfg, &ranks)
+            .map_err(|e| format!("--dump {}: {e}", dir.display()))?;
+        println!(
+            "
+wrote {} ranks' inputs and outputs to {} (see manifest.json)",
+            ranks.len(),
+            dir.display()
+        );
+    }
     let bytes_per_token = cfg.format.payload_bytes(cfg.hidden) + cfg.format.scale_bytes(cfg.hidden);
     let n_local = cfg.n_local_experts();
     let dispatch_bytes = mean(&inputs.deepep_bytes(n_local, bytes_per_token));

@@ -1,0 +1,197 @@
+//! `ep run --dump DIR`: every rank's inputs and outputs of one round as `.npy` files, with a
+//! `manifest.json` that says what each file holds and how quantized bytes are packed.
+//!
+//! NumPy has no bf16, so bf16 arrays are stored as their uint16 bit patterns; widen them with
+//! `(a.astype(np.uint32) << 16).view(np.float32)`, or `torch.from_numpy(a).view(torch.bfloat16)`.
+
+use std::path::Path;
+
+use ep_core::{bf16, CombineOutput, DispatchOutput, EpConfig, Format, TokenFormat};
+use serde_json::{json, Value};
+
+use crate::npy;
+
+/// One rank's round, borrowed.
+pub struct RankDump<'a> {
+    pub tokens: &'a ndarray::Array2<bf16>,
+    pub topk_ids: &'a ndarray::Array2<i32>,
+    pub weights: &'a ndarray::Array2<f32>,
+    pub input_scales: &'a ndarray::Array1<f32>,
+    pub dispatch: &'a DispatchOutput,
+    pub combine: &'a CombineOutput,
+}
+
+struct Writer<'a> {
+    dir: &'a Path,
+    rank: usize,
+    files: serde_json::Map<String, Value>,
+}
+
+impl Writer<'_> {
+    fn put<T: npy::NpyElement>(
+        &mut self,
+        name: &str,
+        shape: &[usize],
+        data: impl IntoIterator<Item = T>,
+        what: &str,
+    ) -> std::io::Result<()> {
+        let file = format!("rank{}_{name}.npy", self.rank);
+        npy::write(&self.dir.join(&file), shape, data)?;
+        self.files.insert(
+            name.into(),
+            json!({ "file": file, "dtype": T::DESCR, "shape": shape, "description": what }),
+        );
+        Ok(())
+    }
+}
+
+fn bits(v: &[bf16]) -> impl Iterator<Item = u16> + '_ {
+    v.iter().map(|x| x.to_bits())
+}
+
+/// Writes every rank's round under `dir` (created if missing) and `dir/manifest.json`.
+pub fn write_round(
+    dir: &Path,
+    scenario: &str,
+    cfg: &EpConfig,
+    ranks: &[RankDump<'_>],
+) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let fmt = cfg.format;
+    let mut manifest_ranks = Vec::new();
+    for (rank, r) in ranks.iter().enumerate() {
+        let mut w = Writer {
+            dir,
+            rank,
+            files: Default::default(),
+        };
+        let t = r.tokens.nrows();
+        let d = r.dispatch;
+        let rows = d.rows();
+        w.put(
+            "tokens",
+            &[t, cfg.hidden],
+            bits(r.tokens.as_slice().unwrap()),
+            "input token rows, bf16 bits",
+        )?;
+        w.put(
+            "topk_ids",
+            &[t, cfg.top_k],
+            r.topk_ids.iter().copied(),
+            "global expert ids, -1 masked",
+        )?;
+        w.put(
+            "router_weights",
+            &[t, cfg.top_k],
+            r.weights.iter().copied(),
+            "router weights, f32",
+        )?;
+        w.put(
+            "input_scales",
+            &[t],
+            r.input_scales.iter().copied(),
+            "per-token input scales (NVFP4's global input_scale)",
+        )?;
+        w.put(
+            "recv_tokens",
+            &[rows, d.recv_tokens.ncols()],
+            d.recv_tokens.iter().copied(),
+            &format!("received payloads, raw bytes: {}", fmt.payload_packing()),
+        )?;
+        let cols = cfg.hidden / fmt.block();
+        match fmt {
+            Format::Bf16 => {}
+            Format::Fp8 => {
+                let scales = d
+                    .recv_scales
+                    .chunks_exact(4)
+                    .map(|b| f32::from_le_bytes(b.try_into().unwrap()));
+                w.put("recv_scales", &[cols, rows], scales, fmt.scale_layout())?;
+            }
+            Format::Mxfp4 => w.put(
+                "recv_scales",
+                &[rows, cols],
+                d.recv_scales.iter().copied(),
+                fmt.scale_layout(),
+            )?,
+            Format::Nvfp4 => {
+                w.put(
+                    "recv_scales",
+                    &[d.recv_scales.len()],
+                    d.recv_scales.iter().copied(),
+                    fmt.scale_layout(),
+                )?;
+                let plain = ep_core::format::unswizzle(&d.recv_scales, rows, cols);
+                w.put(
+                    "recv_scales_rowmajor",
+                    &[rows, cols],
+                    plain,
+                    "the same e4m3fn scales un-swizzled, row-major [rows, hidden/16]",
+                )?;
+            }
+            // A format added later: its scales as raw bytes until it gets a shaped view here.
+            _ => w.put(
+                "recv_scales",
+                &[d.recv_scales.len()],
+                d.recv_scales.iter().copied(),
+                fmt.scale_layout(),
+            )?,
+        }
+        let decoded = d.decode_rows_with(r.input_scales.first().copied().unwrap_or(1.0));
+        w.put(
+            "recv_decoded",
+            &[rows, cfg.hidden],
+            decoded.iter().copied(),
+            "received rows decoded to f32",
+        )?;
+        w.put(
+            "row_offsets",
+            &[d.row_offsets.len()],
+            d.row_offsets.iter().copied(),
+            "group g owns rows row_offsets[g]..row_offsets[g+1]",
+        )?;
+        w.put(
+            "expert_ids",
+            &[d.expert_ids.len()],
+            d.expert_ids.iter().copied(),
+            "local expert index of each group",
+        )?;
+        w.put(
+            "src_info",
+            &[rows, 2],
+            d.src_info.iter().copied(),
+            "(source token, top-k slot) per row; (-1, -1) padding",
+        )?;
+        w.put(
+            "src_offsets",
+            &[d.src_offsets.nrows(), d.src_offsets.ncols()],
+            d.src_offsets.iter().copied(),
+            "rows of source rank s in group g: src_offsets[g, s]..src_offsets[g, s+1]",
+        )?;
+        let shape = r.combine.shape();
+        w.put(
+            "combined",
+            &shape,
+            bits(r.combine.as_slice()),
+            "combine output, bf16 bits: [T, hidden] reduced or [T, top_k, hidden] unreduced",
+        )?;
+        manifest_ranks.push(json!({ "rank": rank, "tokens": t, "rows": rows, "files": w.files }));
+    }
+    let manifest = json!({
+        "scenario": scenario,
+        "format": fmt.name(),
+        "config": {
+            "hidden": cfg.hidden, "top_k": cfg.top_k, "n_experts": cfg.n_experts,
+            "max_tokens_per_rank": cfg.max_tokens_per_rank,
+            "n_gpus_per_node": cfg.n_gpus_per_node, "n_nodes": cfg.n_nodes,
+        },
+        "payload_packing": fmt.payload_packing(),
+        "scale_layout": fmt.scale_layout(),
+        "bf16": "bf16 arrays hold uint16 bit patterns: (a.astype(np.uint32) << 16).view(np.float32)",
+        "ranks": manifest_ranks,
+    });
+    std::fs::write(
+        dir.join("manifest.json"),
+        serde_json::to_string_pretty(&manifest).unwrap() + "\n",
+    )
+}
