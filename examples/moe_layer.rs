@@ -77,13 +77,9 @@ fn moe_forward<B: EpBackend>(
             y.slice_mut(s![rows, ..]).assign(&out.mapv(bf16::from_f32));
         }
 
-        let combined = c.combine(
-            &dispatched.handle,
-            &CombineInput {
-                expert_out: y.view(),
-                weights: Some(RouterWeights::F32(weights.view())),
-            },
-        )?;
+        let combine_input =
+            CombineInput::new(y.view()).weighted(RouterWeights::F32(weights.view()));
+        let combined = c.combine(&dispatched.handle, &combine_input)?;
         Ok(combined.reduced().expect("weights given").clone())
     });
     per_rank.into_iter().collect()

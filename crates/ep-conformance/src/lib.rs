@@ -48,16 +48,27 @@ macro_rules! __with_cases {
                 tokens_wrong_shape topk_ids_wrong_shape experts_not_divisible hidden_not_allowed
                 config_mismatch weights_wrong_shape expert_out_wrong_rows stale_routing_handle
                 calls_out_of_order rank_never_dispatches rank_never_combines nonfinite_inputs
+                shared_expert_fp8_weighted shared_expert_every_format skip_a2a
+                skip_a2a_shared_expert epilogues swiglu_every_format combinations_not_allowed
+                summation_order
+            ]
+            host_closure_cases [
+                host_closure_epilogue
             ]
         }
     };
 }
 
 /// Generates one `#[test]` per conformance case for the backend expression `$backend`.
+/// `testgen!(backend; without_host_closures)` leaves out the cases that need host-closure
+/// epilogues (simulator-only), for backends whose output never reaches the host.
 #[macro_export]
 macro_rules! testgen {
     ($backend:expr) => {
-        $crate::__with_cases!(__testgen_emit!($backend;));
+        $crate::__with_cases!(__testgen_emit!($backend; with_host_closures));
+    };
+    ($backend:expr; without_host_closures) => {
+        $crate::__with_cases!(__testgen_emit!($backend; without_host_closures));
     };
 }
 
@@ -91,7 +102,25 @@ macro_rules! __testgen_modes {
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __testgen_emit {
-    ($backend:expr; fixtures [$($fx:ident)*] cases [$($case:ident)*]) => {
+    ($backend:expr; $host:ident fixtures [$($fx:ident)*] cases [$($case:ident)*] host_closure_cases [$($hcase:ident)*]) => {
+        $crate::__testgen_emit!(@emit $backend; fixtures [$($fx)*] cases [$($case)*]);
+        $crate::__testgen_emit!(@host $host $backend; $($hcase)*);
+    };
+    (@host with_host_closures $backend:expr; $($hcase:ident)*) => {
+        mod host_closure_cases {
+            $(
+                #[test]
+                fn $hcase() {
+                    let cx = $crate::cases::Ctx { snapshots: $crate::snapshot::SnapshotMode::Insta };
+                    if let Err(e) = $crate::cases::$hcase(&$backend, &cx) {
+                        panic!("{}", e);
+                    }
+                }
+            )*
+        }
+    };
+    (@host without_host_closures $backend:expr; $($hcase:ident)*) => {};
+    (@emit $backend:expr; fixtures [$($fx:ident)*] cases [$($case:ident)*]) => {
         #[allow(non_snake_case)]
         mod fixtures {
             $(

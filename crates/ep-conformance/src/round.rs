@@ -4,7 +4,8 @@ use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
 use ep_core::{
-    bf16, on_every_rank, oracle, CombineOutput, DispatchOutput, EpComm, EpConfig, EpError,
+    bf16, on_every_rank, oracle, CombineInput, CombineOutput, DispatchOutput, EpComm, EpConfig,
+    EpError, Epilogue,
 };
 use ndarray::Array2;
 
@@ -17,12 +18,14 @@ pub enum Calls {
     Split,
 }
 
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct RoundOptions {
     pub calls: Calls,
     pub weights: WeightKind,
     /// The experts between dispatch and combine.
     pub experts: fn(&DispatchOutput) -> Array2<bf16>,
+    /// Empty, or one combine epilogue per rank.
+    pub epilogues: Vec<Epilogue>,
 }
 
 impl RoundOptions {
@@ -31,7 +34,24 @@ impl RoundOptions {
             calls,
             weights,
             experts: toy_experts,
+            epilogues: Vec::new(),
         }
+    }
+
+    pub fn with_epilogues(mut self, epilogues: Vec<Epilogue>) -> Self {
+        self.epilogues = epilogues;
+        self
+    }
+
+    fn combine_input<'a>(
+        &'a self,
+        inputs: &'a RoundInputs,
+        r: usize,
+        out: &'a Array2<bf16>,
+    ) -> CombineInput<'a> {
+        let mut cin = inputs.combine_input(r, out, self.weights);
+        cin.epilogue = self.epilogues.get(r);
+        cin
     }
 }
 
@@ -50,7 +70,7 @@ pub struct RankRound {
 pub fn run_round<C: EpComm>(
     comms: &mut [C],
     inputs: &RoundInputs,
-    opts: RoundOptions,
+    opts: &RoundOptions,
 ) -> Vec<Result<RankRound, EpError>> {
     let barrier = Barrier::new(comms.len());
     on_every_rank(comms, |c| {
@@ -67,7 +87,7 @@ pub fn run_round<C: EpComm>(
         // Every rank reaches this barrier, failed or not, so none waits forever.
         barrier.wait();
         let (dispatch, expert_out) = (dispatch?, expert_out.expect("dispatch succeeded"));
-        let cin = inputs.combine_input(r, &expert_out, opts.weights);
+        let cin = opts.combine_input(inputs, r, &expert_out);
         let t1 = Instant::now();
         let combine = match opts.calls {
             Calls::Fused => c.combine(&dispatch.handle, &cin)?,
@@ -103,7 +123,7 @@ pub fn all_ok(results: Vec<Result<RankRound, EpError>>) -> Result<Vec<RankRound>
 pub fn check_against_oracle(
     cfg: &EpConfig,
     inputs: &RoundInputs,
-    opts: RoundOptions,
+    opts: &RoundOptions,
     got: &[RankRound],
 ) -> Result<(), String> {
     let dispatch_inputs = inputs.dispatch_inputs();
@@ -117,7 +137,7 @@ pub fn check_against_oracle(
     }
     let expert_out: Vec<_> = want.iter().map(opts.experts).collect();
     let combine_inputs: Vec<_> = (0..inputs.n_ranks())
-        .map(|r| inputs.combine_input(r, &expert_out[r], opts.weights))
+        .map(|r| opts.combine_input(inputs, r, &expert_out[r]))
         .collect();
     let want = oracle::combine(cfg, &dispatch_inputs, &want, &combine_inputs)
         .map_err(|e| format!("oracle: {e}"))?;
@@ -135,7 +155,7 @@ pub fn check_against_oracle(
 pub fn run_and_check<C: EpComm>(
     comms: &mut [C],
     inputs: &RoundInputs,
-    opts: RoundOptions,
+    opts: &RoundOptions,
 ) -> Result<Vec<RankRound>, String> {
     let cfg = comms.first().ok_or("no ranks")?.config().clone();
     let got = all_ok(run_round(comms, inputs, opts))?;

@@ -12,6 +12,8 @@ use crate::snapshot::SnapshotMode;
 /// A named case, ready to run on backend `B`.
 pub struct Case<B: EpBackend> {
     pub name: String,
+    /// Runs only on backends with host-closure epilogues (the simulator).
+    pub needs_host_closures: bool,
     run: CaseFn<B>,
 }
 
@@ -23,7 +25,7 @@ enum CaseFn<B> {
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __runner_list {
-    (fixtures [$($fx:ident)*] cases [$($case:ident)*]) => {
+    (fixtures [$($fx:ident)*] cases [$($case:ident)*] host_closure_cases [$($hcase:ident)*]) => {
         /// Every case, fixtures first, in the order `ep conformance` prints them.
         pub fn all_cases<B: $crate::__ep_core::EpBackend>() -> Vec<$crate::runner::Case<B>> {
             let mut v = Vec::new();
@@ -36,6 +38,11 @@ macro_rules! __runner_list {
             )*
             $(
                 v.push($crate::runner::Case::plain(stringify!($case), $crate::cases::$case::<B>));
+            )*
+            $(
+                let mut c = $crate::runner::Case::plain(stringify!($hcase), $crate::cases::$hcase::<B>);
+                c.needs_host_closures = true;
+                v.push(c);
             )*
             v
         }
@@ -60,6 +67,7 @@ impl<B: EpBackend> Case<B> {
     pub fn fixture(name: &'static str, format: Format, mode: FixtureMode) -> Self {
         Case {
             name: format!("fixtures::{name}::{format}::{}", mode.name()),
+            needs_host_closures: false,
             run: CaseFn::Fixture(name, format, mode),
         }
     }
@@ -68,6 +76,7 @@ impl<B: EpBackend> Case<B> {
     pub fn plain(name: &str, f: fn(&B, &Ctx) -> CaseResult) -> Self {
         Case {
             name: format!("cases::{name}"),
+            needs_host_closures: false,
             run: CaseFn::Plain(f),
         }
     }
@@ -95,7 +104,16 @@ impl<B: EpBackend> Case<B> {
     }
 }
 
-/// Runs every case whose name contains `filter` (all when `None`), calling `report` after each.
+/// The cases `backend` runs: every case, less the host-closure ones where it has none.
+pub fn cases_for<B: EpBackend>(backend: &B, filter: Option<&str>) -> Vec<Case<B>> {
+    all_cases::<B>()
+        .into_iter()
+        .filter(|c| backend.host_closures() || !c.needs_host_closures)
+        .filter(|c| filter.is_none_or(|f| c.name.contains(f)))
+        .collect()
+}
+
+/// Runs every case of [`cases_for`], calling `report` after each.
 pub fn run_all<B: EpBackend>(
     backend: &B,
     filter: Option<&str>,
@@ -104,9 +122,8 @@ pub fn run_all<B: EpBackend>(
     let cx = Ctx {
         snapshots: SnapshotMode::Embedded,
     };
-    all_cases::<B>()
+    cases_for(backend, filter)
         .into_iter()
-        .filter(|c| filter.is_none_or(|f| c.name.contains(f)))
         .map(|c| {
             let o = c.run(backend, &cx);
             report(&o);

@@ -58,6 +58,17 @@ impl RoundInputs {
         self.tokens.len()
     }
 
+    /// Rank 0's inputs on each of `n_ranks` ranks.
+    pub fn replicated(&self, n_ranks: usize) -> Self {
+        RoundInputs {
+            tokens: vec![self.tokens[0].clone(); n_ranks],
+            topk_ids: vec![self.topk_ids[0].clone(); n_ranks],
+            weights: vec![self.weights[0].clone(); n_ranks],
+            weights_bf16: vec![self.weights_bf16[0].clone(); n_ranks],
+            input_scales: vec![self.input_scales[0].clone(); n_ranks],
+        }
+    }
+
     pub fn dispatch_input(&self, rank: usize) -> DispatchInput<'_> {
         DispatchInput {
             tokens: self.tokens[rank].view(),
@@ -89,6 +100,7 @@ impl RoundInputs {
         CombineInput {
             expert_out: expert_out.view(),
             weights: self.router_weights(rank, kind),
+            epilogue: None,
         }
     }
 

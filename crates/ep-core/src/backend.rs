@@ -7,6 +7,9 @@
 use crate::config::EpConfig;
 use crate::error::Result;
 use crate::io::{CombineInput, CombineOutput, DispatchInput, DispatchOutput, RoutingHandle};
+use crate::swiglu::{SwigluOptions, SwigluOutput};
+use half::bf16;
+use ndarray::ArrayView2;
 
 /// A way to build an expert-parallel world.
 pub trait EpBackend: Send + Sync {
@@ -21,6 +24,11 @@ pub trait EpBackend: Send + Sync {
     /// allocates nothing that outlives the call; init may be called again at any time to get a
     /// fresh world (for example after a timeout).
     fn init(&self, configs: &[EpConfig]) -> Result<Vec<Self::Comm>>;
+
+    /// Whether combine can run host-closure epilogues (`Epilogue::Host`): true for CPU backends.
+    fn host_closures(&self) -> bool {
+        false
+    }
 
     /// [`EpBackend::init`] with the same config on every rank.
     fn init_uniform(&self, config: &EpConfig) -> Result<Vec<Self::Comm>> {
@@ -60,6 +68,15 @@ pub trait EpComm: Send {
         self.combine_wait()
     }
 
+    /// Fused SwiGLU over the rows `routing` (this rank's latest dispatch output) delivered:
+    /// `input` is the first expert GEMM's output `[capacity rows, 2 * I]`.
+    fn swiglu(
+        &mut self,
+        routing: &DispatchOutput,
+        input: ArrayView2<'_, bf16>,
+        opts: &SwigluOptions,
+    ) -> Result<SwigluOutput>;
+
     /// A hash of the symmetric memory this rank owns (receive buffers and receive counts), for
     /// tests that prove a rejected call wrote nothing. Not for hot paths.
     fn memory_digest(&self) -> Result<u64>;
@@ -83,6 +100,14 @@ impl<C: EpComm + ?Sized> EpComm for Box<C> {
     }
     fn combine_wait(&mut self) -> Result<CombineOutput> {
         (**self).combine_wait()
+    }
+    fn swiglu(
+        &mut self,
+        routing: &DispatchOutput,
+        input: ArrayView2<'_, bf16>,
+        opts: &SwigluOptions,
+    ) -> Result<SwigluOutput> {
+        (**self).swiglu(routing, input, opts)
     }
     fn memory_digest(&self) -> Result<u64> {
         (**self).memory_digest()

@@ -28,6 +28,13 @@ pub struct EpConfig {
     pub format: Format,
     /// How long any wait for a peer may take before it returns [`EpError::Timeout`].
     pub timeout: Duration,
+    /// Dispatch also places the rank's own tokens as group 0 (the shared expert); combine adds
+    /// group 0's output in f32 before the single rounding. Needs router weights at combine.
+    pub fused_shared_expert: bool,
+    /// `Some(allreduce_world_size)`: skip the all-to-all. Tokens go only to experts on their own
+    /// device, combine sums only those slots, and an all-reduce over `allreduce_world_size`
+    /// ranks (the caller's) adds the partial outputs. Single node only.
+    pub skip_a2a: Option<usize>,
 }
 
 impl EpConfig {
@@ -48,7 +55,19 @@ impl EpConfig {
             n_nodes: 1,
             format: Format::Bf16,
             timeout: Duration::from_secs(10),
+            fused_shared_expert: false,
+            skip_a2a: None,
         }
+    }
+
+    pub fn with_shared_expert(mut self) -> Self {
+        self.fused_shared_expert = true;
+        self
+    }
+
+    pub fn with_skip_a2a(mut self, allreduce_world_size: usize) -> Self {
+        self.skip_a2a = Some(allreduce_world_size);
+        self
     }
 
     pub fn with_nodes(mut self, n_nodes: usize) -> Self {
@@ -84,17 +103,44 @@ impl EpConfig {
         r / self.n_gpus_per_node
     }
 
-    /// Groups in the dispatch output: one per local expert.
+    /// Groups in the dispatch output: the shared expert (group 0, when fused), then one per
+    /// local expert.
     pub fn n_groups(&self) -> usize {
-        self.n_local_experts()
+        self.n_local_experts() + self.shared_groups()
+    }
+
+    /// 1 with the fused shared expert, else 0: the group index of local expert `i` is
+    /// `i + shared_groups()`.
+    pub fn shared_groups(&self) -> usize {
+        usize::from(self.fused_shared_expert)
     }
 
     /// The most rows a rank can receive, padding included: every source's tokens can reach every
-    /// local expert, but a token brings at most `top_k` rows.
+    /// local expert, but a token brings at most `top_k` rows; the shared expert adds the rank's
+    /// own tokens.
     pub fn max_recv_rows(&self) -> usize {
         let l = self.n_local_experts();
         let unpadded = self.max_tokens_per_rank * self.n_ranks() * l.min(self.top_k);
-        unpadded + l * (self.format.group_row_multiple() - 1)
+        let shared = self.shared_groups() * self.max_tokens_per_rank;
+        unpadded + shared + self.n_groups() * (self.format.group_row_multiple() - 1)
+    }
+
+    /// The tokens `[start, end)` whose shared-expert rows rank `rank` computes: all of its tokens,
+    /// or under skip_a2a its share of the `n_tokens` tokens every rank of the all-reduce holds.
+    pub fn shared_token_range(&self, rank: usize, n_tokens: usize) -> std::ops::Range<usize> {
+        match self.skip_a2a {
+            None => 0..n_tokens,
+            Some(w) => {
+                let r = rank % w;
+                let start = r * (n_tokens / w) + r.min(n_tokens % w);
+                start..start + (n_tokens + w - r - 1) / w
+            }
+        }
+    }
+
+    /// Whether a token on `src` may send to expert `e` (skip_a2a keeps tokens on their device).
+    pub fn routes_to(&self, src: usize, e: usize) -> bool {
+        self.skip_a2a.is_none() || self.expert_rank(e) == src
     }
 
     /// Checks every field; the first problem found is returned.
@@ -132,6 +178,16 @@ impl EpConfig {
                 n_experts: self.n_experts,
                 n_ranks: self.n_ranks(),
             });
+        }
+        if let Some(w) = self.skip_a2a {
+            if self.n_nodes > 1 {
+                return Err(ConfigError::Incompatible {
+                    what: "skip_a2a with n_nodes > 1",
+                    why: "skip_a2a keeps every token on its own device, so no traffic may cross nodes; use n_nodes = 1",
+                });
+            }
+            at_least("allreduce_world_size", w, 1)?;
+            at_most("allreduce_world_size", w, self.n_ranks())?;
         }
         let block = self.format.block();
         if !self.hidden.is_multiple_of(block) {
@@ -189,7 +245,9 @@ impl EpConfig {
             n_gpus_per_node,
             n_nodes,
             format,
-            timeout
+            timeout,
+            fused_shared_expert,
+            skip_a2a
         );
         None
     }
@@ -228,6 +286,22 @@ mod tests {
             c.validate(),
             Err(ConfigError::TooSmall { field: "top_k", .. })
         ));
+    }
+
+    #[test]
+    fn shared_token_ranges_partition_the_tokens() {
+        for w in 1..=5 {
+            let c = EpConfig::new(128, 2, 20, 64, 5).with_skip_a2a(w);
+            for t in [0, 1, 7, 13, 64] {
+                let mut next = 0;
+                for r in 0..w {
+                    let range = c.shared_token_range(r, t);
+                    assert_eq!(range.start, next, "w {w} t {t} r {r}");
+                    next = range.end;
+                }
+                assert_eq!(next, t);
+            }
+        }
     }
 
     #[test]

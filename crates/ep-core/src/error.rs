@@ -58,6 +58,11 @@ pub enum ConfigError {
     },
     #[error("the config list has {got} entries but the topology has {expected} ranks")]
     WrongRankCount { expected: usize, got: usize },
+    #[error("{what} is not allowed: {why}")]
+    Incompatible {
+        what: &'static str,
+        why: &'static str,
+    },
     #[error("{0}")]
     Unsupported(String),
 }
@@ -105,6 +110,13 @@ pub enum EpError {
         rank: usize,
         token: usize,
         value: f32,
+    },
+
+    #[error("rank {rank}: {what} is not allowed: {why}")]
+    Incompatible {
+        rank: usize,
+        what: &'static str,
+        why: &'static str,
     },
 
     #[error("rank {rank}: `{what}` must be in standard (row-major, contiguous) layout")]

@@ -5,6 +5,7 @@ use std::fmt::Write as _;
 use half::bf16;
 use ndarray::{Array2, Array3, ArrayView1, ArrayView2};
 
+use crate::epilogue::Epilogue;
 use crate::format::{Format, TokenFormat};
 
 /// One rank's dispatch input.
@@ -63,10 +64,35 @@ impl RouterWeights<'_> {
 /// One rank's combine input.
 #[derive(Clone, Copy, Debug)]
 pub struct CombineInput<'a> {
-    /// `[rows, hidden]` expert outputs, in the row order dispatch produced.
+    /// `[rows, hidden]` expert outputs, in the row order dispatch produced. With the fused shared
+    /// expert, group 0's rows are the shared expert's outputs.
     pub expert_out: ArrayView2<'a, bf16>,
     /// With weights the output is reduced to `[T, hidden]`; without, it is `[T, top_k, hidden]`.
     pub weights: Option<RouterWeights<'a>>,
+    /// What to do with each finished output chunk (reduced outputs only).
+    pub epilogue: Option<&'a Epilogue>,
+}
+
+impl<'a> CombineInput<'a> {
+    /// Unreduced combine of `expert_out`.
+    pub fn new(expert_out: ArrayView2<'a, bf16>) -> Self {
+        CombineInput {
+            expert_out,
+            weights: None,
+            epilogue: None,
+        }
+    }
+
+    /// Reduce with router weights.
+    pub fn weighted(mut self, weights: RouterWeights<'a>) -> Self {
+        self.weights = Some(weights);
+        self
+    }
+
+    pub fn with_epilogue(mut self, epilogue: &'a Epilogue) -> Self {
+        self.epilogue = Some(epilogue);
+        self
+    }
 }
 
 /// Ties a combine to the dispatch whose rows it sends back.
@@ -279,10 +305,17 @@ fn first_byte_diff(a: &[u8], b: &[u8]) -> Option<usize> {
 /// One rank's combine output.
 #[derive(Clone, Debug)]
 pub enum CombineOutput {
-    /// `[T, hidden]`: the weighted sum over slots, rounded to bf16 once.
+    /// `[T, hidden]`: the weighted sum over slots, rounded to bf16 once (then the epilogue).
     Reduced(Array2<bf16>),
     /// `[T, top_k, hidden]`: each slot's expert output, masked slots zero.
     Unreduced(Array3<bf16>),
+    /// The quantize-to-FP8 epilogue: e4m3fn `[T, hidden]` and f32 scales `[T, hidden / 128]`.
+    Fp8 {
+        payload: Array2<u8>,
+        scales: Array2<f32>,
+    },
+    /// A host-closure epilogue took every chunk; nothing was stored.
+    Consumed,
 }
 
 impl CombineOutput {
@@ -290,28 +323,57 @@ impl CombineOutput {
         match self {
             CombineOutput::Reduced(a) => a.shape().to_vec(),
             CombineOutput::Unreduced(a) => a.shape().to_vec(),
+            CombineOutput::Fp8 { payload, .. } => payload.shape().to_vec(),
+            CombineOutput::Consumed => Vec::new(),
         }
     }
 
-    /// All elements in row-major order.
+    /// The bf16 elements in row-major order (empty for the FP8 and consumed outputs).
     pub fn as_slice(&self) -> &[bf16] {
         match self {
             CombineOutput::Reduced(a) => a.as_slice().expect("standard layout"),
             CombineOutput::Unreduced(a) => a.as_slice().expect("standard layout"),
+            CombineOutput::Fp8 { .. } | CombineOutput::Consumed => &[],
         }
     }
 
     pub fn reduced(&self) -> Option<&Array2<bf16>> {
         match self {
             CombineOutput::Reduced(a) => Some(a),
-            CombineOutput::Unreduced(_) => None,
+            _ => None,
         }
     }
 
     /// The first element whose bits differ from `other`, or `None` when bit-identical.
     pub fn bit_diff(&self, other: &CombineOutput) -> Option<String> {
-        if self.shape() != other.shape() {
-            return Some(format!("shape {:?} vs {:?}", self.shape(), other.shape()));
+        if std::mem::discriminant(self) != std::mem::discriminant(other)
+            || self.shape() != other.shape()
+        {
+            return Some(format!(
+                "kind/shape {:?} vs {:?}",
+                self.shape(),
+                other.shape()
+            ));
+        }
+        if let (
+            CombineOutput::Fp8 {
+                payload: p,
+                scales: s,
+            },
+            CombineOutput::Fp8 {
+                payload: q,
+                scales: t,
+            },
+        ) = (self, other)
+        {
+            if let Some(i) = p.iter().zip(q.iter()).position(|(a, b)| a != b) {
+                return Some(format!("fp8 payload byte {i} (flat)"));
+            }
+            let i = s
+                .iter()
+                .zip(t.iter())
+                .position(|(a, b)| a.to_bits() != b.to_bits())?;
+            return Some(format!("fp8 scale {i} (flat)"));
         }
         let (a, b) = (self.as_slice(), other.as_slice());
         let i = a

@@ -5,6 +5,8 @@
 //! - [`io`]: inputs and outputs of dispatch and combine (router weights, routing outputs).
 //! - [`backend`]: the [`EpBackend`] / [`EpComm`] traits every backend implements.
 //! - [`oracle`]: the contract computed directly; every backend must match it bit for bit.
+//! - [`epilogue`], [`swiglu`]: what combine can do with its output, and fused SwiGLU.
+//! - [`numerics`]: `exp` and friends, defined exactly so every backend computes the same bits.
 //! - [`validate`], [`round`]: input checks and call-order rules shared by all backends.
 //! - [`error`]: [`EpError`], one typed error for everything.
 //!
@@ -14,18 +16,23 @@
 
 pub mod backend;
 pub mod config;
+pub mod epilogue;
 pub mod error;
 pub mod format;
 pub mod io;
+pub mod numerics;
 pub mod oracle;
 pub mod round;
+pub mod swiglu;
 pub mod validate;
 
 pub use backend::{on_every_rank, EpBackend, EpComm};
 pub use config::EpConfig;
+pub use epilogue::{DeviceEpilogue, Epilogue};
 pub use error::{ConfigError, EpError, MissingSignal, Phase, Result};
 pub use format::{Format, MessageLayout, TokenFormat};
 pub use half::bf16;
 pub use io::{
     CombineInput, CombineOutput, DispatchInput, DispatchOutput, RouterWeights, RoutingHandle,
 };
+pub use swiglu::{GateUp, SwigluClamp, SwigluOptions, SwigluOutput};

@@ -3,16 +3,18 @@
 //! fast: each output is built by the most literal reading of `ep-contract.md`.
 
 use half::bf16;
-use ndarray::{Array2, Array3};
+use ndarray::{Array2, Array3, ArrayView2};
 
 use crate::config::EpConfig;
+use crate::epilogue::EpilogueSink;
 use crate::error::{EpError, Result};
 use crate::format::TokenFormat;
 use crate::io::{CombineInput, CombineOutput, DispatchInput, DispatchOutput, RoutingHandle};
+use crate::swiglu::{self, SwigluOptions, SwigluOutput};
 use crate::validate;
 
 /// The first slot of token `t` that names expert `e`, if any.
-fn first_slot(ids: &ndarray::ArrayView2<'_, i32>, t: usize, e: usize) -> Option<usize> {
+fn first_slot(ids: &ArrayView2<'_, i32>, t: usize, e: usize) -> Option<usize> {
     (0..ids.ncols()).find(|&k| ids[[t, k]] == e as i32)
 }
 
@@ -25,6 +27,7 @@ pub fn dispatch(cfg: &EpConfig, inputs: &[DispatchInput<'_>]) -> Result<Vec<Disp
     }
     let n_ranks = cfg.n_ranks();
     let n_local = cfg.n_local_experts();
+    let n_groups = cfg.n_groups();
     let fmt = cfg.format;
     let payload_bytes = fmt.payload_bytes(cfg.hidden);
     let scale_bytes = fmt.scale_bytes(cfg.hidden);
@@ -32,41 +35,54 @@ pub fn dispatch(cfg: &EpConfig, inputs: &[DispatchInput<'_>]) -> Result<Vec<Disp
 
     let mut outputs = Vec::with_capacity(n_ranks);
     for dest in 0..n_ranks {
-        // Rows in order: group (local expert) ascending, then source rank, then source token.
+        // Rows in order: group ascending, then source rank, then source token.
         let mut payloads: Vec<Vec<u8>> = Vec::new();
         let mut row_scales: Vec<Vec<u8>> = Vec::new();
         let mut src_info: Vec<[i32; 2]> = Vec::new();
         let mut row_offsets = vec![0u32];
-        let mut src_offsets = Array2::<u32>::zeros((n_local, n_ranks + 1));
-        for g in 0..n_local {
-            let expert = dest * n_local + g;
+        let mut src_offsets = Array2::<u32>::zeros((n_groups, n_ranks + 1));
+        let encode = |input: &DispatchInput<'_>, t: usize| {
+            let row: Vec<f32> = input.tokens.row(t).iter().map(|x| x.to_f32()).collect();
+            let mut payload = vec![0u8; payload_bytes];
+            let mut scales = vec![0u8; scale_bytes];
+            fmt.encode(&row, input.input_scale(t), &mut payload, &mut scales);
+            (payload, scales)
+        };
+        for g in 0..n_groups {
             for (src, input) in inputs.iter().enumerate() {
-                src_offsets[[g, src]] = payloads.len() as u32;
+                src_offsets[[g, src]] = src_info.len() as u32;
+                if g < cfg.shared_groups() {
+                    // The shared expert: the rank's own tokens (its share under skip_a2a).
+                    if src == dest {
+                        for t in cfg.shared_token_range(dest, input.n_tokens()) {
+                            let (p, sc) = encode(input, t);
+                            payloads.push(p);
+                            row_scales.push(sc);
+                            src_info.push([t as i32, -1]);
+                        }
+                    }
+                    continue;
+                }
+                let expert = dest * n_local + g - cfg.shared_groups();
+                if !cfg.routes_to(src, expert) {
+                    continue;
+                }
                 for t in 0..input.n_tokens() {
-                    let Some(k) = first_slot(&input.topk_ids, t, expert) else {
-                        continue;
-                    };
-                    let mut payload = vec![0u8; payload_bytes];
-                    let mut scales = vec![0u8; scale_bytes];
-                    let row = input.tokens.row(t);
-                    fmt.encode(
-                        row.as_slice().expect("validated standard layout"),
-                        input.input_scale(t),
-                        &mut payload,
-                        &mut scales,
-                    );
-                    payloads.push(payload);
-                    row_scales.push(scales);
-                    src_info.push([t as i32, k as i32]);
+                    if let Some(k) = first_slot(&input.topk_ids, t, expert) {
+                        let (p, sc) = encode(input, t);
+                        payloads.push(p);
+                        row_scales.push(sc);
+                        src_info.push([t as i32, k as i32]);
+                    }
                 }
             }
-            src_offsets[[g, n_ranks]] = payloads.len() as u32;
-            while !payloads.len().is_multiple_of(row_multiple) {
+            src_offsets[[g, n_ranks]] = src_info.len() as u32;
+            while !src_info.len().is_multiple_of(row_multiple) {
                 payloads.push(vec![0u8; payload_bytes]);
                 row_scales.push(vec![0u8; scale_bytes]);
                 src_info.push([-1, -1]);
             }
-            row_offsets.push(payloads.len() as u32);
+            row_offsets.push(src_info.len() as u32);
         }
 
         let rows = payloads.len();
@@ -76,6 +92,8 @@ pub fn dispatch(cfg: &EpConfig, inputs: &[DispatchInput<'_>]) -> Result<Vec<Disp
                 fmt.place_scales(cfg.hidden, rows, r, scales, &mut recv_scales);
             }
         }
+        let mut expert_ids: Vec<i32> = vec![-1; cfg.shared_groups()];
+        expert_ids.extend(0..n_local as i32);
         outputs.push(DispatchOutput {
             handle: RoutingHandle {
                 rank: dest,
@@ -87,7 +105,7 @@ pub fn dispatch(cfg: &EpConfig, inputs: &[DispatchInput<'_>]) -> Result<Vec<Disp
                 .expect("rows x payload"),
             recv_scales,
             row_offsets,
-            expert_ids: (0..n_local as i32).collect(),
+            expert_ids,
             src_info: Array2::from_shape_vec((rows, 2), src_info.concat()).expect("rows x 2"),
             src_offsets,
         });
@@ -114,6 +132,7 @@ pub fn combine(
             routing[r].rows(),
             dispatch_inputs[r].n_tokens(),
             input,
+            true,
         )?;
     }
     let n_local = cfg.n_local_experts();
@@ -127,8 +146,8 @@ pub fn combine(
     for (dest, out) in routing.iter().enumerate() {
         for row in 0..out.rows() {
             let (t, k) = (out.src_info[[row, 0]], out.src_info[[row, 1]]);
-            if t < 0 {
-                continue;
+            if t < 0 || k < 0 {
+                continue; // padding, or a shared-expert row (it stays on its rank)
             }
             let src = out.source_rank(row).expect("a real row has a source rank");
             returned[src][[t as usize, k as usize]] = Some((dest, row));
@@ -140,10 +159,11 @@ pub fn combine(
         let ids = &dispatch_inputs[src].topk_ids;
         let n_tokens = dispatch_inputs[src].n_tokens();
         // The row holding token t's output for slot k: a duplicated expert's output sits at the
-        // first slot that names it.
+        // first slot that names it. Masked slots, and under skip_a2a other devices' experts, have
+        // none.
         let output_row = |t: usize, k: usize| -> Option<&[bf16]> {
             let id = ids[[t, k]];
-            if id < 0 {
+            if id < 0 || !cfg.routes_to(src, id as usize) {
                 return None;
             }
             let k0 = first_slot(ids, t, id as usize).expect("slot k names it");
@@ -153,11 +173,13 @@ pub fn combine(
                     id as usize / n_local
                 )
             });
-            Some(inputs_row(inputs, dest, row))
+            Some(expert_row(inputs, dest, row))
         };
         outputs.push(match &input.weights {
             Some(w) => {
-                let mut out = Array2::<bf16>::zeros((n_tokens, hidden));
+                let shared = cfg.shared_token_range(src, n_tokens);
+                let mut sink = EpilogueSink::new(input.epilogue, n_tokens, hidden);
+                let mut row = vec![bf16::ZERO; hidden];
                 for t in 0..n_tokens {
                     let mut acc = vec![0.0f32; hidden];
                     for k in 0..top_k {
@@ -170,11 +192,19 @@ pub fn combine(
                             }
                         }
                     }
-                    for (o, a) in out.row_mut(t).iter_mut().zip(&acc) {
+                    if cfg.fused_shared_expert && shared.contains(&t) {
+                        // Group 0 holds the shared expert's outputs, one row per token in order.
+                        let r = routing[src].row_offsets[0] as usize + (t - shared.start);
+                        for (a, y) in acc.iter_mut().zip(expert_row(inputs, src, r)) {
+                            *a += y.to_f32();
+                        }
+                    }
+                    for (o, a) in row.iter_mut().zip(&acc) {
                         *o = bf16::from_f32(*a);
                     }
+                    sink.row(t, &row);
                 }
-                CombineOutput::Reduced(out)
+                sink.finish()
             }
             None => {
                 let mut out = Array3::<bf16>::zeros((n_tokens, top_k, hidden));
@@ -194,7 +224,17 @@ pub fn combine(
     Ok(outputs)
 }
 
-fn inputs_row<'a>(inputs: &'a [CombineInput<'_>], dest: usize, row: usize) -> &'a [bf16] {
+/// Fused SwiGLU on rank `rank`'s dispatch output: by definition, [`swiglu::swiglu`].
+pub fn swiglu(
+    rank: usize,
+    routing: &DispatchOutput,
+    input: ArrayView2<'_, bf16>,
+    opts: &SwigluOptions,
+) -> Result<SwigluOutput> {
+    swiglu::swiglu(rank, routing, input, opts)
+}
+
+fn expert_row<'a>(inputs: &'a [CombineInput<'_>], dest: usize, row: usize) -> &'a [bf16] {
     let view = inputs[dest].expert_out;
     let hidden = view.ncols();
     let all = view.to_slice().expect("validated standard layout");
@@ -265,14 +305,8 @@ mod tests {
         let w0 = array![[0.25f32, 0.5], [0.5, 0.25], [100.0, 1.0]];
         let w1 = array![[1.0f32, 1.0]];
         let cin = [
-            CombineInput {
-                expert_out: y[0].view(),
-                weights: Some(RouterWeights::F32(w0.view())),
-            },
-            CombineInput {
-                expert_out: y[1].view(),
-                weights: Some(RouterWeights::F32(w1.view())),
-            },
+            CombineInput::new(y[0].view()).weighted(RouterWeights::F32(w0.view())),
+            CombineInput::new(y[1].view()).weighted(RouterWeights::F32(w1.view())),
         ];
         let got = combine(&cfg, &inputs, &out, &cin).unwrap();
         let r0 = got[0].reduced().unwrap();
@@ -285,14 +319,8 @@ mod tests {
 
         // Unreduced: the duplicate's output is in both of its slots, the masked slot is zero.
         let cin = [
-            CombineInput {
-                expert_out: y[0].view(),
-                weights: None,
-            },
-            CombineInput {
-                expert_out: y[1].view(),
-                weights: None,
-            },
+            CombineInput::new(y[0].view()),
+            CombineInput::new(y[1].view()),
         ];
         let got = combine(&cfg, &inputs, &out, &cin).unwrap();
         let CombineOutput::Unreduced(u) = &got[0] else {

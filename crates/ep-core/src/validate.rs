@@ -61,12 +61,14 @@ pub fn dispatch_input(cfg: &EpConfig, rank: usize, input: &DispatchInput<'_>) ->
 }
 
 /// Checks one rank's combine input against the rows its dispatch produced and its token count.
+/// `host_closures` says whether the backend can run host-closure epilogues.
 pub fn combine_input(
     cfg: &EpConfig,
     rank: usize,
     rows: usize,
     n_tokens: usize,
     input: &CombineInput<'_>,
+    host_closures: bool,
 ) -> Result<()> {
     shape(
         rank,
@@ -83,6 +85,24 @@ pub fn combine_input(
     if let Some(w) = &input.weights {
         let (a, b) = w.dim();
         shape(rank, "router weights", &[n_tokens, cfg.top_k], &[a, b])?;
+    }
+    if let Some(e) = input.epilogue {
+        if input.weights.is_none() {
+            return Err(EpError::Incompatible {
+                rank,
+                what: "an epilogue without router weights",
+                why: "epilogues act on the reduced [T, hidden] output",
+            });
+        }
+        e.check(cfg, rank, n_tokens, host_closures)?;
+    }
+    if input.weights.is_none() && cfg.fused_shared_expert {
+        return Err(EpError::Incompatible {
+            rank,
+            what: "the fused shared expert without router weights",
+            why:
+                "its output is added to the weighted sum; an unreduced output has nowhere to put it",
+        });
     }
     Ok(())
 }

@@ -1,18 +1,21 @@
 //! `SimComm`: one rank of the simulator, running the buffer protocol of the contract.
 
+use std::sync::Arc;
 use std::time::Instant;
 
+use ep_core::epilogue::EpilogueSink;
 use ep_core::format::TokenFormat;
 use ep_core::round::RoundTracker;
 use ep_core::{
-    bf16, validate, CombineInput, CombineOutput, DispatchInput, DispatchOutput, EpComm, EpConfig,
-    EpError, MissingSignal, Phase, Result, RoutingHandle,
+    bf16, swiglu, validate, CombineInput, CombineOutput, DispatchInput, DispatchOutput, EpComm,
+    EpConfig, EpError, Epilogue, MissingSignal, Phase, Result, RoutingHandle, SwigluOptions,
+    SwigluOutput,
 };
-use ndarray::{Array2, Array3};
+use ndarray::{Array2, Array3, ArrayView2};
 
 use crate::memory::digest;
-use crate::transport::{GroupId, Transport};
-use crate::wait::wait_all;
+use crate::transport::{GroupId, Transport, World};
+use crate::wait::wait_for;
 
 /// Where a received row came from.
 #[derive(Clone, Copy, Debug)]
@@ -26,11 +29,18 @@ struct RowSource {
 struct RoundData {
     /// This rank's `topk_ids`, read again by combine_wait.
     topk_ids: Array2<i32>,
-    /// Per received row, its source; `None` for padding. Filled by dispatch_wait.
+    /// Encoded messages of the shared-expert tokens (fused shared expert), in token order.
+    shared_msgs: Vec<u8>,
+    shared_range: std::ops::Range<usize>,
+    /// Per received row, its source; `None` for padding and shared-expert rows (neither is
+    /// sent back). Filled by dispatch_wait.
     rows: Vec<Option<RowSource>>,
     row_offsets: Vec<u32>,
-    /// Router weights as f32, stored by combine_async when given.
+    /// Stored by combine_async: router weights as f32, the shared expert's output rows, and
+    /// the epilogue.
     weights: Option<Array2<f32>>,
+    shared_out: Option<Array2<bf16>>,
+    epilogue: Option<Epilogue>,
 }
 
 /// One rank of a simulated world. Drive it from its own thread (see `ep_core::on_every_rank`).
@@ -52,6 +62,30 @@ impl SimComm {
         }
     }
 
+    fn world(&self) -> Arc<World> {
+        Arc::clone(&self.net.world)
+    }
+
+    /// The counts this rank waits for, as `g * n_ranks + src` indices: every (local expert,
+    /// source) pair, or under skip_a2a only the ones from itself.
+    fn awaited(&self) -> Vec<usize> {
+        let (n, l, rank) = (
+            self.cfg.n_ranks(),
+            self.cfg.n_local_experts(),
+            self.net.rank,
+        );
+        (0..l)
+            .flat_map(|g| (0..n).map(move |s| (g, s)))
+            .filter(|&(_, s)| self.cfg.skip_a2a.is_none() || s == rank)
+            .map(|(g, s)| g * n + s)
+            .collect()
+    }
+
+    fn fail(&mut self, err: EpError) -> EpError {
+        self.tracker.poison(&err);
+        err
+    }
+
     fn timeout(&mut self, phase: Phase, started: Instant, missing: Vec<MissingSignal>) -> EpError {
         let err = EpError::Timeout {
             rank: self.net.rank,
@@ -59,14 +93,7 @@ impl SimComm {
             waited_ms: started.elapsed().as_millis() as u64,
             missing,
         };
-        self.tracker.poison(&err);
-        err
-    }
-
-    fn round_data(&self) -> &RoundData {
-        self.round
-            .as_ref()
-            .expect("the tracker guarantees a round is in flight")
+        self.fail(err)
     }
 }
 
@@ -82,35 +109,35 @@ impl EpComm for SimComm {
     fn dispatch_async(&mut self, input: &DispatchInput<'_>) -> Result<()> {
         self.tracker.check_dispatch_async()?;
         validate::dispatch_input(&self.cfg, self.net.rank, input)?;
-        let (rank, world) = (self.net.rank, &self.net.world);
+        let (rank, world) = (self.net.rank, self.world());
         let geo = &world.geo;
         let msg = &geo.msg;
         let n_local = geo.n_local;
         let staging = &world.group(rank, GroupId::Dispatch).send;
 
+        let mut scratch = vec![0u8; msg.bytes];
+        let mut wide = vec![0f32; self.cfg.hidden];
+        let mut encode = |t: usize, ids: &[i32], scratch: &mut [u8]| {
+            for (w, x) in wide.iter_mut().zip(input.tokens.row(t)) {
+                *w = x.to_f32();
+            }
+            let scale = input.input_scales.map_or(1.0, |s| s[t]);
+            msg.write(self.cfg.format, scratch, &wide, scale, t as u32, ids);
+        };
+
         // Slot of the next message for each expert: messages from one sender to one expert are
         // numbered in token order, which is what makes the receiver's row order deterministic.
         let mut sent = vec![0u64; self.cfg.n_experts];
-        let mut scratch = vec![0u8; msg.bytes];
         for t in 0..input.n_tokens() {
             let ids: Vec<i32> = input.topk_ids.row(t).to_vec();
-            let mut encoded = false;
-            let mut staged = false;
+            let (mut encoded, mut staged) = (false, false);
             for (k, &id) in ids.iter().enumerate() {
-                if id < 0 || ids[..k].contains(&id) {
-                    continue; // masked, or a duplicate: one row per (token, expert)
+                // Masked, a duplicate (one row per (token, expert)), or off-device under skip_a2a.
+                if id < 0 || ids[..k].contains(&id) || !self.cfg.routes_to(rank, id as usize) {
+                    continue;
                 }
                 if !encoded {
-                    let row = input.tokens.row(t);
-                    let scale = input.input_scales.map_or(1.0, |s| s[t]);
-                    msg.write(
-                        self.cfg.format,
-                        &mut scratch,
-                        row.as_slice().expect("validated standard layout"),
-                        scale,
-                        t as u32,
-                        &ids,
-                    );
+                    encode(t, &ids, &mut scratch);
                     encoded = true;
                 }
                 let e = id as usize;
@@ -133,17 +160,42 @@ impl EpComm for SimComm {
                 }
             }
         }
-        // One count per (expert, this rank), zero included: receivers wait for all of them.
+        // One count per (expert, this rank) that may receive from us, zero included: receivers
+        // wait for all of them.
         for (e, &n) in sent.iter().enumerate() {
-            let (dest, g) = (e / n_local, e % n_local);
-            self.net
-                .signal(GroupId::Dispatch, dest, geo.count_index(g, rank), n);
+            if self.cfg.routes_to(rank, e) {
+                let (dest, g) = (e / n_local, e % n_local);
+                self.net
+                    .signal(GroupId::Dispatch, dest, geo.count_index(g, rank), n);
+            }
+        }
+        // The shared expert's rows never leave the rank: keep them encoded for dispatch_wait.
+        let shared_range = if self.cfg.fused_shared_expert {
+            self.cfg.shared_token_range(rank, input.n_tokens())
+        } else {
+            0..0
+        };
+        let mut shared_msgs = Vec::new();
+        if self.cfg.fused_shared_expert {
+            shared_msgs = vec![0u8; shared_range.len() * msg.bytes];
+            for (i, t) in shared_range.clone().enumerate() {
+                let ids: Vec<i32> = input.topk_ids.row(t).to_vec();
+                encode(
+                    t,
+                    &ids,
+                    &mut shared_msgs[i * msg.bytes..(i + 1) * msg.bytes],
+                );
+            }
         }
         self.round = Some(RoundData {
             topk_ids: input.topk_ids.to_owned(),
+            shared_msgs,
+            shared_range,
             rows: Vec::new(),
             row_offsets: Vec::new(),
             weights: None,
+            shared_out: None,
+            epilogue: None,
         });
         self.tracker.dispatch_sent();
         Ok(())
@@ -151,16 +203,16 @@ impl EpComm for SimComm {
 
     fn dispatch_wait(&mut self) -> Result<DispatchOutput> {
         self.tracker.check_dispatch_wait()?;
-        let rank = self.net.rank;
-        let world = std::sync::Arc::clone(&self.net.world);
+        let (rank, world) = (self.net.rank, self.world());
         let geo = &world.geo;
         let (n_ranks, n_local) = (geo.n_ranks, geo.n_local);
-        let fmt = self.cfg.format;
-        let hidden = self.cfg.hidden;
+        let (fmt, hidden) = (self.cfg.format, self.cfg.hidden);
+        let sg = self.cfg.shared_groups();
         let group = world.group(rank, GroupId::Dispatch);
+        let awaited = self.awaited();
 
         let started = Instant::now();
-        let counts = match wait_all(&group.counts, self.cfg.timeout) {
+        let counts = match wait_for(&group.counts, &awaited, self.cfg.timeout) {
             Ok(c) => c,
             Err(missing) => {
                 let missing = missing
@@ -174,57 +226,76 @@ impl EpComm for SimComm {
             }
         };
         if let Some(&bad) = counts.iter().find(|&&c| c > geo.max_tokens as u64) {
-            let err = EpError::Backend(format!(
+            return Err(self.fail(EpError::Backend(format!(
                 "rank {rank}: a receive count of {bad} exceeds max_tokens_per_rank; the buffer protocol was violated"
-            ));
-            self.tracker.poison(&err);
-            return Err(err);
+            ))));
         }
+        let data = self.round.as_ref().expect("dispatch in flight");
+        let n_shared = data.shared_range.len();
+        // Rows of group g from source s: the shared group holds this rank's own tokens.
+        let count = |g: usize, s: usize| -> usize {
+            if g < sg {
+                if s == rank {
+                    n_shared
+                } else {
+                    0
+                }
+            } else {
+                counts[geo.count_index(g - sg, s)] as usize
+            }
+        };
 
         // Prefix sum: group by group, source by source, padding after each group.
-        let multiple = fmt.group_row_multiple() as u32;
-        let mut row_offsets = Vec::with_capacity(n_local + 1);
-        let mut src_offsets = Array2::<u32>::zeros((n_local, n_ranks + 1));
-        let mut cursor = 0u32;
-        for g in 0..n_local {
-            row_offsets.push(cursor);
+        let multiple = fmt.group_row_multiple();
+        let n_groups = n_local + sg;
+        let mut row_offsets = Vec::with_capacity(n_groups + 1);
+        let mut src_offsets = Array2::<u32>::zeros((n_groups, n_ranks + 1));
+        let mut cursor = 0usize;
+        for g in 0..n_groups {
+            row_offsets.push(cursor as u32);
             for s in 0..n_ranks {
-                src_offsets[[g, s]] = cursor;
-                cursor += counts[geo.count_index(g, s)] as u32;
+                src_offsets[[g, s]] = cursor as u32;
+                cursor += count(g, s);
             }
-            src_offsets[[g, n_ranks]] = cursor;
+            src_offsets[[g, n_ranks]] = cursor as u32;
             cursor = cursor.div_ceil(multiple) * multiple;
         }
-        row_offsets.push(cursor);
-        let rows = cursor as usize;
+        row_offsets.push(cursor as u32);
+        let rows = cursor;
 
         let msg = &geo.msg;
         let mut recv_tokens = Array2::<u8>::zeros((rows, msg.payload.len()));
         let mut recv_scales = vec![0u8; fmt.output_scales_bytes(hidden, rows)];
         let mut src_info = Array2::<i32>::from_elem((rows, 2), -1);
         let mut sources = vec![None; rows];
+        let mut place = |row: usize, m: &[u8]| {
+            recv_tokens
+                .row_mut(row)
+                .as_slice_mut()
+                .expect("standard layout")
+                .copy_from_slice(&m[msg.payload.clone()]);
+            fmt.place_scales(hidden, rows, row, &m[msg.scales.clone()], &mut recv_scales);
+        };
+        for (i, t) in data.shared_range.clone().enumerate() {
+            let row = src_offsets[[0, rank]] as usize + i;
+            place(row, &data.shared_msgs[i * msg.bytes..(i + 1) * msg.bytes]);
+            src_info[[row, 0]] = t as i32;
+        }
         for g in 0..n_local {
             let expert = rank * n_local + g;
             for s in 0..n_ranks {
-                let base = src_offsets[[g, s]] as usize;
-                for j in 0..counts[geo.count_index(g, s)] as usize {
+                let base = src_offsets[[g + sg, s]] as usize;
+                for j in 0..count(g + sg, s) {
                     // SAFETY: the acquired count orders the sender's writes of this slot before
                     // this read; nobody writes it again before this rank's next combine finishes.
                     let m = unsafe { group.recv.slice(geo.dispatch_slot(g, s, j), msg.bytes) };
                     let row = base + j;
-                    recv_tokens
-                        .row_mut(row)
-                        .as_slice_mut()
-                        .expect("standard layout")
-                        .copy_from_slice(&m[msg.payload.clone()]);
-                    fmt.place_scales(hidden, rows, row, &m[msg.scales.clone()], &mut recv_scales);
+                    place(row, m);
                     let token = msg.src_token(m);
                     let Some(slot) = msg.first_slot_of(m, expert) else {
-                        let err = EpError::Backend(format!(
+                        return Err(self.fail(EpError::Backend(format!(
                             "rank {rank}: a message from rank {s} for expert {expert} does not name it"
-                        ));
-                        self.tracker.poison(&err);
-                        return Err(err);
+                        ))));
                     };
                     src_info[[row, 0]] = token;
                     src_info[[row, 1]] = slot as i32;
@@ -236,11 +307,14 @@ impl EpComm for SimComm {
                 }
             }
         }
-        group.counts.reset();
+        group.counts.reset(&awaited);
 
         let data = self.round.as_mut().expect("dispatch in flight");
         data.rows = sources;
         data.row_offsets = row_offsets.clone();
+        data.shared_msgs = Vec::new();
+        let mut expert_ids = vec![-1; sg];
+        expert_ids.extend(0..n_local as i32);
         let handle = self.tracker.dispatched();
         Ok(DispatchOutput {
             handle,
@@ -249,7 +323,7 @@ impl EpComm for SimComm {
             recv_tokens,
             recv_scales,
             row_offsets,
-            expert_ids: (0..n_local as i32).collect(),
+            expert_ids,
             src_info,
             src_offsets,
         })
@@ -257,17 +331,22 @@ impl EpComm for SimComm {
 
     fn combine_async(&mut self, handle: &RoutingHandle, input: &CombineInput<'_>) -> Result<()> {
         self.tracker.check_combine_async(handle)?;
-        let data = self.round_data();
+        let data = self
+            .round
+            .as_ref()
+            .expect("the tracker guarantees a round is in flight");
+        let n_tokens = data.topk_ids.nrows();
         validate::combine_input(
             &self.cfg,
             self.net.rank,
             data.rows.len(),
-            data.topk_ids.nrows(),
+            n_tokens,
             input,
+            true,
         )?;
-        let (rank, world) = (self.net.rank, &self.net.world);
+        let (rank, world) = (self.net.rank, self.world());
         let geo = &world.geo;
-        let n_ranks = geo.n_ranks;
+        let (n_ranks, sg) = (geo.n_ranks, self.cfg.shared_groups());
         let staging = &world.group(rank, GroupId::Combine).send;
         let out = input
             .expert_out
@@ -277,7 +356,7 @@ impl EpComm for SimComm {
 
         let mut sent = vec![0u64; geo.n_local * n_ranks];
         for g in 0..geo.n_local {
-            let rows = data.row_offsets[g] as usize..data.row_offsets[g + 1] as usize;
+            let rows = data.row_offsets[g + sg] as usize..data.row_offsets[g + sg + 1] as usize;
             for row in rows {
                 let Some(src) = data.rows[row] else { continue };
                 let bytes = &out[row * geo.row_bytes..(row + 1) * geo.row_bytes];
@@ -305,32 +384,41 @@ impl EpComm for SimComm {
         }
         for g in 0..geo.n_local {
             for dst in 0..n_ranks {
-                self.net.signal(
-                    GroupId::Combine,
-                    dst,
-                    geo.count_index(g, rank),
-                    sent[g * n_ranks + dst],
-                );
+                if self.cfg.routes_to(dst, rank * geo.n_local + g) {
+                    let n = sent[g * n_ranks + dst];
+                    self.net
+                        .signal(GroupId::Combine, dst, geo.count_index(g, rank), n);
+                }
             }
         }
+        let shared_out = self.cfg.fused_shared_expert.then(|| {
+            let start = data.row_offsets[0] as usize;
+            input
+                .expert_out
+                .slice(ndarray::s![start..start + data.shared_range.len(), ..])
+                .to_owned()
+        });
         let weights = input
             .weights
             .map(|w| Array2::from_shape_fn(w.dim(), |(t, k)| w.get(t, k)));
-        self.round.as_mut().expect("round in flight").weights = weights;
+        let data = self.round.as_mut().expect("round in flight");
+        data.weights = weights;
+        data.shared_out = shared_out;
+        data.epilogue = input.epilogue.cloned();
         self.tracker.combine_sent();
         Ok(())
     }
 
     fn combine_wait(&mut self) -> Result<CombineOutput> {
         self.tracker.check_combine_wait()?;
-        let rank = self.net.rank;
-        let world = std::sync::Arc::clone(&self.net.world);
+        let (rank, world) = (self.net.rank, self.world());
         let geo = &world.geo;
         let (n_ranks, n_local, top_k) = (geo.n_ranks, geo.n_local, geo.top_k);
         let group = world.group(rank, GroupId::Combine);
+        let awaited = self.awaited();
 
         let started = Instant::now();
-        let counts = match wait_all(&group.counts, self.cfg.timeout) {
+        let counts = match wait_for(&group.counts, &awaited, self.cfg.timeout) {
             Ok(c) => c,
             Err(missing) => {
                 let missing = missing
@@ -346,39 +434,39 @@ impl EpComm for SimComm {
                 return Err(self.timeout(Phase::Combine, started, missing));
             }
         };
+        group.counts.reset(&awaited);
         let data = self.round.take().expect("combine in flight");
         let ids = &data.topk_ids;
         let n_tokens = ids.nrows();
+        let cfg = &self.cfg;
+        // The first slot of token t naming id, if the id is live and routed from this rank.
+        let routed_slot = |t: usize, k: usize| -> Option<usize> {
+            let id = ids[[t, k]];
+            if id < 0 || !cfg.routes_to(rank, id as usize) {
+                return None;
+            }
+            Some((0..k).find(|&j| ids[[t, j]] == id).unwrap_or(k))
+        };
 
         // Each expert must have returned exactly the rows this rank sent it.
         let mut expected = vec![0u64; n_local * n_ranks];
         for t in 0..n_tokens {
             for k in 0..top_k {
-                let id = ids[[t, k]];
-                if id >= 0 && !(0..k).any(|j| ids[[t, j]] == id) {
-                    let e = id as usize;
+                if routed_slot(t, k) == Some(k) {
+                    let e = ids[[t, k]] as usize;
                     expected[geo.count_index(e % n_local, e / n_local)] += 1;
                 }
             }
         }
-        group.counts.reset();
         if counts != expected {
-            let err = EpError::Backend(format!(
+            return Err(self.fail(EpError::Backend(format!(
                 "rank {rank}: combine received {counts:?} rows per expert, expected {expected:?}"
-            ));
-            self.tracker.poison(&err);
-            return Err(err);
+            ))));
         }
 
-        let hidden = self.cfg.hidden;
-        // The returned row for token t's slot k: a duplicated expert's output sits at the first
-        // slot naming it.
+        let hidden = cfg.hidden;
         let returned = |t: usize, k: usize| -> Option<&[bf16]> {
-            let id = ids[[t, k]];
-            if id < 0 {
-                return None;
-            }
-            let k0 = (0..k).find(|&j| ids[[t, j]] == id).unwrap_or(k);
+            let k0 = routed_slot(t, k)?;
             // SAFETY: the acquired counts order every expert's write of these slots before this
             // read; none writes again before this rank's next dispatch.
             let bytes = unsafe { group.recv.slice(geo.combine_slot(t, k0), geo.row_bytes) };
@@ -386,8 +474,9 @@ impl EpComm for SimComm {
         };
         let output = match &data.weights {
             Some(w) => {
-                let mut out = Array2::<bf16>::zeros((n_tokens, hidden));
+                let mut sink = EpilogueSink::new(data.epilogue.as_ref(), n_tokens, hidden);
                 let mut acc = vec![0.0f32; hidden];
+                let mut row = vec![bf16::ZERO; hidden];
                 for t in 0..n_tokens {
                     acc.fill(0.0);
                     for k in 0..top_k {
@@ -398,11 +487,20 @@ impl EpComm for SimComm {
                             }
                         }
                     }
-                    for (o, a) in out.row_mut(t).iter_mut().zip(&acc) {
+                    if let Some(shared) = &data.shared_out {
+                        if data.shared_range.contains(&t) {
+                            let r = t - data.shared_range.start;
+                            for (a, y) in acc.iter_mut().zip(shared.row(r)) {
+                                *a += y.to_f32();
+                            }
+                        }
+                    }
+                    for (o, a) in row.iter_mut().zip(&acc) {
                         *o = bf16::from_f32(*a);
                     }
+                    sink.row(t, &row);
                 }
-                CombineOutput::Reduced(out)
+                sink.finish()
             }
             None => {
                 let mut out = Array3::<bf16>::zeros((n_tokens, top_k, hidden));
@@ -421,6 +519,25 @@ impl EpComm for SimComm {
         };
         self.tracker.combined();
         Ok(output)
+    }
+
+    fn swiglu(
+        &mut self,
+        routing: &DispatchOutput,
+        input: ArrayView2<'_, bf16>,
+        opts: &SwigluOptions,
+    ) -> Result<SwigluOutput> {
+        if routing.handle.rank != self.net.rank {
+            return Err(EpError::StaleHandle {
+                rank: self.net.rank,
+                handle: format!(
+                    "rank {} round {}",
+                    routing.handle.rank, routing.handle.round
+                ),
+                current: format!("rank {}", self.net.rank),
+            });
+        }
+        swiglu::swiglu(self.net.rank, routing, input, opts)
     }
 
     fn memory_digest(&self) -> Result<u64> {

@@ -41,6 +41,10 @@ impl EpBackend for SimBackend {
         "sim"
     }
 
+    fn host_closures(&self) -> bool {
+        true
+    }
+
     fn init(&self, configs: &[EpConfig]) -> Result<Vec<SimComm>> {
         let cfg = EpConfig::check_world(configs)?.clone();
         let world = Arc::new(World::new(&cfg));

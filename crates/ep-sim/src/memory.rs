@@ -114,9 +114,9 @@ impl Counts {
     }
 
     /// Back to "not arrived" for the next round.
-    pub fn reset(&self) {
-        for c in self.0.iter() {
-            c.store(SENTINEL, Ordering::Relaxed);
+    pub fn reset(&self, indices: &[usize]) {
+        for &i in indices {
+            self.0[i].store(SENTINEL, Ordering::Relaxed);
         }
     }
 }

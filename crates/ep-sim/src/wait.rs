@@ -7,14 +7,19 @@ use crossbeam::utils::Backoff;
 
 use crate::memory::{Counts, SENTINEL};
 
-/// Waits until no count is the sentinel and returns the counts, or, at the deadline, the indices
-/// that never arrived. Ranks outnumber cores in the simulator, so the wait spins briefly, then
-/// yields, then sleeps: a spinning rank must not starve the rank it waits for.
-pub fn wait_all(counts: &Counts, timeout: Duration) -> Result<Vec<u64>, Vec<usize>> {
+/// Waits until none of the counts at `indices` is the sentinel and returns every count (the ones
+/// not waited for read as 0), or, at the deadline, the indices that never arrived. Ranks outnumber
+/// cores in the simulator, so the wait spins briefly, then yields, then sleeps: a spinning rank
+/// must not starve the rank it waits for.
+pub fn wait_for(
+    counts: &Counts,
+    indices: &[usize],
+    timeout: Duration,
+) -> Result<Vec<u64>, Vec<usize>> {
     let counts = counts.as_slice();
     let start = Instant::now();
-    let mut out = vec![SENTINEL; counts.len()];
-    let mut pending: Vec<usize> = (0..counts.len()).collect();
+    let mut out = vec![0u64; counts.len()];
+    let mut pending: Vec<usize> = indices.to_vec();
     let backoff = Backoff::new();
     let mut sleep = Duration::from_micros(1);
     loop {

@@ -87,6 +87,13 @@ impl EpBackend for Backend {
         self.kind().name()
     }
 
+    fn host_closures(&self) -> bool {
+        match self {
+            #[cfg(feature = "sim")]
+            Backend::Sim(b) => b.host_closures(),
+        }
+    }
+
     fn init(&self, configs: &[EpConfig]) -> Result<Vec<Box<dyn EpComm>>> {
         fn boxed<C: EpComm + 'static>(v: Vec<C>) -> Vec<Box<dyn EpComm>> {
             v.into_iter()

@@ -168,13 +168,26 @@ pub fn write_round(
             d.src_offsets.iter().copied(),
             "rows of source rank s in group g: src_offsets[g, s]..src_offsets[g, s+1]",
         )?;
-        let shape = r.combine.shape();
-        w.put(
-            "combined",
-            &shape,
-            bits(r.combine.as_slice()),
-            "combine output, bf16 bits: [T, hidden] reduced or [T, top_k, hidden] unreduced",
-        )?;
+        match r.combine {
+            CombineOutput::Fp8 { payload, scales } => {
+                let what = "combine output through the FP8 epilogue: e4m3fn bytes [T, hidden]";
+                w.put("combined", &[t, cfg.hidden], payload.iter().copied(), what)?;
+                let what = "its f32 scales, one per 128 elements [T, hidden/128]";
+                w.put(
+                    "combined_scales",
+                    &[t, scales.ncols()],
+                    scales.iter().copied(),
+                    what,
+                )?;
+            }
+            CombineOutput::Consumed => {}
+            _ => w.put(
+                "combined",
+                &r.combine.shape(),
+                bits(r.combine.as_slice()),
+                "combine output, bf16 bits: [T, hidden] reduced or [T, top_k, hidden] unreduced",
+            )?,
+        }
         manifest_ranks.push(json!({ "rank": rank, "tokens": t, "rows": rows, "files": w.files }));
     }
     let manifest = json!({

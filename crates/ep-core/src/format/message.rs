@@ -3,8 +3,6 @@
 
 use std::ops::Range;
 
-use half::bf16;
-
 use super::{Format, TokenFormat};
 
 /// How a masked id (-1) is written in a message's u16 id field.
@@ -49,7 +47,7 @@ impl MessageLayout {
         &self,
         format: Format,
         msg: &mut [u8],
-        row: &[bf16],
+        row: &[f32],
         input_scale: f32,
         src_token: u32,
         ids: &[i32],
@@ -107,7 +105,7 @@ mod tests {
     fn header_round_trips() {
         let l = MessageLayout::new(Format::Bf16, 16, 3);
         let mut msg = vec![0u8; l.bytes];
-        let row: Vec<bf16> = (0..16).map(|i| bf16::from_f32(i as f32)).collect();
+        let row: Vec<f32> = (0..16).map(|i| i as f32).collect();
         l.write(Format::Bf16, &mut msg, &row, 1.0, 77, &[5, -1, 5]);
         assert_eq!(l.src_token(&msg), 77);
         assert_eq!((l.id(&msg, 0), l.id(&msg, 1), l.id(&msg, 2)), (5, -1, 5));

@@ -13,8 +13,6 @@ mod testing;
 use std::fmt;
 use std::str::FromStr;
 
-use half::bf16 as Bf16Elem;
-
 pub use self::bf16::Bf16;
 pub use self::fp8::Fp8Block;
 pub use self::message::{MessageLayout, MASKED_ID_U16};
@@ -38,7 +36,8 @@ pub trait TokenFormat {
     /// Each group's row count is rounded up to a multiple of this in the dispatch output.
     fn group_row_multiple(&self) -> usize;
     /// Encodes `row` into `payload` and `scales` (exactly `payload_bytes`/`scale_bytes` long).
-    fn encode(&self, row: &[Bf16Elem], input_scale: f32, payload: &mut [u8], scales: &mut [u8]);
+    /// Rows arrive as f32: a bf16 token widens exactly, and fused SwiGLU quantizes its f32 output.
+    fn encode(&self, row: &[f32], input_scale: f32, payload: &mut [u8], scales: &mut [u8]);
     /// Decodes an encoded row back to f32 values (`out.len() == hidden`).
     fn decode(&self, payload: &[u8], scales: &[u8], input_scale: f32, out: &mut [f32]);
     /// Bytes of the dispatch output's scale array for `rows` rows (padding rows included).
@@ -137,7 +136,7 @@ impl TokenFormat for Format {
     fn group_row_multiple(&self) -> usize {
         self.imp().group_row_multiple()
     }
-    fn encode(&self, row: &[Bf16Elem], input_scale: f32, payload: &mut [u8], scales: &mut [u8]) {
+    fn encode(&self, row: &[f32], input_scale: f32, payload: &mut [u8], scales: &mut [u8]) {
         self.imp().encode(row, input_scale, payload, scales)
     }
     fn decode(&self, payload: &[u8], scales: &[u8], input_scale: f32, out: &mut [f32]) {

@@ -12,8 +12,6 @@
 //!
 //! Output scales are e8m0 bytes, row-major `[rows, hidden / 32]`.
 
-use half::bf16;
-
 use super::scalar::{
     e2m1_from_f32, e2m1_to_f32, e8m0_from_exponent, e8m0_to_f32, floor_log2, pow2, E8M0_NAN,
 };
@@ -49,17 +47,13 @@ impl TokenFormat for Mxfp4 {
     fn group_row_multiple(&self) -> usize {
         1
     }
-    fn encode(&self, row: &[bf16], _input_scale: f32, payload: &mut [u8], scales: &mut [u8]) {
-        let mut x = [0f32; BLOCK];
-        for (b, (xs, q)) in row
+    fn encode(&self, row: &[f32], _input_scale: f32, payload: &mut [u8], scales: &mut [u8]) {
+        for (b, (x, q)) in row
             .chunks_exact(BLOCK)
             .zip(payload.chunks_exact_mut(BLOCK / 2))
             .enumerate()
         {
-            for (d, s) in x.iter_mut().zip(xs) {
-                *d = s.to_f32();
-            }
-            let (byte, mul) = match finite_amax(&x) {
+            let (byte, mul) = match finite_amax(x) {
                 None => (E8M0_NAN, 0.0),
                 Some(amax) => mx_scale(amax),
             };
@@ -103,6 +97,7 @@ impl TokenFormat for Mxfp4 {
 mod tests {
     use super::*;
     use crate::format::testing::{adversarial_rows, round_trip};
+    use half::bf16;
 
     #[test]
     fn round_trips_stay_within_the_bound() {

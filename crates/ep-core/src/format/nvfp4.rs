@@ -18,8 +18,6 @@
 //! Output scales are e4m3fn bytes in the 128x4 swizzled tile layout of cuBLAS/CUTLASS
 //! block-scaled GEMMs (see [`swizzled_offset`]), each group padded to 128 rows.
 
-use half::bf16;
-
 use super::scalar::{
     e2m1_from_f32, e2m1_to_f32, e4m3fn_from_f32, e4m3fn_to_f32, E2M1_MAX, E4M3_NAN,
 };
@@ -70,17 +68,13 @@ impl TokenFormat for Nvfp4 {
     fn group_row_multiple(&self) -> usize {
         128
     }
-    fn encode(&self, row: &[bf16], input_scale: f32, payload: &mut [u8], scales: &mut [u8]) {
-        let mut x = [0f32; BLOCK];
-        for (b, (xs, q)) in row
+    fn encode(&self, row: &[f32], input_scale: f32, payload: &mut [u8], scales: &mut [u8]) {
+        for (b, (x, q)) in row
             .chunks_exact(BLOCK)
             .zip(payload.chunks_exact_mut(BLOCK / 2))
             .enumerate()
         {
-            for (d, s) in x.iter_mut().zip(xs) {
-                *d = s.to_f32();
-            }
-            let sf = match finite_amax(&x) {
+            let sf = match finite_amax(x) {
                 None => E4M3_NAN,
                 Some(amax) => e4m3fn_from_f32(input_scale * amax / E2M1_MAX),
             };
@@ -129,6 +123,7 @@ impl TokenFormat for Nvfp4 {
 mod tests {
     use super::*;
     use crate::format::testing::{adversarial_rows, round_trip};
+    use half::bf16;
 
     #[test]
     fn round_trips_stay_within_the_bound() {

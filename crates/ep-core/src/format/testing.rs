@@ -48,7 +48,8 @@ pub fn adversarial_rows(hidden: usize, seed: u64) -> Vec<Vec<bf16>> {
 pub fn round_trip(fmt: &dyn TokenFormat, row: &[bf16], input_scale: f32) -> (Vec<f32>, Vec<u8>) {
     let mut payload = vec![0u8; fmt.payload_bytes(row.len())];
     let mut scales = vec![0u8; fmt.scale_bytes(row.len())];
-    fmt.encode(row, input_scale, &mut payload, &mut scales);
+    let wide: Vec<f32> = row.iter().map(|x| x.to_f32()).collect();
+    fmt.encode(&wide, input_scale, &mut payload, &mut scales);
     let mut out = vec![0f32; row.len()];
     fmt.decode(&payload, &scales, input_scale, &mut out);
     (out, scales)

@@ -77,10 +77,8 @@ pub fn main(args: Args) -> Result<ExitCode, String> {
             let handle = d.handle;
             let out = d.tokens_bf16().expect("bf16");
             drop(d);
-            let cin = CombineInput {
-                expert_out: out.view(),
-                weights: Some(RouterWeights::F32(inputs.weights[r].view())),
-            };
+            let cin = CombineInput::new(out.view())
+                .weighted(RouterWeights::F32(inputs.weights[r].view()));
             let t1 = Instant::now();
             c.combine(&handle, &cin).map_err(|e| e.to_string())?;
             Ok((td, t1.elapsed()))

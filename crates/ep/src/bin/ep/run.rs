@@ -11,7 +11,7 @@ use ep::conformance::round::{
 };
 use ep::conformance::routing::RoutingSpec;
 use ep::conformance::{Fixture, RoundInputs, WeightKind};
-use ep::{BackendKind, EpBackend, EpConfig, Format, TokenFormat};
+use ep::{BackendKind, EpBackend, EpComm, EpConfig, Epilogue, Format, SwigluOptions, TokenFormat};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -33,6 +33,28 @@ pub struct Args {
     /// manifest.json into this directory.
     #[arg(long, value_name = "DIR")]
     dump: Option<std::path::PathBuf>,
+    /// Fuse the shared expert: each rank's own tokens become group 0, added back at combine.
+    #[arg(long)]
+    shared_expert: bool,
+    /// Combine without router weights: the output is [T, top_k, hidden].
+    #[arg(long, conflicts_with = "epilogue")]
+    unreduced: bool,
+    /// Skip the all-to-all: tokens reach only their own device's experts; W is the all-reduce size.
+    #[arg(long, value_name = "W")]
+    skip_a2a: Option<usize>,
+    /// A combine epilogue: add a residual, scale by 0.5, or quantize the output to FP8.
+    #[arg(long, value_enum)]
+    epilogue: Option<EpilogueArg>,
+    /// After dispatch, run fused SwiGLU on a stand-in GEMM output and write it in this format.
+    #[arg(long, value_name = "FORMAT")]
+    swiglu: Option<Format>,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum EpilogueArg {
+    Residual,
+    Scale,
+    Fp8,
 }
 
 /// The demo: two nodes of four ranks, a DeepSeek-like top-8 over 64 experts, mild skew.
@@ -77,6 +99,9 @@ pub fn main(args: Args) -> Result<ExitCode, String> {
             (n, c.with_format(format), i)
         }
     };
+    let mut cfg = cfg;
+    cfg.fused_shared_expert = args.shared_expert;
+    cfg.skip_a2a = args.skip_a2a;
     let backend = crate::backend(kind)?;
     let mut comms = backend.init_uniform(&cfg).map_err(|e| e.to_string())?;
     println!(
@@ -96,14 +121,41 @@ pub fn main(args: Args) -> Result<ExitCode, String> {
     } else {
         Calls::Fused
     };
-    let opts = RoundOptions::new(calls, WeightKind::F32);
+    let weights = if args.unreduced {
+        WeightKind::None
+    } else {
+        WeightKind::F32
+    };
+    let epilogues = match args.epilogue {
+        None => Vec::new(),
+        Some(e) => (0..cfg.n_ranks())
+            .map(|r| epilogue(e, &inputs, r))
+            .collect(),
+    };
+    let opts = RoundOptions::new(calls, weights).with_epilogues(epilogues);
+    let modes: Vec<String> = [
+        args.shared_expert
+            .then(|| "fused shared expert".to_string()),
+        args.unreduced.then(|| "unreduced combine".to_string()),
+        args.skip_a2a
+            .map(|w| format!("skip_a2a (all-reduce over {w})")),
+        args.epilogue
+            .map(|e| format!("epilogue: {}", epilogue_name(e))),
+        args.swiglu.map(|f| format!("fused SwiGLU into {f}")),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    if !modes.is_empty() {
+        println!("modes: {}", modes.join(", "));
+    }
     let rounds = args.rounds.max(1);
     let mut last: Vec<RankRound> = Vec::new();
     let (mut dispatch_times, mut combine_times) = (Vec::new(), Vec::new());
     let mut mismatch = None;
     for round in 0..rounds {
-        let got = all_ok(run_round(&mut comms, &inputs, opts))?;
-        if let Err(e) = check_against_oracle(&cfg, &inputs, opts, &got) {
+        let got = all_ok(run_round(&mut comms, &inputs, &opts))?;
+        if let Err(e) = check_against_oracle(&cfg, &inputs, &opts, &got) {
             mismatch.get_or_insert(format!("round {round}: {e}"));
         }
         dispatch_times.push(
@@ -117,6 +169,11 @@ pub fn main(args: Args) -> Result<ExitCode, String> {
     }
 
     print_rank_table(&cfg, &inputs, &last);
+    if let Some(format) = args.swiglu {
+        if let Err(e) = run_swiglu(&mut comms, &last, format) {
+            mismatch.get_or_insert(e);
+        }
+    }
     if let Some(dir) = &args.dump {
         let ranks: Vec<_> = last
             .iter()
@@ -202,6 +259,64 @@ fn print_rank_table(cfg: &EpConfig, inputs: &RoundInputs, rounds: &[RankRound]) 
             d.real_rows()
         );
     }
+}
+
+fn epilogue_name(e: EpilogueArg) -> &'static str {
+    match e {
+        EpilogueArg::Residual => "add residual",
+        EpilogueArg::Scale => "scale by 0.5",
+        EpilogueArg::Fp8 => "quantize to FP8",
+    }
+}
+
+/// Rank `r`'s epilogue; the residual is the rank's own input tokens (a transformer's skip
+/// connection).
+fn epilogue(e: EpilogueArg, inputs: &RoundInputs, r: usize) -> Epilogue {
+    match e {
+        EpilogueArg::Residual => {
+            Epilogue::AddResidual(std::sync::Arc::new(inputs.tokens[r].clone()))
+        }
+        EpilogueArg::Scale => Epilogue::Scale(0.5),
+        EpilogueArg::Fp8 => Epilogue::QuantizeFp8,
+    }
+}
+
+/// SwiGLU on every rank's dispatch output, on a stand-in first GEMM (gate = the decoded row,
+/// up = half of it), compared with the oracle.
+fn run_swiglu<C: EpComm>(
+    comms: &mut [C],
+    rounds: &[RankRound],
+    format: Format,
+) -> Result<(), String> {
+    let mut rows = 0;
+    for (c, round) in comms.iter_mut().zip(rounds) {
+        let d = &round.dispatch;
+        let x = d.decode_rows_with(ep::conformance::scenario::GLOBAL_INPUT_SCALE);
+        let h = x.ncols();
+        let gemm = ndarray::Array2::from_shape_fn((d.rows(), 2 * h), |(r, c)| {
+            ep::bf16::from_f32(if c < h {
+                x[[r, c]]
+            } else {
+                0.5 * x[[r, c - h]]
+            })
+        });
+        let opts = SwigluOptions::new(format);
+        let got = c.swiglu(d, gemm.view(), &opts).map_err(|e| e.to_string())?;
+        let want =
+            ep::oracle::swiglu(c.rank(), d, gemm.view(), &opts).map_err(|e| e.to_string())?;
+        if let Some(diff) = got.bit_diff(&want) {
+            return Err(format!(
+                "rank {}: swiglu differs from the oracle: {diff}",
+                c.rank()
+            ));
+        }
+        rows += d.real_rows();
+    }
+    println!(
+        "
+swiglu: {rows} rows into {format}, bit-exact with the oracle"
+    );
+    Ok(())
 }
 
 fn mean(v: &[usize]) -> f64 {

@@ -1,0 +1,122 @@
+//! The conformance cases, each generic over the backend. A case returns `Err(description)` on the
+//! first thing that breaks the contract.
+//!
+//! - this module: fixtures in every format and mode, and the helpers cases share;
+//! - [`rounds`]: exact round trips and 1,000 consecutive rounds;
+//! - [`bad_input`]: typed errors with nothing written; [`timeouts`]: ranks that never signal;
+//! - [`formats`]: non-finite inputs; [`modes`]: shared expert, skip_a2a, epilogues, SwiGLU.
+
+mod bad_input;
+mod formats;
+mod modes;
+mod rounds;
+mod timeouts;
+
+pub use bad_input::*;
+pub use formats::*;
+pub use modes::*;
+pub use rounds::*;
+pub use timeouts::*;
+
+use ep_core::{EpBackend, EpComm, EpConfig, Format};
+
+use crate::fixture::Fixture;
+use crate::rng::Rng;
+use crate::round::{run_and_check, Calls, RoundOptions};
+use crate::routing::RoutingSpec;
+use crate::scenario::{RoundInputs, WeightKind};
+use crate::snapshot::{self, SnapshotMode};
+
+/// What a case needs besides the backend.
+#[derive(Clone, Copy, Debug)]
+pub struct Ctx {
+    pub snapshots: SnapshotMode,
+}
+
+pub type CaseResult = Result<(), String>;
+
+fn err<E: std::fmt::Display>(e: E) -> String {
+    e.to_string()
+}
+
+/// The four ways each fixture is run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FixtureMode {
+    FusedWeighted,
+    FusedUnreduced,
+    SplitWeighted,
+    SplitUnreduced,
+}
+
+impl FixtureMode {
+    pub const ALL: [FixtureMode; 4] = [
+        FixtureMode::FusedWeighted,
+        FixtureMode::FusedUnreduced,
+        FixtureMode::SplitWeighted,
+        FixtureMode::SplitUnreduced,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            FixtureMode::FusedWeighted => "fused_weighted",
+            FixtureMode::FusedUnreduced => "fused_unreduced",
+            FixtureMode::SplitWeighted => "split_weighted",
+            FixtureMode::SplitUnreduced => "split_unreduced",
+        }
+    }
+
+    /// Fused rounds take f32 weights and split rounds bf16 ones, so both weight types are covered.
+    pub fn options(self) -> RoundOptions {
+        match self {
+            FixtureMode::FusedWeighted => RoundOptions::new(Calls::Fused, WeightKind::F32),
+            FixtureMode::FusedUnreduced => RoundOptions::new(Calls::Fused, WeightKind::None),
+            FixtureMode::SplitWeighted => RoundOptions::new(Calls::Split, WeightKind::Bf16),
+            FixtureMode::SplitUnreduced => RoundOptions::new(Calls::Split, WeightKind::None),
+        }
+    }
+}
+
+/// A fixture's round in one format: bit-exact against the oracle, routing equal to the fixture's
+/// snapshot (the same for every format: padding is not part of it).
+pub fn fixture<B: EpBackend>(
+    b: &B,
+    cx: &Ctx,
+    name: &str,
+    format: Format,
+    mode: FixtureMode,
+) -> CaseResult {
+    let fx = Fixture::load(name)?;
+    let cfg = fx.config(format);
+    let inputs = fx.inputs();
+    let mut comms = b.init_uniform(&cfg).map_err(err)?;
+    let got = run_and_check(&mut comms, &inputs, &mode.options())?;
+    let outputs: Vec<_> = got.into_iter().map(|r| r.dispatch).collect();
+    snapshot::check(cx.snapshots, name, &snapshot::routing_text(&outputs))
+}
+
+pub(crate) fn small_config() -> EpConfig {
+    EpConfig::new(32, 4, 16, 8, 2).with_nodes(2)
+}
+
+pub(crate) fn good_inputs(cfg: &EpConfig, seed: u64) -> RoundInputs {
+    let mut rng = Rng::new(seed);
+    let ids = (0..cfg.n_ranks())
+        .map(|_| {
+            RoutingSpec::uniform().generate(
+                &mut rng,
+                cfg.max_tokens_per_rank,
+                cfg.top_k,
+                cfg.n_experts,
+                cfg.n_ranks(),
+            )
+        })
+        .collect();
+    RoundInputs::with_random_values(cfg.hidden, ids, seed)
+}
+
+pub(crate) fn digests<C: EpComm>(comms: &[C]) -> Result<Vec<u64>, String> {
+    comms
+        .iter()
+        .map(|c| c.memory_digest().map_err(err))
+        .collect()
+}

@@ -1,0 +1,92 @@
+//! Whole rounds: exact round trips, and many consecutive rounds on one world.
+
+use ep_core::{bf16, EpBackend, EpConfig};
+
+use super::*;
+use crate::rng::Rng;
+use crate::round::{run_and_check, Calls, RoundOptions};
+use crate::routing::RoutingSpec;
+use crate::scenario::{identity_experts, RoundInputs, WeightKind};
+
+/// Identity experts and router weights that sum to exactly 1 over each token's live slots give
+/// back every input token bit for bit (tokens with every slot masked come back as zeros).
+pub fn round_trip_identity<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
+    for nodes in [1, 2] {
+        let cfg = EpConfig::new(64, 6, 16, 24, 2).with_nodes(nodes);
+        let mut rng = Rng::new(7 + nodes as u64);
+        let spec = RoutingSpec {
+            masked: 0.2,
+            duplicates: 0.2,
+            ..Default::default()
+        };
+        let ids = (0..cfg.n_ranks())
+            .map(|_| spec.generate(&mut rng, 24, cfg.top_k, cfg.n_experts, cfg.n_ranks()))
+            .collect();
+        let mut inputs = RoundInputs::with_random_values(cfg.hidden, ids, 99);
+        // Dyadic weights 1/2, 1/4, ..., with the last live slot repeating the smallest: exact in
+        // f32 for any bf16 value in the normal range.
+        for (w, ids) in inputs.weights.iter_mut().zip(&inputs.topk_ids) {
+            for t in 0..ids.nrows() {
+                let live: Vec<usize> = (0..cfg.top_k).filter(|&k| ids[[t, k]] >= 0).collect();
+                for (i, &k) in live.iter().enumerate() {
+                    let p = (i + 1).min(live.len().saturating_sub(1).max(1)) as i32;
+                    w[[t, k]] = if live.len() == 1 { 1.0 } else { 0.5f32.powi(p) };
+                }
+            }
+        }
+        let mut comms = b.init_uniform(&cfg).map_err(err)?;
+        let opts = RoundOptions {
+            experts: identity_experts,
+            ..RoundOptions::new(Calls::Fused, WeightKind::F32)
+        };
+        let got = run_and_check(&mut comms, &inputs, &opts)?;
+        for (r, round) in got.iter().enumerate() {
+            let out = round.combine.reduced().ok_or("expected a reduced output")?;
+            for t in 0..inputs.tokens[r].nrows() {
+                let any_live = inputs.topk_ids[r].row(t).iter().any(|&e| e >= 0);
+                for (c, (o, x)) in out.row(t).iter().zip(inputs.tokens[r].row(t)).enumerate() {
+                    let want = if any_live { x.to_bits() } else { 0 };
+                    if o.to_bits() != want {
+                        return Err(format!(
+                            "{nodes} node(s): rank {r} token {t} column {c}: got {o} expected {}",
+                            bf16::from_bits(want)
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// 1,000 consecutive rounds on one initialised world (two nodes, so both transports are used),
+/// fresh random routing and token counts each round, every round bit-exact against the oracle.
+pub fn rounds_1000<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
+    let cfg = EpConfig::new(32, 4, 16, 16, 2).with_nodes(2);
+    let mut comms = b.init_uniform(&cfg).map_err(err)?;
+    let mut rng = Rng::new(2024);
+    for round in 0..1000 {
+        let spec = RoutingSpec {
+            skew: (round % 3 == 0).then_some((3, 0.7)),
+            masked: [0.0, 0.1, 0.5][round % 3],
+            duplicates: 0.1,
+            ..Default::default()
+        };
+        let ids = (0..cfg.n_ranks())
+            .map(|_| {
+                let t = rng.below(cfg.max_tokens_per_rank + 1);
+                spec.generate(&mut rng, t, cfg.top_k, cfg.n_experts, cfg.n_ranks())
+            })
+            .collect();
+        let inputs = RoundInputs::with_random_values(cfg.hidden, ids, round as u64);
+        let calls = if round % 2 == 0 {
+            Calls::Fused
+        } else {
+            Calls::Split
+        };
+        let weights = [WeightKind::F32, WeightKind::None, WeightKind::Bf16][round % 3];
+        run_and_check(&mut comms, &inputs, &RoundOptions::new(calls, weights))
+            .map_err(|e| format!("round {round}: {e}"))?;
+    }
+    Ok(())
+}

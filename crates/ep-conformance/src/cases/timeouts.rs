@@ -1,0 +1,100 @@
+//! Ranks that never signal: the others get a timeout naming them, within the deadline.
+
+use std::time::{Duration, Instant};
+
+use ep_core::{on_every_rank, EpBackend, EpComm, EpConfig, EpError};
+
+use super::*;
+use crate::round::{run_and_check, Calls, RoundOptions};
+use crate::scenario::WeightKind;
+
+const SHORT_TIMEOUT: Duration = Duration::from_millis(300);
+/// Generous slack over the deadline for a loaded 2-core CI machine.
+const TIMEOUT_SLACK: Duration = Duration::from_secs(5);
+
+/// Checks that every rank but `absent` failed with a timeout naming `absent`, within the
+/// deadline, then that a fresh world works.
+fn expect_timeouts<B: EpBackend>(
+    b: &B,
+    cfg: &EpConfig,
+    absent: usize,
+    results: Vec<Option<Result<Duration, EpError>>>,
+) -> CaseResult {
+    for (r, res) in results.into_iter().enumerate() {
+        let Some(res) = res else { continue };
+        match res {
+            Err(e @ EpError::Timeout { .. }) => {
+                if e.missing_ranks() != vec![absent] {
+                    return Err(format!("rank {r}: the timeout names the wrong ranks: {e}"));
+                }
+            }
+            Err(e) => return Err(format!("rank {r}: expected a timeout, got: {e}")),
+            Ok(elapsed) => {
+                return Err(format!(
+                    "rank {r}: completed without rank {absent} ({elapsed:?})"
+                ))
+            }
+        }
+    }
+    let mut comms = b.init_uniform(cfg).map_err(err)?;
+    run_and_check(
+        &mut comms,
+        &good_inputs(cfg, 9),
+        &RoundOptions::new(Calls::Fused, WeightKind::F32),
+    )
+    .map(|_| ())
+}
+
+/// One rank never joins a dispatch: the others time out within the deadline, naming it.
+pub fn rank_never_dispatches<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
+    let cfg = small_config().with_timeout(SHORT_TIMEOUT);
+    let inputs = good_inputs(&cfg, 10);
+    let mut comms = b.init_uniform(&cfg).map_err(err)?;
+    let absent = 1;
+    let results = on_every_rank(&mut comms, |c| {
+        if c.rank() == absent {
+            return None;
+        }
+        let t0 = Instant::now();
+        let r = c.dispatch(&inputs.dispatch_input(c.rank()));
+        Some(r.map(|_| t0.elapsed()))
+    });
+    check_elapsed(&results)?;
+    expect_timeouts(b, &cfg, absent, results)
+}
+
+/// One rank dispatches but never combines: ranks whose tokens it holds time out naming it.
+pub fn rank_never_combines<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
+    let cfg = small_config().with_timeout(SHORT_TIMEOUT);
+    let inputs = good_inputs(&cfg, 11);
+    let mut comms = b.init_uniform(&cfg).map_err(err)?;
+    let absent = 3;
+    let results = on_every_rank(&mut comms, |c| {
+        let r = c.rank();
+        let d = match c.dispatch(&inputs.dispatch_input(r)) {
+            Ok(d) => d,
+            Err(e) => return Some(Err(e)),
+        };
+        if r == absent {
+            return None;
+        }
+        let out = crate::scenario::toy_experts(&d);
+        let t0 = Instant::now();
+        let cin = inputs.combine_input(r, &out, WeightKind::F32);
+        Some(c.combine(&d.handle, &cin).map(|_| t0.elapsed()))
+    });
+    check_elapsed(&results)?;
+    expect_timeouts(b, &cfg, absent, results)
+}
+
+fn check_elapsed(results: &[Option<Result<Duration, EpError>>]) -> CaseResult {
+    for (r, res) in results.iter().enumerate() {
+        if let Some(Err(EpError::Timeout { waited_ms, .. })) = res {
+            let waited = Duration::from_millis(*waited_ms);
+            if waited > SHORT_TIMEOUT + TIMEOUT_SLACK {
+                return Err(format!("rank {r} waited {waited:?}, far past the deadline"));
+            }
+        }
+    }
+    Ok(())
+}
