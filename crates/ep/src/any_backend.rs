@@ -4,7 +4,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use ep_core::{EpBackend, EpComm, EpConfig, EpError, Result};
+use ep_core::{EpBackend, EpComm, EpConfig, Result};
 
 /// The backends this crate knows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -47,34 +47,46 @@ impl FromStr for BackendKind {
 pub enum Backend {
     #[cfg(feature = "sim")]
     Sim(ep_sim::SimBackend),
+    #[cfg(feature = "cuda")]
+    Cuda(ep_cuda::CudaBackend),
 }
 
 impl Backend {
-    /// The backend `kind`, or [`EpError::BackendUnavailable`] saying why it cannot be had.
+    /// The backend `kind`, or [`ep_core::EpError::BackendUnavailable`] saying why it cannot be had.
     pub fn new(kind: BackendKind) -> Result<Backend> {
         match kind {
             #[cfg(feature = "sim")]
             BackendKind::Sim => Ok(Backend::Sim(ep_sim::SimBackend::new())),
             #[cfg(not(feature = "sim"))]
             BackendKind::Sim => Err(not_compiled(kind)),
-            BackendKind::Cuda => Err(EpError::BackendUnavailable {
-                backend: kind.name().into(),
-                reason: "the GPU backend (ep-cuda) is not part of this build yet".into(),
-            }),
+            #[cfg(feature = "cuda")]
+            BackendKind::Cuda => Backend::cuda(None),
+            #[cfg(not(feature = "cuda"))]
+            BackendKind::Cuda => Err(not_compiled(kind)),
         }
+    }
+
+    /// The CUDA backend with `ranks_per_gpu` ranks on each GPU (`None`: spread evenly), after
+    /// checking that a driver, a GPU and NVRTC are there.
+    #[cfg(feature = "cuda")]
+    pub fn cuda(ranks_per_gpu: Option<usize>) -> Result<Backend> {
+        ep_cuda::CudaBackend::probe()?;
+        Ok(Backend::Cuda(ep_cuda::CudaBackend { ranks_per_gpu }))
     }
 
     pub fn kind(&self) -> BackendKind {
         match self {
             #[cfg(feature = "sim")]
             Backend::Sim(_) => BackendKind::Sim,
+            #[cfg(feature = "cuda")]
+            Backend::Cuda(_) => BackendKind::Cuda,
         }
     }
 }
 
-#[cfg(not(feature = "sim"))]
-fn not_compiled(kind: BackendKind) -> EpError {
-    EpError::BackendUnavailable {
+#[cfg(not(all(feature = "sim", feature = "cuda")))]
+fn not_compiled(kind: BackendKind) -> ep_core::EpError {
+    ep_core::EpError::BackendUnavailable {
         backend: kind.name().into(),
         reason: format!("not compiled in; rebuild with `--features {}`", kind.name()),
     }
@@ -91,6 +103,8 @@ impl EpBackend for Backend {
         match self {
             #[cfg(feature = "sim")]
             Backend::Sim(b) => b.host_closures(),
+            #[cfg(feature = "cuda")]
+            Backend::Cuda(b) => b.host_closures(),
         }
     }
 
@@ -103,6 +117,8 @@ impl EpBackend for Backend {
         match self {
             #[cfg(feature = "sim")]
             Backend::Sim(b) => b.init(configs).map(boxed),
+            #[cfg(feature = "cuda")]
+            Backend::Cuda(b) => b.init(configs).map(boxed),
         }
     }
 }
@@ -110,12 +126,22 @@ impl EpBackend for Backend {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ep_core::EpError;
 
     #[test]
-    fn cuda_is_a_clear_error_not_a_panic() {
-        let e = Backend::new(BackendKind::Cuda).unwrap_err();
-        assert!(matches!(e, EpError::BackendUnavailable { .. }));
-        assert!(e.to_string().contains("cuda"));
+    fn cuda_without_a_gpu_is_a_clear_error_not_a_panic() {
+        match Backend::new(BackendKind::Cuda) {
+            Ok(_) => println!("a GPU is visible here; nothing to check"),
+            Err(e) => {
+                assert!(matches!(e, EpError::BackendUnavailable { .. }), "{e}");
+                let msg = e.to_string();
+                assert!(
+                    msg.contains("cuda")
+                        && (msg.contains("driver") || msg.contains("GPU") || msg.contains("nvrtc")),
+                    "{msg}"
+                );
+            }
+        }
     }
 
     #[test]

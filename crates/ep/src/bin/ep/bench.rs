@@ -13,6 +13,9 @@ use ep::{on_every_rank, BackendKind, CombineInput, EpBackend, EpComm, EpConfig, 
 pub struct Args {
     #[arg(long, default_value = "sim")]
     backend: BackendKind,
+    /// CUDA: ranks per GPU (default: spread over the visible GPUs).
+    #[arg(long)]
+    ranks_per_gpu: Option<usize>,
     #[arg(long, default_value_t = 4096)]
     tokens: usize,
     #[arg(long, default_value_t = 7168)]
@@ -62,7 +65,7 @@ pub fn main(args: Args) -> Result<ExitCode, String> {
     let rows_per_rank: Vec<usize> = received_rows(&cfg, &inputs);
     let memcpy = memcpy_ceiling(&rows_per_rank, row_bytes, args.rounds.max(1));
 
-    let backend = crate::backend(args.backend)?;
+    let backend = crate::backend(args.backend, args.ranks_per_gpu)?;
     let mut comms = backend.init_uniform(&cfg).map_err(|e| e.to_string())?;
     let (mut dispatch, mut combine) = (Vec::new(), Vec::new());
     for round in 0..=args.rounds.max(1) {

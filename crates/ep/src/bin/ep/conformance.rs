@@ -10,13 +10,16 @@ use ep::BackendKind;
 pub struct Args {
     #[arg(long, default_value = "sim")]
     backend: BackendKind,
+    /// CUDA: ranks per GPU (default: spread over the visible GPUs).
+    #[arg(long)]
+    ranks_per_gpu: Option<usize>,
     /// Only cases whose name contains this.
     #[arg(long)]
     filter: Option<String>,
 }
 
 pub fn main(args: Args) -> Result<ExitCode, String> {
-    let backend = crate::backend(args.backend)?;
+    let backend = crate::backend(args.backend, args.ranks_per_gpu)?;
     let total = runner::all_cases::<ep::Backend>()
         .iter()
         .filter(|c| args.filter.as_deref().is_none_or(|f| c.name.contains(f)))

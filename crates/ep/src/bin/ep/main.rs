@@ -3,6 +3,7 @@
 mod bench;
 mod conformance;
 mod run;
+mod soak;
 
 use std::process::ExitCode;
 
@@ -29,6 +30,9 @@ enum Command {
     Conformance(conformance::Args),
     /// Time dispatch and combine on a large round next to a memcpy of the same bytes.
     Bench(bench::Args),
+    /// Many consecutive rounds with fresh random routing on one world, each checked against the
+    /// oracle.
+    Soak(soak::Args),
 }
 
 fn main() -> ExitCode {
@@ -41,6 +45,7 @@ fn main() -> ExitCode {
         Command::Run(a) => run::main(a),
         Command::Conformance(a) => conformance::main(a),
         Command::Bench(a) => bench::main(a),
+        Command::Soak(a) => soak::main(a),
     };
     match result {
         Ok(code) => code,
@@ -51,7 +56,14 @@ fn main() -> ExitCode {
     }
 }
 
-/// The backend named on the command line, or a clear error.
-fn backend(kind: BackendKind) -> Result<ep::Backend, String> {
-    ep::Backend::new(kind).map_err(|e| e.to_string())
+/// The backend named on the command line, or a clear error. `ranks_per_gpu` places ranks on
+/// GPUs for the CUDA backend.
+fn backend(kind: BackendKind, ranks_per_gpu: Option<usize>) -> Result<ep::Backend, String> {
+    match (kind, ranks_per_gpu) {
+        (_, None) => ep::Backend::new(kind),
+        #[cfg(feature = "cuda")]
+        (BackendKind::Cuda, Some(n)) => ep::Backend::cuda(Some(n)),
+        (_, Some(_)) => return Err("--ranks-per-gpu applies to the cuda backend".into()),
+    }
+    .map_err(|e| e.to_string())
 }

@@ -20,6 +20,9 @@ pub struct Args {
     scenario: Option<String>,
     #[arg(long, default_value = "sim")]
     backend: BackendKind,
+    /// CUDA: ranks per GPU (default: spread over the visible GPUs).
+    #[arg(long)]
+    ranks_per_gpu: Option<usize>,
     /// Token format of dispatch.
     #[arg(long, default_value = "bf16")]
     format: Format,
@@ -102,7 +105,7 @@ pub fn main(args: Args) -> Result<ExitCode, String> {
     let mut cfg = cfg;
     cfg.fused_shared_expert = args.shared_expert;
     cfg.skip_a2a = args.skip_a2a;
-    let backend = crate::backend(kind)?;
+    let backend = crate::backend(kind, args.ranks_per_gpu)?;
     let mut comms = backend.init_uniform(&cfg).map_err(|e| e.to_string())?;
     println!(
         "scenario {name}: {} node(s) x {} GPUs, {} experts ({} per rank), top-{}, hidden {}, {}, backend {}",

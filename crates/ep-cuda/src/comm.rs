@@ -1,0 +1,713 @@
+//! `CudaComm`: one rank on a GPU. Its host thread issues the rank's kernels on its own stream;
+//! every wait happens in a kernel that spins on acquire loads with a deadline, and reports what
+//! never arrived through a status buffer the host reads after the stream finishes.
+
+use std::sync::Arc;
+
+use cudarc::driver::CudaStream;
+use ep_core::format::TokenFormat;
+use ep_core::round::RoundTracker;
+use ep_core::{
+    bf16, swiglu, validate, CombineInput, CombineOutput, DispatchInput, DispatchOutput, EpComm,
+    EpConfig, EpError, Epilogue, Format, MissingSignal, Phase, Result, RoutingHandle,
+    SwigluOptions, SwigluOutput,
+};
+use ndarray::{Array2, Array3, ArrayView2};
+
+use crate::driver::cuda;
+use crate::kernels::{launch, Kernels, MsgLayout};
+use crate::memory::DevBuf;
+use crate::world::{RankBuffers, World};
+
+const THREADS: u32 = 128;
+const WAIT_THREADS: u32 = 256;
+
+fn format_id(f: Format) -> i32 {
+    match f {
+        Format::Bf16 => 0,
+        Format::Fp8 => 1,
+        Format::Mxfp4 => 2,
+        Format::Nvfp4 => 3,
+        _ => unreachable!("every format of ep-core has a kernel path"),
+    }
+}
+
+/// What a round keeps on the host between phases (the data itself stays on the device).
+#[derive(Default)]
+struct RoundData {
+    n_tokens: usize,
+    shared: std::ops::Range<usize>,
+    rows: usize,
+    reduced: bool,
+    epilogue: Option<Epilogue>,
+    wall: Option<std::time::Instant>,
+}
+
+pub struct CudaComm {
+    rank: usize,
+    cfg: EpConfig,
+    world: Arc<World>,
+    stream: Arc<CudaStream>,
+    tracker: RoundTracker,
+    round: RoundData,
+    last_dispatch: Option<RoutingHandle>,
+}
+
+impl CudaComm {
+    pub(crate) fn new(rank: usize, world: Arc<World>) -> Result<CudaComm> {
+        let stream = world.kernels[rank].ctx.new_stream().map_err(cuda)?;
+        Ok(CudaComm {
+            rank,
+            cfg: world.cfg.clone(),
+            world,
+            stream,
+            tracker: RoundTracker::new(rank),
+            round: RoundData::default(),
+            last_dispatch: None,
+        })
+    }
+
+    /// The GPU this rank runs on.
+    pub fn device(&self) -> usize {
+        self.world.device_of[self.rank]
+    }
+
+    fn bufs(&self) -> &RankBuffers {
+        &self.world.ranks[self.rank]
+    }
+
+    fn k(&self) -> &Kernels {
+        &self.world.kernels[self.rank]
+    }
+
+    fn bind(&self) -> Result<()> {
+        self.k().ctx.bind_to_thread().map_err(cuda)
+    }
+
+    fn fail(&mut self, err: EpError) -> EpError {
+        self.tracker.poison(&err);
+        err
+    }
+
+    fn sync(&mut self) -> Result<()> {
+        match self.stream.synchronize() {
+            Ok(()) => Ok(()),
+            Err(e) => Err(self.fail(cuda(e))),
+        }
+    }
+
+    /// Reads the status a wait kernel left; a timeout names the (rank, expert) pairs missing.
+    fn check_status(&mut self, phase: Phase) -> Result<()> {
+        let (n, l) = (self.cfg.n_ranks(), self.cfg.n_local_experts());
+        let mut status = vec![0u32; 1 + l * n];
+        self.bufs().status.download(&mut status, &self.stream)?;
+        let waited_ms = self
+            .round
+            .wall
+            .map_or(0, |t| t.elapsed().as_millis() as u64);
+        let rank = self.rank;
+        let err = match status[0] {
+            0 => return Ok(()),
+            1 => {
+                let missing = (0..l * n)
+                    .filter(|&i| status[1 + i] != 0)
+                    .map(|i| {
+                        let (g, s) = (i / n, i % n);
+                        match phase {
+                            Phase::Combine => MissingSignal { src_rank: s, expert: s * l + g },
+                            _ => MissingSignal { src_rank: s, expert: rank * l + g },
+                        }
+                    })
+                    .collect();
+                EpError::Timeout { rank, phase, waited_ms, missing }
+            }
+            2 => EpError::Backend(format!("rank {rank}: a receive count exceeds max_tokens_per_rank; the buffer protocol was violated")),
+            _ => EpError::Backend(format!("rank {rank}: combine received other row counts than this rank sent")),
+        };
+        Err(self.fail(err))
+    }
+
+    fn shared_groups(&self) -> i32 {
+        self.cfg.shared_groups() as i32
+    }
+}
+
+impl EpComm for CudaComm {
+    fn rank(&self) -> usize {
+        self.rank
+    }
+
+    fn config(&self) -> &EpConfig {
+        &self.cfg
+    }
+
+    fn dispatch_async(&mut self, input: &DispatchInput<'_>) -> Result<()> {
+        self.tracker.check_dispatch_async()?;
+        validate::dispatch_input(&self.cfg, self.rank, input)?;
+        self.bind()?;
+        let cfg = &self.cfg;
+        let b = self.bufs();
+        let s = &self.stream;
+        let t = input.n_tokens();
+        let tokens: Vec<u16> = input.tokens.iter().map(|x| x.to_bits()).collect();
+        let ids: Vec<i32> = input.topk_ids.iter().copied().collect();
+        let scales: Vec<f32> = (0..t)
+            .map(|i| input.input_scales.map_or(1.0, |v| v[i]))
+            .collect();
+        b.tokens.upload(&tokens, s)?;
+        b.ids.upload(&ids, s)?;
+        b.scales_in.upload(&scales, s)?;
+        b.slots.fill_async(0xFF, t * cfg.top_k * 4, s)?;
+
+        let shared = if cfg.fused_shared_expert {
+            cfg.shared_token_range(self.rank, t)
+        } else {
+            0..0
+        };
+        let (rank, n, l) = (
+            self.rank as i32,
+            cfg.n_ranks() as i32,
+            cfg.n_local_experts() as i32,
+        );
+        let skip = cfg.skip_a2a.is_some() as i32;
+        let (top_k, hidden, experts) = (cfg.top_k as i32, cfg.hidden as i32, cfg.n_experts as i32);
+        let (gpn, max_t) = (cfg.n_gpus_per_node as i32, cfg.max_tokens_per_rank as i32);
+        let m = MsgLayout::from(&self.world.msg);
+        let k = self.k();
+        launch(
+            s,
+            k.get("ep_assign_slots"),
+            1,
+            WAIT_THREADS,
+            0,
+            &[
+                &b.ids.ptr,
+                &(t as i32),
+                &top_k,
+                &experts,
+                &l,
+                &rank,
+                &skip,
+                &b.slots.ptr,
+                &b.sent.ptr,
+            ],
+        )?;
+        let smem = (self.world.msg.bytes + cfg.hidden * 4) as u32;
+        launch(
+            s,
+            k.get("ep_dispatch_send"),
+            t as u32,
+            THREADS,
+            smem,
+            &[
+                &b.tokens.ptr,
+                &b.ids.ptr,
+                &b.scales_in.ptr,
+                &b.slots.ptr,
+                &hidden,
+                &top_k,
+                &format_id(cfg.format),
+                &m,
+                &b.d_recv_ptrs.ptr,
+                &rank,
+                &n,
+                &l,
+                &gpn,
+                &max_t,
+                &b.d_staging.ptr,
+                &(shared.start as i32),
+                &(shared.end as i32),
+                &b.shared_msgs.ptr,
+            ],
+        )?;
+        if cfg.n_nodes > 1 {
+            launch(
+                s,
+                k.get("ep_dispatch_put"),
+                t as u32,
+                THREADS,
+                0,
+                &[
+                    &b.ids.ptr,
+                    &b.slots.ptr,
+                    &top_k,
+                    &m,
+                    &b.d_recv_ptrs.ptr,
+                    &rank,
+                    &n,
+                    &l,
+                    &gpn,
+                    &max_t,
+                    &b.d_staging.ptr,
+                ],
+            )?;
+        }
+        launch(
+            s,
+            k.get("ep_dispatch_signal"),
+            1,
+            WAIT_THREADS,
+            0,
+            &[
+                &b.sent.ptr,
+                &experts,
+                &l,
+                &n,
+                &rank,
+                &skip,
+                &b.d_count_ptrs.ptr,
+            ],
+        )?;
+        self.round = RoundData {
+            n_tokens: t,
+            shared,
+            ..Default::default()
+        };
+        self.tracker.dispatch_sent();
+        Ok(())
+    }
+
+    fn dispatch_wait(&mut self) -> Result<DispatchOutput> {
+        self.tracker.check_dispatch_wait()?;
+        self.bind()?;
+        let cfg = self.cfg.clone();
+        let (rank, n, l) = (
+            self.rank as i32,
+            cfg.n_ranks() as i32,
+            cfg.n_local_experts() as i32,
+        );
+        let skip = cfg.skip_a2a.is_some() as i32;
+        let timeout_ns = cfg.timeout.as_nanos() as u64;
+        let (max_t, hidden) = (cfg.max_tokens_per_rank as i32, cfg.hidden);
+        let multiple = cfg.format.group_row_multiple() as i32;
+        let shared_len = self.round.shared.len() as i32;
+        self.round.wall = Some(std::time::Instant::now());
+        {
+            let b = self.bufs();
+            launch(
+                &self.stream,
+                self.k().get("ep_dispatch_wait"),
+                1,
+                WAIT_THREADS,
+                0,
+                &[
+                    &b.d_counts.ptr,
+                    &l,
+                    &n,
+                    &rank,
+                    &skip,
+                    &timeout_ns,
+                    &max_t,
+                    &self.shared_groups(),
+                    &shared_len,
+                    &multiple,
+                    &b.status.ptr,
+                    &b.snapshot.ptr,
+                    &b.row_offsets.ptr,
+                    &b.src_offsets.ptr,
+                ],
+            )?;
+        }
+        self.sync()?;
+        self.check_status(Phase::Dispatch)?;
+
+        let g = cfg.n_groups();
+        let b = self.bufs();
+        let mut row_offsets = vec![0u32; g + 1];
+        let mut src_offsets = vec![0u32; g * (cfg.n_ranks() + 1)];
+        b.row_offsets.download(&mut row_offsets, &self.stream)?;
+        b.src_offsets.download(&mut src_offsets, &self.stream)?;
+        let rows = row_offsets[g] as usize;
+        let fmt = cfg.format;
+        let scale_len = fmt.output_scales_bytes(hidden, rows);
+        b.recv_scales.fill_async(0, scale_len, &self.stream)?;
+        let m = MsgLayout::from(&self.world.msg);
+        launch(
+            &self.stream,
+            self.k().get("ep_dispatch_copy_out"),
+            rows as u32,
+            THREADS,
+            0,
+            &[
+                &b.d_recv.ptr,
+                &b.shared_msgs.ptr,
+                &b.row_offsets.ptr,
+                &b.src_offsets.ptr,
+                &l,
+                &n,
+                &rank,
+                &self.shared_groups(),
+                &max_t,
+                &(hidden as i32),
+                &format_id(fmt),
+                &m,
+                &(rows as u64),
+                &b.recv_tokens.ptr,
+                &b.recv_scales.ptr,
+                &b.src_info.ptr,
+                &b.row_src.ptr,
+            ],
+        )?;
+        let payload = self.world.msg.payload.len();
+        let mut recv_tokens = vec![0u8; rows * payload];
+        let mut recv_scales = vec![0u8; scale_len];
+        let mut src_info = vec![0i32; rows * 2];
+        b.recv_tokens.download(&mut recv_tokens, &self.stream)?;
+        b.recv_scales.download(&mut recv_scales, &self.stream)?;
+        b.src_info.download(&mut src_info, &self.stream)?;
+        self.round.rows = rows;
+        let mut expert_ids = vec![-1; cfg.shared_groups()];
+        expert_ids.extend(0..cfg.n_local_experts() as i32);
+        let handle = self.tracker.dispatched();
+        self.last_dispatch = Some(handle);
+        Ok(DispatchOutput {
+            handle,
+            format: fmt,
+            hidden,
+            recv_tokens: Array2::from_shape_vec((rows, payload), recv_tokens)
+                .expect("rows x payload"),
+            recv_scales,
+            row_offsets,
+            expert_ids,
+            src_info: Array2::from_shape_vec((rows, 2), src_info).expect("rows x 2"),
+            src_offsets: Array2::from_shape_vec((g, cfg.n_ranks() + 1), src_offsets)
+                .expect("groups x ranks+1"),
+        })
+    }
+
+    fn combine_async(&mut self, handle: &RoutingHandle, input: &CombineInput<'_>) -> Result<()> {
+        self.tracker.check_combine_async(handle)?;
+        validate::combine_input(
+            &self.cfg,
+            self.rank,
+            self.round.rows,
+            self.round.n_tokens,
+            input,
+            false,
+        )?;
+        self.bind()?;
+        let cfg = &self.cfg;
+        let b = self.bufs();
+        let s = &self.stream;
+        let out: Vec<u16> = input.expert_out.iter().map(|x| x.to_bits()).collect();
+        b.expert_out.upload(&out, s)?;
+        if let Some(w) = &input.weights {
+            let (t, k) = w.dim();
+            let w: Vec<f32> = (0..t * k).map(|i| w.get(i / k, i % k)).collect();
+            b.weights.upload(&w, s)?;
+        }
+        if let Some(Epilogue::AddResidual(r)) = input.epilogue {
+            let r: Vec<u16> = r.iter().map(|x| x.to_bits()).collect();
+            b.residual.upload(&r, s)?;
+        }
+        let (rank, n, l) = (
+            self.rank as i32,
+            cfg.n_ranks() as i32,
+            cfg.n_local_experts() as i32,
+        );
+        let skip = cfg.skip_a2a.is_some() as i32;
+        let (top_k, hidden, gpn) = (
+            cfg.top_k as i32,
+            cfg.hidden as i32,
+            cfg.n_gpus_per_node as i32,
+        );
+        let rows = self.round.rows as u32;
+        let k = self.k();
+        launch(
+            s,
+            k.get("ep_combine_send"),
+            rows,
+            THREADS,
+            0,
+            &[
+                &b.expert_out.ptr,
+                &b.src_info.ptr,
+                &b.row_src.ptr,
+                &hidden,
+                &top_k,
+                &b.c_recv_ptrs.ptr,
+                &rank,
+                &gpn,
+                &b.c_staging.ptr,
+            ],
+        )?;
+        if cfg.n_nodes > 1 {
+            launch(
+                s,
+                k.get("ep_combine_put"),
+                rows,
+                THREADS,
+                0,
+                &[
+                    &b.src_info.ptr,
+                    &b.row_src.ptr,
+                    &hidden,
+                    &top_k,
+                    &b.c_recv_ptrs.ptr,
+                    &rank,
+                    &gpn,
+                    &b.c_staging.ptr,
+                ],
+            )?;
+        }
+        launch(
+            s,
+            k.get("ep_combine_signal"),
+            1,
+            WAIT_THREADS,
+            0,
+            &[&b.snapshot.ptr, &l, &n, &rank, &skip, &b.c_count_ptrs.ptr],
+        )?;
+        if let Some(Epilogue::Device(d)) = input.epilogue {
+            // Compile now, so a bad source fails here with nothing left in flight but the sends.
+            k.reduce_with_epilogue(&d.name, &d.source)?;
+        }
+        self.round.reduced = input.weights.is_some();
+        self.round.epilogue = input.epilogue.cloned();
+        self.tracker.combine_sent();
+        Ok(())
+    }
+
+    fn combine_wait(&mut self) -> Result<CombineOutput> {
+        self.tracker.check_combine_wait()?;
+        self.bind()?;
+        let cfg = self.cfg.clone();
+        let (rank, n, l) = (
+            self.rank as i32,
+            cfg.n_ranks() as i32,
+            cfg.n_local_experts() as i32,
+        );
+        let skip = cfg.skip_a2a.is_some() as i32;
+        let timeout_ns = cfg.timeout.as_nanos() as u64;
+        self.round.wall = Some(std::time::Instant::now());
+        {
+            let b = self.bufs();
+            launch(
+                &self.stream,
+                self.k().get("ep_combine_wait"),
+                1,
+                WAIT_THREADS,
+                0,
+                &[
+                    &b.c_counts.ptr,
+                    &l,
+                    &n,
+                    &rank,
+                    &skip,
+                    &timeout_ns,
+                    &b.sent.ptr,
+                    &b.status.ptr,
+                    &b.c_snapshot.ptr,
+                ],
+            )?;
+        }
+        self.sync()?;
+        self.check_status(Phase::Combine)?;
+
+        let (t, top_k, hidden) = (self.round.n_tokens, cfg.top_k, cfg.hidden);
+        let b = self.bufs();
+        let k = self.k();
+        let s = &self.stream;
+        let output = if !self.round.reduced {
+            launch(
+                s,
+                k.get("ep_combine_unreduced"),
+                t as u32,
+                THREADS,
+                0,
+                &[
+                    &b.c_recv.ptr,
+                    &b.ids.ptr,
+                    &(top_k as i32),
+                    &(hidden as i32),
+                    &rank,
+                    &l,
+                    &skip,
+                    &b.out.ptr,
+                ],
+            )?;
+            let mut out = vec![0u16; t * top_k * hidden];
+            b.out.download(&mut out, s)?;
+            CombineOutput::Unreduced(
+                Array3::from_shape_vec(
+                    (t, top_k, hidden),
+                    out.into_iter().map(bf16::from_bits).collect(),
+                )
+                .expect("shape"),
+            )
+        } else {
+            let (epi, scale, device) = match &self.round.epilogue {
+                None => (0, 1.0f32, None),
+                Some(Epilogue::AddResidual(_)) => (1, 1.0, None),
+                Some(Epilogue::Scale(x)) => (2, *x, None),
+                Some(Epilogue::QuantizeFp8) => (3, 1.0, None),
+                Some(Epilogue::Device(d)) => {
+                    (4, 1.0, Some(k.reduce_with_epilogue(&d.name, &d.source)?))
+                }
+                Some(Epilogue::Host(_)) => {
+                    unreachable!("refused by validation: no host closures on GPUs")
+                }
+            };
+            let shared_rows = if cfg.fused_shared_expert {
+                b.expert_out.ptr
+            } else {
+                0u64
+            };
+            let f = device.as_ref().unwrap_or(k.get("ep_combine_reduce"));
+            let smem = (hidden * 4 + hidden / 32 + 16) as u32;
+            launch(
+                s,
+                f,
+                t as u32,
+                THREADS,
+                smem,
+                &[
+                    &b.c_recv.ptr,
+                    &b.ids.ptr,
+                    &b.weights.ptr,
+                    &(top_k as i32),
+                    &(hidden as i32),
+                    &rank,
+                    &l,
+                    &skip,
+                    &shared_rows,
+                    &(self.round.shared.start as i32),
+                    &(self.round.shared.end as i32),
+                    &epi,
+                    &b.residual.ptr,
+                    &scale,
+                    &b.out.ptr,
+                    &b.fp8_payload.ptr,
+                    &b.fp8_scales.ptr,
+                ],
+            )?;
+            match epi {
+                3 => {
+                    let mut payload = vec![0u8; t * hidden];
+                    let mut scales = vec![0f32; t * (hidden / 128)];
+                    b.fp8_payload.download(&mut payload, s)?;
+                    b.fp8_scales.download(&mut scales, s)?;
+                    CombineOutput::Fp8 {
+                        payload: Array2::from_shape_vec((t, hidden), payload).expect("shape"),
+                        scales: Array2::from_shape_vec((t, hidden / 128), scales).expect("shape"),
+                    }
+                }
+                4 => {
+                    s.synchronize().map_err(cuda)?;
+                    CombineOutput::Consumed
+                }
+                _ => {
+                    let mut out = vec![0u16; t * hidden];
+                    b.out.download(&mut out, s)?;
+                    CombineOutput::Reduced(
+                        Array2::from_shape_vec(
+                            (t, hidden),
+                            out.into_iter().map(bf16::from_bits).collect(),
+                        )
+                        .expect("shape"),
+                    )
+                }
+            }
+        };
+        self.tracker.combined();
+        Ok(output)
+    }
+
+    fn swiglu(
+        &mut self,
+        routing: &DispatchOutput,
+        input: ArrayView2<'_, bf16>,
+        opts: &SwigluOptions,
+    ) -> Result<SwigluOutput> {
+        if Some(routing.handle) != self.last_dispatch {
+            return Err(EpError::StaleHandle {
+                rank: self.rank,
+                handle: format!(
+                    "rank {} round {}",
+                    routing.handle.rank, routing.handle.round
+                ),
+                current: "this rank's latest dispatch (its routing lives on the device)".into(),
+            });
+        }
+        swiglu::check(self.rank, routing, &input, opts)?;
+        self.bind()?;
+        let ctx = &self.k().ctx;
+        let s = &self.stream;
+        let (rows, width) = (input.nrows(), input.ncols() / 2);
+        let fmt = opts.format;
+        let payload_bytes = fmt.payload_bytes(width);
+        let scale_len = fmt.output_scales_bytes(width, rows);
+        let x = DevBuf::new(ctx, rows * 2 * width * 2)?;
+        let payload = DevBuf::new(ctx, rows * payload_bytes)?;
+        let scales = DevBuf::new(ctx, scale_len)?;
+        let host: Vec<u16> = input.iter().map(|v| v.to_bits()).collect();
+        x.upload(&host, s)?;
+        scales.fill_async(0, scale_len, s)?;
+        let (clamp, alpha, limit) = match opts.clamp {
+            Some(c) => (1, c.alpha, c.limit),
+            None => (0, 0.0, 0.0),
+        };
+        let interleaved = (opts.layout == ep_core::GateUp::Interleaved) as i32;
+        let smem = (width * 4 + fmt.scale_bytes(width) + 16) as u32;
+        let b = self.bufs();
+        launch(
+            s,
+            self.k().get("ep_swiglu"),
+            rows as u32,
+            THREADS,
+            smem,
+            &[
+                &x.ptr,
+                &(rows as u64),
+                &(width as i32),
+                &b.src_offsets.ptr,
+                &(self.cfg.n_groups() as i32),
+                &(self.cfg.n_ranks() as i32),
+                &interleaved,
+                &clamp,
+                &alpha,
+                &limit,
+                &format_id(fmt),
+                &opts.input_scale,
+                &(payload_bytes as i32),
+                &payload.ptr,
+                &scales.ptr,
+            ],
+        )?;
+        let mut out = vec![0u8; rows * payload_bytes];
+        let mut sc = vec![0u8; scale_len];
+        payload.download(&mut out, s)?;
+        scales.download(&mut sc, s)?;
+        Ok(SwigluOutput {
+            format: fmt,
+            width,
+            payload: Array2::from_shape_vec((rows, payload_bytes), out).expect("shape"),
+            scales: sc,
+        })
+    }
+
+    fn memory_digest(&self) -> Result<u64> {
+        self.bind()?;
+        let b = self.bufs();
+        let mut h = 0xcbf2_9ce4_8422_2325u64;
+        for buf in [&b.d_recv, &b.d_counts, &b.c_recv, &b.c_counts] {
+            let mut host = vec![0u8; buf.len];
+            buf.download(&mut host, &self.stream)?;
+            for chunk in host.chunks(8) {
+                let mut w = [0u8; 8];
+                w[..chunk.len()].copy_from_slice(chunk);
+                h = (h ^ u64::from_le_bytes(w))
+                    .wrapping_mul(0x100_0000_01b3)
+                    .rotate_left(29);
+            }
+        }
+        Ok(h)
+    }
+}
+
+impl Drop for CudaComm {
+    fn drop(&mut self) {
+        // Nothing of this rank may still run when its buffers are freed.
+        let _ = self.stream.synchronize();
+    }
+}

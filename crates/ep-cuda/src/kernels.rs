@@ -1,0 +1,235 @@
+//! The CUDA kernels: sources embedded from `kernels/*.cu`, compiled at run time by NVRTC for
+//! the device's architecture, cached per process, and launched through one small helper.
+
+use std::collections::HashMap;
+use std::ffi::c_void;
+use std::hash::{Hash, Hasher};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use cudarc::driver::{result, CudaContext, CudaFunction, CudaModule, CudaStream, LaunchConfig};
+use cudarc::nvrtc::{CompileOptions, Ptx};
+use ep_core::{EpError, Result};
+
+use crate::driver::cuda;
+
+pub const COMMON: &str = include_str!("kernels/common.cuh");
+pub const DISPATCH: &str = include_str!("kernels/dispatch.cu");
+pub const COMBINE: &str = include_str!("kernels/combine.cu");
+pub const SWIGLU: &str = include_str!("kernels/swiglu.cu");
+
+/// The kernels of each program, by entry point.
+pub const PROGRAMS: &[(&str, &str, &[&str])] = &[
+    (
+        "dispatch",
+        DISPATCH,
+        &[
+            "ep_assign_slots",
+            "ep_dispatch_send",
+            "ep_dispatch_put",
+            "ep_dispatch_signal",
+            "ep_dispatch_wait",
+            "ep_dispatch_copy_out",
+        ],
+    ),
+    (
+        "combine",
+        COMBINE,
+        &[
+            "ep_combine_send",
+            "ep_combine_put",
+            "ep_combine_signal",
+            "ep_combine_wait",
+            "ep_combine_reduce",
+            "ep_combine_unreduced",
+        ],
+    ),
+    ("swiglu", SWIGLU, &["ep_swiglu"]),
+];
+
+/// Every program is the shared header plus its file, after an optional prelude of defines.
+pub fn source(body: &str, prelude: &str) -> String {
+    format!("{prelude}{COMMON}\n{body}")
+}
+
+/// Compiles `src` for `arch` (`sm_90`), once per process: exact IEEE arithmetic, no fused
+/// multiply-add (the contract's sums round each operation).
+pub fn compile(src: &str, arch: &'static str) -> Result<Ptx> {
+    static CACHE: OnceLock<Mutex<HashMap<(u64, &'static str), String>>> = OnceLock::new();
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    src.hash(&mut h);
+    let key = (h.finish(), arch);
+    let cache = CACHE.get_or_init(Default::default);
+    if let Some(ptx) = cache.lock().unwrap().get(&key) {
+        return Ok(Ptx::from_src(ptx.clone()));
+    }
+    crate::driver::nvrtc_present()?;
+    let opts = CompileOptions {
+        ftz: Some(false),
+        prec_div: Some(true),
+        prec_sqrt: Some(true),
+        fmad: Some(false),
+        use_fast_math: Some(false),
+        arch: Some(arch),
+        ..Default::default()
+    };
+    let ptx = cudarc::nvrtc::compile_ptx_with_opts(src, opts).map_err(|e| {
+        EpError::Backend(format!(
+            "NVRTC could not compile an ep-cuda kernel for {arch}: {e}"
+        ))
+    })?;
+    cache.lock().unwrap().insert(key, ptx.to_src());
+    Ok(ptx)
+}
+
+/// `sm_XY` for a compute capability, as the `'static` string NVRTC's options want.
+pub fn arch_name(major: i32, minor: i32) -> &'static str {
+    static NAMES: OnceLock<Mutex<HashMap<(i32, i32), &'static str>>> = OnceLock::new();
+    let mut names = NAMES.get_or_init(Default::default).lock().unwrap();
+    names
+        .entry((major, minor))
+        .or_insert_with(|| Box::leak(format!("sm_{major}{minor}").into_boxed_str()))
+}
+
+/// The loaded kernels of one device.
+pub struct Kernels {
+    pub ctx: Arc<CudaContext>,
+    pub arch: &'static str,
+    functions: HashMap<&'static str, CudaFunction>,
+    _modules: Vec<Arc<CudaModule>>,
+    /// Combine variants with a device-code epilogue, by source hash.
+    epilogues: Mutex<HashMap<u64, (Arc<CudaModule>, CudaFunction)>>,
+}
+
+impl Kernels {
+    pub fn load(ctx: &Arc<CudaContext>) -> Result<Kernels> {
+        let (major, minor) = ctx.compute_capability().map_err(cuda)?;
+        let arch = arch_name(major, minor);
+        let mut functions = HashMap::new();
+        let mut modules = Vec::new();
+        for (_, body, names) in PROGRAMS {
+            let module = ctx
+                .load_module(compile(&source(body, ""), arch)?)
+                .map_err(cuda)?;
+            for name in *names {
+                functions.insert(*name, module.load_function(name).map_err(cuda)?);
+            }
+            modules.push(module);
+        }
+        Ok(Kernels {
+            ctx: Arc::clone(ctx),
+            arch,
+            functions,
+            _modules: modules,
+            epilogues: Mutex::default(),
+        })
+    }
+
+    pub fn get(&self, name: &str) -> &CudaFunction {
+        &self.functions[name]
+    }
+
+    /// The combine-reduce kernel with `name`/`source` compiled in as its epilogue.
+    pub fn reduce_with_epilogue(&self, name: &str, user_source: &str) -> Result<CudaFunction> {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        (name, user_source).hash(&mut h);
+        let key = h.finish();
+        let mut cache = self.epilogues.lock().unwrap();
+        if let Some((_, f)) = cache.get(&key) {
+            return Ok(f.clone());
+        }
+        let prelude = format!("#define EP_USER_EPILOGUE {name}\n");
+        let src = source(&format!("{user_source}\n{COMBINE}"), &prelude);
+        let module = self
+            .ctx
+            .load_module(compile(&src, self.arch)?)
+            .map_err(cuda)?;
+        let f = module.load_function("ep_combine_reduce").map_err(cuda)?;
+        cache.insert(key, (module, f.clone()));
+        Ok(f)
+    }
+}
+
+/// A value passed to a kernel by pointer, as `cuLaunchKernel` takes its arguments.
+pub trait KernelArg {
+    fn as_arg(&self) -> *mut c_void;
+}
+
+macro_rules! kernel_arg {
+    ($($t:ty),*) => {$(
+        impl KernelArg for $t {
+            fn as_arg(&self) -> *mut c_void {
+                self as *const $t as *mut c_void
+            }
+        }
+    )*};
+}
+kernel_arg!(u64, i32, u32, f32, MsgLayout);
+
+/// The message layout as the kernels' `struct MsgLayout`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct MsgLayout {
+    pub payload_bytes: i32,
+    pub scales_off: i32,
+    pub scale_bytes: i32,
+    pub src_off: i32,
+    pub ids_off: i32,
+    pub bytes: i32,
+    pub top_k: i32,
+}
+
+impl From<&ep_core::MessageLayout> for MsgLayout {
+    fn from(m: &ep_core::MessageLayout) -> Self {
+        MsgLayout {
+            payload_bytes: m.payload.len() as i32,
+            scales_off: m.scales.start as i32,
+            scale_bytes: m.scales.len() as i32,
+            src_off: m.src_token as i32,
+            ids_off: m.ids as i32,
+            bytes: m.bytes as i32,
+            top_k: m.top_k as i32,
+        }
+    }
+}
+
+/// Launches `f` on `stream` with `grid` blocks of `block` threads and `smem` bytes of dynamic
+/// shared memory. The arguments are read by the driver during the call.
+pub fn launch(
+    stream: &CudaStream,
+    f: &CudaFunction,
+    grid: u32,
+    block: u32,
+    smem: u32,
+    args: &[&dyn KernelArg],
+) -> Result<()> {
+    if grid == 0 {
+        return Ok(());
+    }
+    if smem > 48 * 1024 {
+        f.set_attribute(
+            cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+            smem as i32,
+        )
+        .map_err(cuda)?;
+    }
+    let mut ptrs: Vec<*mut c_void> = args.iter().map(|a| a.as_arg()).collect();
+    let cfg = LaunchConfig {
+        grid_dim: (grid, 1, 1),
+        block_dim: (block, 1, 1),
+        shared_mem_bytes: smem,
+    };
+    stream.context().bind_to_thread().map_err(cuda)?;
+    // SAFETY: each kernel's parameter list is matched by its one call site in comm.rs; every
+    // pointer argument is a live device allocation of the size the kernel indexes.
+    unsafe {
+        result::launch_kernel(
+            f.cu_function(),
+            cfg.grid_dim,
+            cfg.block_dim,
+            cfg.shared_mem_bytes,
+            stream.cu_stream(),
+            &mut ptrs,
+        )
+    }
+    .map_err(cuda)
+}

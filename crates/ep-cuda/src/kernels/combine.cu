@@ -1,0 +1,142 @@
+// Combine: expert outputs back to their tokens, reduced with the router weights.
+//
+// Launch order: ep_combine_send -> ep_combine_put (inter-node only) -> ep_combine_signal; then
+// ep_combine_wait -> ep_combine_reduce or ep_combine_unreduced.
+
+#define EP_EPI_NONE 0
+#define EP_EPI_RESIDUAL 1
+#define EP_EPI_SCALE 2
+#define EP_EPI_FP8 3
+#define EP_EPI_DEVICE 4
+
+// One block per received row: the row goes back to (source rank, token, first slot).
+extern "C" __global__ void ep_combine_send(const u16* expert_out, const int* src_info, const int* row_src,
+                                           int hidden, int top_k, const u64* recv_ptrs, int rank,
+                                           int gpus_per_node, u8* staging) {
+    u64 row = blockIdx.x;
+    int s = row_src[row];
+    if (s < 0) return;
+    u64 row_bytes = (u64)hidden * 2;
+    const u8* src = (const u8*)(expert_out + row * hidden);
+    if (s / gpus_per_node == rank / gpus_per_node) {
+        int t = src_info[2 * row], k = src_info[2 * row + 1];
+        ep_block_copy((u8*)recv_ptrs[s] + ((u64)t * top_k + k) * row_bytes, src, row_bytes);
+    } else {
+        ep_block_copy(staging + row * row_bytes, src, row_bytes);
+    }
+}
+
+extern "C" __global__ void ep_combine_put(const int* src_info, const int* row_src, int hidden, int top_k,
+                                          const u64* recv_ptrs, int rank, int gpus_per_node, const u8* staging) {
+    u64 row = blockIdx.x;
+    int s = row_src[row];
+    if (s < 0 || s / gpus_per_node == rank / gpus_per_node) return;
+    u64 row_bytes = (u64)hidden * 2;
+    int t = src_info[2 * row], k = src_info[2 * row + 1];
+    ep_block_copy((u8*)recv_ptrs[s] + ((u64)t * top_k + k) * row_bytes, staging + row * row_bytes, row_bytes);
+}
+
+// For each (local expert g, destination rank): the rows the dispatch brought from that rank,
+// which are exactly the rows going back. Published at index g * n_ranks + rank of the
+// destination's combine counts.
+extern "C" __global__ void ep_combine_signal(const u64* dispatch_counts, int n_local, int n_ranks, int rank,
+                                             int skip_a2a, const u64* count_ptrs) {
+    __threadfence_system();
+    for (int i = threadIdx.x; i < n_local * n_ranks; i += blockDim.x) {
+        int g = i / n_ranks, dst = i % n_ranks;
+        if (skip_a2a && dst != rank) continue;
+        ep_store_release((u64*)count_ptrs[dst] + (u64)g * n_ranks + rank, dispatch_counts[i]);
+    }
+}
+
+// Waits for every expert's rows; each count must equal the rows this rank sent that expert.
+extern "C" __global__ void ep_combine_wait(u64* counts, int n_local, int n_ranks, int rank, int skip_a2a,
+                                           u64 timeout_ns, const u64* sent, u32* status, u64* snapshot) {
+    int n = n_local * n_ranks;
+    if (!ep_wait_counts(counts, n, rank, n_ranks, skip_a2a, timeout_ns, status, snapshot)) return;
+    __syncthreads();
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+        int g = i / n_ranks, s = i % n_ranks;
+        if (snapshot[i] != sent[s * n_local + g]) status[0] = EP_COUNT_MISMATCH;
+    }
+}
+
+// The first slot of the token naming ids[k], or -1 when the slot is masked or (skip_a2a) names
+// another device's expert.
+__device__ __forceinline__ int ep_routed_slot(const int* ids, int k, int rank, int n_local, int skip_a2a) {
+    int id = ids[k];
+    if (id < 0 || (skip_a2a && id / n_local != rank)) return -1;
+    for (int j = 0; j < k; j++) if (ids[j] == id) return j;
+    return k;
+}
+
+// One block per token: acc = 0; acc += w[k] * y[k] for k ascending (each product and sum
+// rounded), the shared expert's row added last, one rounding to bf16, then the epilogue.
+extern "C" __global__ void ep_combine_reduce(const u16* recv, const int* ids, const float* weights, int top_k,
+                                             int hidden, int rank, int n_local, int skip_a2a,
+                                             const u16* shared_rows, int shared_start, int shared_end,
+                                             int epilogue, const u16* residual, float scale, u16* out,
+                                             u8* fp8_payload, float* fp8_scales) {
+    extern __shared__ float smem_f[];
+    float* row = smem_f; // hidden values, for the FP8 and device epilogues
+    u8* scale_bytes = (u8*)(row + hidden);
+    int t = blockIdx.x;
+    const int* tid = ids + (u64)t * top_k;
+    const float* w = weights + (u64)t * top_k;
+    bool has_shared = shared_rows != 0 && t >= shared_start && t < shared_end;
+    for (int c = threadIdx.x; c < hidden; c += blockDim.x) {
+        float acc = 0.0f;
+        for (int k = 0; k < top_k; k++) {
+            int k0 = ep_routed_slot(tid, k, rank, n_local, skip_a2a);
+            if (k0 < 0) continue;
+            float y = bf16_to_f32(recv[((u64)t * top_k + k0) * hidden + c]);
+            acc = __fadd_rn(acc, __fmul_rn(w[k], y));
+        }
+        if (has_shared) acc = __fadd_rn(acc, bf16_to_f32(shared_rows[(u64)(t - shared_start) * hidden + c]));
+        u16 v = f32_to_bf16(acc);
+        if (epilogue == EP_EPI_RESIDUAL) {
+            v = f32_to_bf16(__fadd_rn(bf16_to_f32(v), bf16_to_f32(residual[(u64)t * hidden + c])));
+        } else if (epilogue == EP_EPI_SCALE) {
+            v = f32_to_bf16(__fmul_rn(bf16_to_f32(v), scale));
+        }
+        if (epilogue == EP_EPI_FP8) row[c] = bf16_to_f32(v);
+        else if (epilogue != EP_EPI_DEVICE) out[(u64)t * hidden + c] = v;
+        else row[c] = bf16_to_f32(v);
+    }
+    if (epilogue == EP_EPI_FP8) {
+        __syncthreads();
+        for (int b = threadIdx.x; b < hidden / 128; b += blockDim.x) {
+            ep_encode_block(EP_FMT_FP8, row, b, 1.0f, fp8_payload + (u64)t * hidden, scale_bytes);
+            fp8_scales[(u64)t * (hidden / 128) + b] = __uint_as_float(
+                (u32)scale_bytes[4 * b] | ((u32)scale_bytes[4 * b + 1] << 8) | ((u32)scale_bytes[4 * b + 2] << 16) |
+                ((u32)scale_bytes[4 * b + 3] << 24));
+        }
+    }
+#ifdef EP_USER_EPILOGUE
+    if (epilogue == EP_EPI_DEVICE) {
+        __syncthreads();
+        // Chunks of 128 columns, as ep_core::epilogue::EPILOGUE_CHUNK; bf16 bits per value.
+        __shared__ u16 chunk[128];
+        for (int c0 = 0; c0 < hidden; c0 += 128) {
+            int n = hidden - c0 < 128 ? hidden - c0 : 128;
+            for (int i = threadIdx.x; i < n; i += blockDim.x) chunk[i] = f32_to_bf16(row[c0 + i]);
+            __syncthreads();
+            if (threadIdx.x == 0) EP_USER_EPILOGUE(t, c0, chunk, n);
+            __syncthreads();
+        }
+    }
+#endif
+}
+
+// Without weights: each slot's returned row, masked and off-device slots zero. One block per token.
+extern "C" __global__ void ep_combine_unreduced(const u16* recv, const int* ids, int top_k, int hidden, int rank,
+                                                int n_local, int skip_a2a, u16* out) {
+    int t = blockIdx.x;
+    const int* tid = ids + (u64)t * top_k;
+    for (int k = 0; k < top_k; k++) {
+        int k0 = ep_routed_slot(tid, k, rank, n_local, skip_a2a);
+        u16* o = out + ((u64)t * top_k + k) * hidden;
+        const u16* y = recv + ((u64)t * top_k + (k0 < 0 ? 0 : k0)) * hidden;
+        for (int c = threadIdx.x; c < hidden; c += blockDim.x) o[c] = k0 < 0 ? 0 : y[c];
+    }
+}

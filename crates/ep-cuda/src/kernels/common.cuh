@@ -1,0 +1,298 @@
+// Numerics and token formats shared by every ep-cuda kernel.
+//
+// Each function mirrors its Rust twin in ep-core (format/scalar.rs, format/*.rs, numerics.rs,
+// half's bf16 rounding) operation for operation, so every backend produces the same bits. All
+// kernels are compiled with --fmad=false; arithmetic on the exactness-critical paths also spells
+// its rounding out (__fmul_rn, __fadd_rn, __fdiv_rn) so no compiler may fuse or reorder it.
+// NVRTC compiles this without any header: bf16 travels as its uint16 bits.
+
+typedef unsigned char u8;
+typedef unsigned short u16;
+typedef unsigned int u32;
+typedef unsigned long long u64;
+
+#define EP_FMT_BF16 0
+#define EP_FMT_FP8 1
+#define EP_FMT_MXFP4 2
+#define EP_FMT_NVFP4 3
+
+#define EP_SENTINEL 0xFFFFFFFFFFFFFFFFull
+
+// Message layout (ep_core::MessageLayout; ep-cuda's kernels::MsgLayout on the host).
+struct MsgLayout {
+    int payload_bytes, scales_off, scale_bytes, src_off, ids_off, bytes, top_k;
+};
+
+// ---- scalar helpers --------------------------------------------------------------------------
+
+__device__ __forceinline__ bool ep_is_nan(float x) { return (__float_as_uint(x) & 0x7fffffffu) > 0x7f800000u; }
+__device__ __forceinline__ bool ep_is_finite(float x) { return (__float_as_uint(x) & 0x7f800000u) != 0x7f800000u; }
+__device__ __forceinline__ float ep_abs(float x) { return __uint_as_float(__float_as_uint(x) & 0x7fffffffu); }
+__device__ __forceinline__ float ep_nan() { return __uint_as_float(0x7fc00000u); }
+
+__device__ __forceinline__ float bf16_to_f32(u16 b) { return __uint_as_float(((u32)b) << 16); }
+
+// half::bf16::from_f32: NaN keeps its high bits and gains the quiet bit; otherwise round to
+// nearest even.
+__device__ __forceinline__ u16 f32_to_bf16(float f) {
+    u32 x = __float_as_uint(f);
+    if ((x & 0x7fffffffu) > 0x7f800000u) return (u16)((x >> 16) | 0x0040u);
+    const u32 round_bit = 0x8000u;
+    if ((x & round_bit) != 0u && (x & (3u * round_bit - 1u)) != 0u) return (u16)((x >> 16) + 1u);
+    return (u16)(x >> 16);
+}
+
+// 2^e as an exact f32 for -149 <= e <= 127.
+__device__ __forceinline__ float ep_pow2(int e) {
+    return e >= -126 ? __uint_as_float(((u32)(e + 127)) << 23) : __uint_as_float(1u << (e + 149));
+}
+
+// floor(log2(a)) of a finite positive f32, subnormals included.
+__device__ __forceinline__ int ep_floor_log2(float a) {
+    u32 b = __float_as_uint(a);
+    int ex = (int)((b >> 23) & 0xffu);
+    if (ex > 0) return ex - 127;
+    return (31 - __clz((int)(b & 0x7fffffu))) - 149;
+}
+
+// f32 -> e4m3fn, round to nearest even, saturating to +-448; NaN -> 0x7F.
+__device__ u8 e4m3_from_f32(float x) {
+    if (ep_is_nan(x)) return 0x7F;
+    u8 sign = (__float_as_uint(x) >> 31) ? 0x80 : 0;
+    float a = ep_abs(x);
+    if (a >= 448.0f) return sign | 0x7E;
+    if (a < ep_pow2(-6)) return sign | (u8)rintf(__fmul_rn(a, ep_pow2(9)));
+    int e = ep_floor_log2(a);
+    int m = (int)rintf(__fmul_rn(__fsub_rn(__fmul_rn(a, ep_pow2(-e)), 1.0f), 8.0f));
+    if (m == 8) { e += 1; m = 0; }
+    if (e > 8 || (e == 8 && m > 6)) return sign | 0x7E;
+    return sign | (u8)((e + 7) << 3) | (u8)m;
+}
+
+__device__ float e4m3_to_f32(u8 b) {
+    int ex = (b >> 3) & 0xF;
+    if (ex == 15 && (b & 7) == 7) return ep_nan();
+    float m = (float)(b & 7);
+    float v = ex == 0 ? __fmul_rn(m, ep_pow2(-9)) : __fmul_rn(__fadd_rn(1.0f, __fdiv_rn(m, 8.0f)), ep_pow2(ex - 7));
+    return (b & 0x80) ? -v : v;
+}
+
+// f32 -> e2m1 (4 bits), round to nearest even, saturating to +-6; NaN -> +0.
+__device__ __forceinline__ u8 e2m1_from_f32(float x) {
+    u32 b = __float_as_uint(x);
+    if ((b & 0x7fffffffu) > 0x7f800000u) return 0;
+    u8 sign = (b >> 31) ? 8 : 0;
+    float a = __uint_as_float(b & 0x7fffffffu);
+    u8 c = a <= 0.25f ? 0 : a < 0.75f ? 1 : a <= 1.25f ? 2 : a < 1.75f ? 3 : a <= 2.5f ? 4 : a < 3.5f ? 5 : a <= 5.0f ? 6 : 7;
+    return sign | c;
+}
+
+// ---- exp (ep_core::numerics) -----------------------------------------------------------------
+
+#define EP_LOG2E __uint_as_float(0x3FB8AA3Bu)
+#define EP_LN2_HI __uint_as_float(0x3F317200u)
+#define EP_LN2_LO __uint_as_float(0x35BFBE8Eu)
+#define EP_C0 __uint_as_float(0x3F000000u)
+#define EP_C1 __uint_as_float(0x3E2AAAABu)
+#define EP_C2 __uint_as_float(0x3D2AAAABu)
+#define EP_C3 __uint_as_float(0x3C088889u)
+#define EP_C4 __uint_as_float(0x3AB60B61u)
+#define EP_C5 __uint_as_float(0x39500D01u)
+
+__device__ float ep_exp(float x) {
+    if (ep_is_nan(x)) return x;
+    if (x > 88.8f) return __uint_as_float(0x7f800000u);
+    if (x < -104.0f) return 0.0f;
+    float n = rintf(__fmul_rn(x, EP_LOG2E));
+    float r = __fsub_rn(__fsub_rn(x, __fmul_rn(n, EP_LN2_HI)), __fmul_rn(n, EP_LN2_LO));
+    float p = EP_C5;
+    p = __fadd_rn(__fmul_rn(p, r), EP_C4);
+    p = __fadd_rn(__fmul_rn(p, r), EP_C3);
+    p = __fadd_rn(__fmul_rn(p, r), EP_C2);
+    p = __fadd_rn(__fmul_rn(p, r), EP_C1);
+    p = __fadd_rn(__fmul_rn(p, r), EP_C0);
+    float er = __fadd_rn(__fadd_rn(__fmul_rn(__fmul_rn(p, r), r), r), 1.0f);
+    int ni = (int)n;
+    int a = ni / 2, b = ni - ni / 2;
+    return __fmul_rn(__fmul_rn(er, __uint_as_float(((u32)(a + 127)) << 23)), __uint_as_float(((u32)(b + 127)) << 23));
+}
+
+__device__ __forceinline__ float ep_sigmoid(float z) { return __fdiv_rn(1.0f, __fadd_rn(1.0f, ep_exp(-z))); }
+__device__ __forceinline__ float ep_silu(float g) { return __fdiv_rn(g, __fadd_rn(1.0f, ep_exp(-g))); }
+
+// ---- formats ---------------------------------------------------------------------------------
+
+__device__ __forceinline__ int ep_block(int fmt) {
+    return fmt == EP_FMT_FP8 ? 128 : fmt == EP_FMT_MXFP4 ? 32 : fmt == EP_FMT_NVFP4 ? 16 : 8;
+}
+
+__device__ __forceinline__ void ep_store_f32_le(u8* p, float v) {
+    u32 b = __float_as_uint(v);
+    p[0] = (u8)b; p[1] = (u8)(b >> 8); p[2] = (u8)(b >> 16); p[3] = (u8)(b >> 24);
+}
+
+// Largest |x| of a block, or -1 when the block holds a NaN or an infinity.
+__device__ float ep_finite_amax(const float* x, int n) {
+    float amax = 0.0f;
+    for (int i = 0; i < n; i++) {
+        if (!ep_is_finite(x[i])) return -1.0f;
+        amax = fmaxf(amax, ep_abs(x[i]));
+    }
+    return amax;
+}
+
+// Encodes one quantization block `b` of row `x` (f32) into `payload` and the row's message
+// scales `scales` (TokenFormat::encode, one block at a time).
+__device__ void ep_encode_block(int fmt, const float* x, int b, float input_scale, u8* payload, u8* scales) {
+    if (fmt == EP_FMT_BF16) {
+        for (int i = b * 8; i < b * 8 + 8; i++) {
+            u16 v = f32_to_bf16(x[i]);
+            payload[2 * i] = (u8)v; payload[2 * i + 1] = (u8)(v >> 8);
+        }
+    } else if (fmt == EP_FMT_FP8) {
+        const float* xs = x + b * 128;
+        u8* q = payload + b * 128;
+        float amax = ep_finite_amax(xs, 128);
+        if (amax < 0.0f) {
+            for (int i = 0; i < 128; i++) q[i] = 0;
+            ep_store_f32_le(scales + 4 * b, ep_nan());
+            return;
+        }
+        float scale = __fdiv_rn(fmaxf(amax, __uint_as_float(0x38D1B717u)), 448.0f);
+        for (int i = 0; i < 128; i++) q[i] = e4m3_from_f32(__fdiv_rn(xs[i], scale));
+        ep_store_f32_le(scales + 4 * b, scale);
+    } else if (fmt == EP_FMT_MXFP4) {
+        const float* xs = x + b * 32;
+        u8* q = payload + b * 16;
+        float amax = ep_finite_amax(xs, 32);
+        u8 byte = 0;
+        float mul = 0.0f;
+        if (amax < 0.0f) {
+            byte = 0xFF;
+        } else if (amax != 0.0f) {
+            int e = ep_floor_log2(amax) - 2;
+            e = e < -127 ? -127 : (e > 127 ? 127 : e);
+            byte = (u8)(e + 127);
+            mul = ep_pow2(127 - (int)byte);
+        }
+        scales[b] = byte;
+        for (int i = 0; i < 16; i++) {
+            q[i] = mul == 0.0f ? 0 : (u8)(e2m1_from_f32(__fmul_rn(xs[2 * i], mul)) | (e2m1_from_f32(__fmul_rn(xs[2 * i + 1], mul)) << 4));
+        }
+    } else {
+        const float* xs = x + b * 16;
+        u8* q = payload + b * 8;
+        float amax = ep_finite_amax(xs, 16);
+        u8 sf = amax < 0.0f ? 0x7F : e4m3_from_f32(__fdiv_rn(__fmul_rn(input_scale, amax), 6.0f));
+        scales[b] = sf;
+        if (sf == 0x7F || sf == 0) {
+            for (int i = 0; i < 8; i++) q[i] = 0;
+            return;
+        }
+        float d = __fdiv_rn(e4m3_to_f32(sf), input_scale);
+        for (int i = 0; i < 8; i++) {
+            q[i] = (u8)(e2m1_from_f32(__fdiv_rn(xs[2 * i], d)) | (e2m1_from_f32(__fdiv_rn(xs[2 * i + 1], d)) << 4));
+        }
+    }
+}
+
+// The whole row, cooperatively: thread i encodes blocks i, i + blockDim.x, ...
+__device__ void ep_encode_row(int fmt, const float* x, int n, float input_scale, u8* payload, u8* scales) {
+    int blocks = n / ep_block(fmt);
+    for (int b = threadIdx.x; b < blocks; b += blockDim.x) ep_encode_block(fmt, x, b, input_scale, payload, scales);
+}
+
+// Byte offset of NVFP4 scale (row, col) in the 128x4 swizzled tile layout.
+__device__ __forceinline__ u64 ep_swizzled(u64 row, u64 col, u64 cols) {
+    u64 tile = (row / 128) * ((cols + 3) / 4) + col / 4;
+    return tile * 512 + (row % 32) * 16 + ((row / 32) % 4) * 4 + col % 4;
+}
+
+// Writes row `row`'s message scales into the output scale array of `rows` rows
+// (TokenFormat::place_scales), cooperatively.
+__device__ void ep_place_scales(int fmt, int width, u64 rows, u64 row, const u8* msg_scales, u8* out) {
+    if (fmt == EP_FMT_FP8) {
+        for (int b = threadIdx.x; b < width / 128; b += blockDim.x)
+            for (int i = 0; i < 4; i++) out[((u64)b * rows + row) * 4 + i] = msg_scales[4 * b + i];
+    } else if (fmt == EP_FMT_MXFP4) {
+        int n = width / 32;
+        for (int c = threadIdx.x; c < n; c += blockDim.x) out[row * n + c] = msg_scales[c];
+    } else if (fmt == EP_FMT_NVFP4) {
+        int n = width / 16;
+        for (int c = threadIdx.x; c < n; c += blockDim.x) out[ep_swizzled(row, c, n)] = msg_scales[c];
+    }
+}
+
+// ---- memory ordering -------------------------------------------------------------------------
+
+__device__ __forceinline__ u64 ep_load_acquire(const u64* p) {
+    u64 v;
+    asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+    return v;
+}
+
+__device__ __forceinline__ void ep_store_release(u64* p, u64 v) {
+    asm volatile("st.release.sys.global.u64 [%0], %1;" :: "l"(p), "l"(v) : "memory");
+}
+
+__device__ __forceinline__ u64 ep_globaltimer() {
+    u64 t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
+// Copies `bytes` (a multiple of 4) from `src` to `dst` with the block's threads, 16 bytes at a
+// time where both are 16-byte aligned.
+__device__ void ep_block_copy(u8* dst, const u8* src, u64 bytes) {
+    if (((u64)dst % 16 == 0) && ((u64)src % 16 == 0) && bytes % 16 == 0) {
+        const uint4* s = (const uint4*)src;
+        uint4* d = (uint4*)dst;
+        for (u64 i = threadIdx.x; i < bytes / 16; i += blockDim.x) d[i] = s[i];
+    } else {
+        const u32* s = (const u32*)src;
+        u32* d = (u32*)dst;
+        for (u64 i = threadIdx.x; i < bytes / 4; i += blockDim.x) d[i] = s[i];
+    }
+}
+
+// Status codes a wait kernel leaves for the host.
+#define EP_OK 0
+#define EP_TIMEOUT 1
+#define EP_COUNT_OVERFLOW 2
+#define EP_COUNT_MISMATCH 3
+
+// Waits (acquire, system scope) until no awaited count is the sentinel, or the deadline passes.
+// status[0] gets the outcome, status[1 + i] = 1 marks count i as never arrived. Awaited counts
+// are copied to `snapshot` (0 for the others) and reset to the sentinel for the next round.
+// One block.
+__device__ bool ep_wait_counts(u64* counts, int n, int rank, int n_ranks, int skip_a2a, u64 timeout_ns,
+                               u32* status, u64* snapshot) {
+    __shared__ int timed_out;
+    if (threadIdx.x == 0) { timed_out = 0; status[0] = EP_OK; }
+    __syncthreads();
+    u64 start = ep_globaltimer();
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+        status[1 + i] = 0;
+        bool awaited = !skip_a2a || (i % n_ranks) == rank;
+        u64 v = 0;
+        if (awaited) {
+            v = ep_load_acquire(counts + i);
+            while (v == EP_SENTINEL) {
+                if (ep_globaltimer() - start > timeout_ns) { status[1 + i] = 1; atomicExch(&timed_out, 1); break; }
+                __nanosleep(256);
+                v = ep_load_acquire(counts + i);
+            }
+        }
+        snapshot[i] = v;
+    }
+    __syncthreads();
+    if (timed_out) {
+        if (threadIdx.x == 0) status[0] = EP_TIMEOUT;
+        return false;
+    }
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+        bool awaited = !skip_a2a || (i % n_ranks) == rank;
+        if (awaited) *((volatile u64*)(counts + i)) = EP_SENTINEL;
+    }
+    return true;
+}

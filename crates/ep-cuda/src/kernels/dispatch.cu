@@ -1,0 +1,187 @@
+// Dispatch: each rank's tokens to the ranks that hold their experts, laid out per expert.
+//
+// Launch order on the rank's stream: ep_assign_slots -> ep_dispatch_send -> ep_dispatch_put
+// (inter-node only) -> ep_dispatch_signal; then ep_dispatch_wait -> ep_dispatch_copy_out.
+// Stream order makes every message store complete before the signal kernel's release stores.
+
+__device__ __forceinline__ bool ep_routes_to(int skip_a2a, int src, int e, int n_local) {
+    return !skip_a2a || e / n_local == src;
+}
+
+// For every (token, slot): the slot's position among this rank's rows for its expert (token
+// order, duplicates and masked or off-device slots -1), and per expert the number of rows sent.
+// One block; thread e scans the tokens for expert e, which is what makes positions
+// deterministic.
+extern "C" __global__ void ep_assign_slots(const int* ids, int n_tokens, int top_k, int n_experts, int n_local,
+                                           int rank, int skip_a2a, int* slots, u64* sent) {
+    for (int e = threadIdx.x; e < n_experts; e += blockDim.x) {
+        u64 count = 0;
+        if (ep_routes_to(skip_a2a, rank, e, n_local)) {
+            for (int t = 0; t < n_tokens; t++) {
+                const int* row = ids + (u64)t * top_k;
+                for (int k = 0; k < top_k; k++) {
+                    if (row[k] == e) {
+                        slots[(u64)t * top_k + k] = (int)count++;
+                        break; // later slots naming e are duplicates
+                    }
+                }
+            }
+        }
+        sent[e] = count;
+    }
+}
+
+// One block per token: encode the message once in shared memory, then store it into the receive
+// slot of every expert the token reaches (16-byte stores). Messages for another node are staged
+// for ep_dispatch_put; the shared expert's tokens are kept in `shared_msgs`.
+extern "C" __global__ void ep_dispatch_send(const u16* tokens, const int* ids, const float* input_scales,
+                                            const int* slots, int hidden, int top_k, int fmt, MsgLayout m,
+                                            const u64* recv_ptrs, int rank, int n_ranks, int n_local,
+                                            int gpus_per_node, int max_tokens, u8* staging, int shared_start,
+                                            int shared_end, u8* shared_msgs) {
+    extern __shared__ uint4 smem_u4[];
+    u8* msg = (u8*)smem_u4;
+    float* x = (float*)(msg + m.bytes);
+    int t = blockIdx.x;
+    const int* row_ids = ids + (u64)t * top_k;
+    const int* row_slots = slots + (u64)t * top_k;
+    bool shared = t >= shared_start && t < shared_end;
+    bool any = shared;
+    for (int k = 0; k < top_k; k++) any = any || row_slots[k] >= 0;
+    if (!any) return;
+
+    for (int i = threadIdx.x; i < hidden; i += blockDim.x) x[i] = bf16_to_f32(tokens[(u64)t * hidden + i]);
+    for (int i = threadIdx.x; i < m.bytes / 4; i += blockDim.x) ((u32*)msg)[i] = 0;
+    __syncthreads();
+    ep_encode_row(fmt, x, hidden, input_scales[t], msg, msg + m.scales_off);
+    if (threadIdx.x == 0) {
+        *(int*)(msg + m.src_off) = t;
+        for (int k = 0; k < top_k; k++) {
+            u16 v = row_ids[k] < 0 ? (u16)0xFFFF : (u16)row_ids[k];
+            msg[m.ids_off + 2 * k] = (u8)v;
+            msg[m.ids_off + 2 * k + 1] = (u8)(v >> 8);
+        }
+    }
+    __syncthreads();
+
+    int node = rank / gpus_per_node;
+    bool staged = false;
+    for (int k = 0; k < top_k; k++) {
+        int pos = row_slots[k];
+        if (pos < 0) continue;
+        int e = row_ids[k];
+        int dest = e / n_local, g = e % n_local;
+        if (dest / gpus_per_node == node) {
+            u8* dst = (u8*)recv_ptrs[dest] + (((u64)g * n_ranks + rank) * max_tokens + pos) * m.bytes;
+            ep_block_copy(dst, msg, m.bytes);
+        } else if (!staged) {
+            ep_block_copy(staging + (u64)t * m.bytes, msg, m.bytes);
+            staged = true;
+        }
+    }
+    if (shared) ep_block_copy(shared_msgs + (u64)(t - shared_start) * m.bytes, msg, m.bytes);
+}
+
+// The inter-node transport: puts of the staged messages into remote receive slots. Runs after
+// ep_dispatch_send and before ep_dispatch_signal on the same stream: put, then signal.
+extern "C" __global__ void ep_dispatch_put(const int* ids, const int* slots, int top_k, MsgLayout m,
+                                           const u64* recv_ptrs, int rank, int n_ranks, int n_local,
+                                           int gpus_per_node, int max_tokens, const u8* staging) {
+    int t = blockIdx.x;
+    int node = rank / gpus_per_node;
+    for (int k = 0; k < top_k; k++) {
+        int pos = slots[(u64)t * top_k + k];
+        if (pos < 0) continue;
+        int e = ids[(u64)t * top_k + k];
+        int dest = e / n_local, g = e % n_local;
+        if (dest / gpus_per_node == node) continue;
+        u8* dst = (u8*)recv_ptrs[dest] + (((u64)g * n_ranks + rank) * max_tokens + pos) * m.bytes;
+        ep_block_copy(dst, staging + (u64)t * m.bytes, m.bytes);
+    }
+}
+
+// One count per (expert, this rank), zero included, published with a system-scope release.
+extern "C" __global__ void ep_dispatch_signal(const u64* sent, int n_experts, int n_local, int n_ranks, int rank,
+                                              int skip_a2a, const u64* count_ptrs) {
+    __threadfence_system();
+    for (int e = threadIdx.x; e < n_experts; e += blockDim.x) {
+        if (!ep_routes_to(skip_a2a, rank, e, n_local)) continue;
+        int dest = e / n_local, g = e % n_local;
+        ep_store_release((u64*)count_ptrs[dest] + (u64)g * n_ranks + rank, sent[e]);
+    }
+}
+
+// Waits for every count, then lays out the groups: row_offsets [n_groups + 1] and src_offsets
+// [n_groups, n_ranks + 1], with the shared expert (when fused) as group 0. One block.
+extern "C" __global__ void ep_dispatch_wait(u64* counts, int n_local, int n_ranks, int rank, int skip_a2a,
+                                            u64 timeout_ns, int max_tokens, int shared_groups, int shared_len,
+                                            int row_multiple, u32* status, u64* snapshot, u32* row_offsets,
+                                            u32* src_offsets) {
+    int n = n_local * n_ranks;
+    if (!ep_wait_counts(counts, n, rank, n_ranks, skip_a2a, timeout_ns, status, snapshot)) return;
+    __syncthreads();
+    if (threadIdx.x != 0) return;
+    for (int i = 0; i < n; i++) {
+        if (snapshot[i] > (u64)max_tokens) { status[0] = EP_COUNT_OVERFLOW; return; }
+    }
+    int n_groups = n_local + shared_groups;
+    u32 cursor = 0;
+    for (int g = 0; g < n_groups; g++) {
+        row_offsets[g] = cursor;
+        for (int s = 0; s < n_ranks; s++) {
+            src_offsets[g * (n_ranks + 1) + s] = cursor;
+            if (g < shared_groups) cursor += s == rank ? shared_len : 0;
+            else cursor += (u32)snapshot[(g - shared_groups) * n_ranks + s];
+        }
+        src_offsets[g * (n_ranks + 1) + n_ranks] = cursor;
+        cursor = (cursor + row_multiple - 1) / row_multiple * row_multiple;
+    }
+    row_offsets[n_groups] = cursor;
+}
+
+// One block per output row: copy the payload, place the scales, fill src_info and the row's
+// source rank (-1 for padding and shared-expert rows, which never travel back). Padding rows are
+// zeroed here; the scale array was zeroed by the host.
+extern "C" __global__ void ep_dispatch_copy_out(const u8* recv, const u8* shared_msgs, const u32* row_offsets,
+                                                const u32* src_offsets, int n_local, int n_ranks, int rank,
+                                                int shared_groups, int max_tokens, int hidden, int fmt, MsgLayout m,
+                                                u64 rows, u8* recv_tokens, u8* recv_scales, int* src_info,
+                                                int* row_src) {
+    u64 row = blockIdx.x;
+    int n_groups = n_local + shared_groups;
+    int g = 0;
+    while (g + 1 < n_groups && row >= row_offsets[g + 1]) g++;
+    const u32* so = src_offsets + g * (n_ranks + 1);
+    u8* out = recv_tokens + row * m.payload_bytes;
+    if (row >= so[n_ranks]) {
+        for (int i = threadIdx.x; i < m.payload_bytes / 4; i += blockDim.x) ((u32*)out)[i] = 0;
+        if (threadIdx.x == 0) { src_info[2 * row] = -1; src_info[2 * row + 1] = -1; row_src[row] = -1; }
+        return;
+    }
+    int s = 0;
+    while (row >= so[s + 1]) s++;
+    u64 j = row - so[s];
+    const u8* msg;
+    int expert = -1;
+    if (g < shared_groups) {
+        msg = shared_msgs + j * m.bytes;
+    } else {
+        int lg = g - shared_groups;
+        expert = rank * n_local + lg;
+        msg = recv + (((u64)lg * n_ranks + s) * max_tokens + j) * m.bytes;
+    }
+    ep_block_copy(out, msg, m.payload_bytes);
+    ep_place_scales(fmt, hidden, rows, row, msg + m.scales_off, recv_scales);
+    if (threadIdx.x == 0) {
+        int slot = -1;
+        if (expert >= 0) {
+            for (int k = 0; k < m.top_k; k++) {
+                u16 v = (u16)msg[m.ids_off + 2 * k] | ((u16)msg[m.ids_off + 2 * k + 1] << 8);
+                if (v == (u16)expert) { slot = k; break; }
+            }
+        }
+        src_info[2 * row] = *(const int*)(msg + m.src_off);
+        src_info[2 * row + 1] = slot;
+        row_src[row] = g < shared_groups ? -1 : s;
+    }
+}

@@ -1,0 +1,82 @@
+//! # ep-cuda: the GPU backend
+//!
+//! The contract's buffer protocol on NVIDIA GPUs. One process drives every GPU it sees, one
+//! host thread and stream per rank; several ranks may share a GPU (each with its own buffers),
+//! so the whole protocol runs on a single device. Senders store messages straight into the
+//! receiving rank's buffer over NVLink (peer-to-peer, 16-byte stores) and publish counts with
+//! system-scope release stores; receivers wait with acquire loads under a deadline. Between
+//! nodes, messages are staged and put before the signal, as the inter-node transport orders them.
+//!
+//! - `driver`: finding the driver, GPUs and NVRTC (clear errors, never cudarc's panics).
+//! - `kernels`: the `.cu` sources next to this file, NVRTC compilation (cached), launches.
+//! - `memory`: plain device allocations peers can reach.
+//! - `world`: `ep_init`: placement, peer access, every rank's buffers.
+//! - `comm`: [`CudaComm`], one rank's dispatch, combine and SwiGLU.
+
+mod comm;
+pub mod driver;
+pub mod kernels;
+mod memory;
+mod world;
+
+use std::sync::Arc;
+
+use ep_core::{EpBackend, EpConfig, Result};
+
+pub use comm::CudaComm;
+
+/// The CUDA backend. `ranks_per_gpu: None` spreads ranks over the visible GPUs as evenly as
+/// possible (all on one GPU when only one is visible).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CudaBackend {
+    pub ranks_per_gpu: Option<usize>,
+}
+
+impl CudaBackend {
+    pub fn new() -> Self {
+        CudaBackend::default()
+    }
+
+    /// Which GPU each rank of `n_ranks` would run on, as `init` places them.
+    pub fn placement(&self, n_ranks: usize, n_gpus: usize) -> Vec<usize> {
+        let per_gpu = self
+            .ranks_per_gpu
+            .unwrap_or(n_ranks.div_ceil(n_gpus.max(1)))
+            .max(1);
+        (0..n_ranks).map(|r| r / per_gpu).collect()
+    }
+
+    pub fn with_ranks_per_gpu(ranks_per_gpu: usize) -> Self {
+        CudaBackend {
+            ranks_per_gpu: Some(ranks_per_gpu),
+        }
+    }
+
+    /// The visible GPUs by name, or why the backend cannot run here.
+    pub fn probe() -> Result<Vec<String>> {
+        let n = driver::device_count()?;
+        driver::nvrtc_present()?;
+        (0..n)
+            .map(|i| {
+                let d = cudarc::driver::result::device::get(i as i32).map_err(driver::cuda)?;
+                cudarc::driver::result::device::get_name(d).map_err(driver::cuda)
+            })
+            .collect()
+    }
+}
+
+impl EpBackend for CudaBackend {
+    type Comm = CudaComm;
+
+    fn name(&self) -> &str {
+        "cuda"
+    }
+
+    fn init(&self, configs: &[EpConfig]) -> Result<Vec<CudaComm>> {
+        let cfg = EpConfig::check_world(configs)?;
+        let world = Arc::new(world::World::new(cfg, self.ranks_per_gpu)?);
+        (0..cfg.n_ranks())
+            .map(|r| CudaComm::new(r, Arc::clone(&world)))
+            .collect()
+    }
+}

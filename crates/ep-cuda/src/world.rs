@@ -1,0 +1,214 @@
+//! `ep_init` on GPUs: ranks placed on devices, peer access enabled between them, every rank's
+//! symmetric buffers (plain device allocations) and working buffers, counts set to the sentinel.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use cudarc::driver::{sys, CudaContext};
+use ep_core::{ConfigError, EpConfig, EpError, MessageLayout, Result, TokenFormat};
+
+use crate::driver::cuda;
+use crate::kernels::Kernels;
+use crate::memory::DevBuf;
+
+/// One rank's device memory.
+pub struct RankBuffers {
+    // Symmetric: peers write these.
+    pub d_recv: DevBuf,
+    pub d_counts: DevBuf,
+    pub c_recv: DevBuf,
+    pub c_counts: DevBuf,
+    // Staging for puts to other nodes, and the shared expert's messages.
+    pub d_staging: DevBuf,
+    pub c_staging: DevBuf,
+    pub shared_msgs: DevBuf,
+    // Dispatch inputs and working state.
+    pub tokens: DevBuf,
+    pub ids: DevBuf,
+    pub scales_in: DevBuf,
+    pub slots: DevBuf,
+    pub sent: DevBuf,
+    pub status: DevBuf,
+    pub snapshot: DevBuf,
+    // Dispatch outputs (capacity rows), kept on the device for combine and SwiGLU.
+    pub row_offsets: DevBuf,
+    pub src_offsets: DevBuf,
+    pub recv_tokens: DevBuf,
+    pub recv_scales: DevBuf,
+    pub src_info: DevBuf,
+    pub row_src: DevBuf,
+    // Combine.
+    pub expert_out: DevBuf,
+    pub weights: DevBuf,
+    pub residual: DevBuf,
+    pub out: DevBuf,
+    pub fp8_payload: DevBuf,
+    pub fp8_scales: DevBuf,
+    pub c_snapshot: DevBuf,
+    // Every rank's symmetric pointers, for the kernels.
+    pub d_recv_ptrs: DevBuf,
+    pub d_count_ptrs: DevBuf,
+    pub c_recv_ptrs: DevBuf,
+    pub c_count_ptrs: DevBuf,
+}
+
+pub struct World {
+    pub cfg: EpConfig,
+    pub msg: MessageLayout,
+    /// Device ordinal of each rank.
+    pub device_of: Vec<usize>,
+    /// Loaded kernels of each rank's device.
+    pub kernels: Vec<Arc<Kernels>>,
+    pub ranks: Vec<RankBuffers>,
+}
+
+impl World {
+    /// Places `cfg.n_ranks()` ranks on the visible GPUs, `ranks_per_gpu` each (default: as few
+    /// per GPU as fit), and allocates everything.
+    pub fn new(cfg: &EpConfig, ranks_per_gpu: Option<usize>) -> Result<World> {
+        let n_dev = crate::driver::device_count()?;
+        crate::driver::nvrtc_present()?;
+        let n = cfg.n_ranks();
+        let backend = crate::CudaBackend { ranks_per_gpu };
+        let device_of = backend.placement(n, n_dev);
+        let per_gpu = ranks_per_gpu.unwrap_or(n.div_ceil(n_dev)).max(1);
+        let needed = device_of.last().map_or(1, |d| d + 1);
+        if needed > n_dev {
+            return Err(ConfigError::Unsupported(format!(
+                "{n} ranks at {per_gpu} per GPU need {needed} GPUs; {n_dev} visible"
+            ))
+            .into());
+        }
+
+        let mut ctxs: HashMap<usize, Arc<CudaContext>> = HashMap::new();
+        for &d in &device_of {
+            if let std::collections::hash_map::Entry::Vacant(e) = ctxs.entry(d) {
+                e.insert(CudaContext::new(d).map_err(cuda)?);
+            }
+        }
+        enable_peer_access(&ctxs)?;
+        let mut loaded: HashMap<usize, Arc<Kernels>> = HashMap::new();
+        for (&d, ctx) in &ctxs {
+            loaded.insert(d, Arc::new(Kernels::load(ctx)?));
+        }
+
+        let msg = MessageLayout::new(cfg.format, cfg.hidden, cfg.top_k);
+        let ranks = device_of
+            .iter()
+            .map(|d| RankBuffers::new(cfg, &msg, &ctxs[d]))
+            .collect::<Result<Vec<_>>>()?;
+        // Every rank's view of every rank's symmetric buffers.
+        let table = |f: fn(&RankBuffers) -> u64| -> Vec<u64> { ranks.iter().map(f).collect() };
+        let (dr, dc, cr, cc) = (
+            table(|b| b.d_recv.ptr),
+            table(|b| b.d_counts.ptr),
+            table(|b| b.c_recv.ptr),
+            table(|b| b.c_counts.ptr),
+        );
+        for (r, b) in ranks.iter().enumerate() {
+            let ctx = &ctxs[&device_of[r]];
+            let stream = ctx.default_stream();
+            for (buf, t) in [
+                (&b.d_recv_ptrs, &dr),
+                (&b.d_count_ptrs, &dc),
+                (&b.c_recv_ptrs, &cr),
+                (&b.c_count_ptrs, &cc),
+            ] {
+                buf.upload(t, &stream)?;
+            }
+            stream.synchronize().map_err(cuda)?;
+        }
+        Ok(World {
+            cfg: cfg.clone(),
+            msg,
+            kernels: device_of.iter().map(|d| Arc::clone(&loaded[d])).collect(),
+            device_of,
+            ranks,
+        })
+    }
+}
+
+fn enable_peer_access(ctxs: &HashMap<usize, Arc<CudaContext>>) -> Result<()> {
+    for (&a, ca) in ctxs {
+        for (&b, cb) in ctxs {
+            if a == b {
+                continue;
+            }
+            let mut can = 0i32;
+            // SAFETY: plain queries and a context-wide flag on live contexts.
+            unsafe {
+                sys::cuDeviceCanAccessPeer(&mut can, ca.cu_device(), cb.cu_device())
+                    .result()
+                    .map_err(cuda)?;
+                if can == 0 {
+                    return Err(EpError::BackendUnavailable {
+                        backend: "cuda".into(),
+                        reason: format!("GPU {a} cannot reach GPU {b} peer-to-peer"),
+                    });
+                }
+                ca.bind_to_thread().map_err(cuda)?;
+                match sys::cuCtxEnablePeerAccess(cb.cu_ctx(), 0) {
+                    sys::CUresult::CUDA_SUCCESS
+                    | sys::CUresult::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED => {}
+                    e => return Err(cuda(e.result().unwrap_err())),
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+impl RankBuffers {
+    fn new(cfg: &EpConfig, msg: &MessageLayout, ctx: &Arc<CudaContext>) -> Result<RankBuffers> {
+        let (n, l, t, k, h) = (
+            cfg.n_ranks(),
+            cfg.n_local_experts(),
+            cfg.max_tokens_per_rank,
+            cfg.top_k,
+            cfg.hidden,
+        );
+        let (g, cap) = (cfg.n_groups(), cfg.max_recv_rows());
+        let multi_node = cfg.n_nodes > 1;
+        let b = |len: usize| DevBuf::new(ctx, len);
+        let bufs = RankBuffers {
+            d_recv: b(l * n * t * msg.bytes)?,
+            d_counts: b(l * n * 8)?,
+            c_recv: b(t * k * h * 2)?,
+            c_counts: b(l * n * 8)?,
+            d_staging: b(if multi_node { t * msg.bytes } else { 0 })?,
+            c_staging: b(if multi_node { cap * h * 2 } else { 0 })?,
+            shared_msgs: b(if cfg.fused_shared_expert {
+                t * msg.bytes
+            } else {
+                0
+            })?,
+            tokens: b(t * h * 2)?,
+            ids: b(t * k * 4)?,
+            scales_in: b(t * 4)?,
+            slots: b(t * k * 4)?,
+            sent: b(cfg.n_experts * 8)?,
+            status: b((1 + l * n) * 4)?,
+            snapshot: b(l * n * 8)?,
+            row_offsets: b((g + 1) * 4)?,
+            src_offsets: b(g * (n + 1) * 4)?,
+            recv_tokens: b(cap * msg.payload.len())?,
+            recv_scales: b(cfg.format.output_scales_bytes(h, cap))?,
+            src_info: b(cap * 8)?,
+            row_src: b(cap * 4)?,
+            expert_out: b(cap * h * 2)?,
+            weights: b(t * k * 4)?,
+            residual: b(t * h * 2)?,
+            out: b(t * k * h * 2)?,
+            fp8_payload: b(t * h)?,
+            fp8_scales: b(t * (h / 128).max(1) * 4)?,
+            c_snapshot: b(l * n * 8)?,
+            d_recv_ptrs: b(n * 8)?,
+            d_count_ptrs: b(n * 8)?,
+            c_recv_ptrs: b(n * 8)?,
+            c_count_ptrs: b(n * 8)?,
+        };
+        bufs.d_counts.fill(0xFF)?;
+        bufs.c_counts.fill(0xFF)?;
+        Ok(bufs)
+    }
+}

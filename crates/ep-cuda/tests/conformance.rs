@@ -1,0 +1,45 @@
+//! The conformance suite on the GPU (every case but the simulator-only host-closure ones). On a
+//! machine without a CUDA driver or GPU it says plainly that it did not run and counts nothing.
+//! EP_RANKS_PER_GPU sets the placement, EP_FILTER selects cases by name.
+
+use ep_conformance::runner;
+use ep_cuda::CudaBackend;
+
+fn main() {
+    let gpus = match CudaBackend::probe() {
+        Ok(g) => g,
+        Err(e) => {
+            println!("ep-cuda conformance: NOT RUN (not counted): {e}");
+            return;
+        }
+    };
+    let backend = match std::env::var("EP_RANKS_PER_GPU")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        Some(n) => CudaBackend::with_ranks_per_gpu(n),
+        None => CudaBackend::new(),
+    };
+    println!("ep-cuda conformance on {gpus:?}");
+    let filter = std::env::var("EP_FILTER").ok();
+    let outcomes = runner::run_all(&backend, filter.as_deref(), |o| {
+        let status = if o.result.is_ok() { "ok" } else { "FAILED" };
+        println!(
+            "{status:<6} {} ({:.0} ms)",
+            o.name,
+            o.time.as_secs_f64() * 1e3
+        );
+    });
+    let failed: Vec<_> = outcomes.iter().filter(|o| o.result.is_err()).collect();
+    for o in &failed {
+        println!("\n--- {} ---\n{}", o.name, o.result.as_ref().unwrap_err());
+    }
+    println!(
+        "\n{} passed, {} failed",
+        outcomes.len() - failed.len(),
+        failed.len()
+    );
+    if !failed.is_empty() {
+        std::process::exit(1);
+    }
+}

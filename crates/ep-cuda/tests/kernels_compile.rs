@@ -1,0 +1,57 @@
+//! Compiles every ep-cuda kernel with NVRTC for sm_90, on any machine where libnvrtc loads (no
+//! GPU or driver needed), and checks each entry point is in the PTX. Without NVRTC it says so and
+//! counts nothing; with EP_REQUIRE_NVRTC=1 (CI) a missing NVRTC is a failure.
+
+use ep_cuda::kernels::{compile, source, COMBINE, PROGRAMS};
+
+fn main() {
+    if let Err(e) = ep_cuda::driver::nvrtc_present() {
+        if std::env::var_os("EP_REQUIRE_NVRTC").is_some() {
+            eprintln!("ep-cuda kernels: FAILED: {e}");
+            std::process::exit(1);
+        }
+        println!("ep-cuda kernels: NOT RUN (not counted): {e}");
+        return;
+    }
+    let (mut passed, mut failed) = (0, 0);
+    let mut check = |what: &str, src: String, entries: &[&str]| match compile(&src, "sm_90") {
+        Ok(ptx) => {
+            let text = ptx.to_src();
+            let missing: Vec<_> = entries
+                .iter()
+                .filter(|e| !text.contains(&format!(".entry {e}(")))
+                .collect();
+            if missing.is_empty() {
+                println!("ok     {what} ({} kB of PTX)", text.len() / 1024);
+                passed += 1;
+            } else {
+                println!("FAILED {what}: no entry for {missing:?}");
+                failed += 1;
+            }
+        }
+        Err(e) => {
+            println!("FAILED {what}: {e}");
+            failed += 1;
+        }
+    };
+    for (name, body, entries) in PROGRAMS {
+        check(name, source(body, ""), entries);
+    }
+    // The combine program with a device-code epilogue compiled in.
+    let user = "__device__ unsigned long long ep_test_sum;\n\
+                __device__ void my_epilogue(int t, int c, const unsigned short* v, int n) {\n\
+                    for (int i = 0; i < n; i++) atomicAdd(&ep_test_sum, (unsigned long long)v[i]);\n\
+                }\n";
+    check(
+        "combine + device epilogue",
+        source(
+            &format!("{user}\n{COMBINE}"),
+            "#define EP_USER_EPILOGUE my_epilogue\n",
+        ),
+        &["ep_combine_reduce"],
+    );
+    println!("\n{passed} passed, {failed} failed");
+    if failed > 0 {
+        std::process::exit(1);
+    }
+}

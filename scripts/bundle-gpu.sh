@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Builds a self-contained bundle for a GPU host that has no Rust toolchain: the `ep` binary
+# (CUDA backend included; kernels are compiled there by NVRTC at run time) and the `ep-gpu`
+# launcher that finds NVRTC. Usage: scripts/bundle-gpu.sh [DIR]   (default .gpu-bundle)
+# Then on the host: DIR/ep-gpu conformance --backend cuda
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=${1:-.gpu-bundle}
+cargo build --release -p ep --features cuda
+mkdir -p "$out"
+cp target/release/ep "$out/ep"
+cp scripts/ep-gpu.sh "$out/ep-gpu"
+chmod +x "$out/ep" "$out/ep-gpu"
+echo "bundle in $out: $(du -sh "$out" | cut -f1)"

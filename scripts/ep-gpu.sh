@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Runs the bundled `ep` on a GPU host. libcuda is on the loader path there, libnvrtc is not:
+# find it under $CUDA_HOME, /usr/local/cuda*, or a pip-installed nvidia-cuda-nvrtc, and put it on
+# LD_LIBRARY_PATH. NVLink multicast stays off (it can take a shared host's GPUs down).
+# EP_WRAP runs the binary under a tool, e.g. EP_WRAP="compute-sanitizer --tool memcheck".
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+
+find_nvrtc() {
+  local d sub
+  for d in ${CUDA_HOME:-} /usr/local/cuda /usr/local/cuda-*; do
+    for sub in targets/x86_64-linux/lib lib64 lib; do
+      if compgen -G "$d/$sub/libnvrtc.so*" > /dev/null; then echo "$d/$sub"; return 0; fi
+    done
+  done
+  python3 - 2>/dev/null <<'PY' || true
+import os, nvidia.cu13
+print(os.path.join(list(nvidia.cu13.__path__)[0], "lib"))
+PY
+}
+
+lib=$(find_nvrtc | head -n 1)
+if [ -z "$lib" ]; then
+  echo "ep-gpu: libnvrtc not found; set CUDA_HOME to the CUDA toolkit" >&2
+  exit 2
+fi
+export LD_LIBRARY_PATH="$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export NCCL_NVLS_ENABLE=0
+# shellcheck disable=SC2086
+exec ${EP_WRAP:-} "$here/ep" "$@"
