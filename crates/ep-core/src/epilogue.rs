@@ -15,6 +15,7 @@ use crate::config::EpConfig;
 use crate::error::{EpError, Result};
 use crate::format::{Fp8Block, TokenFormat};
 use crate::io::CombineOutput;
+use crate::numerics::round_bf16;
 
 /// Columns per chunk handed to a host epilogue (GPU backends hand vector-sized chunks; callers
 /// must not assume whole rows).
@@ -33,7 +34,8 @@ pub struct DeviceEpilogue {
 
 #[derive(Clone)]
 pub enum Epilogue {
-    /// `out = bf16(f32(combined) + f32(residual))`; `residual` is `[T, hidden]`.
+    /// `out = bf16(f32(combined) + f32(residual))`; `residual` is `[T, hidden]`. (Arithmetic
+    /// NaN results are the canonical NaN, as everywhere: see `numerics::round_bf16`.)
     AddResidual(Arc<Array2<bf16>>),
     /// `out = bf16(f32(combined) * s)`.
     Scale(f32),
@@ -139,12 +141,12 @@ impl EpilogueSink {
                 .for_each(|(o, v)| *o = *v),
             Some(Epilogue::AddResidual(r)) => {
                 for ((o, v), x) in self.out.row_mut(t).iter_mut().zip(values).zip(r.row(t)) {
-                    *o = bf16::from_f32(v.to_f32() + x.to_f32());
+                    *o = round_bf16(v.to_f32() + x.to_f32());
                 }
             }
             Some(Epilogue::Scale(s)) => {
                 for (o, v) in self.out.row_mut(t).iter_mut().zip(values) {
-                    *o = bf16::from_f32(v.to_f32() * s);
+                    *o = round_bf16(v.to_f32() * s);
                 }
             }
             Some(Epilogue::QuantizeFp8) => {

@@ -49,6 +49,26 @@ fn pow2(e: i32) -> f32 {
     f32::from_bits(((e + 127) as u32) << 23)
 }
 
+/// Rounds an arithmetic result to bf16 (nearest even). A NaN result becomes the canonical quiet
+/// NaN `0x7FC0`: IEEE 754 does not say which NaN an operation returns (x86 keeps an operand's
+/// payload, NVIDIA GPUs return `0x7FFFFFFF`), so the contract fixes one.
+pub fn round_bf16(x: f32) -> half::bf16 {
+    if x.is_nan() {
+        half::bf16::from_bits(0x7FC0)
+    } else {
+        half::bf16::from_f32(x)
+    }
+}
+
+/// An arithmetic result with any NaN made the canonical f32 quiet NaN `0x7FC00000`.
+pub fn canonical_nan(x: f32) -> f32 {
+    if x.is_nan() {
+        f32::from_bits(0x7FC0_0000)
+    } else {
+        x
+    }
+}
+
 /// `1 / (1 + e^-z)`.
 pub fn sigmoid(z: f32) -> f32 {
     1.0 / (1.0 + exp(-z))

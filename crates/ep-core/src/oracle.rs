@@ -200,7 +200,7 @@ pub fn combine(
                         }
                     }
                     for (o, a) in row.iter_mut().zip(&acc) {
-                        *o = bf16::from_f32(*a);
+                        *o = crate::numerics::round_bf16(*a);
                     }
                     sink.row(t, &row);
                 }

@@ -13,7 +13,7 @@ use ndarray::{Array2, ArrayView2};
 use crate::error::{ConfigError, EpError, Result};
 use crate::format::{Format, TokenFormat};
 use crate::io::DispatchOutput;
-use crate::numerics::{sigmoid, silu};
+use crate::numerics::{canonical_nan, sigmoid, silu};
 
 /// Where gate and up sit in a row of `2 * I` columns.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -147,14 +147,14 @@ pub fn activate(x: &[bf16], layout: GateUp, clamp: Option<SwigluClamp>, h: &mut 
             GateUp::Split => (x[c].to_f32(), x[width + c].to_f32()),
             GateUp::Interleaved => (x[2 * c].to_f32(), x[2 * c + 1].to_f32()),
         };
-        *h = match clamp {
+        *h = canonical_nan(match clamp {
             None => silu(g) * u,
             Some(SwigluClamp { alpha, limit }) => {
                 let g = g.min(limit);
                 let u = u.min(limit).max(-limit);
                 ((u + 1.0) * g) * sigmoid(alpha * g)
             }
-        };
+        });
     }
 }
 

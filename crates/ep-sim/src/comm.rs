@@ -496,7 +496,7 @@ impl EpComm for SimComm {
                         }
                     }
                     for (o, a) in row.iter_mut().zip(&acc) {
-                        *o = bf16::from_f32(*a);
+                        *o = ep_core::numerics::round_bf16(*a);
                     }
                     sink.row(t, &row);
                 }

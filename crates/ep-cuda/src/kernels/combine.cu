@@ -93,11 +93,11 @@ extern "C" __global__ void ep_combine_reduce(const u16* recv, const int* ids, co
             acc = __fadd_rn(acc, __fmul_rn(w[k], y));
         }
         if (has_shared) acc = __fadd_rn(acc, bf16_to_f32(shared_rows[(u64)(t - shared_start) * hidden + c]));
-        u16 v = f32_to_bf16(acc);
+        u16 v = arith_to_bf16(acc);
         if (epilogue == EP_EPI_RESIDUAL) {
-            v = f32_to_bf16(__fadd_rn(bf16_to_f32(v), bf16_to_f32(residual[(u64)t * hidden + c])));
+            v = arith_to_bf16(__fadd_rn(bf16_to_f32(v), bf16_to_f32(residual[(u64)t * hidden + c])));
         } else if (epilogue == EP_EPI_SCALE) {
-            v = f32_to_bf16(__fmul_rn(bf16_to_f32(v), scale));
+            v = arith_to_bf16(__fmul_rn(bf16_to_f32(v), scale));
         }
         if (epilogue == EP_EPI_FP8) row[c] = bf16_to_f32(v);
         else if (epilogue != EP_EPI_DEVICE) out[(u64)t * hidden + c] = v;

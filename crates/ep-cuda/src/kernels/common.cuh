@@ -42,6 +42,11 @@ __device__ __forceinline__ u16 f32_to_bf16(float f) {
     return (u16)(x >> 16);
 }
 
+// An arithmetic result rounded to bf16, NaN as the canonical 0x7FC0 (numerics::round_bf16):
+// GPUs return 0x7FFFFFFF for NaN results, x86 keeps an operand's payload; the contract fixes one.
+__device__ __forceinline__ u16 arith_to_bf16(float f) { return ep_is_nan(f) ? (u16)0x7FC0 : f32_to_bf16(f); }
+__device__ __forceinline__ float canonical_nan(float f) { return ep_is_nan(f) ? __uint_as_float(0x7fc00000u) : f; }
+
 // 2^e as an exact f32 for -149 <= e <= 127.
 __device__ __forceinline__ float ep_pow2(int e) {
     return e >= -126 ? __uint_as_float(((u32)(e + 127)) << 23) : __uint_as_float(1u << (e + 149));

@@ -24,11 +24,11 @@ extern "C" __global__ void ep_swiglu(const u16* x, u64 rows, int width, const u3
         float g = bf16_to_f32(interleaved ? xr[2 * c] : xr[c]);
         float u = bf16_to_f32(interleaved ? xr[2 * c + 1] : xr[width + c]);
         if (!clamp) {
-            h[c] = __fmul_rn(ep_silu(g), u);
+            h[c] = canonical_nan(__fmul_rn(ep_silu(g), u));
         } else {
             g = fminf(g, limit);
             u = fmaxf(fminf(u, limit), -limit);
-            h[c] = __fmul_rn(__fmul_rn(__fadd_rn(u, 1.0f), g), ep_sigmoid(__fmul_rn(alpha, g)));
+            h[c] = canonical_nan(__fmul_rn(__fmul_rn(__fadd_rn(u, 1.0f), g), ep_sigmoid(__fmul_rn(alpha, g))));
         }
     }
     __syncthreads();

@@ -23,12 +23,16 @@ pub struct Args {
     ranks: usize,
     #[arg(long, default_value = "bf16")]
     format: Format,
+    /// Elements per token (the oracle check on the host dominates the time of a round).
+    #[arg(long, default_value_t = 512)]
+    hidden: usize,
     #[arg(long, default_value_t = 1)]
     seed: u64,
 }
 
 pub fn main(args: Args) -> Result<ExitCode, String> {
-    let cfg = EpConfig::new(1024, 8, 16 * args.ranks, 64, args.ranks).with_format(args.format);
+    let cfg =
+        EpConfig::new(args.hidden, 8, 16 * args.ranks, 64, args.ranks).with_format(args.format);
     let backend = crate::backend(args.backend, args.ranks_per_gpu)?;
     let mut comms = backend.init_uniform(&cfg).map_err(|e| e.to_string())?;
     println!(
