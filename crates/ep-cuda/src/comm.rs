@@ -67,6 +67,33 @@ impl CudaComm {
         })
     }
 
+    /// This rank's index (as `EpComm::rank`, without the trait in scope).
+    pub fn rank_id(&self) -> usize {
+        self.rank
+    }
+
+    pub(crate) fn rank_index(&self) -> usize {
+        self.rank
+    }
+
+    pub(crate) fn buffers(&self) -> &RankBuffers {
+        self.bufs()
+    }
+
+    pub(crate) fn stream_ref(&self) -> &Arc<CudaStream> {
+        &self.stream
+    }
+
+    /// The loaded round reduces with weights (device-resident benchmark rounds).
+    pub(crate) fn set_reduced(&mut self) {
+        self.round.reduced = true;
+    }
+
+    /// The status a wait kernel left, as an error if it is not OK.
+    pub(crate) fn status_ok(&mut self, phase: Phase) -> Result<()> {
+        self.check_status(phase)
+    }
+
     /// The GPU this rank runs on.
     pub fn device(&self) -> usize {
         self.world.device_of[self.rank]
@@ -130,40 +157,42 @@ impl CudaComm {
     fn shared_groups(&self) -> i32 {
         self.cfg.shared_groups() as i32
     }
-}
 
-impl EpComm for CudaComm {
-    fn rank(&self) -> usize {
-        self.rank
-    }
-
-    fn config(&self) -> &EpConfig {
-        &self.cfg
-    }
-
-    fn dispatch_async(&mut self, input: &DispatchInput<'_>) -> Result<()> {
-        self.tracker.check_dispatch_async()?;
-        validate::dispatch_input(&self.cfg, self.rank, input)?;
+    /// The rank's dispatch inputs to the device (the driver stages pageable memory before
+    /// returning, so `input` may go away afterwards).
+    pub(crate) fn upload_dispatch(&mut self, input: &DispatchInput<'_>) -> Result<()> {
         self.bind()?;
-        let cfg = &self.cfg;
-        let b = self.bufs();
-        let s = &self.stream;
         let t = input.n_tokens();
+        let b = self.bufs();
         let tokens: Vec<u16> = input.tokens.iter().map(|x| x.to_bits()).collect();
         let ids: Vec<i32> = input.topk_ids.iter().copied().collect();
         let scales: Vec<f32> = (0..t)
             .map(|i| input.input_scales.map_or(1.0, |v| v[i]))
             .collect();
-        b.tokens.upload(&tokens, s)?;
-        b.ids.upload(&ids, s)?;
-        b.scales_in.upload(&scales, s)?;
-        b.slots.fill_async(0xFF, t * cfg.top_k * 4, s)?;
-
-        let shared = if cfg.fused_shared_expert {
-            cfg.shared_token_range(self.rank, t)
+        b.tokens.upload(&tokens, &self.stream)?;
+        b.ids.upload(&ids, &self.stream)?;
+        b.scales_in.upload(&scales, &self.stream)?;
+        let shared = if self.cfg.fused_shared_expert {
+            self.cfg.shared_token_range(self.rank, t)
         } else {
             0..0
         };
+        self.round = RoundData {
+            n_tokens: t,
+            shared,
+            ..Default::default()
+        };
+        Ok(())
+    }
+
+    /// Slots, sends (and inter-node puts), signals: the dispatch_async kernels.
+    pub(crate) fn issue_dispatch_send(&self) -> Result<()> {
+        let cfg = &self.cfg;
+        let b = self.bufs();
+        let s = &self.stream;
+        let t = self.round.n_tokens;
+        let shared = &self.round.shared;
+        b.slots.fill_async(0xFF, t * cfg.top_k * 4, s)?;
         let (rank, n, l) = (
             self.rank as i32,
             cfg.n_ranks() as i32,
@@ -174,24 +203,18 @@ impl EpComm for CudaComm {
         let (gpn, max_t) = (cfg.n_gpus_per_node as i32, cfg.max_tokens_per_rank as i32);
         let m = MsgLayout::from(&self.world.msg);
         let k = self.k();
-        launch(
-            s,
-            k.get("ep_assign_slots"),
-            1,
-            WAIT_THREADS,
-            0,
-            &[
-                &b.ids.ptr,
-                &(t as i32),
-                &top_k,
-                &experts,
-                &l,
-                &rank,
-                &skip,
-                &b.slots.ptr,
-                &b.sent.ptr,
-            ],
-        )?;
+        let slots_args: [&dyn crate::kernels::KernelArg; 9] = [
+            &b.ids.ptr,
+            &(t as i32),
+            &top_k,
+            &experts,
+            &l,
+            &rank,
+            &skip,
+            &b.slots.ptr,
+            &b.sent.ptr,
+        ];
+        launch(s, k.get("ep_assign_slots"), 1, WAIT_THREADS, 0, &slots_args)?;
         let smem = (self.world.msg.bytes + cfg.hidden * 4) as u32;
         launch(
             s,
@@ -257,20 +280,16 @@ impl EpComm for CudaComm {
                 &skip,
                 &b.d_count_ptrs.ptr,
             ],
-        )?;
-        self.round = RoundData {
-            n_tokens: t,
-            shared,
-            ..Default::default()
-        };
-        self.tracker.dispatch_sent();
-        Ok(())
+        )
     }
 
-    fn dispatch_wait(&mut self) -> Result<DispatchOutput> {
-        self.tracker.check_dispatch_wait()?;
+    /// The wait (with its deadline) and the copy-out into the per-expert layout: the
+    /// dispatch_wait kernels. The row count stays on the device.
+    pub(crate) fn issue_dispatch_wait(&mut self) -> Result<()> {
         self.bind()?;
-        let cfg = self.cfg.clone();
+        self.round.wall = Some(std::time::Instant::now());
+        let cfg = &self.cfg;
+        let b = self.bufs();
         let (rank, n, l) = (
             self.rank as i32,
             cfg.n_ranks() as i32,
@@ -278,54 +297,37 @@ impl EpComm for CudaComm {
         );
         let skip = cfg.skip_a2a.is_some() as i32;
         let timeout_ns = cfg.timeout.as_nanos() as u64;
-        let (max_t, hidden) = (cfg.max_tokens_per_rank as i32, cfg.hidden);
+        let (max_t, hidden) = (cfg.max_tokens_per_rank as i32, cfg.hidden as i32);
         let multiple = cfg.format.group_row_multiple() as i32;
         let shared_len = self.round.shared.len() as i32;
-        self.round.wall = Some(std::time::Instant::now());
-        {
-            let b = self.bufs();
-            launch(
-                &self.stream,
-                self.k().get("ep_dispatch_wait"),
-                1,
-                WAIT_THREADS,
-                0,
-                &[
-                    &b.d_counts.ptr,
-                    &l,
-                    &n,
-                    &rank,
-                    &skip,
-                    &timeout_ns,
-                    &max_t,
-                    &self.shared_groups(),
-                    &shared_len,
-                    &multiple,
-                    &b.status.ptr,
-                    &b.snapshot.ptr,
-                    &b.row_offsets.ptr,
-                    &b.src_offsets.ptr,
-                ],
-            )?;
-        }
-        self.sync()?;
-        self.check_status(Phase::Dispatch)?;
-
-        let g = cfg.n_groups();
-        let b = self.bufs();
-        let mut row_offsets = vec![0u32; g + 1];
-        let mut src_offsets = vec![0u32; g * (cfg.n_ranks() + 1)];
-        b.row_offsets.download(&mut row_offsets, &self.stream)?;
-        b.src_offsets.download(&mut src_offsets, &self.stream)?;
-        let rows = row_offsets[g] as usize;
-        let fmt = cfg.format;
-        let scale_len = fmt.output_scales_bytes(hidden, rows);
-        b.recv_scales.fill_async(0, scale_len, &self.stream)?;
+        launch(
+            &self.stream,
+            self.k().get("ep_dispatch_wait"),
+            1,
+            WAIT_THREADS,
+            0,
+            &[
+                &b.d_counts.ptr,
+                &l,
+                &n,
+                &rank,
+                &skip,
+                &timeout_ns,
+                &max_t,
+                &self.shared_groups(),
+                &shared_len,
+                &multiple,
+                &b.status.ptr,
+                &b.snapshot.ptr,
+                &b.row_offsets.ptr,
+                &b.src_offsets.ptr,
+            ],
+        )?;
         let m = MsgLayout::from(&self.world.msg);
         launch(
             &self.stream,
             self.k().get("ep_dispatch_copy_out"),
-            rows as u32,
+            cfg.max_recv_rows() as u32,
             THREADS,
             0,
             &[
@@ -338,16 +340,249 @@ impl EpComm for CudaComm {
                 &rank,
                 &self.shared_groups(),
                 &max_t,
-                &(hidden as i32),
-                &format_id(fmt),
+                &hidden,
+                &format_id(cfg.format),
                 &m,
-                &(rows as u64),
                 &b.recv_tokens.ptr,
                 &b.recv_scales.ptr,
                 &b.src_info.ptr,
                 &b.row_src.ptr,
             ],
+        )
+    }
+
+    /// Expert outputs, weights and a residual to the device.
+    pub(crate) fn upload_combine(&self, input: &CombineInput<'_>) -> Result<()> {
+        let b = self.bufs();
+        let s = &self.stream;
+        let out: Vec<u16> = input.expert_out.iter().map(|x| x.to_bits()).collect();
+        b.expert_out.upload(&out, s)?;
+        if let Some(w) = &input.weights {
+            let (t, k) = w.dim();
+            let w: Vec<f32> = (0..t * k).map(|i| w.get(i / k, i % k)).collect();
+            b.weights.upload(&w, s)?;
+        }
+        if let Some(Epilogue::AddResidual(r)) = input.epilogue {
+            let r: Vec<u16> = r.iter().map(|x| x.to_bits()).collect();
+            b.residual.upload(&r, s)?;
+        }
+        Ok(())
+    }
+
+    /// Rows back to their tokens, then the signals: the combine_async kernels. `grid_rows` covers
+    /// at least the rows the dispatch produced (the kernels stop at the device's row count).
+    pub(crate) fn issue_combine_send(&self, grid_rows: usize) -> Result<()> {
+        let cfg = &self.cfg;
+        let b = self.bufs();
+        let s = &self.stream;
+        let (rank, n, l) = (
+            self.rank as i32,
+            cfg.n_ranks() as i32,
+            cfg.n_local_experts() as i32,
+        );
+        let skip = cfg.skip_a2a.is_some() as i32;
+        let (top_k, hidden, gpn) = (
+            cfg.top_k as i32,
+            cfg.hidden as i32,
+            cfg.n_gpus_per_node as i32,
+        );
+        let rows_end = b.row_offsets.ptr + 4 * cfg.n_groups() as u64;
+        let k = self.k();
+        let send: [&dyn crate::kernels::KernelArg; 10] = [
+            &b.expert_out.ptr,
+            &b.src_info.ptr,
+            &b.row_src.ptr,
+            &rows_end,
+            &hidden,
+            &top_k,
+            &b.c_recv_ptrs.ptr,
+            &rank,
+            &gpn,
+            &b.c_staging.ptr,
+        ];
+        launch(
+            s,
+            k.get("ep_combine_send"),
+            grid_rows as u32,
+            THREADS,
+            0,
+            &send,
         )?;
+        if cfg.n_nodes > 1 {
+            let put: [&dyn crate::kernels::KernelArg; 9] = [
+                &b.src_info.ptr,
+                &b.row_src.ptr,
+                &rows_end,
+                &hidden,
+                &top_k,
+                &b.c_recv_ptrs.ptr,
+                &rank,
+                &gpn,
+                &b.c_staging.ptr,
+            ];
+            launch(
+                s,
+                k.get("ep_combine_put"),
+                grid_rows as u32,
+                THREADS,
+                0,
+                &put,
+            )?;
+        }
+        launch(
+            s,
+            k.get("ep_combine_signal"),
+            1,
+            WAIT_THREADS,
+            0,
+            &[&b.snapshot.ptr, &l, &n, &rank, &skip, &b.c_count_ptrs.ptr],
+        )
+    }
+
+    /// The combine wait, with its deadline and the count check.
+    pub(crate) fn issue_combine_wait(&mut self) -> Result<()> {
+        self.bind()?;
+        self.round.wall = Some(std::time::Instant::now());
+        let cfg = &self.cfg;
+        let b = self.bufs();
+        let (rank, n, l) = (
+            self.rank as i32,
+            cfg.n_ranks() as i32,
+            cfg.n_local_experts() as i32,
+        );
+        let skip = cfg.skip_a2a.is_some() as i32;
+        let timeout_ns = cfg.timeout.as_nanos() as u64;
+        launch(
+            &self.stream,
+            self.k().get("ep_combine_wait"),
+            1,
+            WAIT_THREADS,
+            0,
+            &[
+                &b.c_counts.ptr,
+                &l,
+                &n,
+                &rank,
+                &skip,
+                &timeout_ns,
+                &b.sent.ptr,
+                &b.status.ptr,
+                &b.c_snapshot.ptr,
+            ],
+        )
+    }
+
+    /// The reduction (or unreduced layout) and the epilogue, into the device output buffers.
+    pub(crate) fn issue_combine_output(&self) -> Result<()> {
+        let cfg = &self.cfg;
+        let (rank, l) = (self.rank as i32, cfg.n_local_experts() as i32);
+        let skip = cfg.skip_a2a.is_some() as i32;
+        let (t, top_k, hidden) = (self.round.n_tokens, cfg.top_k as i32, cfg.hidden);
+        let b = self.bufs();
+        let k = self.k();
+        let s = &self.stream;
+        if !self.round.reduced {
+            let args: [&dyn crate::kernels::KernelArg; 8] = [
+                &b.c_recv.ptr,
+                &b.ids.ptr,
+                &top_k,
+                &(hidden as i32),
+                &rank,
+                &l,
+                &skip,
+                &b.out.ptr,
+            ];
+            return launch(
+                s,
+                k.get("ep_combine_unreduced"),
+                t as u32,
+                THREADS,
+                0,
+                &args,
+            );
+        }
+        let (epi, scale, device) = match &self.round.epilogue {
+            None => (0, 1.0f32, None),
+            Some(Epilogue::AddResidual(_)) => (1, 1.0, None),
+            Some(Epilogue::Scale(x)) => (2, *x, None),
+            Some(Epilogue::QuantizeFp8) => (3, 1.0, None),
+            Some(Epilogue::Device(d)) => {
+                (4, 1.0, Some(k.reduce_with_epilogue(&d.name, &d.source)?))
+            }
+            Some(Epilogue::Host(_)) => {
+                unreachable!("refused by validation: no host closures on GPUs")
+            }
+        };
+        let shared_rows = if cfg.fused_shared_expert {
+            b.expert_out.ptr
+        } else {
+            0u64
+        };
+        let f = device.as_ref().unwrap_or(k.get("ep_combine_reduce"));
+        let smem = (hidden * 4 + hidden / 32 + 16) as u32;
+        launch(
+            s,
+            f,
+            t as u32,
+            THREADS,
+            smem,
+            &[
+                &b.c_recv.ptr,
+                &b.ids.ptr,
+                &b.weights.ptr,
+                &top_k,
+                &(hidden as i32),
+                &rank,
+                &l,
+                &skip,
+                &shared_rows,
+                &(self.round.shared.start as i32),
+                &(self.round.shared.end as i32),
+                &epi,
+                &b.residual.ptr,
+                &scale,
+                &b.out.ptr,
+                &b.fp8_payload.ptr,
+                &b.fp8_scales.ptr,
+            ],
+        )
+    }
+}
+
+impl EpComm for CudaComm {
+    fn rank(&self) -> usize {
+        self.rank
+    }
+
+    fn config(&self) -> &EpConfig {
+        &self.cfg
+    }
+
+    fn dispatch_async(&mut self, input: &DispatchInput<'_>) -> Result<()> {
+        self.tracker.check_dispatch_async()?;
+        validate::dispatch_input(&self.cfg, self.rank, input)?;
+        self.upload_dispatch(input)?;
+        self.issue_dispatch_send()?;
+        self.tracker.dispatch_sent();
+        Ok(())
+    }
+
+    fn dispatch_wait(&mut self) -> Result<DispatchOutput> {
+        self.tracker.check_dispatch_wait()?;
+        self.issue_dispatch_wait()?;
+        self.sync()?;
+        self.check_status(Phase::Dispatch)?;
+
+        let cfg = &self.cfg;
+        let (g, hidden) = (cfg.n_groups(), cfg.hidden);
+        let b = self.bufs();
+        let mut row_offsets = vec![0u32; g + 1];
+        let mut src_offsets = vec![0u32; g * (cfg.n_ranks() + 1)];
+        b.row_offsets.download(&mut row_offsets, &self.stream)?;
+        b.src_offsets.download(&mut src_offsets, &self.stream)?;
+        let rows = row_offsets[g] as usize;
+        let fmt = cfg.format;
+        let scale_len = fmt.output_scales_bytes(hidden, rows);
         let payload = self.world.msg.payload.len();
         let mut recv_tokens = vec![0u8; rows * payload];
         let mut recv_scales = vec![0u8; scale_len];
@@ -355,9 +590,10 @@ impl EpComm for CudaComm {
         b.recv_tokens.download(&mut recv_tokens, &self.stream)?;
         b.recv_scales.download(&mut recv_scales, &self.stream)?;
         b.src_info.download(&mut src_info, &self.stream)?;
-        self.round.rows = rows;
         let mut expert_ids = vec![-1; cfg.shared_groups()];
         expert_ids.extend(0..cfg.n_local_experts() as i32);
+        let n_ranks = cfg.n_ranks();
+        self.round.rows = rows;
         let handle = self.tracker.dispatched();
         self.last_dispatch = Some(handle);
         Ok(DispatchOutput {
@@ -370,7 +606,7 @@ impl EpComm for CudaComm {
             row_offsets,
             expert_ids,
             src_info: Array2::from_shape_vec((rows, 2), src_info).expect("rows x 2"),
-            src_offsets: Array2::from_shape_vec((g, cfg.n_ranks() + 1), src_offsets)
+            src_offsets: Array2::from_shape_vec((g, n_ranks + 1), src_offsets)
                 .expect("groups x ranks+1"),
         })
     }
@@ -386,82 +622,12 @@ impl EpComm for CudaComm {
             false,
         )?;
         self.bind()?;
-        let cfg = &self.cfg;
-        let b = self.bufs();
-        let s = &self.stream;
-        let out: Vec<u16> = input.expert_out.iter().map(|x| x.to_bits()).collect();
-        b.expert_out.upload(&out, s)?;
-        if let Some(w) = &input.weights {
-            let (t, k) = w.dim();
-            let w: Vec<f32> = (0..t * k).map(|i| w.get(i / k, i % k)).collect();
-            b.weights.upload(&w, s)?;
-        }
-        if let Some(Epilogue::AddResidual(r)) = input.epilogue {
-            let r: Vec<u16> = r.iter().map(|x| x.to_bits()).collect();
-            b.residual.upload(&r, s)?;
-        }
-        let (rank, n, l) = (
-            self.rank as i32,
-            cfg.n_ranks() as i32,
-            cfg.n_local_experts() as i32,
-        );
-        let skip = cfg.skip_a2a.is_some() as i32;
-        let (top_k, hidden, gpn) = (
-            cfg.top_k as i32,
-            cfg.hidden as i32,
-            cfg.n_gpus_per_node as i32,
-        );
-        let rows = self.round.rows as u32;
-        let k = self.k();
-        launch(
-            s,
-            k.get("ep_combine_send"),
-            rows,
-            THREADS,
-            0,
-            &[
-                &b.expert_out.ptr,
-                &b.src_info.ptr,
-                &b.row_src.ptr,
-                &hidden,
-                &top_k,
-                &b.c_recv_ptrs.ptr,
-                &rank,
-                &gpn,
-                &b.c_staging.ptr,
-            ],
-        )?;
-        if cfg.n_nodes > 1 {
-            launch(
-                s,
-                k.get("ep_combine_put"),
-                rows,
-                THREADS,
-                0,
-                &[
-                    &b.src_info.ptr,
-                    &b.row_src.ptr,
-                    &hidden,
-                    &top_k,
-                    &b.c_recv_ptrs.ptr,
-                    &rank,
-                    &gpn,
-                    &b.c_staging.ptr,
-                ],
-            )?;
-        }
-        launch(
-            s,
-            k.get("ep_combine_signal"),
-            1,
-            WAIT_THREADS,
-            0,
-            &[&b.snapshot.ptr, &l, &n, &rank, &skip, &b.c_count_ptrs.ptr],
-        )?;
         if let Some(Epilogue::Device(d)) = input.epilogue {
-            // Compile now, so a bad source fails here with nothing left in flight but the sends.
-            k.reduce_with_epilogue(&d.name, &d.source)?;
+            // Compile first, so a bad source fails with nothing sent.
+            self.k().reduce_with_epilogue(&d.name, &d.source)?;
         }
+        self.upload_combine(input)?;
+        self.issue_combine_send(self.round.rows)?;
         self.round.reduced = input.weights.is_some();
         self.round.epilogue = input.epilogue.cloned();
         self.tracker.combine_sent();
@@ -470,143 +636,41 @@ impl EpComm for CudaComm {
 
     fn combine_wait(&mut self) -> Result<CombineOutput> {
         self.tracker.check_combine_wait()?;
-        self.bind()?;
-        let cfg = self.cfg.clone();
-        let (rank, n, l) = (
-            self.rank as i32,
-            cfg.n_ranks() as i32,
-            cfg.n_local_experts() as i32,
-        );
-        let skip = cfg.skip_a2a.is_some() as i32;
-        let timeout_ns = cfg.timeout.as_nanos() as u64;
-        self.round.wall = Some(std::time::Instant::now());
-        {
-            let b = self.bufs();
-            launch(
-                &self.stream,
-                self.k().get("ep_combine_wait"),
-                1,
-                WAIT_THREADS,
-                0,
-                &[
-                    &b.c_counts.ptr,
-                    &l,
-                    &n,
-                    &rank,
-                    &skip,
-                    &timeout_ns,
-                    &b.sent.ptr,
-                    &b.status.ptr,
-                    &b.c_snapshot.ptr,
-                ],
-            )?;
-        }
+        self.issue_combine_wait()?;
         self.sync()?;
         self.check_status(Phase::Combine)?;
-
-        let (t, top_k, hidden) = (self.round.n_tokens, cfg.top_k, cfg.hidden);
+        self.issue_combine_output()?;
+        let (t, top_k, hidden) = (self.round.n_tokens, self.cfg.top_k, self.cfg.hidden);
         let b = self.bufs();
-        let k = self.k();
         let s = &self.stream;
-        let output = if !self.round.reduced {
-            launch(
-                s,
-                k.get("ep_combine_unreduced"),
-                t as u32,
-                THREADS,
-                0,
-                &[
-                    &b.c_recv.ptr,
-                    &b.ids.ptr,
-                    &(top_k as i32),
-                    &(hidden as i32),
-                    &rank,
-                    &l,
-                    &skip,
-                    &b.out.ptr,
-                ],
-            )?;
-            let mut out = vec![0u16; t * top_k * hidden];
-            b.out.download(&mut out, s)?;
-            CombineOutput::Unreduced(
-                Array3::from_shape_vec(
-                    (t, top_k, hidden),
-                    out.into_iter().map(bf16::from_bits).collect(),
+        let output = match (self.round.reduced, &self.round.epilogue) {
+            (false, _) => {
+                let mut out = vec![0u16; t * top_k * hidden];
+                b.out.download(&mut out, s)?;
+                let out = out.into_iter().map(bf16::from_bits).collect();
+                CombineOutput::Unreduced(
+                    Array3::from_shape_vec((t, top_k, hidden), out).expect("shape"),
                 )
-                .expect("shape"),
-            )
-        } else {
-            let (epi, scale, device) = match &self.round.epilogue {
-                None => (0, 1.0f32, None),
-                Some(Epilogue::AddResidual(_)) => (1, 1.0, None),
-                Some(Epilogue::Scale(x)) => (2, *x, None),
-                Some(Epilogue::QuantizeFp8) => (3, 1.0, None),
-                Some(Epilogue::Device(d)) => {
-                    (4, 1.0, Some(k.reduce_with_epilogue(&d.name, &d.source)?))
+            }
+            (true, Some(Epilogue::QuantizeFp8)) => {
+                let mut payload = vec![0u8; t * hidden];
+                let mut scales = vec![0f32; t * (hidden / 128)];
+                b.fp8_payload.download(&mut payload, s)?;
+                b.fp8_scales.download(&mut scales, s)?;
+                CombineOutput::Fp8 {
+                    payload: Array2::from_shape_vec((t, hidden), payload).expect("shape"),
+                    scales: Array2::from_shape_vec((t, hidden / 128), scales).expect("shape"),
                 }
-                Some(Epilogue::Host(_)) => {
-                    unreachable!("refused by validation: no host closures on GPUs")
-                }
-            };
-            let shared_rows = if cfg.fused_shared_expert {
-                b.expert_out.ptr
-            } else {
-                0u64
-            };
-            let f = device.as_ref().unwrap_or(k.get("ep_combine_reduce"));
-            let smem = (hidden * 4 + hidden / 32 + 16) as u32;
-            launch(
-                s,
-                f,
-                t as u32,
-                THREADS,
-                smem,
-                &[
-                    &b.c_recv.ptr,
-                    &b.ids.ptr,
-                    &b.weights.ptr,
-                    &(top_k as i32),
-                    &(hidden as i32),
-                    &rank,
-                    &l,
-                    &skip,
-                    &shared_rows,
-                    &(self.round.shared.start as i32),
-                    &(self.round.shared.end as i32),
-                    &epi,
-                    &b.residual.ptr,
-                    &scale,
-                    &b.out.ptr,
-                    &b.fp8_payload.ptr,
-                    &b.fp8_scales.ptr,
-                ],
-            )?;
-            match epi {
-                3 => {
-                    let mut payload = vec![0u8; t * hidden];
-                    let mut scales = vec![0f32; t * (hidden / 128)];
-                    b.fp8_payload.download(&mut payload, s)?;
-                    b.fp8_scales.download(&mut scales, s)?;
-                    CombineOutput::Fp8 {
-                        payload: Array2::from_shape_vec((t, hidden), payload).expect("shape"),
-                        scales: Array2::from_shape_vec((t, hidden / 128), scales).expect("shape"),
-                    }
-                }
-                4 => {
-                    s.synchronize().map_err(cuda)?;
-                    CombineOutput::Consumed
-                }
-                _ => {
-                    let mut out = vec![0u16; t * hidden];
-                    b.out.download(&mut out, s)?;
-                    CombineOutput::Reduced(
-                        Array2::from_shape_vec(
-                            (t, hidden),
-                            out.into_iter().map(bf16::from_bits).collect(),
-                        )
-                        .expect("shape"),
-                    )
-                }
+            }
+            (true, Some(Epilogue::Device(_))) => {
+                s.synchronize().map_err(cuda)?;
+                CombineOutput::Consumed
+            }
+            (true, _) => {
+                let mut out = vec![0u16; t * hidden];
+                b.out.download(&mut out, s)?;
+                let out = out.into_iter().map(bf16::from_bits).collect();
+                CombineOutput::Reduced(Array2::from_shape_vec((t, hidden), out).expect("shape"))
             }
         };
         self.tracker.combined();

@@ -16,6 +16,7 @@ pub const COMMON: &str = include_str!("kernels/common.cuh");
 pub const DISPATCH: &str = include_str!("kernels/dispatch.cu");
 pub const COMBINE: &str = include_str!("kernels/combine.cu");
 pub const SWIGLU: &str = include_str!("kernels/swiglu.cu");
+pub const BENCH: &str = include_str!("kernels/bench.cu");
 
 /// The kernels of each program, by entry point.
 pub const PROGRAMS: &[(&str, &str, &[&str])] = &[
@@ -44,6 +45,11 @@ pub const PROGRAMS: &[(&str, &str, &[&str])] = &[
         ],
     ),
     ("swiglu", SWIGLU, &["ep_swiglu"]),
+    (
+        "bench",
+        BENCH,
+        &["ep_copy", "ep_gather_rows", "ep_weighted_rows"],
+    ),
 ];
 
 /// Every program is the shared header plus its file, after an optional prelude of defines.

@@ -128,7 +128,7 @@ impl World {
     }
 }
 
-fn enable_peer_access(ctxs: &HashMap<usize, Arc<CudaContext>>) -> Result<()> {
+pub(crate) fn enable_peer_access(ctxs: &HashMap<usize, Arc<CudaContext>>) -> Result<()> {
     for (&a, ca) in ctxs {
         for (&b, cb) in ctxs {
             if a == b {

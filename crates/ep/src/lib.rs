@@ -24,5 +24,7 @@ pub use ep_core::*;
 
 /// The conformance suite, for running it on your own backend (see its `testgen!`).
 pub use ep_conformance as conformance;
+#[cfg(feature = "cuda")]
+pub use ep_cuda as cuda;
 #[cfg(feature = "sim")]
 pub use ep_sim as sim;

@@ -11,9 +11,10 @@
 
 // One block per received row: the row goes back to (source rank, token, first slot).
 extern "C" __global__ void ep_combine_send(const u16* expert_out, const int* src_info, const int* row_src,
-                                           int hidden, int top_k, const u64* recv_ptrs, int rank,
+                                           const u32* rows_end, int hidden, int top_k, const u64* recv_ptrs, int rank,
                                            int gpus_per_node, u8* staging) {
     u64 row = blockIdx.x;
+    if (row >= *rows_end) return; // the grid may cover the capacity; the row count is on the device
     int s = row_src[row];
     if (s < 0) return;
     u64 row_bytes = (u64)hidden * 2;
@@ -26,9 +27,11 @@ extern "C" __global__ void ep_combine_send(const u16* expert_out, const int* src
     }
 }
 
-extern "C" __global__ void ep_combine_put(const int* src_info, const int* row_src, int hidden, int top_k,
-                                          const u64* recv_ptrs, int rank, int gpus_per_node, const u8* staging) {
+extern "C" __global__ void ep_combine_put(const int* src_info, const int* row_src, const u32* rows_end, int hidden,
+                                          int top_k, const u64* recv_ptrs, int rank, int gpus_per_node,
+                                          const u8* staging) {
     u64 row = blockIdx.x;
+    if (row >= *rows_end) return;
     int s = row_src[row];
     if (s < 0 || s / gpus_per_node == rank / gpus_per_node) return;
     u64 row_bytes = (u64)hidden * 2;

@@ -228,6 +228,20 @@ __device__ void ep_place_scales(int fmt, int width, u64 rows, u64 row, const u8*
     }
 }
 
+// Zero scales for row `row` (a padding row) in the output layout.
+__device__ void ep_zero_scales(int fmt, int width, u64 rows, u64 row, u8* out) {
+    if (fmt == EP_FMT_FP8) {
+        for (int b = threadIdx.x; b < width / 128; b += blockDim.x)
+            for (int i = 0; i < 4; i++) out[((u64)b * rows + row) * 4 + i] = 0;
+    } else if (fmt == EP_FMT_MXFP4) {
+        int n = width / 32;
+        for (int c = threadIdx.x; c < n; c += blockDim.x) out[row * n + c] = 0;
+    } else if (fmt == EP_FMT_NVFP4) {
+        int n = width / 16;
+        for (int c = threadIdx.x; c < n; c += blockDim.x) out[ep_swizzled(row, c, n)] = 0;
+    }
+}
+
 // ---- memory ordering -------------------------------------------------------------------------
 
 __device__ __forceinline__ u64 ep_load_acquire(const u64* p) {

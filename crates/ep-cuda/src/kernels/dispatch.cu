@@ -139,22 +139,30 @@ extern "C" __global__ void ep_dispatch_wait(u64* counts, int n_local, int n_rank
     row_offsets[n_groups] = cursor;
 }
 
-// One block per output row: copy the payload, place the scales, fill src_info and the row's
-// source rank (-1 for padding and shared-expert rows, which never travel back). Padding rows are
-// zeroed here; the scale array was zeroed by the host.
+// One block per capacity row; rows past row_offsets[n_groups] (read here, on the device) exit.
+// Copies the payload, places the scales, fills src_info and the row's source rank (-1 for padding
+// and shared-expert rows, which never travel back). Padding rows get zero payload and zero scales,
+// so every byte of the output up to the row count is written without a host round trip.
 extern "C" __global__ void ep_dispatch_copy_out(const u8* recv, const u8* shared_msgs, const u32* row_offsets,
                                                 const u32* src_offsets, int n_local, int n_ranks, int rank,
                                                 int shared_groups, int max_tokens, int hidden, int fmt, MsgLayout m,
-                                                u64 rows, u8* recv_tokens, u8* recv_scales, int* src_info,
-                                                int* row_src) {
-    u64 row = blockIdx.x;
+                                                u8* recv_tokens, u8* recv_scales, int* src_info, int* row_src) {
     int n_groups = n_local + shared_groups;
+    u64 rows = row_offsets[n_groups];
+    u64 row = blockIdx.x;
+    if (row >= rows) return;
     int g = 0;
     while (g + 1 < n_groups && row >= row_offsets[g + 1]) g++;
     const u32* so = src_offsets + g * (n_ranks + 1);
     u8* out = recv_tokens + row * m.payload_bytes;
+    if (fmt == EP_FMT_NVFP4) {
+        // Scale columns padded to a multiple of 4 are zero in every row.
+        int cols = hidden / 16;
+        for (int c = cols + threadIdx.x; c < (cols + 3) / 4 * 4; c += blockDim.x) recv_scales[ep_swizzled(row, c, cols)] = 0;
+    }
     if (row >= so[n_ranks]) {
         for (int i = threadIdx.x; i < m.payload_bytes / 4; i += blockDim.x) ((u32*)out)[i] = 0;
+        ep_zero_scales(fmt, hidden, rows, row, recv_scales);
         if (threadIdx.x == 0) { src_info[2 * row] = -1; src_info[2 * row + 1] = -1; row_src[row] = -1; }
         return;
     }

@@ -1,163 +1,560 @@
-//! `ep bench`: dispatch and combine of one large round, next to a plain memcpy of the same bytes
-//! measured in the same run (the simulator's ceiling).
+//! `ep bench`: dispatch and combine timed against the ceiling measured in the same run (a copy
+//! kernel between the same GPUs, or a memcpy on the simulator) and, on GPUs, against an NCCL
+//! all-to-all baseline. `--sweep` runs the scenarios EP kernels are compared on and writes a
+//! JSON file per run under bench/results/ (plot it with scripts/plot_bench.py).
 
+use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
 use ep::conformance::rng::Rng;
+use ep::conformance::round::{all_ok, run_round, Calls, RoundOptions};
 use ep::conformance::routing::RoutingSpec;
-use ep::conformance::RoundInputs;
-use ep::{on_every_rank, BackendKind, CombineInput, EpBackend, EpComm, EpConfig, RouterWeights};
+use ep::conformance::{RoundInputs, WeightKind};
+use ep::{bf16, BackendKind, DispatchOutput, EpBackend, EpConfig, Format, TokenFormat};
+use ndarray::Array2;
+use serde_json::{json, Value};
 
 #[derive(clap::Args)]
 pub struct Args {
     #[arg(long, default_value = "sim")]
     backend: BackendKind,
-    /// CUDA: ranks per GPU (default: spread over the visible GPUs).
+    /// CUDA: ranks per GPU (default: one per GPU).
     #[arg(long)]
     ranks_per_gpu: Option<usize>,
+    /// Every scenario: tokens per rank 1, 32, 128, 512, 1024, 4096; BF16 and FP8 dispatch;
+    /// uniform and skewed routing.
+    #[arg(long)]
+    sweep: bool,
+    /// Tokens per rank (without --sweep).
     #[arg(long, default_value_t = 4096)]
     tokens: usize,
+    #[arg(long, default_value = "bf16")]
+    format: Format,
     #[arg(long, default_value_t = 7168)]
     hidden: usize,
     #[arg(long, default_value_t = 8)]
     top_k: usize,
     #[arg(long, default_value_t = 256)]
     experts: usize,
-    /// Ranks (all on one node).
-    #[arg(long, default_value_t = 8)]
-    ranks: usize,
-    /// Measured rounds after one warm-up round.
-    #[arg(long, default_value_t = 3)]
-    rounds: usize,
+    /// Ranks (default: the GPUs visible; 8 on the simulator, 2 for its sweep).
+    #[arg(long)]
+    ranks: Option<usize>,
+    /// Measured rounds per scenario after the warm-up (default: by size).
+    #[arg(long)]
+    rounds: Option<usize>,
+    /// Where to write the JSON (default with --sweep: bench/results/<device>-<date>.json).
+    #[arg(long)]
+    out: Option<PathBuf>,
+}
+
+#[derive(Clone, Copy)]
+struct Scenario {
+    tokens: usize,
+    format: Format,
+    skewed: bool,
+}
+
+impl Scenario {
+    fn name(&self) -> String {
+        format!(
+            "t{}-{}-{}",
+            self.tokens,
+            self.format,
+            if self.skewed { "skewed" } else { "uniform" }
+        )
+    }
+}
+
+/// Median, 5th and 95th percentile of a sample, in microseconds.
+#[derive(Clone, Copy, Default)]
+struct Stats {
+    median: f64,
+    p5: f64,
+    p95: f64,
+}
+
+fn stats(mut v: Vec<f64>) -> Stats {
+    v.sort_by(|a, b| a.total_cmp(b));
+    let at = |q: f64| v[((v.len() - 1) as f64 * q).round() as usize];
+    Stats {
+        median: at(0.5),
+        p5: at(0.05),
+        p95: at(0.95),
+    }
+}
+
+/// Times of one scenario, in microseconds per round (the slowest rank's).
+#[derive(Default)]
+struct Measured {
+    dispatch: Stats,
+    combine: Stats,
+    dispatch_async: Stats,
+    combine_async: Stats,
+    split_dispatch: Option<Stats>,
+    split_combine: Option<Stats>,
+    nccl: Option<(Stats, Stats)>,
 }
 
 pub fn main(args: Args) -> Result<ExitCode, String> {
-    let cfg = EpConfig::new(
-        args.hidden,
-        args.top_k,
-        args.experts,
-        args.tokens,
-        args.ranks,
-    )
-    .with_timeout(Duration::from_secs(600));
-    cfg.validate().map_err(|e| e.to_string())?;
-    println!(
-        "bench: {} ranks, {} tokens/rank, hidden {}, top-{}, {} experts, bf16, backend {}",
-        args.ranks, args.tokens, args.hidden, args.top_k, args.experts, args.backend
-    );
-    let mut rng = Rng::new(7);
-    let ids = (0..cfg.n_ranks())
-        .map(|_| {
-            RoutingSpec::uniform().generate(
-                &mut rng,
-                args.tokens,
-                cfg.top_k,
-                cfg.n_experts,
-                cfg.n_ranks(),
-            )
-        })
-        .collect();
-    let inputs = RoundInputs::with_random_values(cfg.hidden, ids, 7);
-
-    // Rows each rank receives = the bytes one pass over the dispatch payload must move.
-    let row_bytes = cfg.hidden * 2;
-    let rows_per_rank: Vec<usize> = received_rows(&cfg, &inputs);
-    let memcpy = memcpy_ceiling(&rows_per_rank, row_bytes, args.rounds.max(1));
-
-    let backend = crate::backend(args.backend, args.ranks_per_gpu)?;
-    let mut comms = backend.init_uniform(&cfg).map_err(|e| e.to_string())?;
-    let (mut dispatch, mut combine) = (Vec::new(), Vec::new());
-    for round in 0..=args.rounds.max(1) {
-        let times = on_every_rank(&mut comms, |c| -> Result<(Duration, Duration), String> {
-            let r = c.rank();
-            let t0 = Instant::now();
-            let d = c
-                .dispatch(&inputs.dispatch_input(r))
-                .map_err(|e| e.to_string())?;
-            let td = t0.elapsed();
-            // Identity experts; free the dispatch copy before combine to keep the peak small.
-            let handle = d.handle;
-            let out = d.tokens_bf16().expect("bf16");
-            drop(d);
-            let cin = CombineInput::new(out.view())
-                .weighted(RouterWeights::F32(inputs.weights[r].view()));
-            let t1 = Instant::now();
-            c.combine(&handle, &cin).map_err(|e| e.to_string())?;
-            Ok((td, t1.elapsed()))
-        });
-        let times: Vec<(Duration, Duration)> = times.into_iter().collect::<Result<_, _>>()?;
-        if round > 0 {
-            dispatch.push(times.iter().map(|t| t.0).max().unwrap());
-            combine.push(times.iter().map(|t| t.1).max().unwrap());
+    let gpus = gpu_names(args.backend)?;
+    let ranks = args.ranks.unwrap_or(match args.backend {
+        BackendKind::Cuda => gpus.len(),
+        BackendKind::Sim if args.sweep => 2,
+        BackendKind::Sim => 8,
+    });
+    let scenarios: Vec<Scenario> = if args.sweep {
+        let mut v = Vec::new();
+        for tokens in [1, 32, 128, 512, 1024, 4096] {
+            for format in [Format::Bf16, Format::Fp8] {
+                for skewed in [false, true] {
+                    v.push(Scenario {
+                        tokens,
+                        format,
+                        skewed,
+                    });
+                }
+            }
         }
-        eprint!("\r  round {round}/{} done", args.rounds.max(1));
-    }
-    eprintln!();
-
-    let total_rows: usize = rows_per_rank.iter().sum();
-    let bytes = (total_rows * row_bytes) as f64;
-    let (d, c) = (median(&mut dispatch), median(&mut combine));
+        v
+    } else {
+        vec![Scenario {
+            tokens: args.tokens,
+            format: args.format,
+            skewed: false,
+        }]
+    };
+    let device = match args.backend {
+        BackendKind::Cuda => format!(
+            "{}-x{}",
+            gpus[0]
+                .to_lowercase()
+                .replace("nvidia ", "")
+                .replace(' ', "-"),
+            gpus.len()
+        ),
+        BackendKind::Sim => format!(
+            "sim-{}cores",
+            std::thread::available_parallelism().map_or(1, |n| n.get())
+        ),
+    };
     println!(
-        "\n{total_rows} rows of {row_bytes} B move each way ({:.2} GB)",
-        bytes / 1e9
+        "ep bench on {device} ({} backend): {ranks} ranks, hidden {}, top-{}, {} experts, {} scenario(s)",
+        args.backend, args.hidden, args.top_k, args.experts, scenarios.len()
     );
-    println!("what                 median ms    GB/s   x memcpy");
-    for (what, t) in [
-        ("memcpy (ceiling)", memcpy),
-        ("dispatch", d),
-        ("combine", c),
-    ] {
+
+    let ceiling = measure_ceiling(args.backend, ranks)?;
+    println!("ceiling: {}", ceiling_text(&ceiling));
+    let bar = indicatif::ProgressBar::new(scenarios.len() as u64);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} {msg} [{elapsed} < {eta}]")
+            .expect("template"),
+    );
+    let mut rows = Vec::new();
+    for sc in &scenarios {
+        bar.set_message(sc.name());
+        let cfg = EpConfig::new(
+            args.hidden,
+            args.top_k,
+            args.experts,
+            sc.tokens.max(1),
+            ranks,
+        )
+        .with_format(sc.format)
+        .with_timeout(Duration::from_secs(60));
+        cfg.validate().map_err(|e| e.to_string())?;
+        let inputs = scenario_inputs(&cfg, sc);
+        let rounds = args.rounds.unwrap_or(match (args.backend, sc.tokens) {
+            (BackendKind::Sim, _) => 3,
+            (_, t) if t <= 128 => 50,
+            (_, t) if t <= 1024 => 20,
+            _ => 10,
+        });
+        let m = match args.backend {
+            BackendKind::Sim => measure_sim(&cfg, &inputs, rounds)?,
+            BackendKind::Cuda => {
+                measure_cuda(&cfg, &inputs, rounds, args.ranks_per_gpu, gpus.len())?
+            }
+        };
+        rows.push(row(&cfg, sc, &inputs, &m, &ceiling, rounds));
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    print_table(&rows);
+
+    let result = json!({
+        "device": device,
+        "backend": args.backend.name(),
+        "gpus": gpus,
+        "date": today(),
+        "commit": env!("EP_COMMIT"),
+        "ranks": ranks,
+        "hidden": args.hidden,
+        "top_k": args.top_k,
+        "experts": args.experts,
+        "bandwidth_convention": "DeepEP: each token row once per destination rank it reaches (own rank included); *_remote leaves the own rank out; GB/s = mean bytes per rank / median time",
+        "ceiling": ceiling,
+        "scenarios": rows,
+    });
+    let out = args.out.clone().or_else(|| {
+        args.sweep
+            .then(|| PathBuf::from(format!("bench/results/{device}-{}.json", today())))
+    });
+    if let Some(path) = out {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
+        }
+        std::fs::write(&path, serde_json::to_string_pretty(&result).unwrap() + "\n")
+            .map_err(|e| e.to_string())?;
         println!(
-            "{what:<18} {:>11.1} {:>7.2} {:>9.2}",
-            t.as_secs_f64() * 1e3,
-            bytes / t.as_secs_f64() / 1e9,
-            t.as_secs_f64() / memcpy.as_secs_f64()
+            "\nwrote {} (plot: python3 scripts/plot_bench.py {})",
+            path.display(),
+            path.display()
         );
     }
     Ok(ExitCode::SUCCESS)
 }
 
-/// Rows each rank receives: one per (token, distinct expert) whose expert it holds.
-fn received_rows(cfg: &EpConfig, inputs: &RoundInputs) -> Vec<usize> {
-    let mut rows = vec![0usize; cfg.n_ranks()];
-    for ids in &inputs.topk_ids {
-        for row in ids.outer_iter() {
-            let mut e: Vec<i32> = row.iter().copied().filter(|&x| x >= 0).collect();
-            e.sort_unstable();
-            e.dedup();
-            for x in e {
-                rows[cfg.expert_rank(x as usize)] += 1;
-            }
-        }
+fn gpu_names(kind: BackendKind) -> Result<Vec<String>, String> {
+    match kind {
+        BackendKind::Sim => Ok(Vec::new()),
+        #[cfg(feature = "cuda")]
+        BackendKind::Cuda => ep::cuda::CudaBackend::probe().map_err(|e| e.to_string()),
+        #[cfg(not(feature = "cuda"))]
+        BackendKind::Cuda => Err("this build has no cuda backend".into()),
     }
-    rows
 }
 
-/// One thread per rank copies that rank's received bytes from one buffer to another, all at
-/// once; median over `rounds` after a warm-up.
-fn memcpy_ceiling(rows_per_rank: &[usize], row_bytes: usize, rounds: usize) -> Duration {
-    let mut bufs: Vec<(Vec<u8>, Vec<u8>)> = rows_per_rank
-        .iter()
-        .map(|&r| (vec![1u8; r * row_bytes], vec![0u8; r * row_bytes]))
+fn scenario_inputs(cfg: &EpConfig, sc: &Scenario) -> RoundInputs {
+    let mut rng = Rng::new(7 + sc.tokens as u64);
+    let spec = RoutingSpec {
+        skew: sc.skewed.then_some((cfg.n_experts / 16, 0.5)),
+        ..Default::default()
+    };
+    let ids = (0..cfg.n_ranks())
+        .map(|_| spec.generate(&mut rng, sc.tokens, cfg.top_k, cfg.n_experts, cfg.n_ranks()))
         .collect();
-    let mut times = Vec::new();
-    for round in 0..=rounds {
-        let t0 = Instant::now();
-        std::thread::scope(|s| {
-            for (src, dst) in bufs.iter_mut() {
-                s.spawn(move || dst.copy_from_slice(src));
-            }
-        });
-        if round > 0 {
-            times.push(t0.elapsed());
-        }
-    }
-    std::hint::black_box(&bufs);
-    median(&mut times)
+    RoundInputs::with_random_values(cfg.hidden, ids, 7)
 }
 
-fn median(v: &mut [Duration]) -> Duration {
-    v.sort();
-    v[v.len() / 2]
+/// (token, destination rank) pairs of each rank, with and without the rank itself.
+fn pairs(cfg: &EpConfig, inputs: &RoundInputs) -> (f64, f64) {
+    let l = cfg.n_local_experts();
+    let (mut all, mut remote) = (0usize, 0usize);
+    for (r, ids) in inputs.topk_ids.iter().enumerate() {
+        for row in ids.outer_iter() {
+            let mut d: Vec<usize> = row
+                .iter()
+                .filter(|&&e| e >= 0)
+                .map(|&e| e as usize / l)
+                .collect();
+            d.sort_unstable();
+            d.dedup();
+            all += d.len();
+            remote += d.iter().filter(|&&p| p != r).count();
+        }
+    }
+    let n = cfg.n_ranks() as f64;
+    (all as f64 / n, remote as f64 / n)
+}
+
+fn measure_ceiling(kind: BackendKind, ranks: usize) -> Result<Value, String> {
+    match kind {
+        BackendKind::Sim => {
+            // One thread per rank copying its own 256 MiB, as the ranks would.
+            let bytes = 256usize << 20;
+            let mut bufs: Vec<(Vec<u8>, Vec<u8>)> = (0..ranks)
+                .map(|_| (vec![1u8; bytes], vec![0u8; bytes]))
+                .collect();
+            let mut times = Vec::new();
+            for i in 0..6 {
+                let t0 = Instant::now();
+                std::thread::scope(|s| {
+                    for (src, dst) in bufs.iter_mut() {
+                        s.spawn(move || dst.copy_from_slice(src));
+                    }
+                });
+                if i > 0 {
+                    times.push(t0.elapsed().as_secs_f64());
+                }
+            }
+            std::hint::black_box(&bufs);
+            let t = stats(times).median;
+            Ok(
+                json!({ "kind": "memcpy, one thread per rank", "memcpy_gbps": bytes as f64 / t / 1e9 }),
+            )
+        }
+        #[cfg(feature = "cuda")]
+        BackendKind::Cuda => {
+            let c = ep::cuda::bench::measure_ceilings(1 << 30, 20).map_err(|e| e.to_string())?;
+            Ok(
+                json!({ "kind": "16-byte copy kernel, GPU0 pushing to GPU1 (p2p) and inside GPU0 (local), 1 GiB", "p2p_gbps": c.p2p_gbps, "local_gbps": c.local_gbps }),
+            )
+        }
+        #[cfg(not(feature = "cuda"))]
+        BackendKind::Cuda => Err("this build has no cuda backend".into()),
+    }
+}
+
+fn ceiling_gbps(c: &Value) -> f64 {
+    c["p2p_gbps"]
+        .as_f64()
+        .or(c["local_gbps"].as_f64())
+        .or(c["memcpy_gbps"].as_f64())
+        .unwrap_or(f64::NAN)
+}
+
+fn ceiling_text(c: &Value) -> String {
+    match (
+        c["p2p_gbps"].as_f64(),
+        c["local_gbps"].as_f64(),
+        c["memcpy_gbps"].as_f64(),
+    ) {
+        (Some(p), Some(l), _) => {
+            format!("peer-to-peer copy {p:.0} GB/s one way, local copy {l:.0} GB/s")
+        }
+        (None, Some(l), _) => format!("local copy {l:.0} GB/s (one GPU)"),
+        (_, _, Some(m)) => format!("memcpy {m:.1} GB/s"),
+        _ => "unknown".into(),
+    }
+}
+
+/// Constant expert outputs: the values do not change the data movement being timed.
+fn bench_experts(d: &DispatchOutput) -> Array2<bf16> {
+    Array2::from_elem((d.rows(), d.hidden), bf16::from_f32(0.5))
+}
+
+fn measure_sim(cfg: &EpConfig, inputs: &RoundInputs, rounds: usize) -> Result<Measured, String> {
+    let backend = ep::Backend::new(BackendKind::Sim).map_err(|e| e.to_string())?;
+    let mut comms = backend.init_uniform(cfg).map_err(|e| e.to_string())?;
+    let mut m = Measured::default();
+    for calls in [Calls::Fused, Calls::Split] {
+        let opts = RoundOptions {
+            experts: bench_experts,
+            ..RoundOptions::new(calls, WeightKind::F32)
+        };
+        let (mut d, mut c) = (Vec::new(), Vec::new());
+        for i in 0..rounds + 1 {
+            let got = all_ok(run_round(&mut comms, inputs, &opts))?;
+            if i > 0 {
+                d.push(
+                    got.iter()
+                        .map(|r| r.dispatch_time)
+                        .max()
+                        .unwrap()
+                        .as_secs_f64()
+                        * 1e6,
+                );
+                c.push(
+                    got.iter()
+                        .map(|r| r.combine_time)
+                        .max()
+                        .unwrap()
+                        .as_secs_f64()
+                        * 1e6,
+                );
+            }
+        }
+        match calls {
+            Calls::Fused => (m.dispatch, m.combine) = (stats(d), stats(c)),
+            Calls::Split => (m.split_dispatch, m.split_combine) = (Some(stats(d)), Some(stats(c))),
+        }
+    }
+    Ok(m)
+}
+
+#[cfg(feature = "cuda")]
+fn measure_cuda(
+    cfg: &EpConfig,
+    inputs: &RoundInputs,
+    rounds: usize,
+    ranks_per_gpu: Option<usize>,
+    n_gpus: usize,
+) -> Result<Measured, String> {
+    use ep::cuda::CudaBackend;
+    let warm = 3;
+    let backend = CudaBackend {
+        ranks_per_gpu: ranks_per_gpu.or(Some(cfg.n_ranks().div_ceil(n_gpus))),
+    };
+    let mut comms = backend.init_uniform(cfg).map_err(|e| e.to_string())?;
+    let barrier = Barrier::new(cfg.n_ranks());
+    let per_rank = ep::on_every_rank(&mut comms, |c| {
+        let r = c.rank_id();
+        let input = inputs.dispatch_input(r);
+        let fail = |e: ep::EpError| -> ! {
+            // A rank that fails would leave the others at the barrier: stop the process.
+            eprintln!("ep bench: rank {r}: {e}");
+            std::process::exit(1)
+        };
+        c.bench_load(&input, inputs.weights[r].view())
+            .unwrap_or_else(|e| fail(e));
+        let mut times = Vec::new();
+        for i in 0..warm + rounds {
+            barrier.wait();
+            let t = c.bench_round(&|| {
+                barrier.wait();
+            });
+            let t = t.unwrap_or_else(|e| fail(e));
+            if i >= warm {
+                times.push(t);
+            }
+        }
+        times
+    });
+    drop(comms);
+    let worst = |f: fn(&ep::cuda::bench::PhaseTimes) -> f32| -> Stats {
+        stats(
+            (0..rounds)
+                .map(|i| {
+                    per_rank
+                        .iter()
+                        .map(|t| f(&t[i]) as f64 * 1e3)
+                        .fold(0.0, f64::max)
+                })
+                .collect(),
+        )
+    };
+    let mut m = Measured {
+        dispatch: worst(|t| t.dispatch_ms),
+        combine: worst(|t| t.combine_ms),
+        dispatch_async: worst(|t| t.dispatch_async_ms),
+        combine_async: worst(|t| t.combine_async_ms),
+        ..Default::default()
+    };
+    if cfg.n_ranks() == n_gpus {
+        let mut nccl = ep::cuda::bench::NcclBaseline::new(cfg, &inputs.topk_ids, &inputs.weights)
+            .map_err(|e| e.to_string())?;
+        let (mut d, mut c) = (Vec::new(), Vec::new());
+        for i in 0..warm + rounds {
+            let t = nccl.round().map_err(|e| e.to_string())?;
+            if i >= warm {
+                d.push(t.iter().map(|x| x.0 as f64 * 1e3).fold(0.0, f64::max));
+                c.push(t.iter().map(|x| x.1 as f64 * 1e3).fold(0.0, f64::max));
+            }
+        }
+        m.nccl = Some((stats(d), stats(c)));
+    }
+    Ok(m)
+}
+
+#[cfg(not(feature = "cuda"))]
+fn measure_cuda(
+    _: &EpConfig,
+    _: &RoundInputs,
+    _: usize,
+    _: Option<usize>,
+    _: usize,
+) -> Result<Measured, String> {
+    Err("this build has no cuda backend".into())
+}
+
+fn row(
+    cfg: &EpConfig,
+    sc: &Scenario,
+    inputs: &RoundInputs,
+    m: &Measured,
+    ceiling: &Value,
+    rounds: usize,
+) -> Value {
+    let (all, remote) = pairs(cfg, inputs);
+    let dispatch_row =
+        (cfg.format.payload_bytes(cfg.hidden) + cfg.format.scale_bytes(cfg.hidden)) as f64;
+    let combine_row = (cfg.hidden * 2) as f64;
+    let gbps = |bytes: f64, us: f64| bytes / (us * 1e-6) / 1e9;
+    let ceil = ceiling_gbps(ceiling);
+    let d_remote = gbps(remote * dispatch_row, m.dispatch.median);
+    let c_remote = gbps(remote * combine_row, m.combine.median);
+    let st = |s: &Stats| json!({ "median": s.median, "p5": s.p5, "p95": s.p95 });
+    json!({
+        "name": sc.name(),
+        "tokens_per_rank": sc.tokens,
+        "format": cfg.format.name(),
+        "routing": if sc.skewed { "skewed" } else { "uniform" },
+        "rounds": rounds,
+        "dispatch_us": m.dispatch.median,
+        "combine_us": m.combine.median,
+        "dispatch_p95_us": m.dispatch.p95,
+        "combine_p95_us": m.combine.p95,
+        "dispatch_stats_us": st(&m.dispatch),
+        "combine_stats_us": st(&m.combine),
+        "dispatch_async_us": m.dispatch_async.median,
+        "combine_async_us": m.combine_async.median,
+        "split_dispatch_us": m.split_dispatch.map(|s| s.median),
+        "split_combine_us": m.split_combine.map(|s| s.median),
+        "bytes_per_rank_dispatch": all * dispatch_row,
+        "bytes_per_rank_combine": all * combine_row,
+        "dispatch_gbps": gbps(all * dispatch_row, m.dispatch.median),
+        "combine_gbps": gbps(all * combine_row, m.combine.median),
+        "dispatch_gbps_remote": d_remote,
+        "combine_gbps_remote": c_remote,
+        "ceiling_gbps": ceil,
+        "dispatch_vs_ceiling": d_remote / ceil,
+        "combine_vs_ceiling": c_remote / ceil,
+        "nccl_dispatch_us": m.nccl.map(|n| n.0.median),
+        "nccl_combine_us": m.nccl.map(|n| n.1.median),
+        "nccl_dispatch_stats_us": m.nccl.map(|n| st(&n.0)),
+        "nccl_combine_stats_us": m.nccl.map(|n| st(&n.1)),
+        "nccl_over_ours_dispatch": m.nccl.map(|n| n.0.median / m.dispatch.median),
+        "nccl_over_ours_combine": m.nccl.map(|n| n.1.median / m.combine.median),
+    })
+}
+
+fn print_table(rows: &[Value]) {
+    println!(
+        "\n{:<22} {:>10} {:>10} {:>10} {:>10} {:>9} {:>9} {:>8} {:>8} {:>10} {:>10} {:>7} {:>7}",
+        "scenario",
+        "disp us",
+        "p95",
+        "comb us",
+        "p95",
+        "disp GB/s",
+        "comb GB/s",
+        "d/ceil",
+        "c/ceil",
+        "nccl d us",
+        "nccl c us",
+        "nccl/d",
+        "nccl/c"
+    );
+    let f = |v: &Value, d: usize| v.as_f64().map_or("-".to_string(), |x| format!("{x:.d$}"));
+    for r in rows {
+        println!(
+            "{:<22} {:>10} {:>10} {:>10} {:>10} {:>9} {:>9} {:>8} {:>8} {:>10} {:>10} {:>7} {:>7}",
+            r["name"].as_str().unwrap_or(""),
+            f(&r["dispatch_us"], 1),
+            f(&r["dispatch_p95_us"], 1),
+            f(&r["combine_us"], 1),
+            f(&r["combine_p95_us"], 1),
+            f(&r["dispatch_gbps_remote"], 1),
+            f(&r["combine_gbps_remote"], 1),
+            f(&r["dispatch_vs_ceiling"], 2),
+            f(&r["combine_vs_ceiling"], 2),
+            f(&r["nccl_dispatch_us"], 1),
+            f(&r["nccl_combine_us"], 1),
+            f(&r["nccl_over_ours_dispatch"], 2),
+            f(&r["nccl_over_ours_combine"], 2),
+        );
+    }
+    println!("(times: slowest rank per round, median and p95 over the measured rounds; GB/s: remote share, DeepEP convention; ceil: measured in this run)");
+}
+
+/// Today's UTC date, YYYY-MM-DD.
+fn today() -> String {
+    let days = (std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        / 86_400) as i64;
+    // Howard Hinnant's civil_from_days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02}")
 }

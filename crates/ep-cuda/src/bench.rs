@@ -1,0 +1,536 @@
+//! What `ep bench` measures on GPUs, all with device events: device-resident rounds of this
+//! backend (inputs loaded once, no host copies inside the timed region), the copy ceiling
+//! between the same GPUs, and the baseline a user would otherwise pick: an all-to-all dispatcher
+//! built on NCCL grouped send/recv with its local permute and unpermute.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use cudarc::driver::{sys, CudaContext, CudaEvent, CudaStream};
+use cudarc::nccl::result as nccl;
+use ep_core::format::TokenFormat;
+use ep_core::{validate, DispatchInput, EpComm, EpConfig, EpError, Phase, Result};
+use ndarray::{Array2, ArrayView2};
+
+use crate::comm::CudaComm;
+use crate::driver::cuda;
+use crate::kernels::{launch, KernelArg, Kernels};
+use crate::memory::DevBuf;
+
+/// Device time of one round's phases on one rank, in milliseconds.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PhaseTimes {
+    /// dispatch_async + dispatch_wait, one stretch of the stream.
+    pub dispatch_ms: f32,
+    /// The dispatch_async part alone (sends issued).
+    pub dispatch_async_ms: f32,
+    pub combine_ms: f32,
+    pub combine_async_ms: f32,
+}
+
+fn timing_event(ctx: &Arc<CudaContext>) -> Result<CudaEvent> {
+    ctx.new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
+        .map_err(cuda)
+}
+
+impl CudaComm {
+    /// Loads this rank's inputs for device-resident rounds: tokens, ids and router weights; the
+    /// expert outputs are a constant pattern (values do not change the data movement).
+    pub fn bench_load(
+        &mut self,
+        input: &DispatchInput<'_>,
+        weights: ArrayView2<'_, f32>,
+    ) -> Result<()> {
+        validate::dispatch_input(self.config(), self.rank_index(), input)?;
+        self.upload_dispatch(input)?;
+        let b = self.buffers();
+        let w: Vec<f32> = weights.iter().copied().collect();
+        b.weights.upload(&w, self.stream_ref())?;
+        b.expert_out
+            .fill_async(0x3C, b.expert_out.len, self.stream_ref())?;
+        self.set_reduced();
+        self.stream_ref().synchronize().map_err(cuda)
+    }
+
+    /// One dispatch and one combine on the loaded inputs. `between` runs on the host after the
+    /// dispatch finished on this rank (a barrier across ranks, so the combine is timed alone).
+    pub fn bench_round(&mut self, between: &dyn Fn()) -> Result<PhaseTimes> {
+        let ctx = Arc::clone(self.stream_ref().context());
+        let e: Vec<CudaEvent> = (0..6).map(|_| timing_event(&ctx)).collect::<Result<_>>()?;
+        let s = Arc::clone(self.stream_ref());
+        e[0].record(&s).map_err(cuda)?;
+        self.issue_dispatch_send()?;
+        e[1].record(&s).map_err(cuda)?;
+        self.issue_dispatch_wait()?;
+        e[2].record(&s).map_err(cuda)?;
+        s.synchronize().map_err(cuda)?;
+        self.status_ok(Phase::Dispatch)?;
+        between();
+        e[3].record(&s).map_err(cuda)?;
+        self.issue_combine_send(self.config().max_recv_rows())?;
+        e[4].record(&s).map_err(cuda)?;
+        self.issue_combine_wait()?;
+        self.issue_combine_output()?;
+        e[5].record(&s).map_err(cuda)?;
+        s.synchronize().map_err(cuda)?;
+        self.status_ok(Phase::Combine)?;
+        let ms = |a: usize, b: usize| e[a].elapsed_ms(&e[b]).map_err(cuda);
+        Ok(PhaseTimes {
+            dispatch_ms: ms(0, 2)?,
+            dispatch_async_ms: ms(0, 1)?,
+            combine_ms: ms(3, 5)?,
+            combine_async_ms: ms(3, 4)?,
+        })
+    }
+}
+
+/// The copy ceilings, GB/s one way.
+#[derive(Clone, Copy, Debug)]
+pub struct Ceilings {
+    /// GPU 0 pushing to GPU 1 with 16-byte stores (`None` with one GPU).
+    pub p2p_gbps: Option<f64>,
+    /// A copy inside GPU 0.
+    pub local_gbps: f64,
+}
+
+fn median(mut v: Vec<f32>) -> f32 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+/// Times a 16-byte copy kernel of `bytes` from GPU 0 to GPU 1 and inside GPU 0 (median of
+/// `iters` after a warm-up).
+pub fn measure_ceilings(bytes: usize, iters: usize) -> Result<Ceilings> {
+    let n = crate::driver::device_count()?;
+    let ctxs: Vec<Arc<CudaContext>> = (0..n.min(2))
+        .map(|d| CudaContext::new(d).map_err(cuda))
+        .collect::<Result<_>>()?;
+    let map: HashMap<usize, Arc<CudaContext>> = ctxs.iter().cloned().enumerate().collect();
+    crate::world::enable_peer_access(&map)?;
+    let k = Kernels::load(&ctxs[0])?;
+    let sms = ctxs[0]
+        .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+        .map_err(cuda)?;
+    let stream = ctxs[0].new_stream().map_err(cuda)?;
+    let src = DevBuf::new(&ctxs[0], bytes)?;
+    src.fill(0x3C)?;
+    let time = |dst: &DevBuf| -> Result<f64> {
+        let n16 = (bytes / 16) as u64;
+        let mut times = Vec::new();
+        for i in 0..=iters {
+            let (a, b) = (timing_event(&ctxs[0])?, timing_event(&ctxs[0])?);
+            a.record(&stream).map_err(cuda)?;
+            launch(
+                &stream,
+                k.get("ep_copy"),
+                sms as u32 * 4,
+                512,
+                0,
+                &[&src.ptr, &dst.ptr, &n16],
+            )?;
+            b.record(&stream).map_err(cuda)?;
+            stream.synchronize().map_err(cuda)?;
+            if i > 0 {
+                times.push(a.elapsed_ms(&b).map_err(cuda)?);
+            }
+        }
+        Ok(bytes as f64 / (median(times) as f64 * 1e-3) / 1e9)
+    };
+    let local = time(&DevBuf::new(&ctxs[0], bytes)?)?;
+    let p2p = match ctxs.get(1) {
+        Some(c1) => Some(time(&DevBuf::new(c1, bytes)?)?),
+        None => None,
+    };
+    Ok(Ceilings {
+        p2p_gbps: p2p,
+        local_gbps: local,
+    })
+}
+
+/// One rank of the NCCL baseline: its buffers and the index arrays of its permutes.
+struct NcclRank {
+    ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    k: Kernels,
+    tokens: DevBuf,
+    send: DevBuf,
+    recv: DevBuf,
+    expert_rows: DevBuf,
+    back_send: DevBuf,
+    back_recv: DevBuf,
+    weights: DevBuf,
+    out: DevBuf,
+    send_index: DevBuf,
+    expand_index: DevBuf,
+    back_index: DevBuf,
+    reduce_index: DevBuf,
+    n_send: usize,
+    n_expand: usize,
+    n_back: usize,
+    n_tokens: usize,
+    /// Rows to and from each peer, in the order of the send/recv buffers.
+    to: Vec<usize>,
+    from: Vec<usize>,
+    back_to: Vec<usize>,
+    back_from: Vec<usize>,
+}
+
+/// An all-to-all dispatcher as frameworks build one on NCCL: each token row goes once to each
+/// rank holding one of its experts (permute, grouped send/recv, unpermute into per-expert rows),
+/// and back the same way before the weighted sum. Index arrays are computed on the host before
+/// timing, which favours the baseline. One rank per GPU.
+pub struct NcclBaseline {
+    comms: Vec<cudarc::nccl::sys::ncclComm_t>,
+    ranks: Vec<NcclRank>,
+    row_bytes: usize,
+    hidden: usize,
+    top_k: usize,
+}
+
+impl NcclBaseline {
+    pub fn new(
+        cfg: &EpConfig,
+        topk_ids: &[Array2<i32>],
+        weights: &[Array2<f32>],
+    ) -> Result<NcclBaseline> {
+        let n = cfg.n_ranks();
+        let n_dev = crate::driver::device_count()?;
+        if n != n_dev {
+            return Err(EpError::BackendUnavailable {
+                backend: "nccl".into(),
+                reason: format!("the NCCL baseline runs one rank per GPU: {n} ranks, {n_dev} GPUs"),
+            });
+        }
+        // SAFETY: only tries to load the library.
+        if !unsafe { cudarc::nccl::sys::is_culib_present() } {
+            return Err(EpError::BackendUnavailable {
+                backend: "nccl".into(),
+                reason: "libnccl could not be loaded".into(),
+            });
+        }
+        let l = cfg.n_local_experts();
+        let row_bytes = cfg.format.payload_bytes(cfg.hidden) + cfg.format.scale_bytes(cfg.hidden);
+        let hidden = cfg.hidden;
+        // The (token, destination) pairs of each rank, in token order per destination.
+        let dests = |ids: &Array2<i32>, t: usize| -> Vec<usize> {
+            let mut d: Vec<usize> = ids
+                .row(t)
+                .iter()
+                .filter(|&&e| e >= 0)
+                .map(|&e| e as usize / l)
+                .collect();
+            d.sort_unstable();
+            d.dedup();
+            d
+        };
+        let chunk: Vec<Vec<Vec<usize>>> = (0..n) // chunk[r][p] = tokens of r sent to p
+            .map(|r| {
+                (0..n)
+                    .map(|p| {
+                        (0..topk_ids[r].nrows())
+                            .filter(|&t| dests(&topk_ids[r], t).contains(&p))
+                            .collect()
+                    })
+                    .collect()
+            })
+            .collect();
+        // The (token, local expert) rows each p returns to r, in token then expert order.
+        let back: Vec<Vec<Vec<(usize, usize)>>> = (0..n)
+            .map(|p| {
+                (0..n)
+                    .map(|r| {
+                        let mut v = Vec::new();
+                        for &t in &chunk[r][p] {
+                            let mut gs: Vec<usize> = topk_ids[r]
+                                .row(t)
+                                .iter()
+                                .filter(|&&e| e >= 0 && e as usize / l == p)
+                                .map(|&e| e as usize % l)
+                                .collect();
+                            gs.sort_unstable();
+                            gs.dedup();
+                            v.extend(gs.into_iter().map(|g| (t, g)));
+                        }
+                        v
+                    })
+                    .collect()
+            })
+            .collect();
+
+        let mut comms = vec![std::ptr::null_mut(); n];
+        let devs: Vec<i32> = (0..n as i32).collect();
+        // SAFETY: n communicators for devices 0..n.
+        unsafe { nccl::comm_init_all(comms.as_mut_ptr(), n as i32, devs.as_ptr()) }
+            .map_err(|e| EpError::Backend(format!("NCCL init: {e:?}")))?;
+
+        let mut ranks = Vec::new();
+        for r in 0..n {
+            let ctx = CudaContext::new(r).map_err(cuda)?;
+            let t_r = topk_ids[r].nrows();
+            // Permute: tokens to per-destination chunks.
+            let send_index: Vec<i32> = (0..n)
+                .flat_map(|p| chunk[r][p].iter().map(|&t| t as i32))
+                .collect();
+            let from: Vec<usize> = (0..n).map(|s| chunk[s][r].len()).collect();
+            let recv_start: Vec<usize> = from
+                .iter()
+                .scan(0, |a, &c| {
+                    let s = *a;
+                    *a += c;
+                    Some(s)
+                })
+                .collect();
+            // Unpermute: received rows to expert-major rows (expert, then source, then token).
+            let mut expand_index = Vec::new();
+            let mut expert_row: HashMap<(usize, usize, usize), usize> = HashMap::new(); // (src, token, g) -> row
+            for g in 0..l {
+                for s in 0..n {
+                    for (i, &t) in chunk[s][r].iter().enumerate() {
+                        if topk_ids[s].row(t).iter().any(|&e| e == (r * l + g) as i32) {
+                            expert_row.insert((s, t, g), expand_index.len());
+                            expand_index.push((recv_start[s] + i) as i32);
+                        }
+                    }
+                }
+            }
+            // Back: expert rows to per-source chunks.
+            let back_index: Vec<i32> = (0..n)
+                .flat_map(|s| {
+                    back[r][s]
+                        .iter()
+                        .map(|&(t, g)| expert_row[&(s, t, g)] as i32)
+                        .collect::<Vec<_>>()
+                })
+                .collect();
+            let back_from: Vec<usize> = (0..n).map(|p| back[p][r].len()).collect();
+            let back_start: Vec<usize> = back_from
+                .iter()
+                .scan(0, |a, &c| {
+                    let s = *a;
+                    *a += c;
+                    Some(s)
+                })
+                .collect();
+            // Reduce: for each (token, slot), its returned row (duplicates share the first slot's).
+            let back_row: HashMap<(usize, usize, usize), usize> = (0..n)
+                .flat_map(|p| {
+                    let start = back_start[p];
+                    back[p][r]
+                        .iter()
+                        .enumerate()
+                        .map(move |(i, &(t, g))| ((p, t, g), start + i))
+                })
+                .collect();
+            let mut reduce_index = vec![-1i32; t_r * cfg.top_k];
+            for t in 0..t_r {
+                for k in 0..cfg.top_k {
+                    let e = topk_ids[r][[t, k]];
+                    if e < 0 || topk_ids[r].row(t).iter().take(k).any(|&x| x == e) {
+                        continue;
+                    }
+                    let (p, g) = (e as usize / l, e as usize % l);
+                    reduce_index[t * cfg.top_k + k] = back_row[&(p, t, g)] as i32;
+                }
+            }
+            let b = |len: usize| DevBuf::new(&ctx, len);
+            let stream = ctx.new_stream().map_err(cuda)?;
+            let n_send = send_index.len();
+            let n_recv: usize = from.iter().sum();
+            let n_back_recv: usize = back_from.iter().sum();
+            let rank = NcclRank {
+                k: Kernels::load(&ctx)?,
+                tokens: b(t_r * row_bytes)?,
+                send: b(n_send * row_bytes)?,
+                recv: b(n_recv * row_bytes)?,
+                expert_rows: b(expand_index.len() * hidden * 2)?,
+                back_send: b(back_index.len() * hidden * 2)?,
+                back_recv: b(n_back_recv * hidden * 2)?,
+                weights: b(t_r * cfg.top_k * 4)?,
+                out: b(t_r * hidden * 2)?,
+                send_index: b(n_send * 4)?,
+                expand_index: b(expand_index.len() * 4)?,
+                back_index: b(back_index.len() * 4)?,
+                reduce_index: b(reduce_index.len() * 4)?,
+                n_send,
+                n_expand: expand_index.len(),
+                n_back: back_index.len(),
+                n_tokens: t_r,
+                to: (0..n).map(|p| chunk[r][p].len()).collect(),
+                from,
+                back_to: (0..n).map(|s| back[r][s].len()).collect(),
+                back_from,
+                stream,
+                ctx,
+            };
+            rank.tokens.fill(0x3C)?;
+            rank.expert_rows.fill(0x3C)?;
+            let w: Vec<f32> = weights[r].iter().copied().collect();
+            for (buf, data) in [
+                (&rank.send_index, &send_index),
+                (&rank.expand_index, &expand_index),
+                (&rank.back_index, &back_index),
+                (&rank.reduce_index, &reduce_index),
+            ] {
+                buf.upload(data, &rank.stream)?;
+            }
+            rank.weights.upload(&w, &rank.stream)?;
+            rank.stream.synchronize().map_err(cuda)?;
+            ranks.push(rank);
+        }
+        Ok(NcclBaseline {
+            comms,
+            ranks,
+            row_bytes,
+            hidden,
+            top_k: cfg.top_k,
+        })
+    }
+
+    /// Grouped send/recv of per-peer chunks of `row_bytes` rows, issued for every rank.
+    fn all_to_all(
+        &self,
+        bufs: impl Fn(&NcclRank) -> (u64, u64, Vec<usize>, Vec<usize>),
+        row_bytes: usize,
+    ) -> Result<()> {
+        let err = |e| EpError::Backend(format!("NCCL: {e:?}"));
+        nccl::group_start().map_err(err)?;
+        for (r, rank) in self.ranks.iter().enumerate() {
+            let (send, recv, to, from) = bufs(rank);
+            let (mut so, mut ro) = (0usize, 0usize);
+            for p in 0..self.ranks.len() {
+                let stream = rank.stream.cu_stream() as cudarc::nccl::sys::cudaStream_t;
+                // SAFETY: offsets and counts stay inside buffers sized from the same counts.
+                unsafe {
+                    if to[p] > 0 {
+                        nccl::send(
+                            (send + (so * row_bytes) as u64) as *const _,
+                            to[p] * row_bytes,
+                            cudarc::nccl::sys::ncclDataType_t::ncclUint8,
+                            p as i32,
+                            self.comms[r],
+                            stream,
+                        )
+                        .map_err(err)?;
+                    }
+                    if from[p] > 0 {
+                        nccl::recv(
+                            (recv + (ro * row_bytes) as u64) as *mut _,
+                            from[p] * row_bytes,
+                            cudarc::nccl::sys::ncclDataType_t::ncclUint8,
+                            p as i32,
+                            self.comms[r],
+                            stream,
+                        )
+                        .map_err(err)?;
+                    }
+                }
+                so += to[p];
+                ro += from[p];
+            }
+        }
+        nccl::group_end().map_err(err)?;
+        Ok(())
+    }
+
+    /// One dispatch and one combine; per rank (dispatch ms, combine ms).
+    pub fn round(&mut self) -> Result<Vec<(f32, f32)>> {
+        let ev = |r: &NcclRank| -> Result<Vec<CudaEvent>> {
+            (0..4).map(|_| timing_event(&r.ctx)).collect()
+        };
+        let events: Vec<Vec<CudaEvent>> = self.ranks.iter().map(ev).collect::<Result<_>>()?;
+        let (rb, hb) = (self.row_bytes as u64, (self.hidden * 2) as u64);
+        for (r, e) in self.ranks.iter().zip(&events) {
+            e[0].record(&r.stream).map_err(cuda)?;
+            launch(
+                &r.stream,
+                r.k.get("ep_gather_rows"),
+                r.n_send as u32,
+                128,
+                0,
+                &[&r.tokens.ptr, &r.send.ptr, &r.send_index.ptr, &rb],
+            )?;
+        }
+        self.all_to_all(
+            |r| (r.send.ptr, r.recv.ptr, r.to.clone(), r.from.clone()),
+            self.row_bytes,
+        )?;
+        for (r, e) in self.ranks.iter().zip(&events) {
+            // Unpermute into per-expert rows (bf16 rows of the expert GEMM's input size).
+            launch(
+                &r.stream,
+                r.k.get("ep_gather_rows"),
+                r.n_expand as u32,
+                128,
+                0,
+                &[&r.recv.ptr, &r.expert_rows.ptr, &r.expand_index.ptr, &rb],
+            )?;
+            e[1].record(&r.stream).map_err(cuda)?;
+        }
+        for r in &self.ranks {
+            r.stream.synchronize().map_err(cuda)?;
+        }
+        for (r, e) in self.ranks.iter().zip(&events) {
+            e[2].record(&r.stream).map_err(cuda)?;
+            launch(
+                &r.stream,
+                r.k.get("ep_gather_rows"),
+                r.n_back as u32,
+                128,
+                0,
+                &[&r.expert_rows.ptr, &r.back_send.ptr, &r.back_index.ptr, &hb],
+            )?;
+        }
+        self.all_to_all(
+            |r| {
+                (
+                    r.back_send.ptr,
+                    r.back_recv.ptr,
+                    r.back_to.clone(),
+                    r.back_from.clone(),
+                )
+            },
+            self.hidden * 2,
+        )?;
+        let (top_k, hidden) = (self.top_k as i32, self.hidden as i32);
+        for (r, e) in self.ranks.iter().zip(&events) {
+            let args: [&dyn KernelArg; 6] = [
+                &r.back_recv.ptr,
+                &r.reduce_index.ptr,
+                &r.weights.ptr,
+                &top_k,
+                &hidden,
+                &r.out.ptr,
+            ];
+            launch(
+                &r.stream,
+                r.k.get("ep_weighted_rows"),
+                r.n_tokens as u32,
+                128,
+                0,
+                &args,
+            )?;
+            e[3].record(&r.stream).map_err(cuda)?;
+        }
+        let mut out = Vec::new();
+        for (r, e) in self.ranks.iter().zip(&events) {
+            r.stream.synchronize().map_err(cuda)?;
+            out.push((
+                e[0].elapsed_ms(&e[1]).map_err(cuda)?,
+                e[2].elapsed_ms(&e[3]).map_err(cuda)?,
+            ));
+        }
+        Ok(out)
+    }
+}
+
+impl Drop for NcclBaseline {
+    fn drop(&mut self) {
+        for r in &self.ranks {
+            let _ = r.stream.synchronize();
+        }
+        for &c in &self.comms {
+            // SAFETY: created by comm_init_all, no work pending.
+            let _ = unsafe { nccl::comm_destroy(c) };
+        }
+    }
+}
