@@ -214,7 +214,14 @@ impl CudaComm {
             &b.slots.ptr,
             &b.sent.ptr,
         ];
-        launch(s, k.get("ep_assign_slots"), 1, WAIT_THREADS, 0, &slots_args)?;
+        launch(
+            s,
+            k.get("ep_assign_slots"),
+            cfg.n_experts as u32,
+            WAIT_THREADS,
+            0,
+            &slots_args,
+        )?;
         let smem = (self.world.msg.bytes + cfg.hidden * 4) as u32;
         launch(
             s,

@@ -9,26 +9,41 @@ __device__ __forceinline__ bool ep_routes_to(int skip_a2a, int src, int e, int n
 }
 
 // For every (token, slot): the slot's position among this rank's rows for its expert (token
-// order, duplicates and masked or off-device slots -1), and per expert the number of rows sent.
-// One block; thread e scans the tokens for expert e, which is what makes positions
-// deterministic.
+// order; duplicates, masked and off-device slots stay -1, as the host filled them), and per
+// expert the number of rows sent. One block per expert scans the tokens in order, 256 at a time,
+// with a block-wide prefix count (ballot/popc): positions are deterministic.
 extern "C" __global__ void ep_assign_slots(const int* ids, int n_tokens, int top_k, int n_experts, int n_local,
                                            int rank, int skip_a2a, int* slots, u64* sent) {
-    for (int e = threadIdx.x; e < n_experts; e += blockDim.x) {
-        u64 count = 0;
-        if (ep_routes_to(skip_a2a, rank, e, n_local)) {
-            for (int t = 0; t < n_tokens; t++) {
-                const int* row = ids + (u64)t * top_k;
-                for (int k = 0; k < top_k; k++) {
-                    if (row[k] == e) {
-                        slots[(u64)t * top_k + k] = (int)count++;
-                        break; // later slots naming e are duplicates
-                    }
-                }
+    __shared__ int warp_counts[32];
+    __shared__ int base;
+    int e = blockIdx.x;
+    if (threadIdx.x == 0) base = 0;
+    __syncthreads();
+    bool routed = ep_routes_to(skip_a2a, rank, e, n_local);
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = (blockDim.x + 31) >> 5;
+    for (int t0 = 0; routed && t0 < n_tokens; t0 += blockDim.x) {
+        int t = t0 + threadIdx.x;
+        int first = -1;
+        if (t < n_tokens) {
+            const int* row = ids + (u64)t * top_k;
+            for (int k = 0; k < top_k; k++) {
+                if (row[k] == e) { first = k; break; } // later slots naming e are duplicates
             }
         }
-        sent[e] = count;
+        unsigned mask = __ballot_sync(0xffffffffu, first >= 0);
+        if (lane == 0) warp_counts[warp] = __popc(mask);
+        __syncthreads();
+        int before = 0, total = 0;
+        for (int w = 0; w < warps; w++) {
+            before += w < warp ? warp_counts[w] : 0;
+            total += warp_counts[w];
+        }
+        if (first >= 0) slots[(u64)t * top_k + first] = base + before + __popc(mask & ((1u << lane) - 1u));
+        __syncthreads();
+        if (threadIdx.x == 0) base += total;
+        __syncthreads();
     }
+    if (threadIdx.x == 0) sent[e] = (u64)base;
 }
 
 // One block per token: encode the message once in shared memory, then store it into the receive
@@ -50,10 +65,30 @@ extern "C" __global__ void ep_dispatch_send(const u16* tokens, const int* ids, c
     for (int k = 0; k < top_k; k++) any = any || row_slots[k] >= 0;
     if (!any) return;
 
-    for (int i = threadIdx.x; i < hidden; i += blockDim.x) x[i] = bf16_to_f32(tokens[(u64)t * hidden + i]);
-    for (int i = threadIdx.x; i < m.bytes / 4; i += blockDim.x) ((u32*)msg)[i] = 0;
-    __syncthreads();
-    ep_encode_row(fmt, x, hidden, input_scales[t], msg, msg + m.scales_off);
+    // Everything after the payload (scales, padding, header) starts zeroed.
+    for (int i = m.payload_bytes / 4 + threadIdx.x; i < m.bytes / 4; i += blockDim.x) ((u32*)msg)[i] = 0;
+    if (fmt == EP_FMT_BF16) {
+        // The payload is the row itself, 16 bytes at a time; only a NaN changes (it gains the
+        // quiet bit, as bf16(f32(x)) does).
+        const uint4* src = (const uint4*)(tokens + (u64)t * hidden);
+        uint4* dst = (uint4*)msg;
+        for (int i = threadIdx.x; i < hidden / 8; i += blockDim.x) {
+            uint4 v = src[i];
+            u32* w = (u32*)&v;
+            for (int j = 0; j < 4; j++) {
+                u32 lo = w[j] & 0xffffu, hi = w[j] >> 16;
+                if ((lo & 0x7fffu) > 0x7f80u) lo |= 0x40u;
+                if ((hi & 0x7fffu) > 0x7f80u) hi |= 0x40u;
+                w[j] = lo | (hi << 16);
+            }
+            dst[i] = v;
+        }
+        __syncthreads();
+    } else {
+        for (int i = threadIdx.x; i < hidden; i += blockDim.x) x[i] = bf16_to_f32(tokens[(u64)t * hidden + i]);
+        __syncthreads();
+        ep_encode_row(fmt, x, hidden, input_scales[t], msg, msg + m.scales_off);
+    }
     if (threadIdx.x == 0) {
         *(int*)(msg + m.src_off) = t;
         for (int k = 0; k < top_k; k++) {
@@ -151,8 +186,13 @@ extern "C" __global__ void ep_dispatch_copy_out(const u8* recv, const u8* shared
     u64 rows = row_offsets[n_groups];
     u64 row = blockIdx.x;
     if (row >= rows) return;
-    int g = 0;
-    while (g + 1 < n_groups && row >= row_offsets[g + 1]) g++;
+    // The group holding this row: the last g with row_offsets[g] <= row (binary search).
+    int lo = 0, hi = n_groups - 1;
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        if (row_offsets[mid] <= row) lo = mid; else hi = mid - 1;
+    }
+    int g = lo;
     const u32* so = src_offsets + g * (n_ranks + 1);
     u8* out = recv_tokens + row * m.payload_bytes;
     if (fmt == EP_FMT_NVFP4) {

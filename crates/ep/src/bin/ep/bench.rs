@@ -47,6 +47,10 @@ pub struct Args {
     /// Where to write the JSON (default with --sweep: bench/results/<device>-<date>.json).
     #[arg(long)]
     out: Option<PathBuf>,
+    /// Passes over the scenario list; each scenario's samples are pooled over the passes, so
+    /// the reported spread includes drift over the run, not only round-to-round noise.
+    #[arg(long, default_value_t = 2)]
+    passes: usize,
 }
 
 #[derive(Clone, Copy)]
@@ -85,16 +89,53 @@ fn stats(mut v: Vec<f64>) -> Stats {
     }
 }
 
-/// Times of one scenario, in microseconds per round (the slowest rank's).
-#[derive(Default)]
+/// Samples of one scenario, in microseconds per round (the slowest rank's).
+#[derive(Default, Clone)]
+struct Samples {
+    dispatch: Vec<f64>,
+    combine: Vec<f64>,
+    dispatch_async: Vec<f64>,
+    combine_async: Vec<f64>,
+    split_dispatch: Vec<f64>,
+    split_combine: Vec<f64>,
+    nccl_dispatch: Vec<f64>,
+    nccl_combine: Vec<f64>,
+}
+
+/// One measurement of a scenario: its samples and how many rounds they cover.
+#[derive(Default, Clone)]
 struct Measured {
+    s: Samples,
+    rounds: usize,
+}
+
+/// Statistics of pooled samples.
+struct Summary {
     dispatch: Stats,
     combine: Stats,
-    dispatch_async: Stats,
-    combine_async: Stats,
+    dispatch_async: Option<Stats>,
+    combine_async: Option<Stats>,
     split_dispatch: Option<Stats>,
     split_combine: Option<Stats>,
     nccl: Option<(Stats, Stats)>,
+}
+
+impl Measured {
+    fn pool(all: &[Measured]) -> Summary {
+        let cat = |f: fn(&Samples) -> &Vec<f64>| -> Vec<f64> {
+            all.iter().flat_map(|m| f(&m.s).iter().copied()).collect()
+        };
+        let opt = |v: Vec<f64>| (!v.is_empty()).then(|| stats(v));
+        Summary {
+            dispatch: stats(cat(|s| &s.dispatch)),
+            combine: stats(cat(|s| &s.combine)),
+            dispatch_async: opt(cat(|s| &s.dispatch_async)),
+            combine_async: opt(cat(|s| &s.combine_async)),
+            split_dispatch: opt(cat(|s| &s.split_dispatch)),
+            split_combine: opt(cat(|s| &s.split_combine)),
+            nccl: opt(cat(|s| &s.nccl_dispatch)).zip(opt(cat(|s| &s.nccl_combine))),
+        }
+    }
 }
 
 pub fn main(args: Args) -> Result<ExitCode, String> {
@@ -146,40 +187,42 @@ pub fn main(args: Args) -> Result<ExitCode, String> {
 
     let ceiling = measure_ceiling(args.backend, ranks)?;
     println!("ceiling: {}", ceiling_text(&ceiling));
-    let bar = indicatif::ProgressBar::new(scenarios.len() as u64);
+    let passes = args.passes.max(1);
+    let bar = indicatif::ProgressBar::new((scenarios.len() * passes) as u64);
     bar.set_style(
         indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} {msg} [{elapsed} < {eta}]")
             .expect("template"),
     );
-    let mut rows = Vec::new();
-    for sc in &scenarios {
-        bar.set_message(sc.name());
-        let cfg = EpConfig::new(
-            args.hidden,
-            args.top_k,
-            args.experts,
-            sc.tokens.max(1),
-            ranks,
-        )
-        .with_format(sc.format)
-        .with_timeout(Duration::from_secs(60));
-        cfg.validate().map_err(|e| e.to_string())?;
-        let inputs = scenario_inputs(&cfg, sc);
-        let rounds = args.rounds.unwrap_or(match (args.backend, sc.tokens) {
-            (BackendKind::Sim, _) => 3,
-            (_, t) if t <= 128 => 50,
-            (_, t) if t <= 1024 => 20,
-            _ => 10,
-        });
-        let m = match args.backend {
-            BackendKind::Sim => measure_sim(&cfg, &inputs, rounds)?,
-            BackendKind::Cuda => {
-                measure_cuda(&cfg, &inputs, rounds, args.ranks_per_gpu, gpus.len())?
+    let mut samples: Vec<Vec<Measured>> = (0..scenarios.len()).map(|_| Vec::new()).collect();
+    let mut inputs_of = Vec::new();
+    for pass in 0..passes {
+        for (i, sc) in scenarios.iter().enumerate() {
+            bar.set_message(format!("pass {} {}", pass + 1, sc.name()));
+            let cfg = scenario_config(&args, sc, ranks)?;
+            let inputs = scenario_inputs(&cfg, sc);
+            let rounds = rounds_for(&args, sc).div_ceil(passes);
+            samples[i].push(match args.backend {
+                BackendKind::Sim => measure_sim(&cfg, &inputs, rounds)?,
+                BackendKind::Cuda => {
+                    measure_cuda(&cfg, &inputs, rounds, args.ranks_per_gpu, gpus.len())?
+                }
+            });
+            if pass == 0 {
+                inputs_of.push(inputs);
             }
-        };
-        rows.push(row(&cfg, sc, &inputs, &m, &ceiling, rounds));
-        bar.inc(1);
+            bar.inc(1);
+        }
     }
+    let rows: Vec<Value> = scenarios
+        .iter()
+        .zip(&samples)
+        .zip(&inputs_of)
+        .map(|((sc, m), inputs)| {
+            let cfg = scenario_config(&args, sc, ranks).expect("validated above");
+            let rounds = m.iter().map(|x| x.rounds).sum();
+            row(&cfg, sc, inputs, &Measured::pool(m), &ceiling, rounds)
+        })
+        .collect();
     bar.finish_and_clear();
     print_table(&rows);
 
@@ -214,6 +257,29 @@ pub fn main(args: Args) -> Result<ExitCode, String> {
         );
     }
     Ok(ExitCode::SUCCESS)
+}
+
+fn scenario_config(args: &Args, sc: &Scenario, ranks: usize) -> Result<EpConfig, String> {
+    let cfg = EpConfig::new(
+        args.hidden,
+        args.top_k,
+        args.experts,
+        sc.tokens.max(1),
+        ranks,
+    )
+    .with_format(sc.format)
+    .with_timeout(Duration::from_secs(60));
+    cfg.validate().map_err(|e| e.to_string())?;
+    Ok(cfg)
+}
+
+fn rounds_for(args: &Args, sc: &Scenario) -> usize {
+    args.rounds.unwrap_or(match (args.backend, sc.tokens) {
+        (BackendKind::Sim, _) => 4,
+        (_, t) if t <= 128 => 60,
+        (_, t) if t <= 1024 => 24,
+        _ => 12,
+    })
 }
 
 fn gpu_names(kind: BackendKind) -> Result<Vec<String>, String> {
@@ -328,7 +394,10 @@ fn bench_experts(d: &DispatchOutput) -> Array2<bf16> {
 fn measure_sim(cfg: &EpConfig, inputs: &RoundInputs, rounds: usize) -> Result<Measured, String> {
     let backend = ep::Backend::new(BackendKind::Sim).map_err(|e| e.to_string())?;
     let mut comms = backend.init_uniform(cfg).map_err(|e| e.to_string())?;
-    let mut m = Measured::default();
+    let mut m = Measured {
+        rounds,
+        ..Default::default()
+    };
     for calls in [Calls::Fused, Calls::Split] {
         let opts = RoundOptions {
             experts: bench_experts,
@@ -357,8 +426,8 @@ fn measure_sim(cfg: &EpConfig, inputs: &RoundInputs, rounds: usize) -> Result<Me
             }
         }
         match calls {
-            Calls::Fused => (m.dispatch, m.combine) = (stats(d), stats(c)),
-            Calls::Split => (m.split_dispatch, m.split_combine) = (Some(stats(d)), Some(stats(c))),
+            Calls::Fused => (m.s.dispatch, m.s.combine) = (d, c),
+            Calls::Split => (m.s.split_dispatch, m.s.split_combine) = (d, c),
         }
     }
     Ok(m)
@@ -403,24 +472,25 @@ fn measure_cuda(
         times
     });
     drop(comms);
-    let worst = |f: fn(&ep::cuda::bench::PhaseTimes) -> f32| -> Stats {
-        stats(
-            (0..rounds)
-                .map(|i| {
-                    per_rank
-                        .iter()
-                        .map(|t| f(&t[i]) as f64 * 1e3)
-                        .fold(0.0, f64::max)
-                })
-                .collect(),
-        )
+    let worst = |f: fn(&ep::cuda::bench::PhaseTimes) -> f32| -> Vec<f64> {
+        (0..rounds)
+            .map(|i| {
+                per_rank
+                    .iter()
+                    .map(|t| f(&t[i]) as f64 * 1e3)
+                    .fold(0.0, f64::max)
+            })
+            .collect()
     };
     let mut m = Measured {
-        dispatch: worst(|t| t.dispatch_ms),
-        combine: worst(|t| t.combine_ms),
-        dispatch_async: worst(|t| t.dispatch_async_ms),
-        combine_async: worst(|t| t.combine_async_ms),
-        ..Default::default()
+        s: Samples {
+            dispatch: worst(|t| t.dispatch_ms),
+            combine: worst(|t| t.combine_ms),
+            dispatch_async: worst(|t| t.dispatch_async_ms),
+            combine_async: worst(|t| t.combine_async_ms),
+            ..Default::default()
+        },
+        rounds,
     };
     if cfg.n_ranks() == n_gpus {
         let mut nccl = ep::cuda::bench::NcclBaseline::new(cfg, &inputs.topk_ids, &inputs.weights)
@@ -433,7 +503,7 @@ fn measure_cuda(
                 c.push(t.iter().map(|x| x.1 as f64 * 1e3).fold(0.0, f64::max));
             }
         }
-        m.nccl = Some((stats(d), stats(c)));
+        (m.s.nccl_dispatch, m.s.nccl_combine) = (d, c);
     }
     Ok(m)
 }
@@ -453,7 +523,7 @@ fn row(
     cfg: &EpConfig,
     sc: &Scenario,
     inputs: &RoundInputs,
-    m: &Measured,
+    m: &Summary,
     ceiling: &Value,
     rounds: usize,
 ) -> Value {
@@ -478,8 +548,8 @@ fn row(
         "combine_p95_us": m.combine.p95,
         "dispatch_stats_us": st(&m.dispatch),
         "combine_stats_us": st(&m.combine),
-        "dispatch_async_us": m.dispatch_async.median,
-        "combine_async_us": m.combine_async.median,
+        "dispatch_async_us": m.dispatch_async.map(|s| s.median),
+        "combine_async_us": m.combine_async.map(|s| s.median),
         "split_dispatch_us": m.split_dispatch.map(|s| s.median),
         "split_combine_us": m.split_combine.map(|s| s.median),
         "bytes_per_rank_dispatch": all * dispatch_row,
