@@ -31,11 +31,13 @@ impl DevBuf {
         })
     }
 
-    /// Fills the whole buffer with `byte`, synchronously.
+    /// Fills the whole buffer with `byte` and waits until the device has done it (cuMemset
+    /// alone may return before it runs).
     pub fn fill(&self, byte: u8) -> Result<()> {
         self.ctx.bind_to_thread().map_err(cuda)?;
         // SAFETY: the range is inside the allocation.
-        unsafe { result::memset_d8_sync(self.ptr, byte, self.len) }.map_err(cuda)
+        unsafe { result::memset_d8_sync(self.ptr, byte, self.len) }.map_err(cuda)?;
+        self.ctx.synchronize().map_err(cuda)
     }
 
     /// Sets the first `len` bytes to `byte` on `stream`.

@@ -118,6 +118,12 @@ impl World {
             }
             stream.synchronize().map_err(cuda)?;
         }
+        // cuMemset and the table uploads are asynchronous to the host and not ordered with the
+        // ranks' (non-blocking) streams: a count reset to the sentinel after a fast peer's first
+        // signal would lose that signal. Nothing may start before every device is done.
+        for ctx in ctxs.values() {
+            ctx.synchronize().map_err(cuda)?;
+        }
         Ok(World {
             cfg: cfg.clone(),
             msg,
