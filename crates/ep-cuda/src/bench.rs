@@ -41,7 +41,7 @@ impl CudaComm {
         input: &DispatchInput<'_>,
         weights: ArrayView2<'_, f32>,
     ) -> Result<()> {
-        validate::dispatch_input(self.config(), self.rank_index(), input)?;
+        validate::dispatch_input(self.config(), self.rank_id(), input)?;
         self.upload_dispatch(input)?;
         let b = self.buffers();
         let w: Vec<f32> = weights.iter().copied().collect();

@@ -72,10 +72,6 @@ impl CudaComm {
         self.rank
     }
 
-    pub(crate) fn rank_index(&self) -> usize {
-        self.rank
-    }
-
     pub(crate) fn buffers(&self) -> &RankBuffers {
         self.bufs()
     }
