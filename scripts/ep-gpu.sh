@@ -26,7 +26,8 @@ if [ -z "$lib" ]; then
 fi
 export LD_LIBRARY_PATH="$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export NCCL_NVLS_ENABLE=0
-# Spin-waiting kernels and lazily loaded modules can stall each other (see ep-cuda's driver.rs).
+# Spin-waiting kernels must never queue behind each other (see ep-cuda's driver.rs).
 export CUDA_MODULE_LOADING=${CUDA_MODULE_LOADING:-EAGER}
+export CUDA_DEVICE_MAX_CONNECTIONS=${CUDA_DEVICE_MAX_CONNECTIONS:-32}
 # shellcheck disable=SC2086
 exec ${EP_WRAP:-} "$here/ep" "$@"

@@ -72,6 +72,13 @@ impl World {
         let backend = crate::CudaBackend { ranks_per_gpu };
         let device_of = backend.placement(n, n_dev);
         let per_gpu = ranks_per_gpu.unwrap_or(n.div_ceil(n_dev)).max(1);
+        if per_gpu > crate::driver::MAX_RANKS_PER_GPU {
+            return Err(ConfigError::Unsupported(format!(
+                "{per_gpu} ranks on one GPU; at most {} (each rank needs a hardware work queue of its own)",
+                crate::driver::MAX_RANKS_PER_GPU
+            ))
+            .into());
+        }
         let needed = device_of.last().map_or(1, |d| d + 1);
         if needed > n_dev {
             return Err(ConfigError::Unsupported(format!(
