@@ -105,6 +105,36 @@ pub fn run_round<C: EpComm>(
     })
 }
 
+/// Round `round` of a soak: fresh random token counts (0 to the maximum) and routing, cycling
+/// through skewed and uniform routing, masked-slot rates, fused and split calls, and f32, bf16
+/// and no router weights, so consecutive rounds exercise every combination.
+pub fn random_round(
+    cfg: &EpConfig,
+    rng: &mut crate::rng::Rng,
+    round: usize,
+) -> (RoundInputs, RoundOptions) {
+    let spec = crate::routing::RoutingSpec {
+        skew: round.is_multiple_of(3).then_some((3, 0.7)),
+        masked: [0.0, 0.1, 0.5][round % 3],
+        duplicates: 0.1,
+        ..Default::default()
+    };
+    let ids = (0..cfg.n_ranks())
+        .map(|_| {
+            let t = rng.below(cfg.max_tokens_per_rank + 1);
+            spec.generate(rng, t, cfg.top_k, cfg.n_experts, cfg.n_ranks())
+        })
+        .collect();
+    let inputs = RoundInputs::with_random_values(cfg.hidden, ids, rng.next_u64());
+    let calls = if round.is_multiple_of(2) {
+        Calls::Fused
+    } else {
+        Calls::Split
+    };
+    let weights = [WeightKind::F32, WeightKind::None, WeightKind::Bf16][round % 3];
+    (inputs, RoundOptions::new(calls, weights))
+}
+
 /// Every rank's result, or one message listing every rank that failed.
 pub fn all_ok(results: Vec<Result<RankRound, EpError>>) -> Result<Vec<RankRound>, String> {
     let errors: Vec<String> = results

@@ -43,8 +43,41 @@ struct RoundData {
     wall: Option<std::time::Instant>,
 }
 
+/// The scalars every kernel of a rank takes, as the kernels' `int`/`u64` parameters.
+#[derive(Clone, Copy)]
+struct Scalars {
+    rank: i32,
+    n: i32,
+    l: i32,
+    skip: i32,
+    timeout_ns: u64,
+    top_k: i32,
+    hidden: i32,
+    experts: i32,
+    gpn: i32,
+    max_t: i32,
+}
+
+impl Scalars {
+    fn new(rank: usize, cfg: &EpConfig) -> Self {
+        Scalars {
+            rank: rank as i32,
+            n: cfg.n_ranks() as i32,
+            l: cfg.n_local_experts() as i32,
+            skip: cfg.skip_a2a.is_some() as i32,
+            timeout_ns: cfg.timeout.as_nanos() as u64,
+            top_k: cfg.top_k as i32,
+            hidden: cfg.hidden as i32,
+            experts: cfg.n_experts as i32,
+            gpn: cfg.n_gpus_per_node as i32,
+            max_t: cfg.max_tokens_per_rank as i32,
+        }
+    }
+}
+
 pub struct CudaComm {
     rank: usize,
+    sc: Scalars,
     cfg: EpConfig,
     world: Arc<World>,
     stream: Arc<CudaStream>,
@@ -58,6 +91,7 @@ impl CudaComm {
         let stream = world.kernels[rank].ctx.new_stream().map_err(cuda)?;
         Ok(CudaComm {
             rank,
+            sc: Scalars::new(rank, &world.cfg),
             cfg: world.cfg.clone(),
             world,
             stream,
@@ -189,14 +223,18 @@ impl CudaComm {
         let t = self.round.n_tokens;
         let shared = &self.round.shared;
         b.slots.fill_async(0xFF, t * cfg.top_k * 4, s)?;
-        let (rank, n, l) = (
-            self.rank as i32,
-            cfg.n_ranks() as i32,
-            cfg.n_local_experts() as i32,
-        );
-        let skip = cfg.skip_a2a.is_some() as i32;
-        let (top_k, hidden, experts) = (cfg.top_k as i32, cfg.hidden as i32, cfg.n_experts as i32);
-        let (gpn, max_t) = (cfg.n_gpus_per_node as i32, cfg.max_tokens_per_rank as i32);
+        let Scalars {
+            rank,
+            n,
+            l,
+            skip,
+            top_k,
+            hidden,
+            experts,
+            gpn,
+            max_t,
+            ..
+        } = self.sc;
         let m = MsgLayout::from(&self.world.msg);
         let k = self.k();
         let slots_args: [&dyn crate::kernels::KernelArg; 9] = [
@@ -293,14 +331,16 @@ impl CudaComm {
         self.round.wall = Some(std::time::Instant::now());
         let cfg = &self.cfg;
         let b = self.bufs();
-        let (rank, n, l) = (
-            self.rank as i32,
-            cfg.n_ranks() as i32,
-            cfg.n_local_experts() as i32,
-        );
-        let skip = cfg.skip_a2a.is_some() as i32;
-        let timeout_ns = cfg.timeout.as_nanos() as u64;
-        let (max_t, hidden) = (cfg.max_tokens_per_rank as i32, cfg.hidden as i32);
+        let Scalars {
+            rank,
+            n,
+            l,
+            skip,
+            timeout_ns,
+            hidden,
+            max_t,
+            ..
+        } = self.sc;
         let multiple = cfg.format.group_row_multiple() as i32;
         let shared_len = self.round.shared.len() as i32;
         launch(
@@ -378,17 +418,16 @@ impl CudaComm {
         let cfg = &self.cfg;
         let b = self.bufs();
         let s = &self.stream;
-        let (rank, n, l) = (
-            self.rank as i32,
-            cfg.n_ranks() as i32,
-            cfg.n_local_experts() as i32,
-        );
-        let skip = cfg.skip_a2a.is_some() as i32;
-        let (top_k, hidden, gpn) = (
-            cfg.top_k as i32,
-            cfg.hidden as i32,
-            cfg.n_gpus_per_node as i32,
-        );
+        let Scalars {
+            rank,
+            n,
+            l,
+            skip,
+            top_k,
+            hidden,
+            gpn,
+            ..
+        } = self.sc;
         let rows_end = b.row_offsets.ptr + 4 * cfg.n_groups() as u64;
         let k = self.k();
         let send: [&dyn crate::kernels::KernelArg; 10] = [
@@ -446,15 +485,15 @@ impl CudaComm {
     pub(crate) fn issue_combine_wait(&mut self) -> Result<()> {
         self.bind()?;
         self.round.wall = Some(std::time::Instant::now());
-        let cfg = &self.cfg;
         let b = self.bufs();
-        let (rank, n, l) = (
-            self.rank as i32,
-            cfg.n_ranks() as i32,
-            cfg.n_local_experts() as i32,
-        );
-        let skip = cfg.skip_a2a.is_some() as i32;
-        let timeout_ns = cfg.timeout.as_nanos() as u64;
+        let Scalars {
+            rank,
+            n,
+            l,
+            skip,
+            timeout_ns,
+            ..
+        } = self.sc;
         launch(
             &self.stream,
             self.k().get("ep_combine_wait"),
@@ -478,9 +517,14 @@ impl CudaComm {
     /// The reduction (or unreduced layout) and the epilogue, into the device output buffers.
     pub(crate) fn issue_combine_output(&self) -> Result<()> {
         let cfg = &self.cfg;
-        let (rank, l) = (self.rank as i32, cfg.n_local_experts() as i32);
-        let skip = cfg.skip_a2a.is_some() as i32;
-        let (t, top_k, hidden) = (self.round.n_tokens, cfg.top_k as i32, cfg.hidden);
+        let Scalars {
+            rank,
+            l,
+            skip,
+            top_k,
+            ..
+        } = self.sc;
+        let (t, hidden) = (self.round.n_tokens, cfg.hidden);
         let b = self.bufs();
         let k = self.k();
         let s = &self.stream;

@@ -66,27 +66,8 @@ pub fn rounds_1000<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
     let mut comms = b.init_uniform(&cfg).map_err(err)?;
     let mut rng = Rng::new(2024);
     for round in 0..1000 {
-        let spec = RoutingSpec {
-            skew: (round % 3 == 0).then_some((3, 0.7)),
-            masked: [0.0, 0.1, 0.5][round % 3],
-            duplicates: 0.1,
-            ..Default::default()
-        };
-        let ids = (0..cfg.n_ranks())
-            .map(|_| {
-                let t = rng.below(cfg.max_tokens_per_rank + 1);
-                spec.generate(&mut rng, t, cfg.top_k, cfg.n_experts, cfg.n_ranks())
-            })
-            .collect();
-        let inputs = RoundInputs::with_random_values(cfg.hidden, ids, round as u64);
-        let calls = if round % 2 == 0 {
-            Calls::Fused
-        } else {
-            Calls::Split
-        };
-        let weights = [WeightKind::F32, WeightKind::None, WeightKind::Bf16][round % 3];
-        run_and_check(&mut comms, &inputs, &RoundOptions::new(calls, weights))
-            .map_err(|e| format!("round {round}: {e}"))?;
+        let (inputs, opts) = crate::round::random_round(&cfg, &mut rng, round);
+        run_and_check(&mut comms, &inputs, &opts).map_err(|e| format!("round {round}: {e}"))?;
     }
     Ok(())
 }

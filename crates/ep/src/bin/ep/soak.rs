@@ -5,9 +5,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use ep::conformance::rng::Rng;
-use ep::conformance::round::{run_and_check, Calls, RoundOptions};
-use ep::conformance::routing::RoutingSpec;
-use ep::conformance::{RoundInputs, WeightKind};
+use ep::conformance::round::{random_round, run_and_check};
 use ep::{BackendKind, EpBackend, EpConfig, Format};
 
 #[derive(clap::Args)]
@@ -42,26 +40,8 @@ pub fn main(args: Args) -> Result<ExitCode, String> {
     let mut rng = Rng::new(args.seed);
     let t0 = Instant::now();
     for round in 0..args.rounds {
-        let spec = RoutingSpec {
-            skew: (round % 4 == 0).then_some((4, 0.6)),
-            masked: [0.0, 0.05, 0.3][round % 3],
-            duplicates: 0.1,
-            ..Default::default()
-        };
-        let ids = (0..cfg.n_ranks())
-            .map(|_| {
-                let t = rng.below(cfg.max_tokens_per_rank + 1);
-                spec.generate(&mut rng, t, cfg.top_k, cfg.n_experts, cfg.n_ranks())
-            })
-            .collect();
-        let inputs = RoundInputs::with_random_values(cfg.hidden, ids, rng.next_u64());
-        let calls = if round % 2 == 0 {
-            Calls::Fused
-        } else {
-            Calls::Split
-        };
-        let weights = [WeightKind::F32, WeightKind::Bf16, WeightKind::None][round % 3];
-        if let Err(e) = run_and_check(&mut comms, &inputs, &RoundOptions::new(calls, weights)) {
+        let (inputs, opts) = random_round(&cfg, &mut rng, round);
+        if let Err(e) = run_and_check(&mut comms, &inputs, &opts) {
             println!("round {round}: MISMATCH\n{e}");
             println!("{round} rounds matched the oracle, then round {round} did not");
             return Ok(ExitCode::FAILURE);
