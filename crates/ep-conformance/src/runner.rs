@@ -131,3 +131,18 @@ pub fn run_all<B: EpBackend>(
         })
         .collect()
 }
+
+/// Prints each failure's details and the closing `N passed, N failed` line; returns whether
+/// every case passed.
+pub fn print_summary(outcomes: &[Outcome]) -> bool {
+    let failed: Vec<_> = outcomes.iter().filter(|o| o.result.is_err()).collect();
+    for o in &failed {
+        println!("\n--- {} ---\n{}", o.name, o.result.as_ref().unwrap_err());
+    }
+    println!(
+        "\n{} passed, {} failed",
+        outcomes.len() - failed.len(),
+        failed.len()
+    );
+    failed.is_empty()
+}

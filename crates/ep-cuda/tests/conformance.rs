@@ -30,16 +30,7 @@ fn main() {
             o.time.as_secs_f64() * 1e3
         );
     });
-    let failed: Vec<_> = outcomes.iter().filter(|o| o.result.is_err()).collect();
-    for o in &failed {
-        println!("\n--- {} ---\n{}", o.name, o.result.as_ref().unwrap_err());
-    }
-    println!(
-        "\n{} passed, {} failed",
-        outcomes.len() - failed.len(),
-        failed.len()
-    );
-    if !failed.is_empty() {
+    if !runner::print_summary(&outcomes) {
         std::process::exit(1);
     }
 }

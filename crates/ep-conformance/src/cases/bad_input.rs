@@ -196,9 +196,7 @@ fn rejected_combine<B: EpBackend>(
     let cfg = small_config();
     let inputs = good_inputs(&cfg, 6);
     let mut comms = b.init_uniform(&cfg).map_err(err)?;
-    let dispatched = all_ok_plain(on_every_rank(&mut comms, |c| {
-        c.dispatch(&inputs.dispatch_input(c.rank()))
-    }))?;
+    let dispatched = super::dispatch_all(&mut comms, &inputs)?;
     let before = digests(&comms)?;
     match bad(&mut comms[0], &dispatched[0]) {
         Ok(()) => return Err("the bad combine succeeded".into()),

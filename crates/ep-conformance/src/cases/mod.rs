@@ -120,3 +120,15 @@ pub(crate) fn digests<C: EpComm>(comms: &[C]) -> Result<Vec<u64>, String> {
         .map(|c| c.memory_digest().map_err(err))
         .collect()
 }
+
+/// Dispatch on every rank (each on its thread) with `inputs`; every rank's output, or the first
+/// error.
+pub(crate) fn dispatch_all<C: EpComm>(
+    comms: &mut [C],
+    inputs: &RoundInputs,
+) -> Result<Vec<ep_core::DispatchOutput>, String> {
+    ep_core::on_every_rank(comms, |c| c.dispatch(&inputs.dispatch_input(c.rank())))
+        .into_iter()
+        .collect::<Result<_, _>>()
+        .map_err(err)
+}

@@ -243,11 +243,7 @@ pub fn swiglu_every_format<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
         &RoundOptions::new(Calls::Fused, WeightKind::F32),
     )?;
     let mut comms = b.init_uniform(&cfg).map_err(err)?;
-    let dispatched: Vec<_> =
-        on_every_rank(&mut comms, |c| c.dispatch(&inputs.dispatch_input(c.rank())))
-            .into_iter()
-            .collect::<Result<_, _>>()
-            .map_err(err)?;
+    let dispatched: Vec<_> = super::dispatch_all(&mut comms, &inputs)?;
     for (r, (d, g)) in dispatched.iter().zip(&got).enumerate() {
         if d.bit_diff(&g.dispatch).is_some() {
             return Err(format!("rank {r}: a second world dispatched differently"));
@@ -342,11 +338,7 @@ pub fn combinations_not_allowed<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
     let cfg = super::small_config().with_shared_expert();
     let inputs = good_inputs(&cfg, 45);
     let mut comms = b.init_uniform(&cfg).map_err(err)?;
-    let dispatched: Vec<_> =
-        on_every_rank(&mut comms, |c| c.dispatch(&inputs.dispatch_input(c.rank())))
-            .into_iter()
-            .collect::<Result<_, _>>()
-            .map_err(err)?;
+    let dispatched: Vec<_> = super::dispatch_all(&mut comms, &inputs)?;
     let outs: Vec<_> = dispatched
         .iter()
         .map(crate::scenario::toy_experts)

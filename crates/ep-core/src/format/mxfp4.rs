@@ -13,7 +13,7 @@
 //! Output scales are e8m0 bytes, row-major `[rows, hidden / 32]`.
 
 use super::scalar::{
-    e2m1_from_f32, e2m1_to_f32, e8m0_from_exponent, e8m0_to_f32, floor_log2, pow2, E8M0_NAN,
+    e2m1_to_f32, e8m0_from_exponent, e8m0_to_f32, floor_log2, pack_e2m1, pow2, E8M0_NAN,
 };
 use super::{finite_amax, TokenFormat};
 
@@ -62,9 +62,7 @@ impl TokenFormat for Mxfp4 {
                 q.fill(0);
                 continue;
             }
-            for (q, pair) in q.iter_mut().zip(x.chunks_exact(2)) {
-                *q = e2m1_from_f32(pair[0] * mul) | (e2m1_from_f32(pair[1] * mul) << 4);
-            }
+            pack_e2m1(x, q, |v| v * mul);
         }
     }
     fn decode(&self, payload: &[u8], scales: &[u8], _input_scale: f32, out: &mut [f32]) {

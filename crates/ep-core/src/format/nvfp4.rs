@@ -18,9 +18,7 @@
 //! Output scales are e4m3fn bytes in the 128x4 swizzled tile layout of cuBLAS/CUTLASS
 //! block-scaled GEMMs (see [`swizzled_offset`]), each group padded to 128 rows.
 
-use super::scalar::{
-    e2m1_from_f32, e2m1_to_f32, e4m3fn_from_f32, e4m3fn_to_f32, E2M1_MAX, E4M3_NAN,
-};
+use super::scalar::{e2m1_to_f32, e4m3fn_from_f32, e4m3fn_to_f32, pack_e2m1, E2M1_MAX, E4M3_NAN};
 use super::{finite_amax, TokenFormat};
 
 const BLOCK: usize = 16;
@@ -84,9 +82,7 @@ impl TokenFormat for Nvfp4 {
                 continue;
             }
             let d = e4m3fn_to_f32(sf) / input_scale;
-            for (q, pair) in q.iter_mut().zip(x.chunks_exact(2)) {
-                *q = e2m1_from_f32(pair[0] / d) | (e2m1_from_f32(pair[1] / d) << 4);
-            }
+            pack_e2m1(x, q, |v| v / d);
         }
     }
     fn decode(&self, payload: &[u8], scales: &[u8], input_scale: f32, out: &mut [f32]) {

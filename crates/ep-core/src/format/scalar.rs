@@ -108,6 +108,14 @@ pub fn e2m1_from_f32(x: f32) -> u8 {
     sign | code
 }
 
+/// Packs `x` as e2m1 pairs, each value mapped by `scale` first: element `2i` in the low nibble
+/// of `q[i]`, element `2i + 1` in the high nibble.
+pub fn pack_e2m1(x: &[f32], q: &mut [u8], scale: impl Fn(f32) -> f32) {
+    for (q, pair) in q.iter_mut().zip(x.chunks_exact(2)) {
+        *q = e2m1_from_f32(scale(pair[0])) | (e2m1_from_f32(scale(pair[1])) << 4);
+    }
+}
+
 /// e2m1 (low 4 bits of `b`) -> f32 (exact).
 pub fn e2m1_to_f32(b: u8) -> f32 {
     const V: [f32; 8] = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0];

@@ -39,16 +39,7 @@ pub fn main(args: Args) -> Result<ExitCode, String> {
         );
         let _ = std::io::stdout().flush();
     });
-    let failed: Vec<_> = outcomes.iter().filter(|o| o.result.is_err()).collect();
-    for o in &failed {
-        println!("\n--- {} ---\n{}", o.name, o.result.as_ref().unwrap_err());
-    }
-    println!(
-        "\n{} passed, {} failed",
-        outcomes.len() - failed.len(),
-        failed.len()
-    );
-    Ok(if failed.is_empty() {
+    Ok(if runner::print_summary(&outcomes) {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
