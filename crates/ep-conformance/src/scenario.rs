@@ -104,25 +104,30 @@ impl RoundInputs {
         }
     }
 
-    /// Bytes of token payload each rank sends, counted as DeepEP does: each token once per
-    /// destination rank it reaches (the own rank included), times `bytes_per_token`.
-    pub fn deepep_bytes(&self, n_local_experts: usize, bytes_per_token: usize) -> Vec<usize> {
+    /// (token, destination rank) pairs of each rank, as DeepEP counts traffic: (all, without
+    /// the rank itself).
+    pub fn rank_pairs(&self, cfg: &ep_core::EpConfig) -> Vec<(usize, usize)> {
         self.topk_ids
             .iter()
-            .map(|ids| {
-                ids.outer_iter()
-                    .map(|row| {
-                        let mut ranks: Vec<usize> = row
-                            .iter()
-                            .filter(|&&e| e >= 0)
-                            .map(|&e| e as usize / n_local_experts)
-                            .collect();
-                        ranks.sort_unstable();
-                        ranks.dedup();
-                        ranks.len() * bytes_per_token
-                    })
-                    .sum()
+            .enumerate()
+            .map(|(r, ids)| {
+                ids.outer_iter().fold((0, 0), |(all, remote), row| {
+                    let reached = cfg.ranks_reached(row.iter().copied());
+                    (
+                        all + reached.len(),
+                        remote + reached.iter().filter(|&&p| p != r).count(),
+                    )
+                })
             })
+            .collect()
+    }
+
+    /// Bytes each rank sends, counted as DeepEP does: each token once per destination rank it
+    /// reaches (the own rank included), times `bytes_per_token`.
+    pub fn deepep_bytes(&self, cfg: &ep_core::EpConfig, bytes_per_token: usize) -> Vec<usize> {
+        self.rank_pairs(cfg)
+            .into_iter()
+            .map(|(all, _)| all * bytes_per_token)
             .collect()
     }
 }

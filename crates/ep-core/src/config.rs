@@ -138,6 +138,19 @@ impl EpConfig {
         }
     }
 
+    /// The ranks a token with expert ids `ids` reaches (masked slots skipped), ascending, each once.
+    pub fn ranks_reached(&self, ids: impl IntoIterator<Item = i32>) -> Vec<usize> {
+        let l = self.n_local_experts();
+        let mut r: Vec<usize> = ids
+            .into_iter()
+            .filter(|&e| e >= 0)
+            .map(|e| e as usize / l)
+            .collect();
+        r.sort_unstable();
+        r.dedup();
+        r
+    }
+
     /// Whether a token on `src` may send to expert `e` (skip_a2a keeps tokens on their device).
     pub fn routes_to(&self, src: usize, e: usize) -> bool {
         self.skip_a2a.is_none() || self.expert_rank(e) == src

@@ -10,7 +10,8 @@ use crate::epilogue::EpilogueSink;
 use crate::error::{EpError, Result};
 use crate::format::TokenFormat;
 use crate::io::{CombineInput, CombineOutput, DispatchInput, DispatchOutput, RoutingHandle};
-use crate::swiglu::{self, SwigluOptions, SwigluOutput};
+/// Fused SwiGLU: by definition, [`crate::swiglu::swiglu`].
+pub use crate::swiglu::swiglu;
 use crate::validate;
 
 /// The first slot of token `t` that names expert `e`, if any.
@@ -222,16 +223,6 @@ pub fn combine(
         });
     }
     Ok(outputs)
-}
-
-/// Fused SwiGLU on rank `rank`'s dispatch output: by definition, [`swiglu::swiglu`].
-pub fn swiglu(
-    rank: usize,
-    routing: &DispatchOutput,
-    input: ArrayView2<'_, bf16>,
-    opts: &SwigluOptions,
-) -> Result<SwigluOutput> {
-    swiglu::swiglu(rank, routing, input, opts)
 }
 
 fn expert_row<'a>(inputs: &'a [CombineInput<'_>], dest: usize, row: usize) -> &'a [bf16] {

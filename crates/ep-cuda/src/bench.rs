@@ -8,7 +8,6 @@ use std::sync::Arc;
 
 use cudarc::driver::{sys, CudaContext, CudaEvent, CudaStream};
 use cudarc::nccl::result as nccl;
-use ep_core::format::TokenFormat;
 use ep_core::{validate, DispatchInput, EpComm, EpConfig, EpError, Phase, Result};
 use ndarray::{Array2, ArrayView2};
 
@@ -41,9 +40,9 @@ impl CudaComm {
         input: &DispatchInput<'_>,
         weights: ArrayView2<'_, f32>,
     ) -> Result<()> {
-        validate::dispatch_input(self.config(), self.rank_id(), input)?;
+        validate::dispatch_input(self.config(), self.rank(), input)?;
         self.upload_dispatch(input)?;
-        let b = self.buffers();
+        let b = self.bufs();
         let w: Vec<f32> = weights.iter().copied().collect();
         b.weights.upload(&w, self.stream_ref())?;
         b.expert_out
@@ -64,7 +63,7 @@ impl CudaComm {
         self.issue_dispatch_wait()?;
         e[2].record(&s).map_err(cuda)?;
         s.synchronize().map_err(cuda)?;
-        self.status_ok(Phase::Dispatch)?;
+        self.check_status(Phase::Dispatch)?;
         between();
         e[3].record(&s).map_err(cuda)?;
         self.issue_combine_send(self.config().max_recv_rows())?;
@@ -73,7 +72,7 @@ impl CudaComm {
         self.issue_combine_output()?;
         e[5].record(&s).map_err(cuda)?;
         s.synchronize().map_err(cuda)?;
-        self.status_ok(Phase::Combine)?;
+        self.check_status(Phase::Combine)?;
         let ms = |a: usize, b: usize| e[a].elapsed_ms(&e[b]).map_err(cuda);
         Ok(PhaseTimes {
             dispatch_ms: ms(0, 2)?,
@@ -155,7 +154,9 @@ struct NcclRank {
     tokens: DevBuf,
     send: DevBuf,
     recv: DevBuf,
-    expert_rows: DevBuf,
+    /// The expert GEMM's input rows (dispatch format) and output rows (bf16).
+    expert_in: DevBuf,
+    expert_out: DevBuf,
     back_send: DevBuf,
     back_recv: DevBuf,
     weights: DevBuf,
@@ -209,20 +210,9 @@ impl NcclBaseline {
             });
         }
         let l = cfg.n_local_experts();
-        let row_bytes = cfg.format.payload_bytes(cfg.hidden) + cfg.format.scale_bytes(cfg.hidden);
+        let row_bytes = cfg.format.token_bytes(cfg.hidden);
         let hidden = cfg.hidden;
-        // The (token, destination) pairs of each rank, in token order per destination.
-        let dests = |ids: &Array2<i32>, t: usize| -> Vec<usize> {
-            let mut d: Vec<usize> = ids
-                .row(t)
-                .iter()
-                .filter(|&&e| e >= 0)
-                .map(|&e| e as usize / l)
-                .collect();
-            d.sort_unstable();
-            d.dedup();
-            d
-        };
+        let dests = |ids: &Array2<i32>, t: usize| cfg.ranks_reached(ids.row(t).iter().copied());
         let chunk: Vec<Vec<Vec<usize>>> = (0..n) // chunk[r][p] = tokens of r sent to p
             .map(|r| {
                 (0..n)
@@ -342,7 +332,8 @@ impl NcclBaseline {
                 tokens: b(t_r * row_bytes)?,
                 send: b(n_send * row_bytes)?,
                 recv: b(n_recv * row_bytes)?,
-                expert_rows: b(expand_index.len() * hidden * 2)?,
+                expert_in: b(expand_index.len() * row_bytes)?,
+                expert_out: b(expand_index.len() * hidden * 2)?,
                 back_send: b(back_index.len() * hidden * 2)?,
                 back_recv: b(n_back_recv * hidden * 2)?,
                 weights: b(t_r * cfg.top_k * 4)?,
@@ -363,7 +354,7 @@ impl NcclBaseline {
                 ctx,
             };
             rank.tokens.fill(0x3C)?;
-            rank.expert_rows.fill(0x3C)?;
+            rank.expert_out.fill(0x3C)?;
             let w: Vec<f32> = weights[r].iter().copied().collect();
             for (buf, data) in [
                 (&rank.send_index, &send_index),
@@ -432,53 +423,53 @@ impl NcclBaseline {
         Ok(())
     }
 
+    /// `dst` row i = `src` row `index[i]`, for `n` rows of `row_bytes`, on `r`'s stream.
+    fn gather(
+        r: &NcclRank,
+        src: &DevBuf,
+        dst: &DevBuf,
+        index: &DevBuf,
+        n: usize,
+        row_bytes: usize,
+    ) -> Result<()> {
+        let rb = row_bytes as u64;
+        launch(
+            &r.stream,
+            r.k.get("ep_gather_rows"),
+            n as u32,
+            128,
+            0,
+            &[&src.ptr, &dst.ptr, &index.ptr, &rb],
+        )
+    }
+
     /// One dispatch and one combine; per rank (dispatch ms, combine ms).
     pub fn round(&mut self) -> Result<Vec<(f32, f32)>> {
         let ev = |r: &NcclRank| -> Result<Vec<CudaEvent>> {
             (0..4).map(|_| timing_event(&r.ctx)).collect()
         };
         let events: Vec<Vec<CudaEvent>> = self.ranks.iter().map(ev).collect::<Result<_>>()?;
-        let (rb, hb) = (self.row_bytes as u64, (self.hidden * 2) as u64);
+        let (rb, hb) = (self.row_bytes, self.hidden * 2);
         for (r, e) in self.ranks.iter().zip(&events) {
             e[0].record(&r.stream).map_err(cuda)?;
-            launch(
-                &r.stream,
-                r.k.get("ep_gather_rows"),
-                r.n_send as u32,
-                128,
-                0,
-                &[&r.tokens.ptr, &r.send.ptr, &r.send_index.ptr, &rb],
-            )?;
+            Self::gather(r, &r.tokens, &r.send, &r.send_index, r.n_send, rb)?;
         }
         self.all_to_all(
             |r| (r.send.ptr, r.recv.ptr, r.to.clone(), r.from.clone()),
-            self.row_bytes,
+            rb,
         )?;
         for (r, e) in self.ranks.iter().zip(&events) {
-            // Unpermute into per-expert rows (bf16 rows of the expert GEMM's input size).
-            launch(
-                &r.stream,
-                r.k.get("ep_gather_rows"),
-                r.n_expand as u32,
-                128,
-                0,
-                &[&r.recv.ptr, &r.expert_rows.ptr, &r.expand_index.ptr, &rb],
-            )?;
+            // Unpermute into per-expert rows: the expert GEMM's input.
+            Self::gather(r, &r.recv, &r.expert_in, &r.expand_index, r.n_expand, rb)?;
             e[1].record(&r.stream).map_err(cuda)?;
         }
         for r in &self.ranks {
             r.stream.synchronize().map_err(cuda)?;
         }
         for (r, e) in self.ranks.iter().zip(&events) {
+            // The expert GEMM's bf16 output rows, permuted back per source rank.
             e[2].record(&r.stream).map_err(cuda)?;
-            launch(
-                &r.stream,
-                r.k.get("ep_gather_rows"),
-                r.n_back as u32,
-                128,
-                0,
-                &[&r.expert_rows.ptr, &r.back_send.ptr, &r.back_index.ptr, &hb],
-            )?;
+            Self::gather(r, &r.expert_out, &r.back_send, &r.back_index, r.n_back, hb)?;
         }
         self.all_to_all(
             |r| {

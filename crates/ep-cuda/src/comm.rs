@@ -9,8 +9,8 @@ use ep_core::format::TokenFormat;
 use ep_core::round::RoundTracker;
 use ep_core::{
     bf16, swiglu, validate, CombineInput, CombineOutput, DispatchInput, DispatchOutput, EpComm,
-    EpConfig, EpError, Epilogue, Format, MissingSignal, Phase, Result, RoutingHandle,
-    SwigluOptions, SwigluOutput,
+    EpConfig, EpError, Epilogue, Format, MissingSignal, Phase, Result, RouterWeights,
+    RoutingHandle, SwigluOptions, SwigluOutput,
 };
 use ndarray::{Array2, Array3, ArrayView2};
 
@@ -101,15 +101,6 @@ impl CudaComm {
         })
     }
 
-    /// This rank's index (as `EpComm::rank`, without the trait in scope).
-    pub fn rank_id(&self) -> usize {
-        self.rank
-    }
-
-    pub(crate) fn buffers(&self) -> &RankBuffers {
-        self.bufs()
-    }
-
     pub(crate) fn stream_ref(&self) -> &Arc<CudaStream> {
         &self.stream
     }
@@ -119,17 +110,12 @@ impl CudaComm {
         self.round.reduced = true;
     }
 
-    /// The status a wait kernel left, as an error if it is not OK.
-    pub(crate) fn status_ok(&mut self, phase: Phase) -> Result<()> {
-        self.check_status(phase)
-    }
-
     /// The GPU this rank runs on.
     pub fn device(&self) -> usize {
         self.world.device_of[self.rank]
     }
 
-    fn bufs(&self) -> &RankBuffers {
+    pub(crate) fn bufs(&self) -> &RankBuffers {
         &self.world.ranks[self.rank]
     }
 
@@ -154,7 +140,7 @@ impl CudaComm {
     }
 
     /// Reads the status a wait kernel left; a timeout names the (rank, expert) pairs missing.
-    fn check_status(&mut self, phase: Phase) -> Result<()> {
+    pub(crate) fn check_status(&mut self, phase: Phase) -> Result<()> {
         let (n, l) = (self.cfg.n_ranks(), self.cfg.n_local_experts());
         let mut status = vec![0u32; 1 + l * n];
         self.bufs().status.download(&mut status, &self.stream)?;
@@ -194,14 +180,16 @@ impl CudaComm {
         self.bind()?;
         let t = input.n_tokens();
         let b = self.bufs();
-        let tokens: Vec<u16> = input.tokens.iter().map(|x| x.to_bits()).collect();
-        let ids: Vec<i32> = input.topk_ids.iter().copied().collect();
-        let scales: Vec<f32> = (0..t)
-            .map(|i| input.input_scales.map_or(1.0, |v| v[i]))
-            .collect();
-        b.tokens.upload(&tokens, &self.stream)?;
-        b.ids.upload(&ids, &self.stream)?;
-        b.scales_in.upload(&scales, &self.stream)?;
+        // Straight from the caller's arrays where they are contiguous (validation guarantees it
+        // for the tokens); a copy only for strided ids or scales, and for absent scales.
+        b.tokens
+            .upload(contiguous(&input.tokens).as_ref(), &self.stream)?;
+        b.ids
+            .upload(contiguous(&input.topk_ids).as_ref(), &self.stream)?;
+        match input.input_scales {
+            Some(v) => b.scales_in.upload(contiguous(&v).as_ref(), &self.stream)?,
+            None => b.scales_in.upload(&vec![1.0f32; t], &self.stream)?,
+        }
         let shared = if self.cfg.fused_shared_expert {
             self.cfg.shared_token_range(self.rank, t)
         } else {
@@ -398,16 +386,18 @@ impl CudaComm {
     pub(crate) fn upload_combine(&self, input: &CombineInput<'_>) -> Result<()> {
         let b = self.bufs();
         let s = &self.stream;
-        let out: Vec<u16> = input.expert_out.iter().map(|x| x.to_bits()).collect();
-        b.expert_out.upload(&out, s)?;
-        if let Some(w) = &input.weights {
-            let (t, k) = w.dim();
-            let w: Vec<f32> = (0..t * k).map(|i| w.get(i / k, i % k)).collect();
-            b.weights.upload(&w, s)?;
+        b.expert_out
+            .upload(contiguous(&input.expert_out).as_ref(), s)?;
+        match &input.weights {
+            Some(RouterWeights::F32(w)) => b.weights.upload(contiguous(w).as_ref(), s)?,
+            Some(RouterWeights::Bf16(w)) => {
+                let w: Vec<f32> = w.iter().map(|x| x.to_f32()).collect();
+                b.weights.upload(&w, s)?
+            }
+            None => {}
         }
         if let Some(Epilogue::AddResidual(r)) = input.epilogue {
-            let r: Vec<u16> = r.iter().map(|x| x.to_bits()).collect();
-            b.residual.upload(&r, s)?;
+            b.residual.upload(contiguous(&r.view()).as_ref(), s)?;
         }
         Ok(())
     }
@@ -596,6 +586,17 @@ impl CudaComm {
     }
 }
 
+/// The elements of `a` in row-major order: borrowed when the array is contiguous, copied when
+/// it is strided.
+fn contiguous<'a, T: Clone, D: ndarray::Dimension>(
+    a: &'a ndarray::ArrayView<'_, T, D>,
+) -> std::borrow::Cow<'a, [T]> {
+    match a.as_slice() {
+        Some(s) => std::borrow::Cow::Borrowed(s),
+        None => std::borrow::Cow::Owned(a.iter().cloned().collect()),
+    }
+}
+
 impl EpComm for CudaComm {
     fn rank(&self) -> usize {
         self.rank
@@ -692,9 +693,8 @@ impl EpComm for CudaComm {
         let s = &self.stream;
         let output = match (self.round.reduced, &self.round.epilogue) {
             (false, _) => {
-                let mut out = vec![0u16; t * top_k * hidden];
+                let mut out = vec![bf16::ZERO; t * top_k * hidden];
                 b.out.download(&mut out, s)?;
-                let out = out.into_iter().map(bf16::from_bits).collect();
                 CombineOutput::Unreduced(
                     Array3::from_shape_vec((t, top_k, hidden), out).expect("shape"),
                 )
@@ -714,9 +714,8 @@ impl EpComm for CudaComm {
                 CombineOutput::Consumed
             }
             (true, _) => {
-                let mut out = vec![0u16; t * hidden];
+                let mut out = vec![bf16::ZERO; t * hidden];
                 b.out.download(&mut out, s)?;
-                let out = out.into_iter().map(bf16::from_bits).collect();
                 CombineOutput::Reduced(Array2::from_shape_vec((t, hidden), out).expect("shape"))
             }
         };
@@ -751,8 +750,7 @@ impl EpComm for CudaComm {
         let x = DevBuf::new(ctx, rows * 2 * width * 2)?;
         let payload = DevBuf::new(ctx, rows * payload_bytes)?;
         let scales = DevBuf::new(ctx, scale_len)?;
-        let host: Vec<u16> = input.iter().map(|v| v.to_bits()).collect();
-        x.upload(&host, s)?;
+        x.upload(contiguous(&input).as_ref(), s)?;
         scales.fill_async(0, scale_len, s)?;
         let (clamp, alpha, limit) = match opts.clamp {
             Some(c) => (1, c.alpha, c.limit),

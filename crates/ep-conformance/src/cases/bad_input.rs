@@ -1,10 +1,8 @@
 //! Bad input: each call must return its typed error, write nothing, and leave the world usable.
 
-use std::time::Duration;
-
 use ep_core::{
-    bf16, on_every_rank, CombineInput, ConfigError, DispatchInput, EpBackend, EpComm, EpConfig,
-    EpError, Format, RouterWeights, TokenFormat,
+    bf16, CombineInput, ConfigError, DispatchInput, EpBackend, EpComm, EpConfig, EpError, Format,
+    RouterWeights, TokenFormat,
 };
 use ndarray::Array2;
 
@@ -210,31 +208,7 @@ fn rejected_combine<B: EpBackend>(
         .iter()
         .map(crate::scenario::toy_experts)
         .collect();
-    let combined = all_ok_plain(on_every_rank(&mut comms, |c| {
-        let r = c.rank();
-        let cin = inputs.combine_input(r, &outs[r], WeightKind::F32);
-        c.combine(&dispatched[r].handle, &cin)
-    }))?;
-    let rounds: Vec<_> = dispatched
-        .into_iter()
-        .zip(combined)
-        .map(|(d, c)| crate::round::RankRound {
-            dispatch: d,
-            combine: c,
-            dispatch_time: Duration::ZERO,
-            combine_time: Duration::ZERO,
-        })
-        .collect();
-    crate::round::check_against_oracle(
-        &cfg,
-        &inputs,
-        &RoundOptions::new(Calls::Fused, WeightKind::F32),
-        &rounds,
-    )
-}
-
-fn all_ok_plain<T>(v: Vec<Result<T, EpError>>) -> Result<Vec<T>, String> {
-    v.into_iter().map(|r| r.map_err(err)).collect()
+    super::combine_all_and_check(&mut comms, &cfg, &inputs, dispatched, &outs)
 }
 
 pub fn weights_wrong_shape<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {

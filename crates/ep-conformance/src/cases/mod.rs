@@ -132,3 +132,39 @@ pub(crate) fn dispatch_all<C: EpComm>(
         .collect::<Result<_, _>>()
         .map_err(err)
 }
+
+/// Completes a round whose dispatch ran separately: combine `outs` with f32 weights on every
+/// rank, then hold dispatch and combine against the oracle.
+pub(crate) fn combine_all_and_check<C: EpComm>(
+    comms: &mut [C],
+    cfg: &EpConfig,
+    inputs: &RoundInputs,
+    dispatched: Vec<ep_core::DispatchOutput>,
+    outs: &[ndarray::Array2<ep_core::bf16>],
+) -> CaseResult {
+    let combined = ep_core::on_every_rank(comms, |c| {
+        let r = c.rank();
+        c.combine(
+            &dispatched[r].handle,
+            &inputs.combine_input(r, &outs[r], WeightKind::F32),
+        )
+    });
+    let rounds = dispatched
+        .into_iter()
+        .zip(combined)
+        .map(|(dispatch, combine)| {
+            Ok(crate::round::RankRound {
+                dispatch,
+                combine: combine.map_err(err)?,
+                dispatch_time: std::time::Duration::ZERO,
+                combine_time: std::time::Duration::ZERO,
+            })
+        })
+        .collect::<Result<Vec<_>, String>>()?;
+    crate::round::check_against_oracle(
+        cfg,
+        inputs,
+        &RoundOptions::new(Calls::Fused, WeightKind::F32),
+        &rounds,
+    )
+}

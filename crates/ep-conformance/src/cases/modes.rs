@@ -6,8 +6,8 @@ use std::sync::{Arc, Mutex};
 
 use ep_core::epilogue::EPILOGUE_CHUNK;
 use ep_core::{
-    bf16, on_every_rank, oracle, CombineInput, ConfigError, EpBackend, EpComm, EpConfig, EpError,
-    Epilogue, Format, GateUp, RouterWeights, SwigluClamp, SwigluOptions,
+    bf16, oracle, CombineInput, ConfigError, EpBackend, EpComm, EpConfig, EpError, Epilogue,
+    Format, GateUp, RouterWeights, SwigluClamp, SwigluOptions,
 };
 use ndarray::Array2;
 
@@ -381,32 +381,7 @@ pub fn combinations_not_allowed<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
     if digests(&comms)? != before {
         return Err("a refused combine changed symmetric memory".into());
     }
-    let combined: Vec<_> = on_every_rank(&mut comms, |c| {
-        let r = c.rank();
-        c.combine(
-            &dispatched[r].handle,
-            &inputs.combine_input(r, &outs[r], WeightKind::F32),
-        )
-    })
-    .into_iter()
-    .collect::<Result<_, _>>()
-    .map_err(err)?;
-    let rounds: Vec<RankRound> = dispatched
-        .into_iter()
-        .zip(combined)
-        .map(|(dispatch, combine)| RankRound {
-            dispatch,
-            combine,
-            dispatch_time: Default::default(),
-            combine_time: Default::default(),
-        })
-        .collect();
-    crate::round::check_against_oracle(
-        &cfg,
-        &inputs,
-        &RoundOptions::new(Calls::Fused, WeightKind::F32),
-        &rounds,
-    )
+    super::combine_all_and_check(&mut comms, &cfg, &inputs, dispatched, &outs)
 }
 
 /// Values whose f32 sums depend on their order at bf16 precision: sums land on the bf16 tie

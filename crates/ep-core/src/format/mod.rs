@@ -91,6 +91,11 @@ impl Format {
         }
     }
 
+    /// Bytes of one encoded token: payload plus its scales.
+    pub fn token_bytes(&self, hidden: usize) -> usize {
+        self.payload_bytes(hidden) + self.scale_bytes(hidden)
+    }
+
     /// Whether the per-token input scale (see `DispatchInput::input_scales`) is read.
     pub fn takes_input_scales(&self) -> bool {
         matches!(self, Format::Nvfp4)

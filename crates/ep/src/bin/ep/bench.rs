@@ -12,17 +12,14 @@ use ep::conformance::rng::Rng;
 use ep::conformance::round::{all_ok, run_round, Calls, RoundOptions};
 use ep::conformance::routing::RoutingSpec;
 use ep::conformance::{RoundInputs, WeightKind};
-use ep::{bf16, BackendKind, DispatchOutput, EpBackend, EpConfig, Format, TokenFormat};
+use ep::{bf16, BackendKind, DispatchOutput, EpBackend, EpComm, EpConfig, Format, TokenFormat};
 use ndarray::Array2;
 use serde_json::{json, Value};
 
 #[derive(clap::Args)]
 pub struct Args {
-    #[arg(long, default_value = "sim")]
-    backend: BackendKind,
-    /// CUDA: ranks per GPU (default: one per GPU).
-    #[arg(long)]
-    ranks_per_gpu: Option<usize>,
+    #[command(flatten)]
+    target: crate::BackendArgs,
     /// Every scenario: tokens per rank 1, 32, 128, 512, 1024, 4096; BF16 and FP8 dispatch;
     /// uniform and skewed routing.
     #[arg(long)]
@@ -139,8 +136,8 @@ impl Measured {
 }
 
 pub fn main(args: Args) -> Result<ExitCode, String> {
-    let gpus = gpu_names(args.backend)?;
-    let ranks = args.ranks.unwrap_or(match args.backend {
+    let gpus = gpu_names(args.target.backend)?;
+    let ranks = args.ranks.unwrap_or(match args.target.backend {
         BackendKind::Cuda => gpus.len(),
         BackendKind::Sim if args.sweep => 2,
         BackendKind::Sim => 8,
@@ -166,7 +163,7 @@ pub fn main(args: Args) -> Result<ExitCode, String> {
             skewed: false,
         }]
     };
-    let device = match args.backend {
+    let device = match args.target.backend {
         BackendKind::Cuda => format!(
             "{}-x{}",
             gpus[0]
@@ -182,10 +179,10 @@ pub fn main(args: Args) -> Result<ExitCode, String> {
     };
     println!(
         "ep bench on {device} ({} backend): {ranks} ranks, hidden {}, top-{}, {} experts, {} scenario(s)",
-        args.backend, args.hidden, args.top_k, args.experts, scenarios.len()
+        args.target.backend, args.hidden, args.top_k, args.experts, scenarios.len()
     );
 
-    let ceiling = measure_ceiling(args.backend, ranks)?;
+    let ceiling = measure_ceiling(args.target.backend, ranks)?;
     println!("ceiling: {}", ceiling_text(&ceiling));
     let passes = args.passes.max(1);
     let bar = indicatif::ProgressBar::new((scenarios.len() * passes) as u64);
@@ -201,10 +198,10 @@ pub fn main(args: Args) -> Result<ExitCode, String> {
             let cfg = scenario_config(&args, sc, ranks)?;
             let inputs = scenario_inputs(&cfg, sc);
             let rounds = rounds_for(&args, sc).div_ceil(passes);
-            samples[i].push(match args.backend {
+            samples[i].push(match args.target.backend {
                 BackendKind::Sim => measure_sim(&cfg, &inputs, rounds)?,
                 BackendKind::Cuda => {
-                    measure_cuda(&cfg, &inputs, rounds, args.ranks_per_gpu, gpus.len())?
+                    measure_cuda(&cfg, &inputs, rounds, args.target.ranks_per_gpu, gpus.len())?
                 }
             });
             if pass == 0 {
@@ -228,7 +225,7 @@ pub fn main(args: Args) -> Result<ExitCode, String> {
 
     let result = json!({
         "device": device,
-        "backend": args.backend.name(),
+        "backend": args.target.backend.name(),
         "gpus": gpus,
         "date": today(),
         "commit": env!("EP_COMMIT"),
@@ -274,12 +271,13 @@ fn scenario_config(args: &Args, sc: &Scenario, ranks: usize) -> Result<EpConfig,
 }
 
 fn rounds_for(args: &Args, sc: &Scenario) -> usize {
-    args.rounds.unwrap_or(match (args.backend, sc.tokens) {
-        (BackendKind::Sim, _) => 4,
-        (_, t) if t <= 128 => 60,
-        (_, t) if t <= 1024 => 24,
-        _ => 12,
-    })
+    args.rounds
+        .unwrap_or(match (args.target.backend, sc.tokens) {
+            (BackendKind::Sim, _) => 4,
+            (_, t) if t <= 128 => 60,
+            (_, t) if t <= 1024 => 24,
+            _ => 12,
+        })
 }
 
 fn gpu_names(kind: BackendKind) -> Result<Vec<String>, String> {
@@ -304,25 +302,14 @@ fn scenario_inputs(cfg: &EpConfig, sc: &Scenario) -> RoundInputs {
     RoundInputs::with_random_values(cfg.hidden, ids, 7)
 }
 
-/// (token, destination rank) pairs of each rank, with and without the rank itself.
+/// Mean (token, destination rank) pairs per rank, with and without the rank itself.
 fn pairs(cfg: &EpConfig, inputs: &RoundInputs) -> (f64, f64) {
-    let l = cfg.n_local_experts();
-    let (mut all, mut remote) = (0usize, 0usize);
-    for (r, ids) in inputs.topk_ids.iter().enumerate() {
-        for row in ids.outer_iter() {
-            let mut d: Vec<usize> = row
-                .iter()
-                .filter(|&&e| e >= 0)
-                .map(|&e| e as usize / l)
-                .collect();
-            d.sort_unstable();
-            d.dedup();
-            all += d.len();
-            remote += d.iter().filter(|&&p| p != r).count();
-        }
-    }
-    let n = cfg.n_ranks() as f64;
-    (all as f64 / n, remote as f64 / n)
+    let p = inputs.rank_pairs(cfg);
+    let n = p.len() as f64;
+    (
+        p.iter().map(|x| x.0).sum::<usize>() as f64 / n,
+        p.iter().map(|x| x.1).sum::<usize>() as f64 / n,
+    )
 }
 
 fn measure_ceiling(kind: BackendKind, ranks: usize) -> Result<Value, String> {
@@ -449,7 +436,7 @@ fn measure_cuda(
     let mut comms = backend.init_uniform(cfg).map_err(|e| e.to_string())?;
     let barrier = Barrier::new(cfg.n_ranks());
     let per_rank = ep::on_every_rank(&mut comms, |c| {
-        let r = c.rank_id();
+        let r = c.rank();
         let input = inputs.dispatch_input(r);
         let fail = |e: ep::EpError| -> ! {
             // A rank that fails would leave the others at the barrier: stop the process.
@@ -528,8 +515,7 @@ fn row(
     rounds: usize,
 ) -> Value {
     let (all, remote) = pairs(cfg, inputs);
-    let dispatch_row =
-        (cfg.format.payload_bytes(cfg.hidden) + cfg.format.scale_bytes(cfg.hidden)) as f64;
+    let dispatch_row = cfg.format.token_bytes(cfg.hidden) as f64;
     let combine_row = (cfg.hidden * 2) as f64;
     let gbps = |bytes: f64, us: f64| bytes / (us * 1e-6) / 1e9;
     let ceil = ceiling_gbps(ceiling);

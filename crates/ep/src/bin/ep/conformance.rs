@@ -4,29 +4,25 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use ep::conformance::runner;
-use ep::BackendKind;
 
 #[derive(clap::Args)]
 pub struct Args {
-    #[arg(long, default_value = "sim")]
-    backend: BackendKind,
-    /// CUDA: ranks per GPU (default: spread over the visible GPUs).
-    #[arg(long)]
-    ranks_per_gpu: Option<usize>,
+    #[command(flatten)]
+    target: crate::BackendArgs,
     /// Only cases whose name contains this.
     #[arg(long)]
     filter: Option<String>,
 }
 
 pub fn main(args: Args) -> Result<ExitCode, String> {
-    let backend = crate::backend(args.backend, args.ranks_per_gpu)?;
+    let backend = args.target.backend()?;
     let total = runner::all_cases::<ep::Backend>()
         .iter()
         .filter(|c| args.filter.as_deref().is_none_or(|f| c.name.contains(f)))
         .count();
     println!(
         "running {total} conformance cases on backend `{}`",
-        args.backend
+        args.target.backend
     );
     let mut done = 0;
     let outcomes = runner::run_all(&backend, args.filter.as_deref(), |o| {

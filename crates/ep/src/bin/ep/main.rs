@@ -56,14 +56,25 @@ fn main() -> ExitCode {
     }
 }
 
-/// The backend named on the command line, or a clear error. `ranks_per_gpu` places ranks on
-/// GPUs for the CUDA backend.
-fn backend(kind: BackendKind, ranks_per_gpu: Option<usize>) -> Result<ep::Backend, String> {
-    match (kind, ranks_per_gpu) {
-        (_, None) => ep::Backend::new(kind),
-        #[cfg(feature = "cuda")]
-        (BackendKind::Cuda, Some(n)) => ep::Backend::cuda(Some(n)),
-        (_, Some(_)) => return Err("--ranks-per-gpu applies to the cuda backend".into()),
+/// The backend options every subcommand takes.
+#[derive(clap::Args, Clone, Copy)]
+pub struct BackendArgs {
+    #[arg(long, default_value = "sim")]
+    pub backend: BackendKind,
+    /// CUDA: ranks per GPU (default: spread over the visible GPUs).
+    #[arg(long)]
+    pub ranks_per_gpu: Option<usize>,
+}
+
+impl BackendArgs {
+    /// The backend named on the command line, or a clear error.
+    pub fn backend(&self) -> Result<ep::Backend, String> {
+        match (self.backend, self.ranks_per_gpu) {
+            (kind, None) => ep::Backend::new(kind),
+            #[cfg(feature = "cuda")]
+            (BackendKind::Cuda, Some(n)) => ep::Backend::cuda(Some(n)),
+            (_, Some(_)) => return Err("--ranks-per-gpu applies to the cuda backend".into()),
+        }
+        .map_err(|e| e.to_string())
     }
-    .map_err(|e| e.to_string())
 }

@@ -11,18 +11,15 @@ use ep::conformance::round::{
 };
 use ep::conformance::routing::RoutingSpec;
 use ep::conformance::{Fixture, RoundInputs, WeightKind};
-use ep::{BackendKind, EpBackend, EpComm, EpConfig, Epilogue, Format, SwigluOptions, TokenFormat};
+use ep::{EpBackend, EpComm, EpConfig, Epilogue, Format, SwigluOptions};
 
 #[derive(clap::Args)]
 pub struct Args {
     /// A fixture name (see `fixtures/`) or the path of a fixture file. Default: the built-in demo.
     #[arg(long)]
     scenario: Option<String>,
-    #[arg(long, default_value = "sim")]
-    backend: BackendKind,
-    /// CUDA: ranks per GPU (default: spread over the visible GPUs).
-    #[arg(long)]
-    ranks_per_gpu: Option<usize>,
+    #[command(flatten)]
+    target: crate::BackendArgs,
     /// Token format of dispatch.
     #[arg(long, default_value = "bf16")]
     format: Format,
@@ -94,7 +91,7 @@ fn load(scenario: &str, format: Format) -> Result<(String, EpConfig, RoundInputs
 }
 
 pub fn main(args: Args) -> Result<ExitCode, String> {
-    let (kind, format) = (args.backend, args.format);
+    let format = args.format;
     let (name, cfg, inputs) = match &args.scenario {
         Some(s) => load(s, format)?,
         None => {
@@ -105,7 +102,7 @@ pub fn main(args: Args) -> Result<ExitCode, String> {
     let mut cfg = cfg;
     cfg.fused_shared_expert = args.shared_expert;
     cfg.skip_a2a = args.skip_a2a;
-    let backend = crate::backend(kind, args.ranks_per_gpu)?;
+    let backend = args.target.backend()?;
     let mut comms = backend.init_uniform(&cfg).map_err(|e| e.to_string())?;
     println!(
         "scenario {name}: {} node(s) x {} GPUs, {} experts ({} per rank), top-{}, hidden {}, {}, backend {}",
@@ -199,10 +196,8 @@ wrote {} ranks' inputs and outputs to {} (see manifest.json)",
             dir.display()
         );
     }
-    let bytes_per_token = cfg.format.payload_bytes(cfg.hidden) + cfg.format.scale_bytes(cfg.hidden);
-    let n_local = cfg.n_local_experts();
-    let dispatch_bytes = mean(&inputs.deepep_bytes(n_local, bytes_per_token));
-    let combine_bytes = mean(&inputs.deepep_bytes(n_local, cfg.hidden * 2));
+    let dispatch_bytes = mean(&inputs.deepep_bytes(&cfg, cfg.format.token_bytes(cfg.hidden)));
+    let combine_bytes = mean(&inputs.deepep_bytes(&cfg, cfg.hidden * 2));
     println!("\nphase     median time   per-rank bytes (DeepEP)   per-rank GB/s");
     for (phase, times, bytes) in [
         ("dispatch", &mut dispatch_times, dispatch_bytes),
@@ -230,8 +225,7 @@ wrote {} ranks' inputs and outputs to {} (see manifest.json)",
 }
 
 fn print_rank_table(cfg: &EpConfig, inputs: &RoundInputs, rounds: &[RankRound]) {
-    let n_local = cfg.n_local_experts();
-    let reached = inputs.deepep_bytes(n_local, 1);
+    let reached = inputs.deepep_bytes(cfg, 1);
     println!("\nrank  tokens  rows sent  token x dest-rank  rows recv  rows per local expert");
     for (r, round) in rounds.iter().enumerate() {
         let ids = &inputs.topk_ids[r];

@@ -6,15 +6,12 @@ use std::time::Instant;
 
 use ep::conformance::rng::Rng;
 use ep::conformance::round::{random_round, run_and_check};
-use ep::{BackendKind, EpBackend, EpConfig, Format};
+use ep::{EpBackend, EpConfig, Format};
 
 #[derive(clap::Args)]
 pub struct Args {
-    #[arg(long, default_value = "sim")]
-    backend: BackendKind,
-    /// CUDA: ranks per GPU (default: spread over the visible GPUs).
-    #[arg(long)]
-    ranks_per_gpu: Option<usize>,
+    #[command(flatten)]
+    target: crate::BackendArgs,
     #[arg(long, default_value_t = 1000)]
     rounds: usize,
     #[arg(long, default_value_t = 2)]
@@ -31,11 +28,17 @@ pub struct Args {
 pub fn main(args: Args) -> Result<ExitCode, String> {
     let cfg =
         EpConfig::new(args.hidden, 8, 16 * args.ranks, 64, args.ranks).with_format(args.format);
-    let backend = crate::backend(args.backend, args.ranks_per_gpu)?;
+    let backend = args.target.backend()?;
     let mut comms = backend.init_uniform(&cfg).map_err(|e| e.to_string())?;
     println!(
         "soak: {} rounds on {} ranks ({} backend), hidden {}, top-{}, {} experts, {}",
-        args.rounds, args.ranks, args.backend, cfg.hidden, cfg.top_k, cfg.n_experts, cfg.format
+        args.rounds,
+        args.ranks,
+        args.target.backend,
+        cfg.hidden,
+        cfg.top_k,
+        cfg.n_experts,
+        cfg.format
     );
     let mut rng = Rng::new(args.seed);
     let t0 = Instant::now();
