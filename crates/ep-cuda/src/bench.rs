@@ -176,6 +176,14 @@ struct NcclRank {
     back_from: Vec<usize>,
 }
 
+/// Where each of consecutive chunks of `counts` rows starts (exclusive prefix sum).
+fn starts(counts: &[usize]) -> Vec<usize> {
+    counts
+        .iter()
+        .scan(0, |a, &c| Some(std::mem::replace(a, *a + c)))
+        .collect()
+}
+
 /// An all-to-all dispatcher as frameworks build one on NCCL: each token row goes once to each
 /// rank holding one of its experts (permute, grouped send/recv, unpermute into per-expert rows),
 /// and back the same way before the weighted sum. Index arrays are computed on the host before
@@ -262,14 +270,7 @@ impl NcclBaseline {
                 .flat_map(|p| chunk[r][p].iter().map(|&t| t as i32))
                 .collect();
             let from: Vec<usize> = (0..n).map(|s| chunk[s][r].len()).collect();
-            let recv_start: Vec<usize> = from
-                .iter()
-                .scan(0, |a, &c| {
-                    let s = *a;
-                    *a += c;
-                    Some(s)
-                })
-                .collect();
+            let recv_start: Vec<usize> = starts(&from);
             // Unpermute: received rows to expert-major rows (expert, then source, then token).
             let mut expand_index = Vec::new();
             let mut expert_row: HashMap<(usize, usize, usize), usize> = HashMap::new(); // (src, token, g) -> row
@@ -293,14 +294,7 @@ impl NcclBaseline {
                 })
                 .collect();
             let back_from: Vec<usize> = (0..n).map(|p| back[p][r].len()).collect();
-            let back_start: Vec<usize> = back_from
-                .iter()
-                .scan(0, |a, &c| {
-                    let s = *a;
-                    *a += c;
-                    Some(s)
-                })
-                .collect();
+            let back_start: Vec<usize> = starts(&back_from);
             // Reduce: for each (token, slot), its returned row (duplicates share the first slot's).
             let back_row: HashMap<(usize, usize, usize), usize> = (0..n)
                 .flat_map(|p| {
