@@ -60,19 +60,20 @@ impl CudaComm {
         e[0].record(&s).map_err(cuda)?;
         self.issue_dispatch_send()?;
         e[1].record(&s).map_err(cuda)?;
-        self.issue_dispatch_wait()?;
-        e[2].record(&s).map_err(cuda)?;
-        s.synchronize().map_err(cuda)?;
-        self.check_status(Phase::Dispatch)?;
+        // The end events are recorded with each slice of the wait, so the last one counts.
+        self.wait_sliced(Phase::Dispatch, &mut |c, slice| {
+            c.issue_dispatch_wait(slice)?;
+            e[2].record(&s).map_err(cuda)
+        })?;
         between();
         e[3].record(&s).map_err(cuda)?;
         self.issue_combine_send(self.config().max_recv_rows())?;
         e[4].record(&s).map_err(cuda)?;
-        self.issue_combine_wait()?;
-        self.issue_combine_output()?;
-        e[5].record(&s).map_err(cuda)?;
-        s.synchronize().map_err(cuda)?;
-        self.check_status(Phase::Combine)?;
+        self.wait_sliced(Phase::Combine, &mut |c, slice| {
+            c.issue_combine_wait(slice)?;
+            c.issue_combine_output()?;
+            e[5].record(&s).map_err(cuda)
+        })?;
         let ms = |a: usize, b: usize| e[a].elapsed_ms(&e[b]).map_err(cuda);
         Ok(PhaseTimes {
             dispatch_ms: ms(0, 2)?,

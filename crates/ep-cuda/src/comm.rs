@@ -3,6 +3,7 @@
 //! never arrived through a status buffer the host reads after the stream finishes.
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use cudarc::driver::CudaStream;
 use ep_core::format::TokenFormat;
@@ -22,6 +23,11 @@ use crate::world::{RankBuffers, World};
 const THREADS: u32 = 128;
 const WAIT_THREADS: u32 = 256;
 
+/// How long one launch of a wait kernel spins before the host launches it again, until the
+/// deadline (`ep_wait_counts` in common.cuh says why waits are sliced). A rank held up behind a
+/// peer's wait loses at most this; a relaunch (one launch and a status read) costs microseconds.
+const WAIT_SLICE: Duration = Duration::from_millis(10);
+
 fn format_id(f: Format) -> i32 {
     match f {
         Format::Bf16 => 0,
@@ -40,7 +46,6 @@ struct RoundData {
     rows: usize,
     reduced: bool,
     epilogue: Option<Epilogue>,
-    wall: Option<std::time::Instant>,
 }
 
 /// The scalars every kernel of a rank takes, as the kernels' `int`/`u64` parameters.
@@ -50,7 +55,6 @@ struct Scalars {
     n: i32,
     l: i32,
     skip: i32,
-    timeout_ns: u64,
     top_k: i32,
     hidden: i32,
     experts: i32,
@@ -65,7 +69,6 @@ impl Scalars {
             n: cfg.n_ranks() as i32,
             l: cfg.n_local_experts() as i32,
             skip: cfg.skip_a2a.is_some() as i32,
-            timeout_ns: cfg.timeout.as_nanos() as u64,
             top_k: cfg.top_k as i32,
             hidden: cfg.hidden as i32,
             experts: cfg.n_experts as i32,
@@ -139,18 +142,51 @@ impl CudaComm {
         }
     }
 
-    /// Reads the status a wait kernel left; a timeout names the (rank, expert) pairs missing.
-    pub(crate) fn check_status(&mut self, phase: Phase) -> Result<()> {
+    /// Runs a phase's wait to completion. `issue` launches the wait kernel with a slice of the
+    /// deadline (in ns), and what follows it on the device; while counts are missing and time is
+    /// left, the host launches it again. Returns with the stream idle. A timeout names the
+    /// (rank, expert) pairs that never arrived.
+    pub(crate) fn wait_sliced(
+        &mut self,
+        phase: Phase,
+        issue: &mut dyn FnMut(&mut Self, u64) -> Result<()>,
+    ) -> Result<()> {
+        let start = Instant::now();
+        let mut slices = 0u32;
+        loop {
+            let slice = self
+                .cfg
+                .timeout
+                .saturating_sub(start.elapsed())
+                .min(WAIT_SLICE);
+            issue(self, slice.as_nanos() as u64)?;
+            self.sync()?;
+            slices += 1;
+            let give_up = start.elapsed() >= self.cfg.timeout;
+            if self.wait_outcome(phase, start, give_up)? {
+                break;
+            }
+        }
+        if slices > 1 && std::env::var_os("EP_CUDA_LOG_WAITS").is_some() {
+            eprintln!(
+                "ep-cuda: rank {} {phase:?} wait took {slices} slices ({} ms)",
+                self.rank,
+                start.elapsed().as_millis()
+            );
+        }
+        Ok(())
+    }
+
+    /// Reads the status a wait kernel left: `true` when every count arrived, `false` when its
+    /// slice ran out first and `give_up` is not set yet.
+    fn wait_outcome(&mut self, phase: Phase, start: Instant, give_up: bool) -> Result<bool> {
         let (n, l) = (self.cfg.n_ranks(), self.cfg.n_local_experts());
         let mut status = vec![0u32; 1 + l * n];
         self.bufs().status.download(&mut status, &self.stream)?;
-        let waited_ms = self
-            .round
-            .wall
-            .map_or(0, |t| t.elapsed().as_millis() as u64);
         let rank = self.rank;
         let err = match status[0] {
-            0 => return Ok(()),
+            0 => return Ok(true),
+            1 if !give_up => return Ok(false),
             1 => {
                 let missing = (0..l * n)
                     .filter(|&i| status[1 + i] != 0)
@@ -162,6 +198,7 @@ impl CudaComm {
                         }
                     })
                     .collect();
+                let waited_ms = start.elapsed().as_millis() as u64;
                 EpError::Timeout { rank, phase, waited_ms, missing }
             }
             2 => EpError::Backend(format!("rank {rank}: a receive count exceeds max_tokens_per_rank; the buffer protocol was violated")),
@@ -312,11 +349,10 @@ impl CudaComm {
         )
     }
 
-    /// The wait (with its deadline) and the copy-out into the per-expert layout: the
-    /// dispatch_wait kernels. The row count stays on the device.
-    pub(crate) fn issue_dispatch_wait(&mut self) -> Result<()> {
+    /// One slice of the wait and the copy-out into the per-expert layout (which does nothing
+    /// unless the wait completed): the dispatch_wait kernels. The row count stays on the device.
+    pub(crate) fn issue_dispatch_wait(&mut self, slice_ns: u64) -> Result<()> {
         self.bind()?;
-        self.round.wall = Some(std::time::Instant::now());
         let cfg = &self.cfg;
         let b = self.bufs();
         let Scalars {
@@ -324,7 +360,6 @@ impl CudaComm {
             n,
             l,
             skip,
-            timeout_ns,
             hidden,
             max_t,
             ..
@@ -343,7 +378,7 @@ impl CudaComm {
                 &n,
                 &rank,
                 &skip,
-                &timeout_ns,
+                &slice_ns,
                 &max_t,
                 &self.shared_groups(),
                 &shared_len,
@@ -378,6 +413,7 @@ impl CudaComm {
                 &b.recv_scales.ptr,
                 &b.src_info.ptr,
                 &b.row_src.ptr,
+                &b.status.ptr,
             ],
         )
     }
@@ -471,18 +507,12 @@ impl CudaComm {
         )
     }
 
-    /// The combine wait, with its deadline and the count check.
-    pub(crate) fn issue_combine_wait(&mut self) -> Result<()> {
+    /// One slice of the combine wait, with the count check.
+    pub(crate) fn issue_combine_wait(&mut self, slice_ns: u64) -> Result<()> {
         self.bind()?;
-        self.round.wall = Some(std::time::Instant::now());
         let b = self.bufs();
         let Scalars {
-            rank,
-            n,
-            l,
-            skip,
-            timeout_ns,
-            ..
+            rank, n, l, skip, ..
         } = self.sc;
         launch(
             &self.stream,
@@ -496,7 +526,7 @@ impl CudaComm {
                 &n,
                 &rank,
                 &skip,
-                &timeout_ns,
+                &slice_ns,
                 &b.sent.ptr,
                 &b.status.ptr,
                 &b.c_snapshot.ptr,
@@ -504,7 +534,8 @@ impl CudaComm {
         )
     }
 
-    /// The reduction (or unreduced layout) and the epilogue, into the device output buffers.
+    /// The reduction (or unreduced layout) and the epilogue, into the device output buffers;
+    /// nothing unless the combine wait before it completed.
     pub(crate) fn issue_combine_output(&self) -> Result<()> {
         let cfg = &self.cfg;
         let Scalars {
@@ -519,7 +550,7 @@ impl CudaComm {
         let k = self.k();
         let s = &self.stream;
         if !self.round.reduced {
-            let args: [&dyn crate::kernels::KernelArg; 8] = [
+            let args: [&dyn crate::kernels::KernelArg; 9] = [
                 &b.c_recv.ptr,
                 &b.ids.ptr,
                 &top_k,
@@ -528,6 +559,7 @@ impl CudaComm {
                 &l,
                 &skip,
                 &b.out.ptr,
+                &b.status.ptr,
             ];
             return launch(
                 s,
@@ -581,6 +613,7 @@ impl CudaComm {
                 &b.out.ptr,
                 &b.fp8_payload.ptr,
                 &b.fp8_scales.ptr,
+                &b.status.ptr,
             ],
         )
     }
@@ -617,9 +650,9 @@ impl EpComm for CudaComm {
 
     fn dispatch_wait(&mut self) -> Result<DispatchOutput> {
         self.tracker.check_dispatch_wait()?;
-        self.issue_dispatch_wait()?;
-        self.sync()?;
-        self.check_status(Phase::Dispatch)?;
+        self.wait_sliced(Phase::Dispatch, &mut |c, slice| {
+            c.issue_dispatch_wait(slice)
+        })?;
 
         let cfg = &self.cfg;
         let (g, hidden) = (cfg.n_groups(), cfg.hidden);
@@ -684,10 +717,10 @@ impl EpComm for CudaComm {
 
     fn combine_wait(&mut self) -> Result<CombineOutput> {
         self.tracker.check_combine_wait()?;
-        self.issue_combine_wait()?;
-        self.sync()?;
-        self.check_status(Phase::Combine)?;
-        self.issue_combine_output()?;
+        self.wait_sliced(Phase::Combine, &mut |c, slice| {
+            c.issue_combine_wait(slice)?;
+            c.issue_combine_output()
+        })?;
         let (t, top_k, hidden) = (self.round.n_tokens, self.cfg.top_k, self.cfg.hidden);
         let b = self.bufs();
         let s = &self.stream;

@@ -1,7 +1,8 @@
 // Combine: expert outputs back to their tokens, reduced with the router weights.
 //
 // Launch order: ep_combine_send -> ep_combine_put (inter-node only) -> ep_combine_signal; then
-// ep_combine_wait -> ep_combine_reduce or ep_combine_unreduced.
+// ep_combine_wait -> ep_combine_reduce or ep_combine_unreduced, again while the wait's slice runs
+// out before the counts are all there.
 
 #define EP_EPI_NONE 0
 #define EP_EPI_RESIDUAL 1
@@ -54,9 +55,9 @@ extern "C" __global__ void ep_combine_signal(const u64* dispatch_counts, int n_l
 
 // Waits for every expert's rows; each count must equal the rows this rank sent that expert.
 extern "C" __global__ void ep_combine_wait(u64* counts, int n_local, int n_ranks, int rank, int skip_a2a,
-                                           u64 timeout_ns, const u64* sent, u32* status, u64* snapshot) {
+                                           u64 slice_ns, const u64* sent, u32* status, u64* snapshot) {
     int n = n_local * n_ranks;
-    if (!ep_wait_counts(counts, n, rank, n_ranks, skip_a2a, timeout_ns, status, snapshot)) return;
+    if (!ep_wait_counts(counts, n, rank, n_ranks, skip_a2a, slice_ns, status, snapshot)) return;
     __syncthreads();
     for (int i = threadIdx.x; i < n; i += blockDim.x) {
         int g = i / n_ranks, s = i % n_ranks;
@@ -79,7 +80,8 @@ extern "C" __global__ void ep_combine_reduce(const u16* recv, const int* ids, co
                                              int hidden, int rank, int n_local, int skip_a2a,
                                              const u16* shared_rows, int shared_start, int shared_end,
                                              int epilogue, const u16* residual, float scale, u16* out,
-                                             u8* fp8_payload, float* fp8_scales) {
+                                             u8* fp8_payload, float* fp8_scales, const u32* status) {
+    if (status[0] != EP_OK) return; // launched with the wait, before the host knows it completed
     extern __shared__ float smem_f[];
     float* row = smem_f; // hidden values, for the FP8 and device epilogues
     u8* scale_bytes = (u8*)(row + hidden);
@@ -133,7 +135,8 @@ extern "C" __global__ void ep_combine_reduce(const u16* recv, const int* ids, co
 
 // Without weights: each slot's returned row, masked and off-device slots zero. One block per token.
 extern "C" __global__ void ep_combine_unreduced(const u16* recv, const int* ids, int top_k, int hidden, int rank,
-                                                int n_local, int skip_a2a, u16* out) {
+                                                int n_local, int skip_a2a, u16* out, const u32* status) {
+    if (status[0] != EP_OK) return;
     int t = blockIdx.x;
     const int* tid = ids + (u64)t * top_k;
     for (int k = 0; k < top_k; k++) {

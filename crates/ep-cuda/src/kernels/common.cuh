@@ -276,15 +276,21 @@ __device__ void ep_block_copy(u8* dst, const u8* src, u64 bytes) {
 
 // Status codes a wait kernel leaves for the host.
 #define EP_OK 0
-#define EP_TIMEOUT 1
+#define EP_PENDING 1 // the slice ran out with counts missing
 #define EP_COUNT_OVERFLOW 2
 #define EP_COUNT_MISMATCH 3
 
-// Waits (acquire, system scope) until no awaited count is the sentinel, or the deadline passes.
-// status[0] gets the outcome, status[1 + i] = 1 marks count i as never arrived. Awaited counts
-// are copied to `snapshot` (0 for the others) and reset to the sentinel for the next round.
-// One block.
-__device__ bool ep_wait_counts(u64* counts, int n, int rank, int n_ranks, int skip_a2a, u64 timeout_ns,
+// Waits (acquire, system scope) until no awaited count is the sentinel, or `slice_ns` passes.
+// status[0] gets the outcome, status[1 + i] = 1 marks count i as not arrived yet. Awaited counts
+// are copied to `snapshot` (0 for the others) and, once all are there, reset to the sentinel for
+// the next round. One block.
+//
+// A slice is short (comm.rs: WAIT_SLICE): when it runs out the host launches the wait again until
+// the round's deadline. A kernel that spun for the whole deadline could hold up the very rank it
+// waits for: ranks sharing a GPU share its driver and hardware queues, and the driver may make a
+// rank's launch or copy wait for the kernels already running (seen on one H100 with 4-8 ranks:
+// a rank's signals ~10 s late, released only when a peer's wait timed out).
+__device__ bool ep_wait_counts(u64* counts, int n, int rank, int n_ranks, int skip_a2a, u64 slice_ns,
                                u32* status, u64* snapshot) {
     __shared__ int timed_out;
     if (threadIdx.x == 0) { timed_out = 0; status[0] = EP_OK; }
@@ -297,7 +303,7 @@ __device__ bool ep_wait_counts(u64* counts, int n, int rank, int n_ranks, int sk
         if (awaited) {
             v = ep_load_acquire(counts + i);
             while (v == EP_SENTINEL) {
-                if (ep_globaltimer() - start > timeout_ns) { status[1 + i] = 1; atomicExch(&timed_out, 1); break; }
+                if (ep_globaltimer() - start > slice_ns) { status[1 + i] = 1; atomicExch(&timed_out, 1); break; }
                 __nanosleep(256);
                 v = ep_load_acquire(counts + i);
             }
@@ -306,7 +312,7 @@ __device__ bool ep_wait_counts(u64* counts, int n, int rank, int n_ranks, int sk
     }
     __syncthreads();
     if (timed_out) {
-        if (threadIdx.x == 0) status[0] = EP_TIMEOUT;
+        if (threadIdx.x == 0) status[0] = EP_PENDING;
         return false;
     }
     for (int i = threadIdx.x; i < n; i += blockDim.x) {

@@ -1,7 +1,8 @@
 // Dispatch: each rank's tokens to the ranks that hold their experts, laid out per expert.
 //
 // Launch order on the rank's stream: ep_assign_slots -> ep_dispatch_send -> ep_dispatch_put
-// (inter-node only) -> ep_dispatch_signal; then ep_dispatch_wait -> ep_dispatch_copy_out.
+// (inter-node only) -> ep_dispatch_signal; then ep_dispatch_wait -> ep_dispatch_copy_out, again
+// while the wait's slice runs out before the counts are all there.
 // Stream order makes every message store complete before the signal kernel's release stores.
 
 __device__ __forceinline__ bool ep_routes_to(int skip_a2a, int src, int e, int n_local) {
@@ -149,11 +150,11 @@ extern "C" __global__ void ep_dispatch_signal(const u64* sent, int n_experts, in
 // Waits for every count, then lays out the groups: row_offsets [n_groups + 1] and src_offsets
 // [n_groups, n_ranks + 1], with the shared expert (when fused) as group 0. One block.
 extern "C" __global__ void ep_dispatch_wait(u64* counts, int n_local, int n_ranks, int rank, int skip_a2a,
-                                            u64 timeout_ns, int max_tokens, int shared_groups, int shared_len,
+                                            u64 slice_ns, int max_tokens, int shared_groups, int shared_len,
                                             int row_multiple, u32* status, u64* snapshot, u32* row_offsets,
                                             u32* src_offsets) {
     int n = n_local * n_ranks;
-    if (!ep_wait_counts(counts, n, rank, n_ranks, skip_a2a, timeout_ns, status, snapshot)) return;
+    if (!ep_wait_counts(counts, n, rank, n_ranks, skip_a2a, slice_ns, status, snapshot)) return;
     __syncthreads();
     if (threadIdx.x != 0) return;
     for (int i = 0; i < n; i++) {
@@ -174,14 +175,18 @@ extern "C" __global__ void ep_dispatch_wait(u64* counts, int n_local, int n_rank
     row_offsets[n_groups] = cursor;
 }
 
-// One block per capacity row; rows past row_offsets[n_groups] (read here, on the device) exit.
+// One block per capacity row; rows past row_offsets[n_groups] (read here, on the device) exit,
+// and every row when the wait did not complete (`status`): it is launched with the wait, before
+// the host knows.
 // Copies the payload, places the scales, fills src_info and the row's source rank (-1 for padding
 // and shared-expert rows, which never travel back). Padding rows get zero payload and zero scales,
 // so every byte of the output up to the row count is written without a host round trip.
 extern "C" __global__ void ep_dispatch_copy_out(const u8* recv, const u8* shared_msgs, const u32* row_offsets,
                                                 const u32* src_offsets, int n_local, int n_ranks, int rank,
                                                 int shared_groups, int max_tokens, int hidden, int fmt, MsgLayout m,
-                                                u8* recv_tokens, u8* recv_scales, int* src_info, int* row_src) {
+                                                u8* recv_tokens, u8* recv_scales, int* src_info, int* row_src,
+                                                const u32* status) {
+    if (status[0] != EP_OK) return;
     int n_groups = n_local + shared_groups;
     u64 rows = row_offsets[n_groups];
     u64 row = blockIdx.x;
