@@ -102,12 +102,13 @@ fn median(mut v: Vec<f32>) -> f32 {
 /// `iters` after a warm-up).
 pub fn measure_ceilings(bytes: usize, iters: usize) -> Result<Ceilings> {
     let n = crate::driver::device_count()?;
-    let ctxs: Vec<Arc<CudaContext>> = (0..n.min(2))
-        .map(|d| CudaContext::new(d).map_err(cuda))
+    let ks: Vec<Arc<Kernels>> = (0..n.min(2))
+        .map(crate::world::device_kernels)
         .collect::<Result<_>>()?;
+    let ctxs: Vec<Arc<CudaContext>> = ks.iter().map(|k| Arc::clone(&k.ctx)).collect();
     let map: HashMap<usize, Arc<CudaContext>> = ctxs.iter().cloned().enumerate().collect();
     crate::world::enable_peer_access(&map)?;
-    let k = Kernels::load(&ctxs[0])?;
+    let k = &ks[0];
     let sms = ctxs[0]
         .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
         .map_err(cuda)?;
@@ -151,7 +152,7 @@ pub fn measure_ceilings(bytes: usize, iters: usize) -> Result<Ceilings> {
 struct NcclRank {
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
-    k: Kernels,
+    k: Arc<Kernels>,
     tokens: DevBuf,
     send: DevBuf,
     recv: DevBuf,
@@ -264,7 +265,8 @@ impl NcclBaseline {
 
         let mut ranks = Vec::new();
         for r in 0..n {
-            let ctx = CudaContext::new(r).map_err(cuda)?;
+            let k = crate::world::device_kernels(r)?;
+            let ctx = Arc::clone(&k.ctx);
             let t_r = topk_ids[r].nrows();
             // Permute: tokens to per-destination chunks.
             let send_index: Vec<i32> = (0..n)
@@ -323,7 +325,7 @@ impl NcclBaseline {
             let n_recv: usize = from.iter().sum();
             let n_back_recv: usize = back_from.iter().sum();
             let rank = NcclRank {
-                k: Kernels::load(&ctx)?,
+                k,
                 tokens: b(t_r * row_bytes)?,
                 send: b(n_send * row_bytes)?,
                 recv: b(n_recv * row_bytes)?,

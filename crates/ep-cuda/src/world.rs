@@ -88,16 +88,15 @@ impl World {
         }
 
         let mut ctxs: HashMap<usize, Arc<CudaContext>> = HashMap::new();
+        let mut loaded: HashMap<usize, Arc<Kernels>> = HashMap::new();
         for &d in &device_of {
             if let std::collections::hash_map::Entry::Vacant(e) = ctxs.entry(d) {
-                e.insert(CudaContext::new(d).map_err(cuda)?);
+                let k = device_kernels(d)?;
+                e.insert(Arc::clone(&k.ctx));
+                loaded.insert(d, k);
             }
         }
         enable_peer_access(&ctxs)?;
-        let mut loaded: HashMap<usize, Arc<Kernels>> = HashMap::new();
-        for (&d, ctx) in &ctxs {
-            loaded.insert(d, Arc::new(Kernels::load(ctx)?));
-        }
 
         let msg = MessageLayout::new(cfg.format, cfg.hidden, cfg.top_k);
         let ranks = device_of
@@ -139,6 +138,22 @@ impl World {
             ranks,
         })
     }
+}
+
+/// Device `d`'s context with the kernels loaded, made once per process. cudarc releases the
+/// primary context when its last handle goes, and making it again costs ~1 s with 32 hardware
+/// queues (driver.rs), so every `init`, benchmark and ceiling shares one.
+pub(crate) fn device_kernels(d: usize) -> Result<Arc<Kernels>> {
+    static DEVICES: std::sync::OnceLock<std::sync::Mutex<HashMap<usize, Arc<Kernels>>>> =
+        std::sync::OnceLock::new();
+    let mut devices = DEVICES.get_or_init(Default::default).lock().unwrap();
+    if let Some(k) = devices.get(&d) {
+        return Ok(Arc::clone(k));
+    }
+    let ctx = CudaContext::new(d).map_err(cuda)?;
+    let k = Arc::new(Kernels::load(&ctx)?);
+    devices.insert(d, Arc::clone(&k));
+    Ok(k)
 }
 
 pub(crate) fn enable_peer_access(ctxs: &HashMap<usize, Arc<CudaContext>>) -> Result<()> {
