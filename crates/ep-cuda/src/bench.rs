@@ -57,6 +57,7 @@ impl CudaComm {
         let ctx = Arc::clone(self.stream_ref().context());
         let e: Vec<CudaEvent> = (0..6).map(|_| timing_event(&ctx)).collect::<Result<_>>()?;
         let s = Arc::clone(self.stream_ref());
+        self.mark("start")?;
         e[0].record(&s).map_err(cuda)?;
         self.issue_dispatch_send()?;
         e[1].record(&s).map_err(cuda)?;
@@ -66,6 +67,7 @@ impl CudaComm {
             e[2].record(&s).map_err(cuda)
         })?;
         between();
+        self.mark("(host: barrier between phases)")?;
         e[3].record(&s).map_err(cuda)?;
         self.issue_combine_send(self.config().max_recv_rows())?;
         e[4].record(&s).map_err(cuda)?;
@@ -81,6 +83,26 @@ impl CudaComm {
             combine_ms: ms(3, 5)?,
             combine_async_ms: ms(3, 4)?,
         })
+    }
+}
+
+impl CudaComm {
+    /// [`CudaComm::bench_round`] with an event after every kernel: the round's times and, per
+    /// kernel in launch order, the µs from the previous event to its end (the probe's own event
+    /// records lengthen host-bound rounds a little).
+    pub fn bench_round_probed(
+        &mut self,
+        between: &dyn Fn(),
+    ) -> Result<(PhaseTimes, Vec<(&'static str, f32)>)> {
+        self.set_probe(true);
+        let times = self.bench_round(between);
+        let events = self.set_probe(false);
+        let times = times?;
+        let steps = events
+            .windows(2)
+            .map(|w| Ok((w[1].0, w[0].1.elapsed_ms(&w[1].1).map_err(cuda)? * 1e3)))
+            .collect::<Result<_>>()?;
+        Ok((times, steps))
     }
 }
 

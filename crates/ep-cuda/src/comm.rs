@@ -19,6 +19,7 @@ use crate::driver::cuda;
 use crate::kernels::{launch, Kernels, MsgLayout};
 use crate::memory::DevBuf;
 use crate::world::{RankBuffers, World};
+use cudarc::driver::{CudaEvent, CudaFunction};
 
 const THREADS: u32 = 128;
 const WAIT_THREADS: u32 = 256;
@@ -87,6 +88,8 @@ pub struct CudaComm {
     tracker: RoundTracker,
     round: RoundData,
     last_dispatch: Option<RoutingHandle>,
+    /// When set (`ep bench --breakdown`), an event after every kernel, to time each one.
+    probe: std::cell::RefCell<Option<Vec<(&'static str, CudaEvent)>>>,
 }
 
 impl CudaComm {
@@ -101,6 +104,7 @@ impl CudaComm {
             tracker: RoundTracker::new(rank),
             round: RoundData::default(),
             last_dispatch: None,
+            probe: Default::default(),
         })
     }
 
@@ -124,6 +128,51 @@ impl CudaComm {
 
     fn k(&self) -> &Kernels {
         &self.world.kernels[self.rank]
+    }
+
+    /// Launches kernel `name` of this rank's device on its stream.
+    fn launch(
+        &self,
+        name: &'static str,
+        grid: u32,
+        block: u32,
+        smem: u32,
+        args: &[&dyn crate::kernels::KernelArg],
+    ) -> Result<()> {
+        self.launch_fn(name, self.k().get(name), grid, block, smem, args)
+    }
+
+    /// Launches `f` (kernel `name`, or a variant of it) on this rank's stream.
+    fn launch_fn(
+        &self,
+        name: &'static str,
+        f: &CudaFunction,
+        grid: u32,
+        block: u32,
+        smem: u32,
+        args: &[&dyn crate::kernels::KernelArg],
+    ) -> Result<()> {
+        launch(&self.stream, f, grid, block, smem, args)?;
+        self.mark(name)
+    }
+
+    /// Records an event named `name` on the stream while probing.
+    pub(crate) fn mark(&self, name: &'static str) -> Result<()> {
+        if let Some(events) = self.probe.borrow_mut().as_mut() {
+            let e = self
+                .stream
+                .context()
+                .new_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT))
+                .map_err(cuda)?;
+            e.record(&self.stream).map_err(cuda)?;
+            events.push((name, e));
+        }
+        Ok(())
+    }
+
+    /// Starts (`true`) or stops probing; stopping returns the events recorded since the start.
+    pub(crate) fn set_probe(&self, on: bool) -> Vec<(&'static str, CudaEvent)> {
+        std::mem::replace(&mut *self.probe.borrow_mut(), on.then(Vec::new)).unwrap_or_default()
     }
 
     fn bind(&self) -> Result<()> {
@@ -248,6 +297,7 @@ impl CudaComm {
         let t = self.round.n_tokens;
         let shared = &self.round.shared;
         b.slots.fill_async(0xFF, t * cfg.top_k * 4, s)?;
+        self.mark("memset slots")?;
         let Scalars {
             rank,
             n,
@@ -261,7 +311,6 @@ impl CudaComm {
             ..
         } = self.sc;
         let m = MsgLayout::from(&self.world.msg);
-        let k = self.k();
         let slots_args: [&dyn crate::kernels::KernelArg; 9] = [
             &b.ids.ptr,
             &(t as i32),
@@ -273,18 +322,16 @@ impl CudaComm {
             &b.slots.ptr,
             &b.sent.ptr,
         ];
-        launch(
-            s,
-            k.get("ep_assign_slots"),
+        self.launch(
+            "ep_assign_slots",
             cfg.n_experts as u32,
             WAIT_THREADS,
             0,
             &slots_args,
         )?;
         let smem = (self.world.msg.bytes + cfg.hidden * 4) as u32;
-        launch(
-            s,
-            k.get("ep_dispatch_send"),
+        self.launch(
+            "ep_dispatch_send",
             t as u32,
             THREADS,
             smem,
@@ -310,9 +357,8 @@ impl CudaComm {
             ],
         )?;
         if cfg.n_nodes > 1 {
-            launch(
-                s,
-                k.get("ep_dispatch_put"),
+            self.launch(
+                "ep_dispatch_put",
                 t as u32,
                 THREADS,
                 0,
@@ -331,9 +377,8 @@ impl CudaComm {
                 ],
             )?;
         }
-        launch(
-            s,
-            k.get("ep_dispatch_signal"),
+        self.launch(
+            "ep_dispatch_signal",
             1,
             WAIT_THREADS,
             0,
@@ -366,9 +411,8 @@ impl CudaComm {
         } = self.sc;
         let multiple = cfg.format.group_row_multiple() as i32;
         let shared_len = self.round.shared.len() as i32;
-        launch(
-            &self.stream,
-            self.k().get("ep_dispatch_wait"),
+        self.launch(
+            "ep_dispatch_wait",
             1,
             WAIT_THREADS,
             0,
@@ -390,9 +434,8 @@ impl CudaComm {
             ],
         )?;
         let m = MsgLayout::from(&self.world.msg);
-        launch(
-            &self.stream,
-            self.k().get("ep_dispatch_copy_out"),
+        self.launch(
+            "ep_dispatch_copy_out",
             cfg.max_recv_rows() as u32,
             THREADS,
             0,
@@ -443,7 +486,6 @@ impl CudaComm {
     pub(crate) fn issue_combine_send(&self, grid_rows: usize) -> Result<()> {
         let cfg = &self.cfg;
         let b = self.bufs();
-        let s = &self.stream;
         let Scalars {
             rank,
             n,
@@ -455,7 +497,6 @@ impl CudaComm {
             ..
         } = self.sc;
         let rows_end = b.row_offsets.ptr + 4 * cfg.n_groups() as u64;
-        let k = self.k();
         let send: [&dyn crate::kernels::KernelArg; 10] = [
             &b.expert_out.ptr,
             &b.src_info.ptr,
@@ -468,14 +509,7 @@ impl CudaComm {
             &gpn,
             &b.c_staging.ptr,
         ];
-        launch(
-            s,
-            k.get("ep_combine_send"),
-            grid_rows as u32,
-            THREADS,
-            0,
-            &send,
-        )?;
+        self.launch("ep_combine_send", grid_rows as u32, THREADS, 0, &send)?;
         if cfg.n_nodes > 1 {
             let put: [&dyn crate::kernels::KernelArg; 9] = [
                 &b.src_info.ptr,
@@ -488,18 +522,10 @@ impl CudaComm {
                 &gpn,
                 &b.c_staging.ptr,
             ];
-            launch(
-                s,
-                k.get("ep_combine_put"),
-                grid_rows as u32,
-                THREADS,
-                0,
-                &put,
-            )?;
+            self.launch("ep_combine_put", grid_rows as u32, THREADS, 0, &put)?;
         }
-        launch(
-            s,
-            k.get("ep_combine_signal"),
+        self.launch(
+            "ep_combine_signal",
             1,
             WAIT_THREADS,
             0,
@@ -514,9 +540,8 @@ impl CudaComm {
         let Scalars {
             rank, n, l, skip, ..
         } = self.sc;
-        launch(
-            &self.stream,
-            self.k().get("ep_combine_wait"),
+        self.launch(
+            "ep_combine_wait",
             1,
             WAIT_THREADS,
             0,
@@ -548,7 +573,6 @@ impl CudaComm {
         let (t, hidden) = (self.round.n_tokens, cfg.hidden);
         let b = self.bufs();
         let k = self.k();
-        let s = &self.stream;
         if !self.round.reduced {
             let args: [&dyn crate::kernels::KernelArg; 9] = [
                 &b.c_recv.ptr,
@@ -561,14 +585,7 @@ impl CudaComm {
                 &b.out.ptr,
                 &b.status.ptr,
             ];
-            return launch(
-                s,
-                k.get("ep_combine_unreduced"),
-                t as u32,
-                THREADS,
-                0,
-                &args,
-            );
+            return self.launch("ep_combine_unreduced", t as u32, THREADS, 0, &args);
         }
         let (epi, scale, device) = match &self.round.epilogue {
             None => (0, 1.0f32, None),
@@ -588,9 +605,18 @@ impl CudaComm {
             0u64
         };
         let f = device.as_ref().unwrap_or(k.get("ep_combine_reduce"));
-        let smem = (hidden * 4 + hidden / 32 + 16) as u32;
-        launch(
-            s,
+        // The row in f32 and its FP8 scales, for the epilogues that need the whole row.
+        let whole_row = matches!(
+            self.round.epilogue,
+            Some(Epilogue::QuantizeFp8 | Epilogue::Device(_))
+        );
+        let smem = if whole_row {
+            (hidden * 4 + hidden / 32 + 16) as u32
+        } else {
+            0
+        };
+        self.launch_fn(
+            "ep_combine_reduce",
             f,
             t as u32,
             THREADS,
@@ -792,9 +818,8 @@ impl EpComm for CudaComm {
         let interleaved = (opts.layout == ep_core::GateUp::Interleaved) as i32;
         let smem = (width * 4 + fmt.scale_bytes(width) + 16) as u32;
         let b = self.bufs();
-        launch(
-            s,
-            self.k().get("ep_swiglu"),
+        self.launch(
+            "ep_swiglu",
             rows as u32,
             THREADS,
             smem,

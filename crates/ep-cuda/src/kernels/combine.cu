@@ -76,6 +76,10 @@ __device__ __forceinline__ int ep_routed_slot(const int* ids, int k, int rank, i
 
 // One block per token: acc = 0; acc += w[k] * y[k] for k ascending (each product and sum
 // rounded), the shared expert's row added last, one rounding to bf16, then the epilogue.
+// The contributing slots are listed once in shared memory; then each thread takes 8 columns at a
+// time (16-byte loads of every contributing row, issued together), so a token costs a few
+// memory latencies rather than one per (column, slot). Dynamic shared memory (hidden f32 and the
+// FP8 scales) is only given for the FP8 and device epilogues.
 extern "C" __global__ void ep_combine_reduce(const u16* recv, const int* ids, const float* weights, int top_k,
                                              int hidden, int rank, int n_local, int skip_a2a,
                                              const u16* shared_rows, int shared_start, int shared_end,
@@ -85,28 +89,71 @@ extern "C" __global__ void ep_combine_reduce(const u16* recv, const int* ids, co
     extern __shared__ float smem_f[];
     float* row = smem_f; // hidden values, for the FP8 and device epilogues
     u8* scale_bytes = (u8*)(row + hidden);
+    __shared__ int slot_row[64]; // MAX_TOP_K
+    __shared__ float slot_w[64];
+    __shared__ int n_slots;
     int t = blockIdx.x;
-    const int* tid = ids + (u64)t * top_k;
-    const float* w = weights + (u64)t * top_k;
-    bool has_shared = shared_rows != 0 && t >= shared_start && t < shared_end;
-    for (int c = threadIdx.x; c < hidden; c += blockDim.x) {
-        float acc = 0.0f;
+    if (threadIdx.x == 0) {
+        const int* tid = ids + (u64)t * top_k;
+        int n = 0;
         for (int k = 0; k < top_k; k++) {
             int k0 = ep_routed_slot(tid, k, rank, n_local, skip_a2a);
             if (k0 < 0) continue;
-            float y = bf16_to_f32(recv[((u64)t * top_k + k0) * hidden + c]);
-            acc = __fadd_rn(acc, __fmul_rn(w[k], y));
+            slot_row[n] = k0;
+            slot_w[n] = weights[(u64)t * top_k + k];
+            n++;
         }
-        if (has_shared) acc = __fadd_rn(acc, bf16_to_f32(shared_rows[(u64)(t - shared_start) * hidden + c]));
-        u16 v = arith_to_bf16(acc);
+        n_slots = n;
+    }
+    __syncthreads();
+    int n = n_slots;
+    bool has_shared = shared_rows != 0 && t >= shared_start && t < shared_end;
+    int w8 = hidden / 8; // hidden is a multiple of 8 for every format
+    const uint4* rows = (const uint4*)(recv + (u64)t * top_k * hidden);
+    for (int c8 = threadIdx.x; c8 < w8; c8 += blockDim.x) {
+        float acc[8];
+        for (int i = 0; i < 8; i++) acc[i] = 0.0f;
+#pragma unroll 4
+        for (int j = 0; j < n; j++) {
+            uint4 v = rows[(u64)slot_row[j] * w8 + c8];
+            float w = slot_w[j];
+            u32 words[4] = {v.x, v.y, v.z, v.w};
+            for (int q = 0; q < 4; q++) {
+                acc[2 * q] = __fadd_rn(acc[2 * q], __fmul_rn(w, bf16_to_f32((u16)(words[q] & 0xffffu))));
+                acc[2 * q + 1] = __fadd_rn(acc[2 * q + 1], __fmul_rn(w, bf16_to_f32((u16)(words[q] >> 16))));
+            }
+        }
+        if (has_shared) {
+            uint4 v = ((const uint4*)(shared_rows + (u64)(t - shared_start) * hidden))[c8];
+            u32 words[4] = {v.x, v.y, v.z, v.w};
+            for (int q = 0; q < 4; q++) {
+                acc[2 * q] = __fadd_rn(acc[2 * q], bf16_to_f32((u16)(words[q] & 0xffffu)));
+                acc[2 * q + 1] = __fadd_rn(acc[2 * q + 1], bf16_to_f32((u16)(words[q] >> 16)));
+            }
+        }
+        u32 res[4] = {0, 0, 0, 0};
         if (epilogue == EP_EPI_RESIDUAL) {
-            v = arith_to_bf16(__fadd_rn(bf16_to_f32(v), bf16_to_f32(residual[(u64)t * hidden + c])));
-        } else if (epilogue == EP_EPI_SCALE) {
-            v = arith_to_bf16(__fmul_rn(bf16_to_f32(v), scale));
+            uint4 r = ((const uint4*)(residual + (u64)t * hidden))[c8];
+            res[0] = r.x; res[1] = r.y; res[2] = r.z; res[3] = r.w;
         }
-        if (epilogue == EP_EPI_FP8) row[c] = bf16_to_f32(v);
-        else if (epilogue != EP_EPI_DEVICE) out[(u64)t * hidden + c] = v;
-        else row[c] = bf16_to_f32(v);
+        u32 packed[4];
+        for (int i = 0; i < 8; i++) {
+            u16 v = arith_to_bf16(acc[i]);
+            if (epilogue == EP_EPI_RESIDUAL) {
+                u16 r = (u16)(i % 2 == 0 ? res[i / 2] & 0xffffu : res[i / 2] >> 16);
+                v = arith_to_bf16(__fadd_rn(bf16_to_f32(v), bf16_to_f32(r)));
+            } else if (epilogue == EP_EPI_SCALE) {
+                v = arith_to_bf16(__fmul_rn(bf16_to_f32(v), scale));
+            }
+            if (epilogue == EP_EPI_FP8 || epilogue == EP_EPI_DEVICE) row[c8 * 8 + i] = bf16_to_f32(v);
+            if (i % 2 == 0) packed[i / 2] = v;
+            else packed[i / 2] |= (u32)v << 16;
+        }
+        if (epilogue != EP_EPI_FP8 && epilogue != EP_EPI_DEVICE) {
+            uint4 o;
+            o.x = packed[0]; o.y = packed[1]; o.z = packed[2]; o.w = packed[3];
+            ((uint4*)(out + (u64)t * hidden))[c8] = o;
+        }
     }
     if (epilogue == EP_EPI_FP8) {
         __syncthreads();

@@ -201,8 +201,40 @@ __device__ void ep_encode_block(int fmt, const float* x, int b, float input_scal
     }
 }
 
-// The whole row, cooperatively: thread i encodes blocks i, i + blockDim.x, ...
+// FP8 blocks one warp each: lane i takes elements 4i..4i+3 of the 128, the block's amax (and
+// whether it holds a NaN or an infinity) comes from warp shuffles; the same scale and per-element
+// conversion as ep_encode_block, so the same bits. blockDim.x is a multiple of 32.
+__device__ void ep_encode_row_fp8_warps(const float* x, int n, u8* payload, u8* scales) {
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+    for (int b = warp; b < n / 128; b += warps) {
+        const float* xs = x + b * 128 + lane * 4;
+        float amax = 0.0f;
+        bool finite = true;
+        for (int i = 0; i < 4; i++) {
+            finite = finite && ep_is_finite(xs[i]);
+            amax = fmaxf(amax, ep_abs(xs[i]));
+        }
+        finite = __all_sync(0xffffffffu, finite);
+        for (int off = 16; off > 0; off >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
+        u8* q = payload + b * 128 + lane * 4;
+        if (!finite) {
+            for (int i = 0; i < 4; i++) q[i] = 0;
+            if (lane == 0) ep_store_f32_le(scales + 4 * b, ep_nan());
+            continue;
+        }
+        float scale = __fdiv_rn(fmaxf(amax, __uint_as_float(0x38D1B717u)), 448.0f);
+        for (int i = 0; i < 4; i++) q[i] = e4m3_from_f32(__fdiv_rn(xs[i], scale));
+        if (lane == 0) ep_store_f32_le(scales + 4 * b, scale);
+    }
+}
+
+// The whole row, cooperatively: thread i encodes blocks i, i + blockDim.x, ... (FP8: a warp per
+// block).
 __device__ void ep_encode_row(int fmt, const float* x, int n, float input_scale, u8* payload, u8* scales) {
+    if (fmt == EP_FMT_FP8) {
+        ep_encode_row_fp8_warps(x, n, payload, scales);
+        return;
+    }
     int blocks = n / ep_block(fmt);
     for (int b = threadIdx.x; b < blocks; b += blockDim.x) ep_encode_block(fmt, x, b, input_scale, payload, scales);
 }

@@ -46,8 +46,12 @@ pub struct Args {
     out: Option<PathBuf>,
     /// Passes over the scenario list; each scenario's samples are pooled over the passes, so
     /// the reported spread includes drift over the run, not only round-to-round noise.
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, default_value_t = 4)]
     passes: usize,
+    /// CUDA: also time every kernel of a round (events between launches, rank 0, median of a
+    /// few extra rounds per scenario): where the time goes.
+    #[arg(long)]
+    breakdown: bool,
 }
 
 #[derive(Clone, Copy)]
@@ -104,6 +108,8 @@ struct Samples {
 struct Measured {
     s: Samples,
     rounds: usize,
+    /// With --breakdown: per kernel of rank 0's round, in launch order, the median µs.
+    breakdown: Vec<(String, f64)>,
 }
 
 /// Statistics of pooled samples.
@@ -201,7 +207,15 @@ pub fn main(args: Args) -> Result<ExitCode, String> {
             samples[i].push(match args.target.backend {
                 BackendKind::Sim => measure_sim(&cfg, &inputs, rounds)?,
                 BackendKind::Cuda => {
-                    measure_cuda(&cfg, &inputs, rounds, args.target.ranks_per_gpu, gpus.len())?
+                    let probe = args.breakdown && pass == 0;
+                    measure_cuda(
+                        &cfg,
+                        &inputs,
+                        rounds,
+                        args.target.ranks_per_gpu,
+                        gpus.len(),
+                        probe,
+                    )?
                 }
             });
             if pass == 0 {
@@ -217,11 +231,29 @@ pub fn main(args: Args) -> Result<ExitCode, String> {
         .map(|((sc, m), inputs)| {
             let cfg = scenario_config(&args, sc, ranks).expect("validated above");
             let rounds = m.iter().map(|x| x.rounds).sum();
-            row(&cfg, sc, inputs, &Measured::pool(m), &ceiling, rounds)
+            let mut r = row(&cfg, sc, inputs, &Measured::pool(m), &ceiling, rounds);
+            if !m[0].breakdown.is_empty() {
+                r["breakdown_us"] = json!(m[0]
+                    .breakdown
+                    .iter()
+                    .map(|(k, us)| json!({ "step": k, "median_us": us }))
+                    .collect::<Vec<_>>());
+            }
+            r
         })
         .collect();
     bar.finish_and_clear();
     print_table(&rows);
+    for (sc, m) in scenarios.iter().zip(&samples) {
+        if !m[0].breakdown.is_empty() {
+            let steps: Vec<String> = m[0]
+                .breakdown
+                .iter()
+                .map(|(k, us)| format!("{k} {us:.1}"))
+                .collect();
+            println!("{:<22} {}", sc.name(), steps.join(" | "));
+        }
+    }
 
     let result = json!({
         "device": device,
@@ -427,6 +459,7 @@ fn measure_cuda(
     rounds: usize,
     ranks_per_gpu: Option<usize>,
     n_gpus: usize,
+    probe: bool,
 ) -> Result<Measured, String> {
     use ep::cuda::CudaBackend;
     let warm = 3;
@@ -456,8 +489,19 @@ fn measure_cuda(
                 times.push(t);
             }
         }
-        times
+        let mut probed = Vec::new();
+        for _ in 0..if probe { PROBED_ROUNDS } else { 0 } {
+            barrier.wait();
+            let (_, steps) = c
+                .bench_round_probed(&|| {
+                    barrier.wait();
+                })
+                .unwrap_or_else(|e| fail(e));
+            probed.push(steps);
+        }
+        (times, probed)
     });
+    let (per_rank, probed): (Vec<_>, Vec<_>) = per_rank.into_iter().unzip();
     drop(comms);
     let worst = |f: fn(&ep::cuda::bench::PhaseTimes) -> f32| -> Vec<f64> {
         (0..rounds)
@@ -478,6 +522,7 @@ fn measure_cuda(
             ..Default::default()
         },
         rounds,
+        breakdown: median_steps(&probed[0]),
     };
     if cfg.n_ranks() == n_gpus {
         let mut nccl = ep::cuda::bench::NcclBaseline::new(cfg, &inputs.topk_ids, &inputs.weights)
@@ -495,6 +540,30 @@ fn measure_cuda(
     Ok(m)
 }
 
+/// Rounds timed kernel by kernel per scenario with --breakdown.
+#[cfg(feature = "cuda")]
+const PROBED_ROUNDS: usize = 15;
+
+/// Per step, the median over rounds; rounds whose steps differ from the first round's (a wait
+/// that needed another slice) are left out.
+#[cfg(feature = "cuda")]
+fn median_steps(rounds: &[Vec<(&'static str, f32)>]) -> Vec<(String, f64)> {
+    let Some(first) = rounds.first() else {
+        return Vec::new();
+    };
+    let same: Vec<_> = rounds
+        .iter()
+        .filter(|r| r.iter().map(|x| x.0).eq(first.iter().map(|x| x.0)))
+        .collect();
+    (0..first.len())
+        .map(|i| {
+            let mut v: Vec<f64> = same.iter().map(|r| r[i].1 as f64).collect();
+            v.sort_by(f64::total_cmp);
+            (first[i].0.to_string(), v[v.len() / 2])
+        })
+        .collect()
+}
+
 #[cfg(not(feature = "cuda"))]
 fn measure_cuda(
     _: &EpConfig,
@@ -502,6 +571,7 @@ fn measure_cuda(
     _: usize,
     _: Option<usize>,
     _: usize,
+    _: bool,
 ) -> Result<Measured, String> {
     Err("this build has no cuda backend".into())
 }
