@@ -289,15 +289,14 @@ impl CudaComm {
         Ok(())
     }
 
-    /// Slots, sends (and inter-node puts), signals: the dispatch_async kernels.
+    /// Slots, sends and signals (between nodes: sends, puts, signals): the dispatch_async
+    /// kernels.
     pub(crate) fn issue_dispatch_send(&self) -> Result<()> {
         let cfg = &self.cfg;
         let b = self.bufs();
-        let s = &self.stream;
         let t = self.round.n_tokens;
         let shared = &self.round.shared;
-        b.slots.fill_async(0xFF, t * cfg.top_k * 4, s)?;
-        self.mark("memset slots")?;
+        let one_node = (cfg.n_nodes == 1) as i32;
         let Scalars {
             rank,
             n,
@@ -332,7 +331,7 @@ impl CudaComm {
         let smem = (self.world.msg.bytes + cfg.hidden * 4) as u32;
         self.launch(
             "ep_dispatch_send",
-            t as u32,
+            t.max(1) as u32,
             THREADS,
             smem,
             &[
@@ -340,6 +339,7 @@ impl CudaComm {
                 &b.ids.ptr,
                 &b.scales_in.ptr,
                 &b.slots.ptr,
+                &(t as i32),
                 &hidden,
                 &top_k,
                 &format_id(cfg.format),
@@ -354,6 +354,12 @@ impl CudaComm {
                 &(shared.start as i32),
                 &(shared.end as i32),
                 &b.shared_msgs.ptr,
+                &one_node,
+                &b.d_ticket.ptr,
+                &b.sent.ptr,
+                &experts,
+                &skip,
+                &b.d_count_ptrs.ptr,
             ],
         )?;
         if cfg.n_nodes > 1 {
@@ -376,22 +382,23 @@ impl CudaComm {
                     &b.d_staging.ptr,
                 ],
             )?;
+            self.launch(
+                "ep_dispatch_signal",
+                1,
+                WAIT_THREADS,
+                0,
+                &[
+                    &b.sent.ptr,
+                    &experts,
+                    &l,
+                    &n,
+                    &rank,
+                    &skip,
+                    &b.d_count_ptrs.ptr,
+                ],
+            )?;
         }
-        self.launch(
-            "ep_dispatch_signal",
-            1,
-            WAIT_THREADS,
-            0,
-            &[
-                &b.sent.ptr,
-                &experts,
-                &l,
-                &n,
-                &rank,
-                &skip,
-                &b.d_count_ptrs.ptr,
-            ],
-        )
+        Ok(())
     }
 
     /// One slice of the wait and the copy-out into the per-expert layout (which does nothing
@@ -411,11 +418,12 @@ impl CudaComm {
         } = self.sc;
         let multiple = cfg.format.group_row_multiple() as i32;
         let shared_len = self.round.shared.len() as i32;
+        let layout_smem = 4 * (cfg.n_local_experts() * cfg.n_ranks() + cfg.n_groups() + 1) as u32;
         self.launch(
             "ep_dispatch_wait",
             1,
             WAIT_THREADS,
-            0,
+            layout_smem,
             &[
                 &b.d_counts.ptr,
                 &l,
@@ -481,7 +489,8 @@ impl CudaComm {
         Ok(())
     }
 
-    /// Rows back to their tokens, then the signals: the combine_async kernels. `grid_rows` covers
+    /// Rows back to their tokens and the signals (between nodes: then puts, then signals): the
+    /// combine_async kernels. `grid_rows` covers
     /// at least the rows the dispatch produced (the kernels stop at the device's row count).
     pub(crate) fn issue_combine_send(&self, grid_rows: usize) -> Result<()> {
         let cfg = &self.cfg;
@@ -497,7 +506,8 @@ impl CudaComm {
             ..
         } = self.sc;
         let rows_end = b.row_offsets.ptr + 4 * cfg.n_groups() as u64;
-        let send: [&dyn crate::kernels::KernelArg; 10] = [
+        let one_node = (cfg.n_nodes == 1) as i32;
+        let send: [&dyn crate::kernels::KernelArg; 17] = [
             &b.expert_out.ptr,
             &b.src_info.ptr,
             &b.row_src.ptr,
@@ -508,8 +518,17 @@ impl CudaComm {
             &rank,
             &gpn,
             &b.c_staging.ptr,
+            &one_node,
+            &b.c_ticket.ptr,
+            &b.snapshot.ptr,
+            &l,
+            &n,
+            &skip,
+            &b.c_count_ptrs.ptr,
         ];
-        self.launch("ep_combine_send", grid_rows as u32, THREADS, 0, &send)?;
+        // At least one block: a rank that received no rows still signals.
+        let grid = grid_rows.max(1) as u32;
+        self.launch("ep_combine_send", grid, THREADS, 0, &send)?;
         if cfg.n_nodes > 1 {
             let put: [&dyn crate::kernels::KernelArg; 9] = [
                 &b.src_info.ptr,
@@ -522,15 +541,16 @@ impl CudaComm {
                 &gpn,
                 &b.c_staging.ptr,
             ];
-            self.launch("ep_combine_put", grid_rows as u32, THREADS, 0, &put)?;
+            self.launch("ep_combine_put", grid, THREADS, 0, &put)?;
+            self.launch(
+                "ep_combine_signal",
+                1,
+                WAIT_THREADS,
+                0,
+                &[&b.snapshot.ptr, &l, &n, &rank, &skip, &b.c_count_ptrs.ptr],
+            )?;
         }
-        self.launch(
-            "ep_combine_signal",
-            1,
-            WAIT_THREADS,
-            0,
-            &[&b.snapshot.ptr, &l, &n, &rank, &skip, &b.c_count_ptrs.ptr],
-        )
+        Ok(())
     }
 
     /// One slice of the combine wait, with the count check.

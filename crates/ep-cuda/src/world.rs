@@ -30,6 +30,10 @@ pub struct RankBuffers {
     pub sent: DevBuf,
     pub status: DevBuf,
     pub snapshot: DevBuf,
+    /// Blocks of the send kernels that finished this launch (dispatch, combine): the last one
+    /// signals. Zero between launches.
+    pub d_ticket: DevBuf,
+    pub c_ticket: DevBuf,
     // Dispatch outputs (capacity rows), kept on the device for combine and SwiGLU.
     pub row_offsets: DevBuf,
     pub src_offsets: DevBuf,
@@ -217,6 +221,8 @@ impl RankBuffers {
             sent: b(cfg.n_experts * 8)?,
             status: b((1 + l * n) * 4)?,
             snapshot: b(l * n * 8)?,
+            d_ticket: b(4)?,
+            c_ticket: b(4)?,
             row_offsets: b((g + 1) * 4)?,
             src_offsets: b(g * (n + 1) * 4)?,
             recv_tokens: b(cap * msg.payload.len())?,
@@ -236,6 +242,8 @@ impl RankBuffers {
             c_count_ptrs: b(n * 8)?,
         };
         bufs.d_counts.fill(0xFF)?;
+        bufs.d_ticket.fill(0)?;
+        bufs.c_ticket.fill(0)?;
         bufs.c_counts.fill(0xFF)?;
         Ok(bufs)
     }

@@ -1,6 +1,7 @@
 // Combine: expert outputs back to their tokens, reduced with the router weights.
 //
-// Launch order: ep_combine_send -> ep_combine_put (inter-node only) -> ep_combine_signal; then
+// Launch order: ep_combine_send (which also signals, from its last block, inside one node) or,
+// between nodes, ep_combine_send -> ep_combine_put -> ep_combine_signal; then
 // ep_combine_wait -> ep_combine_reduce or ep_combine_unreduced, again while the wait's slice runs
 // out before the counts are all there.
 
@@ -10,12 +11,20 @@
 #define EP_EPI_FP8 3
 #define EP_EPI_DEVICE 4
 
-// One block per received row: the row goes back to (source rank, token, first slot).
-extern "C" __global__ void ep_combine_send(const u16* expert_out, const int* src_info, const int* row_src,
-                                           const u32* rows_end, int hidden, int top_k, const u64* recv_ptrs, int rank,
-                                           int gpus_per_node, u8* staging) {
-    u64 row = blockIdx.x;
-    if (row >= *rows_end) return; // the grid may cover the capacity; the row count is on the device
+// For each (local expert g, destination rank): the rows the dispatch brought from that rank,
+// which are exactly the rows going back. Published at index g * n_ranks + rank of the
+// destination's combine counts.
+__device__ void ep_publish_rows(const u64* dispatch_counts, int n_local, int n_ranks, int rank, int skip_a2a,
+                                const u64* count_ptrs) {
+    for (int i = threadIdx.x; i < n_local * n_ranks; i += blockDim.x) {
+        int g = i / n_ranks, dst = i % n_ranks;
+        if (skip_a2a && dst != rank) continue;
+        ep_store_release((u64*)count_ptrs[dst] + (u64)g * n_ranks + rank, dispatch_counts[i]);
+    }
+}
+
+__device__ void ep_send_row(u64 row, const u16* expert_out, const int* src_info, const int* row_src, int hidden,
+                            int top_k, const u64* recv_ptrs, int rank, int gpus_per_node, u8* staging) {
     int s = row_src[row];
     if (s < 0) return;
     u64 row_bytes = (u64)hidden * 2;
@@ -26,6 +35,20 @@ extern "C" __global__ void ep_combine_send(const u16* expert_out, const int* src
     } else {
         ep_block_copy(staging + row * row_bytes, src, row_bytes);
     }
+}
+
+// One block per received row (the grid may cover the capacity, at least one block; the row count
+// is on the device): the row goes back to (source rank, token, first slot). With `signal` (one
+// node) the last block to finish publishes the row counts.
+extern "C" __global__ void ep_combine_send(const u16* expert_out, const int* src_info, const int* row_src,
+                                           const u32* rows_end, int hidden, int top_k, const u64* recv_ptrs, int rank,
+                                           int gpus_per_node, u8* staging, int signal, u32* ticket,
+                                           const u64* dispatch_counts, int n_local, int n_ranks, int skip_a2a,
+                                           const u64* count_ptrs) {
+    u64 row = blockIdx.x;
+    if (row < *rows_end)
+        ep_send_row(row, expert_out, src_info, row_src, hidden, top_k, recv_ptrs, rank, gpus_per_node, staging);
+    if (signal && ep_last_block(ticket)) ep_publish_rows(dispatch_counts, n_local, n_ranks, rank, skip_a2a, count_ptrs);
 }
 
 extern "C" __global__ void ep_combine_put(const int* src_info, const int* row_src, const u32* rows_end, int hidden,
@@ -40,17 +63,11 @@ extern "C" __global__ void ep_combine_put(const int* src_info, const int* row_sr
     ep_block_copy((u8*)recv_ptrs[s] + ((u64)t * top_k + k) * row_bytes, staging + row * row_bytes, row_bytes);
 }
 
-// For each (local expert g, destination rank): the rows the dispatch brought from that rank,
-// which are exactly the rows going back. Published at index g * n_ranks + rank of the
-// destination's combine counts.
+// The row counts, after the inter-node puts (between nodes the send kernel does not signal).
 extern "C" __global__ void ep_combine_signal(const u64* dispatch_counts, int n_local, int n_ranks, int rank,
                                              int skip_a2a, const u64* count_ptrs) {
     __threadfence_system();
-    for (int i = threadIdx.x; i < n_local * n_ranks; i += blockDim.x) {
-        int g = i / n_ranks, dst = i % n_ranks;
-        if (skip_a2a && dst != rank) continue;
-        ep_store_release((u64*)count_ptrs[dst] + (u64)g * n_ranks + rank, dispatch_counts[i]);
-    }
+    ep_publish_rows(dispatch_counts, n_local, n_ranks, rank, skip_a2a, count_ptrs);
 }
 
 // Waits for every expert's rows; each count must equal the rows this rank sent that expert.

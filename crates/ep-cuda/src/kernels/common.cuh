@@ -306,6 +306,23 @@ __device__ void ep_block_copy(u8* dst, const u8* src, u64 bytes) {
     }
 }
 
+// True in the block that finishes last in its grid, once every block's stores are visible at
+// system scope: the point where a count may be published without a kernel of its own. Every
+// block of the grid must call it (uniformly within the block). `ticket` is 0 before the launch
+// and the last block sets it back to 0.
+__device__ bool ep_last_block(u32* ticket) {
+    __shared__ bool last;
+    __threadfence_system();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        last = atomicAdd(ticket, 1u) == gridDim.x - 1;
+        if (last) atomicExch(ticket, 0u);
+    }
+    __syncthreads();
+    if (last) __threadfence_system();
+    return last;
+}
+
 // Status codes a wait kernel leaves for the host.
 #define EP_OK 0
 #define EP_PENDING 1 // the slice ran out with counts missing

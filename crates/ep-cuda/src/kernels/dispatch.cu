@@ -1,7 +1,8 @@
 // Dispatch: each rank's tokens to the ranks that hold their experts, laid out per expert.
 //
-// Launch order on the rank's stream: ep_assign_slots -> ep_dispatch_send -> ep_dispatch_put
-// (inter-node only) -> ep_dispatch_signal; then ep_dispatch_wait -> ep_dispatch_copy_out, again
+// Launch order on the rank's stream: ep_assign_slots -> ep_dispatch_send (which also signals,
+// from its last block, inside one node) or, between nodes, ep_dispatch_send -> ep_dispatch_put ->
+// ep_dispatch_signal; then ep_dispatch_wait -> ep_dispatch_copy_out, again
 // while the wait's slice runs out before the counts are all there.
 // Stream order makes every message store complete before the signal kernel's release stores.
 
@@ -10,9 +11,10 @@ __device__ __forceinline__ bool ep_routes_to(int skip_a2a, int src, int e, int n
 }
 
 // For every (token, slot): the slot's position among this rank's rows for its expert (token
-// order; duplicates, masked and off-device slots stay -1, as the host filled them), and per
-// expert the number of rows sent. One block per expert scans the tokens in order, 256 at a time,
-// with a block-wide prefix count (ballot/popc): positions are deterministic.
+// order), or -1 for duplicates, masked and (skip_a2a) off-device slots; and per expert the number
+// of rows sent. One block per expert scans the tokens in order, 256 at a time, with a block-wide
+// prefix count (ballot/popc): positions are deterministic. Every entry is written by exactly one
+// block (its expert's; block 0 for masked slots), so no memset comes first.
 extern "C" __global__ void ep_assign_slots(const int* ids, int n_tokens, int top_k, int n_experts, int n_local,
                                            int rank, int skip_a2a, int* slots, u64* sent) {
     __shared__ int warp_counts[32];
@@ -22,13 +24,20 @@ extern "C" __global__ void ep_assign_slots(const int* ids, int n_tokens, int top
     __syncthreads();
     bool routed = ep_routes_to(skip_a2a, rank, e, n_local);
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = (blockDim.x + 31) >> 5;
-    for (int t0 = 0; routed && t0 < n_tokens; t0 += blockDim.x) {
+    for (int t0 = 0; t0 < n_tokens; t0 += blockDim.x) {
         int t = t0 + threadIdx.x;
         int first = -1;
         if (t < n_tokens) {
             const int* row = ids + (u64)t * top_k;
+            int* out = slots + (u64)t * top_k;
             for (int k = 0; k < top_k; k++) {
-                if (row[k] == e) { first = k; break; } // later slots naming e are duplicates
+                int id = row[k];
+                if (id == e) {
+                    if (first < 0 && routed) first = k; // later slots naming e are duplicates
+                    else out[k] = -1;
+                } else if (id < 0 && e == 0) {
+                    out[k] = -1;
+                }
             }
         }
         unsigned mask = __ballot_sync(0xffffffffu, first >= 0);
@@ -50,15 +59,13 @@ extern "C" __global__ void ep_assign_slots(const int* ids, int n_tokens, int top
 // One block per token: encode the message once in shared memory, then store it into the receive
 // slot of every expert the token reaches (16-byte stores). Messages for another node are staged
 // for ep_dispatch_put; the shared expert's tokens are kept in `shared_msgs`.
-extern "C" __global__ void ep_dispatch_send(const u16* tokens, const int* ids, const float* input_scales,
-                                            const int* slots, int hidden, int top_k, int fmt, MsgLayout m,
-                                            const u64* recv_ptrs, int rank, int n_ranks, int n_local,
-                                            int gpus_per_node, int max_tokens, u8* staging, int shared_start,
-                                            int shared_end, u8* shared_msgs) {
+__device__ void ep_send_token(int t, const u16* tokens, const int* ids, const float* input_scales,
+                              const int* slots, int hidden, int top_k, int fmt, MsgLayout m, const u64* recv_ptrs,
+                              int rank, int n_ranks, int n_local, int gpus_per_node, int max_tokens, u8* staging,
+                              int shared_start, int shared_end, u8* shared_msgs) {
     extern __shared__ uint4 smem_u4[];
     u8* msg = (u8*)smem_u4;
     float* x = (float*)(msg + m.bytes);
-    int t = blockIdx.x;
     const int* row_ids = ids + (u64)t * top_k;
     const int* row_slots = slots + (u64)t * top_k;
     bool shared = t >= shared_start && t < shared_end;
@@ -118,6 +125,31 @@ extern "C" __global__ void ep_dispatch_send(const u16* tokens, const int* ids, c
     if (shared) ep_block_copy(shared_msgs + (u64)(t - shared_start) * m.bytes, msg, m.bytes);
 }
 
+// One count per (expert, this rank), zero included, published with a system-scope release by
+// the calling threads of one block.
+__device__ void ep_publish_counts(const u64* sent, int n_experts, int n_local, int n_ranks, int rank, int skip_a2a,
+                                  const u64* count_ptrs) {
+    for (int e = threadIdx.x; e < n_experts; e += blockDim.x) {
+        if (!ep_routes_to(skip_a2a, rank, e, n_local)) continue;
+        int dest = e / n_local, g = e % n_local;
+        ep_store_release((u64*)count_ptrs[dest] + (u64)g * n_ranks + rank, sent[e]);
+    }
+}
+
+// One block per token (at least one block, for a rank without tokens): ep_send_token, then,
+// with `signal` (one node), the last block to finish publishes the counts.
+extern "C" __global__ void ep_dispatch_send(const u16* tokens, const int* ids, const float* input_scales,
+                                            const int* slots, int n_tokens, int hidden, int top_k, int fmt,
+                                            MsgLayout m, const u64* recv_ptrs, int rank, int n_ranks, int n_local,
+                                            int gpus_per_node, int max_tokens, u8* staging, int shared_start,
+                                            int shared_end, u8* shared_msgs, int signal, u32* ticket,
+                                            const u64* sent, int n_experts, int skip_a2a, const u64* count_ptrs) {
+    if ((int)blockIdx.x < n_tokens)
+        ep_send_token(blockIdx.x, tokens, ids, input_scales, slots, hidden, top_k, fmt, m, recv_ptrs, rank, n_ranks,
+                      n_local, gpus_per_node, max_tokens, staging, shared_start, shared_end, shared_msgs);
+    if (signal && ep_last_block(ticket)) ep_publish_counts(sent, n_experts, n_local, n_ranks, rank, skip_a2a, count_ptrs);
+}
+
 // The inter-node transport: puts of the staged messages into remote receive slots. Runs after
 // ep_dispatch_send and before ep_dispatch_signal on the same stream: put, then signal.
 extern "C" __global__ void ep_dispatch_put(const int* ids, const int* slots, int top_k, MsgLayout m,
@@ -136,43 +168,63 @@ extern "C" __global__ void ep_dispatch_put(const int* ids, const int* slots, int
     }
 }
 
-// One count per (expert, this rank), zero included, published with a system-scope release.
+// The counts, after the inter-node puts (between nodes the send kernel does not signal).
 extern "C" __global__ void ep_dispatch_signal(const u64* sent, int n_experts, int n_local, int n_ranks, int rank,
                                               int skip_a2a, const u64* count_ptrs) {
     __threadfence_system();
-    for (int e = threadIdx.x; e < n_experts; e += blockDim.x) {
-        if (!ep_routes_to(skip_a2a, rank, e, n_local)) continue;
-        int dest = e / n_local, g = e % n_local;
-        ep_store_release((u64*)count_ptrs[dest] + (u64)g * n_ranks + rank, sent[e]);
-    }
+    ep_publish_counts(sent, n_experts, n_local, n_ranks, rank, skip_a2a, count_ptrs);
 }
 
 // Waits for every count, then lays out the groups: row_offsets [n_groups + 1] and src_offsets
-// [n_groups, n_ranks + 1], with the shared expert (when fused) as group 0. One block.
+// [n_groups, n_ranks + 1], with the shared expert (when fused) as group 0. One block; the counts
+// and group sizes go through shared memory (dynamic: 4 * (n_local * n_ranks + n_groups + 1)
+// bytes), one thread per group, and one thread scans the groups.
 extern "C" __global__ void ep_dispatch_wait(u64* counts, int n_local, int n_ranks, int rank, int skip_a2a,
                                             u64 slice_ns, int max_tokens, int shared_groups, int shared_len,
                                             int row_multiple, u32* status, u64* snapshot, u32* row_offsets,
                                             u32* src_offsets) {
+    extern __shared__ u32 smem_counts[];
+    __shared__ int overflow;
     int n = n_local * n_ranks;
     if (!ep_wait_counts(counts, n, rank, n_ranks, skip_a2a, slice_ns, status, snapshot)) return;
+    if (threadIdx.x == 0) overflow = 0;
     __syncthreads();
-    if (threadIdx.x != 0) return;
-    for (int i = 0; i < n; i++) {
-        if (snapshot[i] > (u64)max_tokens) { status[0] = EP_COUNT_OVERFLOW; return; }
-    }
     int n_groups = n_local + shared_groups;
-    u32 cursor = 0;
-    for (int g = 0; g < n_groups; g++) {
-        row_offsets[g] = cursor;
+    u32* cnt = smem_counts;        // [n]
+    u32* start = smem_counts + n;  // [n_groups + 1]: each group's first row
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+        u64 v = snapshot[i];
+        if (v > (u64)max_tokens) overflow = 1;
+        cnt[i] = (u32)v;
+    }
+    __syncthreads();
+    if (overflow) {
+        if (threadIdx.x == 0) status[0] = EP_COUNT_OVERFLOW;
+        return;
+    }
+    // Group sizes rounded up to the row multiple; since every start is a multiple of it, the
+    // starts are the exclusive prefix sum of the rounded sizes.
+    for (int g = threadIdx.x; g < n_groups; g += blockDim.x) {
+        u32 size = 0;
+        for (int s = 0; s < n_ranks; s++)
+            size += g < shared_groups ? (s == rank ? shared_len : 0) : cnt[(g - shared_groups) * n_ranks + s];
+        start[g + 1] = (size + row_multiple - 1) / row_multiple * row_multiple;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        start[0] = 0;
+        for (int g = 0; g < n_groups; g++) start[g + 1] += start[g];
+    }
+    __syncthreads();
+    for (int g = threadIdx.x; g <= n_groups; g += blockDim.x) row_offsets[g] = start[g];
+    for (int g = threadIdx.x; g < n_groups; g += blockDim.x) {
+        u32 cursor = start[g];
         for (int s = 0; s < n_ranks; s++) {
             src_offsets[g * (n_ranks + 1) + s] = cursor;
-            if (g < shared_groups) cursor += s == rank ? shared_len : 0;
-            else cursor += (u32)snapshot[(g - shared_groups) * n_ranks + s];
+            cursor += g < shared_groups ? (s == rank ? shared_len : 0) : cnt[(g - shared_groups) * n_ranks + s];
         }
         src_offsets[g * (n_ranks + 1) + n_ranks] = cursor;
-        cursor = (cursor + row_multiple - 1) / row_multiple * row_multiple;
     }
-    row_offsets[n_groups] = cursor;
 }
 
 // One block per capacity row; rows past row_offsets[n_groups] (read here, on the device) exit,
