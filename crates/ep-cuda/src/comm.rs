@@ -23,6 +23,9 @@ use cudarc::driver::{CudaEvent, CudaFunction};
 
 const THREADS: u32 = 128;
 const WAIT_THREADS: u32 = 256;
+/// Dispatch send: a token's encode and its stores to up to top-k receivers are one block's work;
+/// at decode sizes a few blocks are all the GPU runs, so each needs many warps in flight.
+const SEND_THREADS: u32 = 512;
 
 /// How long one launch of a wait kernel spins before the host launches it again, until the
 /// deadline (`ep_wait_counts` in common.cuh says why waits are sliced). A rank held up behind a
@@ -332,7 +335,7 @@ impl CudaComm {
         self.launch(
             "ep_dispatch_send",
             t.max(1) as u32,
-            THREADS,
+            SEND_THREADS,
             smem,
             &[
                 &b.tokens.ptr,
@@ -635,11 +638,13 @@ impl CudaComm {
         } else {
             0
         };
+        // One thread per 8 columns (one 16-byte load of each slot's row), up to 1024.
+        let reduce_threads = (hidden / 8).next_multiple_of(32).clamp(32, 1024) as u32;
         self.launch_fn(
             "ep_combine_reduce",
             f,
             t as u32,
-            THREADS,
+            reduce_threads,
             smem,
             &[
                 &b.c_recv.ptr,

@@ -97,7 +97,8 @@ __device__ __forceinline__ int ep_routed_slot(const int* ids, int k, int rank, i
 // time (16-byte loads of every contributing row, issued together), so a token costs a few
 // memory latencies rather than one per (column, slot). Dynamic shared memory (hidden f32 and the
 // FP8 scales) is only given for the FP8 and device epilogues.
-extern "C" __global__ void ep_combine_reduce(const u16* recv, const int* ids, const float* weights, int top_k,
+// Launched with up to 1024 threads (comm.rs): the bound keeps registers within what that allows.
+extern "C" __global__ void __launch_bounds__(1024) ep_combine_reduce(const u16* recv, const int* ids, const float* weights, int top_k,
                                              int hidden, int rank, int n_local, int skip_a2a,
                                              const u16* shared_rows, int shared_start, int shared_end,
                                              int epilogue, const u16* residual, float scale, u16* out,

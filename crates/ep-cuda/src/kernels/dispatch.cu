@@ -138,7 +138,8 @@ __device__ void ep_publish_counts(const u64* sent, int n_experts, int n_local, i
 
 // One block per token (at least one block, for a rank without tokens): ep_send_token, then,
 // with `signal` (one node), the last block to finish publishes the counts.
-extern "C" __global__ void ep_dispatch_send(const u16* tokens, const int* ids, const float* input_scales,
+// Launched with up to 512 threads (comm.rs): the bound keeps registers within what that allows.
+extern "C" __global__ void __launch_bounds__(512) ep_dispatch_send(const u16* tokens, const int* ids, const float* input_scales,
                                             const int* slots, int n_tokens, int hidden, int top_k, int fmt,
                                             MsgLayout m, const u64* recv_ptrs, int rank, int n_ranks, int n_local,
                                             int gpus_per_node, int max_tokens, u8* staging, int shared_start,
