@@ -47,6 +47,7 @@ macro_rules! __with_cases {
                 expert_id_too_large expert_id_below_minus_one too_many_tokens
                 tokens_wrong_shape topk_ids_wrong_shape experts_not_divisible hidden_not_allowed
                 config_mismatch weights_wrong_shape expert_out_wrong_rows stale_routing_handle
+                stale_swiglu_routing
                 calls_out_of_order rank_never_dispatches rank_never_combines nonfinite_inputs
                 shared_expert_fp8_weighted shared_expert_every_format skip_a2a
                 skip_a2a_shared_expert epilogues swiglu_every_format combinations_not_allowed

@@ -72,14 +72,24 @@ impl RoundTracker {
     }
     pub fn check_combine_async(&self, handle: &RoutingHandle) -> Result<()> {
         self.expect("combine_async", State::Dispatched)?;
-        if *handle != self.handle() {
-            return Err(EpError::StaleHandle {
+        self.check_routing(handle)
+    }
+    /// `handle` is this rank's latest finished dispatch (before or after its combine): what
+    /// combine and operations on a dispatch output (SwiGLU) take, since a backend may keep that
+    /// routing (on a GPU: on the device) only until the next dispatch.
+    pub fn check_routing(&self, handle: &RoutingHandle) -> Result<()> {
+        let latest = (self.round > 0 && self.state != State::DispatchSent).then(|| self.handle());
+        match latest {
+            Some(h) if h == *handle => Ok(()),
+            _ => Err(EpError::StaleHandle {
                 rank: self.rank,
                 handle: format!("rank {} round {}", handle.rank, handle.round),
-                current: format!("rank {} round {}", self.rank, self.round - 1),
-            });
+                current: latest
+                    .map_or(format!("no finished dispatch on rank {}", self.rank), |h| {
+                        format!("rank {} round {}", h.rank, h.round)
+                    }),
+            }),
         }
-        Ok(())
     }
     pub fn combine_sent(&mut self) {
         self.state = State::CombineSent;
@@ -126,10 +136,15 @@ mod tests {
             Err(EpError::StaleHandle { .. })
         ));
         t.check_combine_async(&h).unwrap();
+        t.check_routing(&h).unwrap();
+        assert!(t.check_routing(&stale).is_err());
         t.combine_sent();
         t.check_combine_wait().unwrap();
         t.combined();
+        t.check_routing(&h).unwrap(); // still the latest dispatch after its combine
         t.check_dispatch_async().unwrap();
+        t.dispatch_sent();
+        assert!(t.check_routing(&h).is_err()); // a newer dispatch is in flight
         t.poison(&EpError::Backend("x".into()));
         assert!(matches!(
             t.check_dispatch_async(),

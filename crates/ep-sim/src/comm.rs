@@ -527,16 +527,7 @@ impl EpComm for SimComm {
         input: ArrayView2<'_, bf16>,
         opts: &SwigluOptions,
     ) -> Result<SwigluOutput> {
-        if routing.handle.rank != self.net.rank {
-            return Err(EpError::StaleHandle {
-                rank: self.net.rank,
-                handle: format!(
-                    "rank {} round {}",
-                    routing.handle.rank, routing.handle.round
-                ),
-                current: format!("rank {}", self.net.rank),
-            });
-        }
+        self.tracker.check_routing(&routing.handle)?;
         swiglu::swiglu(self.net.rank, routing, input, opts)
     }
 

@@ -265,6 +265,22 @@ pub fn stale_routing_handle<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
     )
 }
 
+/// SwiGLU takes only the latest dispatch's output: an earlier round's routing is refused.
+pub fn stale_swiglu_routing<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
+    let cfg = small_config();
+    let mut comms = b.init_uniform(&cfg).map_err(err)?;
+    let opts = RoundOptions::new(Calls::Fused, WeightKind::F32);
+    let first = run_and_check(&mut comms, &good_inputs(&cfg, 7), &opts)?;
+    run_and_check(&mut comms, &good_inputs(&cfg, 8), &opts)?;
+    let old = &first[0].dispatch;
+    let x = Array2::<bf16>::zeros((old.rows(), 2 * cfg.hidden));
+    match comms[0].swiglu(old, x.view(), &ep_core::SwigluOptions::new(Format::Bf16)) {
+        Err(EpError::StaleHandle { rank: 0, .. }) => Ok(()),
+        Err(e) => Err(format!("wrong error: {e}")),
+        Ok(_) => Err("SwiGLU on an earlier round's routing succeeded".into()),
+    }
+}
+
 /// combine before any dispatch, and dispatch_wait before dispatch_async, are refused.
 pub fn calls_out_of_order<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
     let cfg = small_config();
