@@ -84,9 +84,7 @@ impl CudaComm {
             combine_async_ms: ms(3, 4)?,
         })
     }
-}
 
-impl CudaComm {
     /// [`CudaComm::bench_round`] with an event after every kernel: the round's times and, per
     /// kernel in launch order, the µs from the previous event to its end (the probe's own event
     /// records lengthen host-bound rounds a little).
@@ -127,21 +125,22 @@ pub fn measure_ceilings(bytes: usize, iters: usize) -> Result<Ceilings> {
     let ks: Vec<Arc<Kernels>> = (0..n.min(2))
         .map(crate::world::device_kernels)
         .collect::<Result<_>>()?;
-    let ctxs: Vec<Arc<CudaContext>> = ks.iter().map(|k| Arc::clone(&k.ctx)).collect();
-    let map: HashMap<usize, Arc<CudaContext>> = ctxs.iter().cloned().enumerate().collect();
-    crate::world::enable_peer_access(&map)?;
+    let ctxs: Vec<&Arc<CudaContext>> = ks.iter().map(|k| &k.ctx).collect();
+    let peers: HashMap<usize, Arc<CudaContext>> =
+        ctxs.iter().map(|&c| Arc::clone(c)).enumerate().collect();
+    crate::world::enable_peer_access(&peers)?;
     let k = &ks[0];
     let sms = ctxs[0]
         .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
         .map_err(cuda)?;
     let stream = ctxs[0].new_stream().map_err(cuda)?;
-    let src = DevBuf::new(&ctxs[0], bytes)?;
+    let src = DevBuf::new(ctxs[0], bytes)?;
     src.fill(0x3C)?;
     let time = |dst: &DevBuf| -> Result<f64> {
         let n16 = (bytes / 16) as u64;
         let mut times = Vec::new();
         for i in 0..=iters {
-            let (a, b) = (timing_event(&ctxs[0])?, timing_event(&ctxs[0])?);
+            let (a, b) = (timing_event(ctxs[0])?, timing_event(ctxs[0])?);
             a.record(&stream).map_err(cuda)?;
             launch(
                 &stream,
@@ -159,7 +158,7 @@ pub fn measure_ceilings(bytes: usize, iters: usize) -> Result<Ceilings> {
         }
         Ok(bytes as f64 / (median(times) as f64 * 1e-3) / 1e9)
     };
-    let local = time(&DevBuf::new(&ctxs[0], bytes)?)?;
+    let local = time(&DevBuf::new(ctxs[0], bytes)?)?;
     let p2p = match ctxs.get(1) {
         Some(c1) => Some(time(&DevBuf::new(c1, bytes)?)?),
         None => None,

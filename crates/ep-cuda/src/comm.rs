@@ -92,7 +92,6 @@ pub struct CudaComm {
     stream: Arc<CudaStream>,
     tracker: RoundTracker,
     round: RoundData,
-    last_dispatch: Option<RoutingHandle>,
     /// When set (`ep bench --breakdown`), an event after every kernel, to time each one.
     probe: std::cell::RefCell<Option<Vec<(&'static str, CudaEvent)>>>,
 }
@@ -108,7 +107,6 @@ impl CudaComm {
             stream,
             tracker: RoundTracker::new(rank),
             round: RoundData::default(),
-            last_dispatch: None,
             probe: Default::default(),
         })
     }
@@ -235,13 +233,17 @@ impl CudaComm {
     /// slice ran out first and `give_up` is not set yet.
     fn wait_outcome(&mut self, phase: Phase, start: Instant, give_up: bool) -> Result<bool> {
         let (n, l) = (self.cfg.n_ranks(), self.cfg.n_local_experts());
-        let mut status = vec![0u32; 1 + l * n];
-        self.bufs().status.download(&mut status, &self.stream)?;
+        // The outcome word alone on the way that every round takes; the per-count flags only
+        // for the error.
+        let mut code = [0u32];
+        self.bufs().status.download(&mut code, &self.stream)?;
         let rank = self.rank;
-        let err = match status[0] {
+        let err = match code[0] {
             0 => return Ok(true),
             1 if !give_up => return Ok(false),
             1 => {
+                let mut status = vec![0u32; 1 + l * n];
+                self.bufs().status.download(&mut status, &self.stream)?;
                 let missing = (0..l * n)
                     .filter(|&i| status[1 + i] != 0)
                     .map(|i| {
@@ -334,59 +336,44 @@ impl CudaComm {
             &slots_args,
         )?;
         let smem = (self.world.msg.bytes + cfg.hidden * 4) as u32;
+        let send: [&dyn crate::kernels::KernelArg; 25] = [
+            &b.tokens.ptr,
+            &b.scales_in.ptr,
+            &(t as i32),
+            &hidden,
+            &format_id(cfg.format),
+            &b.ids.ptr,
+            &b.slots.ptr,
+            &top_k,
+            &m,
+            &b.d_recv_ptrs.ptr,
+            &rank,
+            &n,
+            &l,
+            &gpn,
+            &max_t,
+            &b.d_staging.ptr,
+            &(shared.start as i32),
+            &(shared.end as i32),
+            &b.shared_msgs.ptr,
+            &one_node,
+            &b.d_ticket.ptr,
+            &b.sent.ptr,
+            &experts,
+            &skip,
+            &b.d_count_ptrs.ptr,
+        ];
+        // At least one block: a rank without tokens still signals.
         self.launch(
             "ep_dispatch_send",
             t.max(1) as u32,
             SEND_THREADS,
             smem,
-            &[
-                &b.tokens.ptr,
-                &b.ids.ptr,
-                &b.scales_in.ptr,
-                &b.slots.ptr,
-                &(t as i32),
-                &hidden,
-                &top_k,
-                &format_id(cfg.format),
-                &m,
-                &b.d_recv_ptrs.ptr,
-                &rank,
-                &n,
-                &l,
-                &gpn,
-                &max_t,
-                &b.d_staging.ptr,
-                &(shared.start as i32),
-                &(shared.end as i32),
-                &b.shared_msgs.ptr,
-                &one_node,
-                &b.d_ticket.ptr,
-                &b.sent.ptr,
-                &experts,
-                &skip,
-                &b.d_count_ptrs.ptr,
-            ],
+            &send,
         )?;
         if cfg.n_nodes > 1 {
-            self.launch(
-                "ep_dispatch_put",
-                t as u32,
-                THREADS,
-                0,
-                &[
-                    &b.ids.ptr,
-                    &b.slots.ptr,
-                    &top_k,
-                    &m,
-                    &b.d_recv_ptrs.ptr,
-                    &rank,
-                    &n,
-                    &l,
-                    &gpn,
-                    &max_t,
-                    &b.d_staging.ptr,
-                ],
-            )?;
+            // ep_dispatch_put's parameters are ep_dispatch_send's from ids to staging.
+            self.launch("ep_dispatch_put", t as u32, THREADS, 0, &send[5..16])?;
             self.launch(
                 "ep_dispatch_signal",
                 1,
@@ -535,18 +522,8 @@ impl CudaComm {
         let grid = grid_rows.max(1) as u32;
         self.launch("ep_combine_send", grid, THREADS, 0, &send)?;
         if cfg.n_nodes > 1 {
-            let put: [&dyn crate::kernels::KernelArg; 9] = [
-                &b.src_info.ptr,
-                &b.row_src.ptr,
-                &rows_end,
-                &hidden,
-                &top_k,
-                &b.c_recv_ptrs.ptr,
-                &rank,
-                &gpn,
-                &b.c_staging.ptr,
-            ];
-            self.launch("ep_combine_put", grid, THREADS, 0, &put)?;
+            // ep_combine_put's parameters are ep_combine_send's from src_info to staging.
+            self.launch("ep_combine_put", grid, THREADS, 0, &send[1..10])?;
             self.launch(
                 "ep_combine_signal",
                 1,
@@ -736,7 +713,6 @@ impl EpComm for CudaComm {
         let n_ranks = cfg.n_ranks();
         self.round.rows = rows;
         let handle = self.tracker.dispatched();
-        self.last_dispatch = Some(handle);
         Ok(DispatchOutput {
             handle,
             format: fmt,
@@ -822,16 +798,7 @@ impl EpComm for CudaComm {
         input: ArrayView2<'_, bf16>,
         opts: &SwigluOptions,
     ) -> Result<SwigluOutput> {
-        if Some(routing.handle) != self.last_dispatch {
-            return Err(EpError::StaleHandle {
-                rank: self.rank,
-                handle: format!(
-                    "rank {} round {}",
-                    routing.handle.rank, routing.handle.round
-                ),
-                current: "this rank's latest dispatch (its routing lives on the device)".into(),
-            });
-        }
+        self.tracker.check_routing(&routing.handle)?;
         swiglu::check(self.rank, routing, &input, opts)?;
         self.bind()?;
         let ctx = &self.k().ctx;

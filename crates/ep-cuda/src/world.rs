@@ -91,15 +91,14 @@ impl World {
             .into());
         }
 
-        let mut ctxs: HashMap<usize, Arc<CudaContext>> = HashMap::new();
-        let mut loaded: HashMap<usize, Arc<Kernels>> = HashMap::new();
-        for &d in &device_of {
-            if let std::collections::hash_map::Entry::Vacant(e) = ctxs.entry(d) {
-                let k = device_kernels(d)?;
-                e.insert(Arc::clone(&k.ctx));
-                loaded.insert(d, k);
-            }
-        }
+        let loaded: HashMap<usize, Arc<Kernels>> = device_of
+            .iter()
+            .map(|&d| Ok((d, device_kernels(d)?)))
+            .collect::<Result<_>>()?;
+        let ctxs: HashMap<usize, Arc<CudaContext>> = loaded
+            .iter()
+            .map(|(&d, k)| (d, Arc::clone(&k.ctx)))
+            .collect();
         enable_peer_access(&ctxs)?;
 
         let msg = MessageLayout::new(cfg.format, cfg.hidden, cfg.top_k);

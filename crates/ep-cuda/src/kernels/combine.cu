@@ -23,6 +23,14 @@ __device__ void ep_publish_rows(const u64* dispatch_counts, int n_local, int n_r
     }
 }
 
+// Where received row `row` goes back to: (token, first slot) in the combine receive buffer
+// [max_tokens, top_k, hidden] of its source rank `s`.
+__device__ __forceinline__ u8* ep_return_slot(u64 row, int s, const int* src_info, const u64* recv_ptrs, int top_k,
+                                              u64 row_bytes) {
+    int t = src_info[2 * row], k = src_info[2 * row + 1];
+    return (u8*)recv_ptrs[s] + ((u64)t * top_k + k) * row_bytes;
+}
+
 __device__ void ep_send_row(u64 row, const u16* expert_out, const int* src_info, const int* row_src, int hidden,
                             int top_k, const u64* recv_ptrs, int rank, int gpus_per_node, u8* staging) {
     int s = row_src[row];
@@ -30,8 +38,7 @@ __device__ void ep_send_row(u64 row, const u16* expert_out, const int* src_info,
     u64 row_bytes = (u64)hidden * 2;
     const u8* src = (const u8*)(expert_out + row * hidden);
     if (s / gpus_per_node == rank / gpus_per_node) {
-        int t = src_info[2 * row], k = src_info[2 * row + 1];
-        ep_block_copy((u8*)recv_ptrs[s] + ((u64)t * top_k + k) * row_bytes, src, row_bytes);
+        ep_block_copy(ep_return_slot(row, s, src_info, recv_ptrs, top_k, row_bytes), src, row_bytes);
     } else {
         ep_block_copy(staging + row * row_bytes, src, row_bytes);
     }
@@ -59,8 +66,7 @@ extern "C" __global__ void ep_combine_put(const int* src_info, const int* row_sr
     int s = row_src[row];
     if (s < 0 || s / gpus_per_node == rank / gpus_per_node) return;
     u64 row_bytes = (u64)hidden * 2;
-    int t = src_info[2 * row], k = src_info[2 * row + 1];
-    ep_block_copy((u8*)recv_ptrs[s] + ((u64)t * top_k + k) * row_bytes, staging + row * row_bytes, row_bytes);
+    ep_block_copy(ep_return_slot(row, s, src_info, recv_ptrs, top_k, row_bytes), staging + row * row_bytes, row_bytes);
 }
 
 // The row counts, after the inter-node puts (between nodes the send kernel does not signal).
@@ -128,59 +134,35 @@ extern "C" __global__ void __launch_bounds__(1024) ep_combine_reduce(const u16* 
     bool has_shared = shared_rows != 0 && t >= shared_start && t < shared_end;
     int w8 = hidden / 8; // hidden is a multiple of 8 for every format
     const uint4* rows = (const uint4*)(recv + (u64)t * top_k * hidden);
+    bool whole_row = epilogue == EP_EPI_FP8 || epilogue == EP_EPI_DEVICE; // kept in `row`, not stored
     for (int c8 = threadIdx.x; c8 < w8; c8 += blockDim.x) {
-        float acc[8];
+        float acc[8], y[8];
         for (int i = 0; i < 8; i++) acc[i] = 0.0f;
 #pragma unroll 4
         for (int j = 0; j < n; j++) {
-            uint4 v = rows[(u64)slot_row[j] * w8 + c8];
-            float w = slot_w[j];
-            u32 words[4] = {v.x, v.y, v.z, v.w};
-            for (int q = 0; q < 4; q++) {
-                acc[2 * q] = __fadd_rn(acc[2 * q], __fmul_rn(w, bf16_to_f32((u16)(words[q] & 0xffffu))));
-                acc[2 * q + 1] = __fadd_rn(acc[2 * q + 1], __fmul_rn(w, bf16_to_f32((u16)(words[q] >> 16))));
-            }
+            ep_unpack_bf16x8(rows[(u64)slot_row[j] * w8 + c8], y);
+            for (int i = 0; i < 8; i++) acc[i] = __fadd_rn(acc[i], __fmul_rn(slot_w[j], y[i]));
         }
         if (has_shared) {
-            uint4 v = ((const uint4*)(shared_rows + (u64)(t - shared_start) * hidden))[c8];
-            u32 words[4] = {v.x, v.y, v.z, v.w};
-            for (int q = 0; q < 4; q++) {
-                acc[2 * q] = __fadd_rn(acc[2 * q], bf16_to_f32((u16)(words[q] & 0xffffu)));
-                acc[2 * q + 1] = __fadd_rn(acc[2 * q + 1], bf16_to_f32((u16)(words[q] >> 16)));
-            }
+            ep_unpack_bf16x8(((const uint4*)(shared_rows + (u64)(t - shared_start) * hidden))[c8], y);
+            for (int i = 0; i < 8; i++) acc[i] = __fadd_rn(acc[i], y[i]);
         }
-        u32 res[4] = {0, 0, 0, 0};
-        if (epilogue == EP_EPI_RESIDUAL) {
-            uint4 r = ((const uint4*)(residual + (u64)t * hidden))[c8];
-            res[0] = r.x; res[1] = r.y; res[2] = r.z; res[3] = r.w;
-        }
-        u32 packed[4];
+        if (epilogue == EP_EPI_RESIDUAL) ep_unpack_bf16x8(((const uint4*)(residual + (u64)t * hidden))[c8], y);
+        u16 h[8];
         for (int i = 0; i < 8; i++) {
-            u16 v = arith_to_bf16(acc[i]);
-            if (epilogue == EP_EPI_RESIDUAL) {
-                u16 r = (u16)(i % 2 == 0 ? res[i / 2] & 0xffffu : res[i / 2] >> 16);
-                v = arith_to_bf16(__fadd_rn(bf16_to_f32(v), bf16_to_f32(r)));
-            } else if (epilogue == EP_EPI_SCALE) {
-                v = arith_to_bf16(__fmul_rn(bf16_to_f32(v), scale));
-            }
-            if (epilogue == EP_EPI_FP8 || epilogue == EP_EPI_DEVICE) row[c8 * 8 + i] = bf16_to_f32(v);
-            if (i % 2 == 0) packed[i / 2] = v;
-            else packed[i / 2] |= (u32)v << 16;
+            h[i] = arith_to_bf16(acc[i]);
+            if (epilogue == EP_EPI_RESIDUAL) h[i] = arith_to_bf16(__fadd_rn(bf16_to_f32(h[i]), y[i]));
+            else if (epilogue == EP_EPI_SCALE) h[i] = arith_to_bf16(__fmul_rn(bf16_to_f32(h[i]), scale));
+            if (whole_row) row[c8 * 8 + i] = bf16_to_f32(h[i]);
         }
-        if (epilogue != EP_EPI_FP8 && epilogue != EP_EPI_DEVICE) {
-            uint4 o;
-            o.x = packed[0]; o.y = packed[1]; o.z = packed[2]; o.w = packed[3];
-            ((uint4*)(out + (u64)t * hidden))[c8] = o;
-        }
+        if (!whole_row) ((uint4*)(out + (u64)t * hidden))[c8] = ep_pack_bf16x8(h);
     }
     if (epilogue == EP_EPI_FP8) {
         __syncthreads();
-        for (int b = threadIdx.x; b < hidden / 128; b += blockDim.x) {
-            ep_encode_block(EP_FMT_FP8, row, b, 1.0f, fp8_payload + (u64)t * hidden, scale_bytes);
-            fp8_scales[(u64)t * (hidden / 128) + b] = __uint_as_float(
-                (u32)scale_bytes[4 * b] | ((u32)scale_bytes[4 * b + 1] << 8) | ((u32)scale_bytes[4 * b + 2] << 16) |
-                ((u32)scale_bytes[4 * b + 3] << 24));
-        }
+        ep_encode_row(EP_FMT_FP8, row, hidden, 1.0f, fp8_payload + (u64)t * hidden, scale_bytes);
+        __syncthreads();
+        for (int b = threadIdx.x; b < hidden / 128; b += blockDim.x)
+            fp8_scales[(u64)t * (hidden / 128) + b] = ep_load_f32_le(scale_bytes + 4 * b);
     }
 #ifdef EP_USER_EPILOGUE
     if (epilogue == EP_EPI_DEVICE) {

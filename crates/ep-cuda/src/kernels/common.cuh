@@ -136,6 +136,26 @@ __device__ __forceinline__ void ep_store_f32_le(u8* p, float v) {
     p[0] = (u8)b; p[1] = (u8)(b >> 8); p[2] = (u8)(b >> 16); p[3] = (u8)(b >> 24);
 }
 
+__device__ __forceinline__ float ep_load_f32_le(const u8* p) {
+    return __uint_as_float((u32)p[0] | ((u32)p[1] << 8) | ((u32)p[2] << 16) | ((u32)p[3] << 24));
+}
+
+// Eight bf16 values from one 16-byte load, as f32, and eight bf16 back into one 16-byte store.
+__device__ __forceinline__ void ep_unpack_bf16x8(uint4 v, float* f) {
+    u32 w[4] = {v.x, v.y, v.z, v.w};
+    for (int q = 0; q < 4; q++) {
+        f[2 * q] = bf16_to_f32((u16)(w[q] & 0xffffu));
+        f[2 * q + 1] = bf16_to_f32((u16)(w[q] >> 16));
+    }
+}
+
+__device__ __forceinline__ uint4 ep_pack_bf16x8(const u16* h) {
+    uint4 v;
+    v.x = h[0] | ((u32)h[1] << 16); v.y = h[2] | ((u32)h[3] << 16);
+    v.z = h[4] | ((u32)h[5] << 16); v.w = h[6] | ((u32)h[7] << 16);
+    return v;
+}
+
 // Largest |x| of a block, or -1 when the block holds a NaN or an infinity.
 __device__ float ep_finite_amax(const float* x, int n) {
     float amax = 0.0f;
@@ -147,25 +167,14 @@ __device__ float ep_finite_amax(const float* x, int n) {
 }
 
 // Encodes one quantization block `b` of row `x` (f32) into `payload` and the row's message
-// scales `scales` (TokenFormat::encode, one block at a time).
+// scales `scales` (TokenFormat::encode, one block at a time). BF16, MXFP4 and NVFP4; FP8's
+// 128-element blocks are shared by a warp (ep_encode_fp8_warps).
 __device__ void ep_encode_block(int fmt, const float* x, int b, float input_scale, u8* payload, u8* scales) {
     if (fmt == EP_FMT_BF16) {
         for (int i = b * 8; i < b * 8 + 8; i++) {
             u16 v = f32_to_bf16(x[i]);
             payload[2 * i] = (u8)v; payload[2 * i + 1] = (u8)(v >> 8);
         }
-    } else if (fmt == EP_FMT_FP8) {
-        const float* xs = x + b * 128;
-        u8* q = payload + b * 128;
-        float amax = ep_finite_amax(xs, 128);
-        if (amax < 0.0f) {
-            for (int i = 0; i < 128; i++) q[i] = 0;
-            ep_store_f32_le(scales + 4 * b, ep_nan());
-            return;
-        }
-        float scale = __fdiv_rn(fmaxf(amax, __uint_as_float(0x38D1B717u)), 448.0f);
-        for (int i = 0; i < 128; i++) q[i] = e4m3_from_f32(__fdiv_rn(xs[i], scale));
-        ep_store_f32_le(scales + 4 * b, scale);
     } else if (fmt == EP_FMT_MXFP4) {
         const float* xs = x + b * 32;
         u8* q = payload + b * 16;
@@ -202,9 +211,10 @@ __device__ void ep_encode_block(int fmt, const float* x, int b, float input_scal
 }
 
 // FP8 blocks one warp each: lane i takes elements 4i..4i+3 of the 128, the block's amax (and
-// whether it holds a NaN or an infinity) comes from warp shuffles; the same scale and per-element
-// conversion as ep_encode_block, so the same bits. blockDim.x is a multiple of 32.
-__device__ void ep_encode_row_fp8_warps(const float* x, int n, u8* payload, u8* scales) {
+// whether it holds a NaN or an infinity) comes from warp shuffles. A NaN or infinity makes the
+// block zero with a NaN scale; otherwise scale = max(amax, 1e-4) / 448 and each element is
+// e4m3(x / scale) (format/fp8.rs). blockDim.x is a multiple of 32.
+__device__ void ep_encode_fp8_warps(const float* x, int n, u8* payload, u8* scales) {
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
     for (int b = warp; b < n / 128; b += warps) {
         const float* xs = x + b * 128 + lane * 4;
@@ -232,7 +242,7 @@ __device__ void ep_encode_row_fp8_warps(const float* x, int n, u8* payload, u8* 
 // block).
 __device__ void ep_encode_row(int fmt, const float* x, int n, float input_scale, u8* payload, u8* scales) {
     if (fmt == EP_FMT_FP8) {
-        ep_encode_row_fp8_warps(x, n, payload, scales);
+        ep_encode_fp8_warps(x, n, payload, scales);
         return;
     }
     int blocks = n / ep_block(fmt);

@@ -10,6 +10,12 @@ __device__ __forceinline__ bool ep_routes_to(int skip_a2a, int src, int e, int n
     return !skip_a2a || e / n_local == src;
 }
 
+// Message `pos` from rank `src` for local expert `g` in a dispatch receive buffer
+// [n_local, n_ranks, max_tokens, msg] (the contract's layout).
+__device__ __forceinline__ u64 ep_recv_offset(int g, int n_ranks, int src, int max_tokens, u64 pos, int msg_bytes) {
+    return (((u64)g * n_ranks + src) * max_tokens + pos) * msg_bytes;
+}
+
 // For every (token, slot): the slot's position among this rank's rows for its expert (token
 // order), or -1 for duplicates, masked and (skip_a2a) off-device slots; and per expert the number
 // of rows sent. One block per expert scans the tokens in order, 256 at a time, with a block-wide
@@ -115,8 +121,7 @@ __device__ void ep_send_token(int t, const u16* tokens, const int* ids, const fl
         int e = row_ids[k];
         int dest = e / n_local, g = e % n_local;
         if (dest / gpus_per_node == node) {
-            u8* dst = (u8*)recv_ptrs[dest] + (((u64)g * n_ranks + rank) * max_tokens + pos) * m.bytes;
-            ep_block_copy(dst, msg, m.bytes);
+            ep_block_copy((u8*)recv_ptrs[dest] + ep_recv_offset(g, n_ranks, rank, max_tokens, pos, m.bytes), msg, m.bytes);
         } else if (!staged) {
             ep_block_copy(staging + (u64)t * m.bytes, msg, m.bytes);
             staged = true;
@@ -139,12 +144,14 @@ __device__ void ep_publish_counts(const u64* sent, int n_experts, int n_local, i
 // One block per token (at least one block, for a rank without tokens): ep_send_token, then,
 // with `signal` (one node), the last block to finish publishes the counts.
 // Launched with up to 512 threads (comm.rs): the bound keeps registers within what that allows.
-extern "C" __global__ void __launch_bounds__(512) ep_dispatch_send(const u16* tokens, const int* ids, const float* input_scales,
-                                            const int* slots, int n_tokens, int hidden, int top_k, int fmt,
-                                            MsgLayout m, const u64* recv_ptrs, int rank, int n_ranks, int n_local,
-                                            int gpus_per_node, int max_tokens, u8* staging, int shared_start,
-                                            int shared_end, u8* shared_msgs, int signal, u32* ticket,
-                                            const u64* sent, int n_experts, int skip_a2a, const u64* count_ptrs) {
+// Parameters ids .. staging are ep_dispatch_put's, in its order (comm.rs passes that slice).
+extern "C" __global__ void __launch_bounds__(512) ep_dispatch_send(const u16* tokens, const float* input_scales,
+                                            int n_tokens, int hidden, int fmt, const int* ids, const int* slots,
+                                            int top_k, MsgLayout m, const u64* recv_ptrs, int rank, int n_ranks,
+                                            int n_local, int gpus_per_node, int max_tokens, u8* staging,
+                                            int shared_start, int shared_end, u8* shared_msgs, int signal,
+                                            u32* ticket, const u64* sent, int n_experts, int skip_a2a,
+                                            const u64* count_ptrs) {
     if ((int)blockIdx.x < n_tokens)
         ep_send_token(blockIdx.x, tokens, ids, input_scales, slots, hidden, top_k, fmt, m, recv_ptrs, rank, n_ranks,
                       n_local, gpus_per_node, max_tokens, staging, shared_start, shared_end, shared_msgs);
@@ -164,8 +171,8 @@ extern "C" __global__ void ep_dispatch_put(const int* ids, const int* slots, int
         int e = ids[(u64)t * top_k + k];
         int dest = e / n_local, g = e % n_local;
         if (dest / gpus_per_node == node) continue;
-        u8* dst = (u8*)recv_ptrs[dest] + (((u64)g * n_ranks + rank) * max_tokens + pos) * m.bytes;
-        ep_block_copy(dst, staging + (u64)t * m.bytes, m.bytes);
+        ep_block_copy((u8*)recv_ptrs[dest] + ep_recv_offset(g, n_ranks, rank, max_tokens, pos, m.bytes),
+                      staging + (u64)t * m.bytes, m.bytes);
     }
 }
 
@@ -274,7 +281,7 @@ extern "C" __global__ void ep_dispatch_copy_out(const u8* recv, const u8* shared
     } else {
         int lg = g - shared_groups;
         expert = rank * n_local + lg;
-        msg = recv + (((u64)lg * n_ranks + s) * max_tokens + j) * m.bytes;
+        msg = recv + ep_recv_offset(lg, n_ranks, s, max_tokens, j, m.bytes);
     }
     ep_block_copy(out, msg, m.payload_bytes);
     ep_place_scales(fmt, hidden, rows, row, msg + m.scales_off, recv_scales);
