@@ -5,6 +5,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use cudarc::driver::{sys, CudaContext, CudaEvent, CudaStream};
 use cudarc::nccl::result as nccl;
@@ -32,6 +33,92 @@ fn timing_event(ctx: &Arc<CudaContext>) -> Result<CudaEvent> {
         .map_err(cuda)
 }
 
+/// The mark a probed round records after each start gate.
+const GATE_MARK: &str = "(start gate)";
+
+/// How long a gate holds its stream after the last rank arrived: longer than a rank's host takes
+/// to queue a phase's launches (a few µs each), so none of them is timed.
+const GATE_HOLD: Duration = Duration::from_micros(300);
+
+/// A gate waits this long for a peer before it gives up (and the round fails).
+const GATE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The start of a timed phase on every rank (`ep_bench_gate` in bench.cu): each rank's stream
+/// holds until every rank has reached the gate, then [`GATE_HOLD`] longer. Each rank owns
+/// `n + 1` u64 flags on its device (a slot per peer, then a "peer never came" word), and a table
+/// of every rank's flags.
+pub(crate) struct StartGate {
+    flags: Vec<DevBuf>,
+    tables: Vec<DevBuf>,
+    kernels: Vec<Arc<Kernels>>,
+}
+
+impl StartGate {
+    /// A gate for ranks whose devices' kernels are `kernels` (one entry per rank; the devices
+    /// reach each other peer-to-peer).
+    pub(crate) fn new(kernels: Vec<Arc<Kernels>>) -> Result<StartGate> {
+        let n = kernels.len();
+        let flags: Vec<DevBuf> = kernels
+            .iter()
+            .map(|k| {
+                let b = DevBuf::new(&k.ctx, (n + 1) * 8)?;
+                b.fill(0)?;
+                Ok(b)
+            })
+            .collect::<Result<_>>()?;
+        let table: Vec<u64> = flags.iter().map(|b| b.ptr).collect();
+        let tables = kernels
+            .iter()
+            .map(|k| {
+                let b = DevBuf::new(&k.ctx, n * 8)?;
+                let stream = k.ctx.default_stream();
+                b.upload(&table, &stream)?;
+                stream.synchronize().map_err(cuda)?;
+                Ok(b)
+            })
+            .collect::<Result<_>>()?;
+        Ok(StartGate {
+            flags,
+            tables,
+            kernels,
+        })
+    }
+
+    /// Queues rank `rank`'s gate number `epoch` (1, 2, ... on every rank alike) on `stream`.
+    pub(crate) fn launch(&self, rank: usize, stream: &CudaStream, epoch: u64) -> Result<()> {
+        let n = self.kernels.len() as i32;
+        let (hold, timeout) = (GATE_HOLD.as_nanos() as u64, GATE_TIMEOUT.as_nanos() as u64);
+        launch(
+            stream,
+            self.kernels[rank].get("ep_bench_gate"),
+            1,
+            32,
+            0,
+            &[
+                &self.tables[rank].ptr,
+                &(rank as i32),
+                &n,
+                &epoch,
+                &hold,
+                &timeout,
+            ],
+        )
+    }
+
+    /// After the stream finished: an error when one of rank `rank`'s gates timed out.
+    pub(crate) fn check(&self, rank: usize, stream: &CudaStream) -> Result<()> {
+        let n = self.kernels.len();
+        let mut flags = vec![0u64; n + 1];
+        self.flags[rank].download(&mut flags, stream)?;
+        if flags[n] != 0 {
+            return Err(EpError::Backend(format!(
+                "ep bench: rank {rank}'s start gate waited {GATE_TIMEOUT:?} for a peer"
+            )));
+        }
+        Ok(())
+    }
+}
+
 impl CudaComm {
     /// Loads this rank's inputs for device-resident rounds: tokens, ids and router weights; the
     /// expert outputs are a constant pattern (values do not change the data movement).
@@ -51,13 +138,13 @@ impl CudaComm {
         self.stream_ref().synchronize().map_err(cuda)
     }
 
-    /// One dispatch and one combine on the loaded inputs. `between` runs on the host after the
-    /// dispatch finished on this rank (a barrier across ranks, so the combine is timed alone).
-    pub fn bench_round(&mut self, between: &dyn Fn()) -> Result<PhaseTimes> {
+    /// One dispatch and one combine on the loaded inputs, each phase started behind the
+    /// device-side gate ([`StartGate`]), so the events time the phase's device work.
+    pub fn bench_round(&mut self) -> Result<PhaseTimes> {
         let ctx = Arc::clone(self.stream_ref().context());
         let e: Vec<CudaEvent> = (0..6).map(|_| timing_event(&ctx)).collect::<Result<_>>()?;
         let s = Arc::clone(self.stream_ref());
-        self.mark("start")?;
+        self.start_gate()?;
         e[0].record(&s).map_err(cuda)?;
         self.issue_dispatch_send()?;
         e[1].record(&s).map_err(cuda)?;
@@ -66,8 +153,7 @@ impl CudaComm {
             c.issue_dispatch_wait(slice)?;
             e[2].record(&s).map_err(cuda)
         })?;
-        between();
-        self.mark("(host: barrier between phases)")?;
+        self.start_gate()?;
         e[3].record(&s).map_err(cuda)?;
         self.issue_combine_send(self.config().max_recv_rows())?;
         e[4].record(&s).map_err(cuda)?;
@@ -76,6 +162,7 @@ impl CudaComm {
             c.issue_combine_output()?;
             e[5].record(&s).map_err(cuda)
         })?;
+        self.world().gate.check(self.rank(), &s)?;
         let ms = |a: usize, b: usize| e[a].elapsed_ms(&e[b]).map_err(cuda);
         Ok(PhaseTimes {
             dispatch_ms: ms(0, 2)?,
@@ -85,19 +172,26 @@ impl CudaComm {
         })
     }
 
+    /// Queues this rank's [`StartGate`] for the next phase.
+    fn start_gate(&mut self) -> Result<()> {
+        self.bench_epoch += 1;
+        let (rank, epoch) = (self.rank(), self.bench_epoch);
+        self.world().gate.launch(rank, self.stream_ref(), epoch)?;
+        self.mark(GATE_MARK)
+    }
+
     /// [`CudaComm::bench_round`] with an event after every kernel: the round's times and, per
     /// kernel in launch order, the µs from the previous event to its end (the probe's own event
     /// records lengthen host-bound rounds a little).
-    pub fn bench_round_probed(
-        &mut self,
-        between: &dyn Fn(),
-    ) -> Result<(PhaseTimes, Vec<(&'static str, f32)>)> {
+    pub fn bench_round_probed(&mut self) -> Result<(PhaseTimes, Vec<(&'static str, f32)>)> {
         self.set_probe(true);
-        let times = self.bench_round(between);
+        let times = self.bench_round();
         let events = self.set_probe(false);
         let times = times?;
+        // The gate's own span is not a step of the round.
         let steps = events
             .windows(2)
+            .filter(|w| w[1].0 != GATE_MARK)
             .map(|w| Ok((w[1].0, w[0].1.elapsed_ms(&w[1].1).map_err(cuda)? * 1e3)))
             .collect::<Result<_>>()?;
         Ok((times, steps))
@@ -213,6 +307,9 @@ fn starts(counts: &[usize]) -> Vec<usize> {
 /// timing, which favours the baseline. One rank per GPU.
 pub struct NcclBaseline {
     comms: Vec<cudarc::nccl::sys::ncclComm_t>,
+    /// Timed alike: each phase starts behind the same kind of gate as this backend's.
+    gate: StartGate,
+    epoch: u64,
     ranks: Vec<NcclRank>,
     row_bytes: usize,
     hidden: usize,
@@ -386,8 +483,17 @@ impl NcclBaseline {
             rank.stream.synchronize().map_err(cuda)?;
             ranks.push(rank);
         }
+        let kernels: Vec<Arc<Kernels>> = ranks.iter().map(|r| Arc::clone(&r.k)).collect();
+        let ctxs = kernels
+            .iter()
+            .map(|k| Arc::clone(&k.ctx))
+            .enumerate()
+            .collect();
+        crate::world::enable_peer_access(&ctxs)?;
         Ok(NcclBaseline {
             comms,
+            gate: StartGate::new(kernels)?,
+            epoch: 0,
             ranks,
             row_bytes,
             hidden,
@@ -461,6 +567,15 @@ impl NcclBaseline {
         )
     }
 
+    /// Every rank's gate for the next phase.
+    fn start_gates(&mut self) -> Result<()> {
+        self.epoch += 1;
+        for (i, r) in self.ranks.iter().enumerate() {
+            self.gate.launch(i, &r.stream, self.epoch)?;
+        }
+        Ok(())
+    }
+
     /// One dispatch and one combine; per rank (dispatch ms, combine ms).
     pub fn round(&mut self) -> Result<Vec<(f32, f32)>> {
         let ev = |r: &NcclRank| -> Result<Vec<CudaEvent>> {
@@ -468,6 +583,7 @@ impl NcclBaseline {
         };
         let events: Vec<Vec<CudaEvent>> = self.ranks.iter().map(ev).collect::<Result<_>>()?;
         let (rb, hb) = (self.row_bytes, self.hidden * 2);
+        self.start_gates()?;
         for (r, e) in self.ranks.iter().zip(&events) {
             e[0].record(&r.stream).map_err(cuda)?;
             Self::gather(r, &r.tokens, &r.send, &r.send_index, r.n_send, rb)?;
@@ -484,6 +600,7 @@ impl NcclBaseline {
         for r in &self.ranks {
             r.stream.synchronize().map_err(cuda)?;
         }
+        self.start_gates()?;
         for (r, e) in self.ranks.iter().zip(&events) {
             // The expert GEMM's bf16 output rows, permuted back per source rank.
             e[2].record(&r.stream).map_err(cuda)?;
@@ -521,8 +638,9 @@ impl NcclBaseline {
             e[3].record(&r.stream).map_err(cuda)?;
         }
         let mut out = Vec::new();
-        for (r, e) in self.ranks.iter().zip(&events) {
+        for (i, (r, e)) in self.ranks.iter().zip(&events).enumerate() {
             r.stream.synchronize().map_err(cuda)?;
+            self.gate.check(i, &r.stream)?;
             out.push((
                 e[0].elapsed_ms(&e[1]).map_err(cuda)?,
                 e[2].elapsed_ms(&e[3]).map_err(cuda)?,

@@ -28,6 +28,10 @@ const WAIT_THREADS: u32 = 256;
 const SEND_THREADS: u32 = 512;
 /// Up to this many tokens the combine reduce gives each token a block as wide as its row.
 const REDUCE_WIDE_MAX_TOKENS: usize = 256;
+/// Up to this many tokens each send block finds its token's slots itself (scanning the earlier
+/// tokens' ids) instead of a slot-assignment launch before the sends: a launch costs more than
+/// that scan at decode sizes, while the scan grows with the square of the tokens.
+const OWN_SLOTS_MAX_TOKENS: usize = 256;
 
 /// How long one launch of a wait kernel spins before the host launches it again, until the
 /// deadline (`ep_wait_counts` in common.cuh says why waits are sliced). A rank held up behind a
@@ -94,6 +98,8 @@ pub struct CudaComm {
     round: RoundData,
     /// When set (`ep bench --breakdown`), an event after every kernel, to time each one.
     probe: std::cell::RefCell<Option<Vec<(&'static str, CudaEvent)>>>,
+    /// Start gates this rank has passed in benchmark rounds.
+    pub(crate) bench_epoch: u64,
 }
 
 impl CudaComm {
@@ -108,6 +114,7 @@ impl CudaComm {
             tracker: RoundTracker::new(rank),
             round: RoundData::default(),
             probe: Default::default(),
+            bench_epoch: 0,
         })
     }
 
@@ -123,6 +130,10 @@ impl CudaComm {
     /// The GPU this rank runs on.
     pub fn device(&self) -> usize {
         self.world.device_of[self.rank]
+    }
+
+    pub(crate) fn world(&self) -> &World {
+        &self.world
     }
 
     pub(crate) fn bufs(&self) -> &RankBuffers {
@@ -317,26 +328,32 @@ impl CudaComm {
             ..
         } = self.sc;
         let m = MsgLayout::from(&self.world.msg);
-        let slots_args: [&dyn crate::kernels::KernelArg; 9] = [
+        let slots_args: [&dyn crate::kernels::KernelArg; 11] = [
             &b.ids.ptr,
             &(t as i32),
             &top_k,
             &experts,
             &l,
+            &n,
             &rank,
             &skip,
             &b.slots.ptr,
+            &b.rank_slots.ptr,
             &b.sent.ptr,
         ];
-        self.launch(
-            "ep_assign_slots",
-            cfg.n_experts as u32,
-            WAIT_THREADS,
-            0,
-            &slots_args,
-        )?;
+        let own_slots = t <= OWN_SLOTS_MAX_TOKENS;
+        if !own_slots {
+            // A block per expert (row slots), then one per destination rank (message slots).
+            self.launch(
+                "ep_assign_slots",
+                (cfg.n_experts + cfg.n_ranks()) as u32,
+                WAIT_THREADS,
+                0,
+                &slots_args,
+            )?;
+        }
         let smem = (self.world.msg.bytes + cfg.hidden * 4) as u32;
-        let send: [&dyn crate::kernels::KernelArg; 25] = [
+        let send: [&dyn crate::kernels::KernelArg; 29] = [
             &b.tokens.ptr,
             &b.scales_in.ptr,
             &(t as i32),
@@ -344,9 +361,11 @@ impl CudaComm {
             &format_id(cfg.format),
             &b.ids.ptr,
             &b.slots.ptr,
+            &b.rank_slots.ptr,
             &top_k,
             &m,
             &b.d_recv_ptrs.ptr,
+            &b.d_index_ptrs.ptr,
             &rank,
             &n,
             &l,
@@ -362,6 +381,8 @@ impl CudaComm {
             &experts,
             &skip,
             &b.d_count_ptrs.ptr,
+            &(own_slots as i32),
+            &b.sent_acc.ptr,
         ];
         // At least one block: a rank without tokens still signals.
         self.launch(
@@ -373,7 +394,7 @@ impl CudaComm {
         )?;
         if cfg.n_nodes > 1 {
             // ep_dispatch_put's parameters are ep_dispatch_send's from ids to staging.
-            self.launch("ep_dispatch_put", t as u32, THREADS, 0, &send[5..16])?;
+            self.launch("ep_dispatch_put", t as u32, THREADS, 0, &send[5..18])?;
             self.launch(
                 "ep_dispatch_signal",
                 1,
@@ -441,6 +462,7 @@ impl CudaComm {
             0,
             &[
                 &b.d_recv.ptr,
+                &b.d_index.ptr,
                 &b.shared_msgs.ptr,
                 &b.row_offsets.ptr,
                 &b.src_offsets.ptr,
@@ -858,7 +880,7 @@ impl EpComm for CudaComm {
         self.bind()?;
         let b = self.bufs();
         let mut h = 0xcbf2_9ce4_8422_2325u64;
-        for buf in [&b.d_recv, &b.d_counts, &b.c_recv, &b.c_counts] {
+        for buf in [&b.d_recv, &b.d_index, &b.d_counts, &b.c_recv, &b.c_counts] {
             let mut host = vec![0u8; buf.len];
             buf.download(&mut host, &self.stream)?;
             for chunk in host.chunks(8) {

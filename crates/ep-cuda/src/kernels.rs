@@ -48,7 +48,12 @@ pub const PROGRAMS: &[(&str, &str, &[&str])] = &[
     (
         "bench",
         BENCH,
-        &["ep_copy", "ep_gather_rows", "ep_weighted_rows"],
+        &[
+            "ep_copy",
+            "ep_gather_rows",
+            "ep_weighted_rows",
+            "ep_bench_gate",
+        ],
     ),
 ];
 
@@ -238,4 +243,17 @@ pub fn launch(
         )
     }
     .map_err(cuda)
+}
+
+#[cfg(test)]
+mod tests {
+    /// The kernels size per-token arrays by EP_MAX_TOP_K; the config admits up to MAX_TOP_K.
+    #[test]
+    fn kernel_top_k_bound_matches_the_config() {
+        let define = format!("#define EP_MAX_TOP_K {}\n", ep_core::config::MAX_TOP_K);
+        assert!(
+            super::COMMON.contains(&define),
+            "common.cuh lacks {define:?}"
+        );
+    }
 }

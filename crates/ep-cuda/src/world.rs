@@ -13,8 +13,11 @@ use crate::memory::DevBuf;
 
 /// One rank's device memory.
 pub struct RankBuffers {
-    // Symmetric: peers write these.
+    // Symmetric: peers write these. Dispatch: each sender's messages [n_ranks, max_tokens, msg]
+    // and which of them is each (local expert, sender) row [n_local, n_ranks, max_tokens] (u32);
+    // dispatch.cu says why this is not the contract's per-expert message layout.
     pub d_recv: DevBuf,
+    pub d_index: DevBuf,
     pub d_counts: DevBuf,
     pub c_recv: DevBuf,
     pub c_counts: DevBuf,
@@ -27,7 +30,11 @@ pub struct RankBuffers {
     pub ids: DevBuf,
     pub scales_in: DevBuf,
     pub slots: DevBuf,
+    /// Each token's message slot at each destination rank [max_tokens, n_ranks], -1 if none.
+    pub rank_slots: DevBuf,
     pub sent: DevBuf,
+    /// Rows per expert added up by send blocks that find their own slots; zero between rounds.
+    pub sent_acc: DevBuf,
     pub status: DevBuf,
     pub snapshot: DevBuf,
     /// Blocks of the send kernels that finished this launch (dispatch, combine): the last one
@@ -51,6 +58,7 @@ pub struct RankBuffers {
     pub c_snapshot: DevBuf,
     // Every rank's symmetric pointers, for the kernels.
     pub d_recv_ptrs: DevBuf,
+    pub d_index_ptrs: DevBuf,
     pub d_count_ptrs: DevBuf,
     pub c_recv_ptrs: DevBuf,
     pub c_count_ptrs: DevBuf,
@@ -64,6 +72,8 @@ pub struct World {
     /// Loaded kernels of each rank's device.
     pub kernels: Vec<Arc<Kernels>>,
     pub ranks: Vec<RankBuffers>,
+    /// The start gate of `ep bench`'s timed phases.
+    pub gate: crate::bench::StartGate,
 }
 
 impl World {
@@ -108,8 +118,9 @@ impl World {
             .collect::<Result<Vec<_>>>()?;
         // Every rank's view of every rank's symmetric buffers.
         let table = |f: fn(&RankBuffers) -> u64| -> Vec<u64> { ranks.iter().map(f).collect() };
-        let (dr, dc, cr, cc) = (
+        let (dr, di, dc, cr, cc) = (
             table(|b| b.d_recv.ptr),
+            table(|b| b.d_index.ptr),
             table(|b| b.d_counts.ptr),
             table(|b| b.c_recv.ptr),
             table(|b| b.c_counts.ptr),
@@ -119,6 +130,7 @@ impl World {
             let stream = ctx.default_stream();
             for (buf, t) in [
                 (&b.d_recv_ptrs, &dr),
+                (&b.d_index_ptrs, &di),
                 (&b.d_count_ptrs, &dc),
                 (&b.c_recv_ptrs, &cr),
                 (&b.c_count_ptrs, &cc),
@@ -133,10 +145,12 @@ impl World {
         for ctx in ctxs.values() {
             ctx.synchronize().map_err(cuda)?;
         }
+        let kernels: Vec<Arc<Kernels>> = device_of.iter().map(|d| Arc::clone(&loaded[d])).collect();
         Ok(World {
             cfg: cfg.clone(),
             msg,
-            kernels: device_of.iter().map(|d| Arc::clone(&loaded[d])).collect(),
+            gate: crate::bench::StartGate::new(kernels.clone())?,
+            kernels,
             device_of,
             ranks,
         })
@@ -202,7 +216,8 @@ impl RankBuffers {
         let multi_node = cfg.n_nodes > 1;
         let b = |len: usize| DevBuf::new(ctx, len);
         let bufs = RankBuffers {
-            d_recv: b(l * n * t * msg.bytes)?,
+            d_recv: b(n * t * msg.bytes)?,
+            d_index: b(l * n * t * 4)?,
             d_counts: b(l * n * 8)?,
             c_recv: b(t * k * h * 2)?,
             c_counts: b(l * n * 8)?,
@@ -217,7 +232,9 @@ impl RankBuffers {
             ids: b(t * k * 4)?,
             scales_in: b(t * 4)?,
             slots: b(t * k * 4)?,
+            rank_slots: b(t * n * 4)?,
             sent: b(cfg.n_experts * 8)?,
+            sent_acc: b(cfg.n_experts * 8)?,
             status: b((1 + l * n) * 4)?,
             snapshot: b(l * n * 8)?,
             d_ticket: b(4)?,
@@ -236,12 +253,14 @@ impl RankBuffers {
             fp8_scales: b(t * (h / 128).max(1) * 4)?,
             c_snapshot: b(l * n * 8)?,
             d_recv_ptrs: b(n * 8)?,
+            d_index_ptrs: b(n * 8)?,
             d_count_ptrs: b(n * 8)?,
             c_recv_ptrs: b(n * 8)?,
             c_count_ptrs: b(n * 8)?,
         };
         bufs.d_counts.fill(0xFF)?;
         bufs.d_ticket.fill(0)?;
+        bufs.sent_acc.fill(0)?;
         bufs.c_ticket.fill(0)?;
         bufs.c_counts.fill(0xFF)?;
         Ok(bufs)

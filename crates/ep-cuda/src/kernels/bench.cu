@@ -26,3 +26,28 @@ extern "C" __global__ void ep_weighted_rows(const u16* rows, const int* index, c
         out[(u64)t * hidden + c] = arith_to_bf16(acc);
     }
 }
+
+// The start of a timed phase on each rank's stream: the rank raises flag `epoch` at every peer
+// (flags[p][rank]), waits until every peer's flag here has reached `epoch`, then holds the
+// stream `hold_ns` longer. The phase's launches queue up behind it meanwhile, so the ranks start
+// within a flag's latency of each other and what the events around the phase time is device
+// work, not host launch cadence or host threads waking at different times. flags[rank][n_ranks]
+// is set to 1 when a peer never came (after `timeout_ns`).
+extern "C" __global__ void ep_bench_gate(const u64* flag_ptrs, int rank, int n_ranks, u64 epoch, u64 hold_ns,
+                                         u64 timeout_ns) {
+    if (threadIdx.x != 0) return;
+    for (int p = 0; p < n_ranks; p++) ep_store_release((u64*)flag_ptrs[p] + rank, epoch);
+    u64* mine = (u64*)flag_ptrs[rank];
+    u64 start = ep_globaltimer();
+    for (int p = 0; p < n_ranks; p++) {
+        while (ep_load_acquire(mine + p) < epoch) {
+            if (ep_globaltimer() - start > timeout_ns) {
+                mine[n_ranks] = 1;
+                return;
+            }
+            __nanosleep(64);
+        }
+    }
+    u64 released = ep_globaltimer();
+    while (ep_globaltimer() - released < hold_ns) __nanosleep(256);
+}

@@ -14,12 +14,19 @@
 // For each (local expert g, destination rank): the rows the dispatch brought from that rank,
 // which are exactly the rows going back. Published at index g * n_ranks + rank of the
 // destination's combine counts.
+// Published like the dispatch counts (ep_publish).
 __device__ void ep_publish_rows(const u64* dispatch_counts, int n_local, int n_ranks, int rank, int skip_a2a,
                                 const u64* count_ptrs) {
-    for (int i = threadIdx.x; i < n_local * n_ranks; i += blockDim.x) {
+    for (int i0 = 0; i0 < n_local * n_ranks; i0 += blockDim.x) {
+        int i = i0 + threadIdx.x;
         int g = i / n_ranks, dst = i % n_ranks;
-        if (skip_a2a && dst != rank) continue;
-        ep_store_release((u64*)count_ptrs[dst] + (u64)g * n_ranks + rank, dispatch_counts[i]);
+        u64* at = nullptr;
+        u64 v = 0;
+        if (i < n_local * n_ranks && !(skip_a2a && dst != rank)) {
+            at = (u64*)count_ptrs[dst] + (u64)g * n_ranks + rank;
+            v = dispatch_counts[i];
+        }
+        ep_publish(at, v);
     }
 }
 

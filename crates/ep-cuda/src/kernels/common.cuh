@@ -18,6 +18,9 @@ typedef unsigned long long u64;
 
 #define EP_SENTINEL 0xFFFFFFFFFFFFFFFFull
 
+// ep_core::config::MAX_TOP_K (kernels.rs checks that they agree).
+#define EP_MAX_TOP_K 64
+
 // Message layout (ep_core::MessageLayout; ep-cuda's kernels::MsgLayout on the host).
 struct MsgLayout {
     int payload_bytes, scales_off, scale_bytes, src_off, ids_off, bytes, top_k;
@@ -72,6 +75,15 @@ __device__ u8 e4m3_from_f32(float x) {
     if (m == 8) { e += 1; m = 0; }
     if (e > 8 || (e == 8 && m > 6)) return sign | 0x7E;
     return sign | (u8)((e + 7) << 3) | (u8)m;
+}
+
+// Two finite f32 -> e4m3fn in one instruction (sm_89+): round to nearest even, saturating to
+// +-448, `lo` in the low byte. For finite inputs the same bits as e4m3_from_f32 (signed zeros and
+// subnormals included); NaN is left to e4m3_from_f32, which fixes its sign.
+__device__ __forceinline__ u16 ep_e4m3x2(float hi, float lo) {
+    u16 r;
+    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
+    return r;
 }
 
 __device__ float e4m3_to_f32(u8 b) {
@@ -233,7 +245,10 @@ __device__ void ep_encode_fp8_warps(const float* x, int n, u8* payload, u8* scal
             continue;
         }
         float scale = __fdiv_rn(fmaxf(amax, __uint_as_float(0x38D1B717u)), 448.0f);
-        for (int i = 0; i < 4; i++) q[i] = e4m3_from_f32(__fdiv_rn(xs[i], scale));
+        float y[4];
+        for (int i = 0; i < 4; i++) y[i] = __fdiv_rn(xs[i], scale);
+        // The quotients are finite here, where the hardware conversion is e4m3_from_f32 exactly.
+        *(u32*)q = (u32)ep_e4m3x2(y[1], y[0]) | ((u32)ep_e4m3x2(y[3], y[2]) << 16);
         if (lane == 0) ep_store_f32_le(scales + 4 * b, scale);
     }
 }
@@ -259,8 +274,9 @@ __device__ __forceinline__ u64 ep_swizzled(u64 row, u64 col, u64 cols) {
 // (TokenFormat::place_scales), cooperatively.
 __device__ void ep_place_scales(int fmt, int width, u64 rows, u64 row, const u8* msg_scales, u8* out) {
     if (fmt == EP_FMT_FP8) {
+        // One f32 word per block, moved whole (both sides are 4-byte aligned).
         for (int b = threadIdx.x; b < width / 128; b += blockDim.x)
-            for (int i = 0; i < 4; i++) out[((u64)b * rows + row) * 4 + i] = msg_scales[4 * b + i];
+            ((u32*)out)[(u64)b * rows + row] = ((const u32*)msg_scales)[b];
     } else if (fmt == EP_FMT_MXFP4) {
         int n = width / 32;
         for (int c = threadIdx.x; c < n; c += blockDim.x) out[row * n + c] = msg_scales[c];
@@ -273,8 +289,7 @@ __device__ void ep_place_scales(int fmt, int width, u64 rows, u64 row, const u8*
 // Zero scales for row `row` (a padding row) in the output layout.
 __device__ void ep_zero_scales(int fmt, int width, u64 rows, u64 row, u8* out) {
     if (fmt == EP_FMT_FP8) {
-        for (int b = threadIdx.x; b < width / 128; b += blockDim.x)
-            for (int i = 0; i < 4; i++) out[((u64)b * rows + row) * 4 + i] = 0;
+        for (int b = threadIdx.x; b < width / 128; b += blockDim.x) ((u32*)out)[(u64)b * rows + row] = 0;
     } else if (fmt == EP_FMT_MXFP4) {
         int n = width / 32;
         for (int c = threadIdx.x; c < n; c += blockDim.x) out[row * n + c] = 0;
@@ -303,12 +318,24 @@ __device__ __forceinline__ u64 ep_globaltimer() {
 }
 
 // Copies `bytes` (a multiple of 4) from `src` to `dst` with the block's threads, 16 bytes at a
-// time where both are 16-byte aligned.
+// time where both are 16-byte aligned. Each thread issues up to 8 loads before their stores, so a
+// row of a few KB is one round trip to memory, not one per 16 bytes (the stores cannot be moved
+// past the next load by the compiler: `dst` may alias `src` as far as it knows).
 __device__ void ep_block_copy(u8* dst, const u8* src, u64 bytes) {
     if (((u64)dst % 16 == 0) && ((u64)src % 16 == 0) && bytes % 16 == 0) {
         const uint4* s = (const uint4*)src;
         uint4* d = (uint4*)dst;
-        for (u64 i = threadIdx.x; i < bytes / 16; i += blockDim.x) d[i] = s[i];
+        const int batch = 8;
+        u64 n = bytes / 16, step = blockDim.x;
+        for (u64 i0 = threadIdx.x; i0 < n; i0 += batch * step) {
+            uint4 v[batch];
+#pragma unroll
+            for (int u = 0; u < batch; u++)
+                if (i0 + u * step < n) v[u] = s[i0 + u * step];
+#pragma unroll
+            for (int u = 0; u < batch; u++)
+                if (i0 + u * step < n) d[i0 + u * step] = v[u];
+        }
     } else {
         const u32* s = (const u32*)src;
         u32* d = (u32*)dst;
@@ -320,17 +347,31 @@ __device__ void ep_block_copy(u8* dst, const u8* src, u64 bytes) {
 // system scope: the point where a count may be published without a kernel of its own. Every
 // block of the grid must call it (uniformly within the block). `ticket` is 0 before the launch
 // and the last block sets it back to 0.
+// One fence per block, by the thread that takes the ticket after the block's barrier (fences
+// are cumulative: what the barrier ordered before it is covered, as in a cooperative grid sync);
+// a fence in every warp cost each send block a system-scope drain per warp.
 __device__ bool ep_last_block(u32* ticket) {
     __shared__ bool last;
-    __threadfence_system();
     __syncthreads();
     if (threadIdx.x == 0) {
+        __threadfence_system();
         last = atomicAdd(ticket, 1u) == gridDim.x - 1;
-        if (last) atomicExch(ticket, 0u);
+        if (last) {
+            atomicExch(ticket, 0u);
+            __threadfence_system(); // acquire: every other block's stores before ours
+        }
     }
     __syncthreads();
-    if (last) __threadfence_system();
     return last;
+}
+
+// Publishes a count: a fence, then a plain system-scope store, which together are a release.
+// Called by whole warps with the address (null: nothing to store) and value already loaded,
+// so a warp pays one fence and no load waits behind it (a release store per count, or loads
+// after the fence, made the publishing block a chain of round trips).
+__device__ __forceinline__ void ep_publish(u64* at, u64 v) {
+    __threadfence_system();
+    if (at) asm volatile("st.relaxed.sys.global.u64 [%0], %1;" :: "l"(at), "l"(v) : "memory");
 }
 
 // Status codes a wait kernel leaves for the host.

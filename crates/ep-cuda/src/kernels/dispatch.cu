@@ -10,26 +10,77 @@ __device__ __forceinline__ bool ep_routes_to(int skip_a2a, int src, int e, int n
     return !skip_a2a || e / n_local == src;
 }
 
-// Message `pos` from rank `src` for local expert `g` in a dispatch receive buffer
-// [n_local, n_ranks, max_tokens, msg] (the contract's layout).
-__device__ __forceinline__ u64 ep_recv_offset(int g, int n_ranks, int src, int max_tokens, u64 pos, int msg_bytes) {
-    return (((u64)g * n_ranks + src) * max_tokens + pos) * msg_bytes;
+// The wire layout inside a node departs from the contract's buffer section in one way, to move a
+// token's payload once per destination rank instead of once per expert (a quarter of the bytes
+// with two ranks and top-8 of 256): a receive buffer holds each sender's messages
+// [n_ranks, max_tokens, msg] in the sender's token order, and an index [n_local, n_ranks,
+// max_tokens] of u32 says which of them is row `pos` of (local expert, sender). Slots, counts,
+// signals, waits and outputs are the contract's.
+
+// Message `pos` from rank `src` in a dispatch receive buffer [n_ranks, max_tokens, msg].
+__device__ __forceinline__ u64 ep_recv_offset(int src, int max_tokens, u64 pos, int msg_bytes) {
+    return ((u64)src * max_tokens + pos) * msg_bytes;
 }
 
-// For every (token, slot): the slot's position among this rank's rows for its expert (token
-// order), or -1 for duplicates, masked and (skip_a2a) off-device slots; and per expert the number
-// of rows sent. One block per expert scans the tokens in order, 256 at a time, with a block-wide
-// prefix count (ballot/popc): positions are deterministic. Every entry is written by exactly one
-// block (its expert's; block 0 for masked slots), so no memset comes first.
+// Entry of row `pos` of (local expert g, sender src) in a receive index [n_local, n_ranks, max_tokens].
+__device__ __forceinline__ u64 ep_index_offset(int g, int n_ranks, int src, int max_tokens, u64 pos) {
+    return ((u64)g * n_ranks + src) * max_tokens + pos;
+}
+
+// Block-wide running position: each thread flags one item of a chunk of blockDim.x consecutive
+// items; returns the flagged item's position among all flagged items so far (chunks included),
+// -1 for the others. `base` (shared, 0 before the first chunk) carries the total across chunks.
+// Every thread of the block calls it; blockDim.x is a multiple of 32.
+__device__ int ep_scan_position(bool flagged, int* warp_counts, int* base) {
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+    unsigned mask = __ballot_sync(0xffffffffu, flagged);
+    if (lane == 0) warp_counts[warp] = __popc(mask);
+    __syncthreads();
+    int before = 0, total = 0;
+    for (int w = 0; w < warps; w++) {
+        before += w < warp ? warp_counts[w] : 0;
+        total += warp_counts[w];
+    }
+    int pos = flagged ? *base + before + __popc(mask & ((1u << lane) - 1u)) : -1;
+    __syncthreads();
+    if (threadIdx.x == 0) *base += total;
+    __syncthreads();
+    return pos;
+}
+
+// Blocks 0 .. n_experts-1, one per expert: for every (token, slot), the slot's position among
+// this rank's rows for its expert (token order), or -1 for duplicates, masked and (skip_a2a)
+// off-device slots; and per expert the number of rows sent. Blocks n_experts .. + n_ranks-1, one
+// per destination rank: each token's position among this rank's tokens that reach that rank
+// (its message slot there), or -1. Tokens are scanned in order, blockDim.x at a time, so
+// positions are deterministic. Every entry is written by exactly one block (its expert's or
+// rank's; block 0 for masked slots), so no memset comes first.
 extern "C" __global__ void ep_assign_slots(const int* ids, int n_tokens, int top_k, int n_experts, int n_local,
-                                           int rank, int skip_a2a, int* slots, u64* sent) {
+                                           int n_ranks, int rank, int skip_a2a, int* slots, int* rank_slots,
+                                           u64* sent) {
     __shared__ int warp_counts[32];
     __shared__ int base;
-    int e = blockIdx.x;
     if (threadIdx.x == 0) base = 0;
     __syncthreads();
+    if ((int)blockIdx.x >= n_experts) {
+        int p = blockIdx.x - n_experts;
+        for (int t0 = 0; t0 < n_tokens; t0 += blockDim.x) {
+            int t = t0 + threadIdx.x;
+            bool reaches = false;
+            if (t < n_tokens) {
+                const int* row = ids + (u64)t * top_k;
+                for (int k = 0; k < top_k; k++) {
+                    int id = row[k];
+                    reaches = reaches || (id >= 0 && id / n_local == p && ep_routes_to(skip_a2a, rank, id, n_local));
+                }
+            }
+            int pos = ep_scan_position(reaches, warp_counts, &base);
+            if (t < n_tokens) rank_slots[(u64)t * n_ranks + p] = pos;
+        }
+        return;
+    }
+    int e = blockIdx.x;
     bool routed = ep_routes_to(skip_a2a, rank, e, n_local);
-    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = (blockDim.x + 31) >> 5;
     for (int t0 = 0; t0 < n_tokens; t0 += blockDim.x) {
         int t = t0 + threadIdx.x;
         int first = -1;
@@ -46,29 +97,47 @@ extern "C" __global__ void ep_assign_slots(const int* ids, int n_tokens, int top
                 }
             }
         }
-        unsigned mask = __ballot_sync(0xffffffffu, first >= 0);
-        if (lane == 0) warp_counts[warp] = __popc(mask);
-        __syncthreads();
-        int before = 0, total = 0;
-        for (int w = 0; w < warps; w++) {
-            before += w < warp ? warp_counts[w] : 0;
-            total += warp_counts[w];
-        }
-        if (first >= 0) slots[(u64)t * top_k + first] = base + before + __popc(mask & ((1u << lane) - 1u));
-        __syncthreads();
-        if (threadIdx.x == 0) base += total;
-        __syncthreads();
+        int pos = ep_scan_position(first >= 0, warp_counts, &base);
+        if (first >= 0) slots[(u64)t * top_k + first] = pos;
     }
     if (threadIdx.x == 0) sent[e] = (u64)base;
 }
 
-// One block per token: encode the message once in shared memory, then store it into the receive
-// slot of every expert the token reaches (16-byte stores). Messages for another node are staged
-// for ep_dispatch_put; the shared expert's tokens are kept in `shared_msgs`.
+// Whether slot k of a token is the first of its slots that sends to rank `dest` (the one that
+// carries the message; the others only add index entries).
+__device__ __forceinline__ bool ep_first_to_rank(const int* row_ids, const int* row_slots, int k, int dest,
+                                                 int n_local) {
+    for (int j = 0; j < k; j++)
+        if (row_slots[j] >= 0 && row_ids[j] / n_local == dest) return false;
+    return true;
+}
+
+// Token t's message (at `msg`) to rank `dest`: stored once, at the token's message slot there, and
+// indexed as row row_slots[k] of (expert of slot k, this rank) for every slot k that reaches
+// `dest`. Thread 0 writes the index entries.
+__device__ void ep_deliver(const u8* msg, const int* row_ids, const int* row_slots, const int* row_rank_slots,
+                           int top_k, int dest, int bytes, const u64* recv_ptrs, const u64* index_ptrs, int rank,
+                           int n_ranks, int n_local, int max_tokens) {
+    u32 at = (u32)row_rank_slots[dest];
+    ep_block_copy((u8*)recv_ptrs[dest] + ep_recv_offset(rank, max_tokens, at, bytes), msg, bytes);
+    if (threadIdx.x == 0) {
+        u32* index = (u32*)index_ptrs[dest];
+        for (int k = 0; k < top_k; k++) {
+            int pos = row_slots[k];
+            if (pos < 0 || row_ids[k] / n_local != dest) continue;
+            index[ep_index_offset(row_ids[k] % n_local, n_ranks, rank, max_tokens, pos)] = at;
+        }
+    }
+}
+
+// One block per token: encode the message once in shared memory, then deliver it to every rank
+// of this node the token reaches (16-byte stores). Messages for another node are staged for
+// ep_dispatch_put; the shared expert's tokens are kept in `shared_msgs`.
 __device__ void ep_send_token(int t, const u16* tokens, const int* ids, const float* input_scales,
-                              const int* slots, int hidden, int top_k, int fmt, MsgLayout m, const u64* recv_ptrs,
-                              int rank, int n_ranks, int n_local, int gpus_per_node, int max_tokens, u8* staging,
-                              int shared_start, int shared_end, u8* shared_msgs) {
+                              const int* slots, const int* rank_slots, int hidden, int top_k, int fmt, MsgLayout m,
+                              const u64* recv_ptrs, const u64* index_ptrs, int rank, int n_ranks, int n_local,
+                              int gpus_per_node, int max_tokens, u8* staging, int shared_start, int shared_end,
+                              u8* shared_msgs) {
     extern __shared__ uint4 smem_u4[];
     u8* msg = (u8*)smem_u4;
     float* x = (float*)(msg + m.bytes);
@@ -114,14 +183,15 @@ __device__ void ep_send_token(int t, const u16* tokens, const int* ids, const fl
     __syncthreads();
 
     int node = rank / gpus_per_node;
+    const int* row_rank_slots = rank_slots + (u64)t * n_ranks;
     bool staged = false;
     for (int k = 0; k < top_k; k++) {
-        int pos = row_slots[k];
-        if (pos < 0) continue;
-        int e = row_ids[k];
-        int dest = e / n_local, g = e % n_local;
+        if (row_slots[k] < 0) continue;
+        int dest = row_ids[k] / n_local;
         if (dest / gpus_per_node == node) {
-            ep_block_copy((u8*)recv_ptrs[dest] + ep_recv_offset(g, n_ranks, rank, max_tokens, pos, m.bytes), msg, m.bytes);
+            if (ep_first_to_rank(row_ids, row_slots, k, dest, n_local))
+                ep_deliver(msg, row_ids, row_slots, row_rank_slots, top_k, dest, m.bytes, recv_ptrs, index_ptrs, rank,
+                           n_ranks, n_local, max_tokens);
         } else if (!staged) {
             ep_block_copy(staging + (u64)t * m.bytes, msg, m.bytes);
             staged = true;
@@ -130,49 +200,128 @@ __device__ void ep_send_token(int t, const u16* tokens, const int* ids, const fl
     if (shared) ep_block_copy(shared_msgs + (u64)(t - shared_start) * m.bytes, msg, m.bytes);
 }
 
-// One count per (expert, this rank), zero included, published with a system-scope release by
-// the calling threads of one block.
+// One count per (expert, this rank), zero included, published by the calling threads of one
+// block (ep_publish: every address and value loaded, then one fence per warp, then the stores).
 __device__ void ep_publish_counts(const u64* sent, int n_experts, int n_local, int n_ranks, int rank, int skip_a2a,
                                   const u64* count_ptrs) {
-    for (int e = threadIdx.x; e < n_experts; e += blockDim.x) {
-        if (!ep_routes_to(skip_a2a, rank, e, n_local)) continue;
-        int dest = e / n_local, g = e % n_local;
-        ep_store_release((u64*)count_ptrs[dest] + (u64)g * n_ranks + rank, sent[e]);
+    for (int e0 = 0; e0 < n_experts; e0 += blockDim.x) {
+        int e = e0 + threadIdx.x;
+        u64* at = nullptr;
+        u64 v = 0;
+        if (e < n_experts && ep_routes_to(skip_a2a, rank, e, n_local)) {
+            at = (u64*)count_ptrs[e / n_local] + (u64)(e % n_local) * n_ranks + rank;
+            v = sent[e];
+        }
+        ep_publish(at, v);
     }
 }
 
-// One block per token (at least one block, for a rank without tokens): ep_send_token, then,
-// with `signal` (one node), the last block to finish publishes the counts.
+// ep_assign_slots for one token, inside its send block (decode sizes, where a launch of its own
+// cost more than this): slot k's position among this rank's rows for its expert is the number of
+// earlier tokens that name that expert, and its message slot at a rank the number of earlier
+// tokens that reach that rank, counted by the block over the earlier tokens' ids. Writes the
+// token's entries of `slots` and `rank_slots` exactly as ep_assign_slots does, and adds the
+// token's rows to `sent_acc` per expert (the last block turns those into `sent`).
+__device__ void ep_assign_token_slots(int t, const int* ids, int top_k, int n_local, int n_ranks, int rank,
+                                      int skip_a2a, int* slots, int* rank_slots, u64* sent_acc) {
+    __shared__ int expert[EP_MAX_TOP_K], dest[EP_MAX_TOP_K], counted[2 * EP_MAX_TOP_K];
+    __shared__ bool row_slot[EP_MAX_TOP_K], msg_slot[EP_MAX_TOP_K];
+    const int* row = ids + (u64)t * top_k;
+    for (int k = threadIdx.x; k < top_k; k += blockDim.x) {
+        int e = row[k];
+        bool routed = e >= 0 && ep_routes_to(skip_a2a, rank, e, n_local);
+        bool first = routed, first_to_dest = routed;
+        for (int j = 0; j < k; j++) {
+            int o = row[j];
+            first = first && o != e;
+            first_to_dest = first_to_dest && !(o >= 0 && ep_routes_to(skip_a2a, rank, o, n_local) && o / n_local == e / n_local);
+        }
+        expert[k] = e;
+        dest[k] = e >= 0 ? e / n_local : -1;
+        row_slot[k] = first;
+        msg_slot[k] = first_to_dest;
+        counted[k] = 0;
+        counted[top_k + k] = 0;
+    }
+    __syncthreads();
+    for (int u = threadIdx.x; u < t; u += blockDim.x) {
+        const int* other = ids + (u64)u * top_k;
+        for (int k = 0; k < top_k; k++) {
+            if (!row_slot[k] && !msg_slot[k]) continue;
+            bool names = false, reaches = false;
+            for (int j = 0; j < top_k; j++) {
+                int o = other[j];
+                names = names || o == expert[k];
+                reaches = reaches || (o >= 0 && o / n_local == dest[k] && ep_routes_to(skip_a2a, rank, o, n_local));
+            }
+            if (row_slot[k] && names) atomicAdd(&counted[k], 1);
+            if (msg_slot[k] && reaches) atomicAdd(&counted[top_k + k], 1);
+        }
+    }
+    __syncthreads();
+    for (int k = threadIdx.x; k < top_k; k += blockDim.x) {
+        slots[(u64)t * top_k + k] = row_slot[k] ? counted[k] : -1;
+        if (row_slot[k]) atomicAdd((unsigned long long*)&sent_acc[expert[k]], 1ull);
+    }
+    for (int p = threadIdx.x; p < n_ranks; p += blockDim.x) {
+        int at = -1;
+        for (int k = 0; k < top_k; k++)
+            if (msg_slot[k] && dest[k] == p) at = counted[top_k + k];
+        rank_slots[(u64)t * n_ranks + p] = at;
+    }
+    __syncthreads();
+}
+
+// One block per token (at least one block, for a rank without tokens): with `own_slots` the
+// token's slots first (ep_assign_token_slots; ep_assign_slots did not run), then ep_send_token,
+// then, with `signal` (one node), the last block to finish publishes the counts.
 // Launched with up to 512 threads (comm.rs): the bound keeps registers within what that allows.
 // Parameters ids .. staging are ep_dispatch_put's, in its order (comm.rs passes that slice).
 extern "C" __global__ void __launch_bounds__(512) ep_dispatch_send(const u16* tokens, const float* input_scales,
-                                            int n_tokens, int hidden, int fmt, const int* ids, const int* slots,
-                                            int top_k, MsgLayout m, const u64* recv_ptrs, int rank, int n_ranks,
-                                            int n_local, int gpus_per_node, int max_tokens, u8* staging,
-                                            int shared_start, int shared_end, u8* shared_msgs, int signal,
-                                            u32* ticket, const u64* sent, int n_experts, int skip_a2a,
-                                            const u64* count_ptrs) {
-    if ((int)blockIdx.x < n_tokens)
-        ep_send_token(blockIdx.x, tokens, ids, input_scales, slots, hidden, top_k, fmt, m, recv_ptrs, rank, n_ranks,
-                      n_local, gpus_per_node, max_tokens, staging, shared_start, shared_end, shared_msgs);
-    if (signal && ep_last_block(ticket)) ep_publish_counts(sent, n_experts, n_local, n_ranks, rank, skip_a2a, count_ptrs);
+                                            int n_tokens, int hidden, int fmt, const int* ids, int* slots,
+                                            int* rank_slots, int top_k, MsgLayout m, const u64* recv_ptrs,
+                                            const u64* index_ptrs, int rank, int n_ranks, int n_local,
+                                            int gpus_per_node, int max_tokens, u8* staging, int shared_start,
+                                            int shared_end, u8* shared_msgs, int signal, u32* ticket, u64* sent,
+                                            int n_experts, int skip_a2a, const u64* count_ptrs, int own_slots,
+                                            u64* sent_acc) {
+    if ((int)blockIdx.x < n_tokens) {
+        if (own_slots)
+            ep_assign_token_slots(blockIdx.x, ids, top_k, n_local, n_ranks, rank, skip_a2a, slots, rank_slots,
+                                  sent_acc);
+        ep_send_token(blockIdx.x, tokens, ids, input_scales, slots, rank_slots, hidden, top_k, fmt, m, recv_ptrs,
+                      index_ptrs, rank, n_ranks, n_local, gpus_per_node, max_tokens, staging, shared_start,
+                      shared_end, shared_msgs);
+    }
+    bool last = ep_last_block(ticket);
+    if (last && own_slots) {
+        // Every block's additions are in (ep_last_block); `sent_acc` starts the next round at 0.
+        for (int e = threadIdx.x; e < n_experts; e += blockDim.x) {
+            sent[e] = sent_acc[e];
+            sent_acc[e] = 0;
+        }
+        __syncthreads();
+    }
+    if (signal && last) ep_publish_counts(sent, n_experts, n_local, n_ranks, rank, skip_a2a, count_ptrs);
 }
 
-// The inter-node transport: puts of the staged messages into remote receive slots. Runs after
-// ep_dispatch_send and before ep_dispatch_signal on the same stream: put, then signal.
-extern "C" __global__ void ep_dispatch_put(const int* ids, const int* slots, int top_k, MsgLayout m,
-                                           const u64* recv_ptrs, int rank, int n_ranks, int n_local,
-                                           int gpus_per_node, int max_tokens, const u8* staging) {
+// The inter-node transport: puts of the staged messages to the ranks of other nodes, with their
+// index entries. Runs after ep_dispatch_send and before ep_dispatch_signal on the same stream:
+// put, then signal.
+extern "C" __global__ void ep_dispatch_put(const int* ids, const int* slots, const int* rank_slots, int top_k,
+                                           MsgLayout m, const u64* recv_ptrs, const u64* index_ptrs, int rank,
+                                           int n_ranks, int n_local, int gpus_per_node, int max_tokens,
+                                           const u8* staging) {
     int t = blockIdx.x;
     int node = rank / gpus_per_node;
+    const int* row_ids = ids + (u64)t * top_k;
+    const int* row_slots = slots + (u64)t * top_k;
     for (int k = 0; k < top_k; k++) {
-        int pos = slots[(u64)t * top_k + k];
-        if (pos < 0) continue;
-        int e = ids[(u64)t * top_k + k];
-        int dest = e / n_local, g = e % n_local;
-        if (dest / gpus_per_node == node) continue;
-        ep_block_copy((u8*)recv_ptrs[dest] + ep_recv_offset(g, n_ranks, rank, max_tokens, pos, m.bytes),
-                      staging + (u64)t * m.bytes, m.bytes);
+        if (row_slots[k] < 0) continue;
+        int dest = row_ids[k] / n_local;
+        if (dest / gpus_per_node == node || !ep_first_to_rank(row_ids, row_slots, k, dest, n_local)) continue;
+        ep_deliver(staging + (u64)t * m.bytes, row_ids, row_slots, rank_slots + (u64)t * n_ranks, top_k, dest,
+                   m.bytes, recv_ptrs, index_ptrs, rank, n_ranks, n_local, max_tokens);
     }
 }
 
@@ -181,6 +330,33 @@ extern "C" __global__ void ep_dispatch_signal(const u64* sent, int n_experts, in
                                               int skip_a2a, const u64* count_ptrs) {
     __threadfence_system();
     ep_publish_counts(sent, n_experts, n_local, n_ranks, rank, skip_a2a, count_ptrs);
+}
+
+// In-place inclusive prefix sum of a[0 .. n) in shared memory, by the whole block (blockDim.x a
+// multiple of 32): warp shuffles, then the warps' totals, blockDim.x entries at a time. Returns
+// with a barrier passed.
+__device__ void ep_block_scan(u32* a, int n) {
+    __shared__ u32 warp_sums[32];
+    __shared__ u32 carry;
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    if (threadIdx.x == 0) carry = 0;
+    __syncthreads();
+    for (int base = 0; base < n; base += blockDim.x) {
+        int i = base + threadIdx.x;
+        u32 v = i < n ? a[i] : 0;
+        for (int off = 1; off < 32; off <<= 1) {
+            u32 o = __shfl_up_sync(0xffffffffu, v, off);
+            if (lane >= off) v += o;
+        }
+        if (lane == 31) warp_sums[warp] = v;
+        __syncthreads();
+        u32 before = carry;
+        for (int w = 0; w < warp; w++) before += warp_sums[w];
+        if (i < n) a[i] = before + v;
+        __syncthreads();
+        if (threadIdx.x == blockDim.x - 1) carry = before + v;
+        __syncthreads();
+    }
 }
 
 // Waits for every count, then lays out the groups: row_offsets [n_groups + 1] and src_offsets
@@ -218,12 +394,9 @@ extern "C" __global__ void ep_dispatch_wait(u64* counts, int n_local, int n_rank
             size += g < shared_groups ? (s == rank ? shared_len : 0) : cnt[(g - shared_groups) * n_ranks + s];
         start[g + 1] = (size + row_multiple - 1) / row_multiple * row_multiple;
     }
+    if (threadIdx.x == 0) start[0] = 0;
     __syncthreads();
-    if (threadIdx.x == 0) {
-        start[0] = 0;
-        for (int g = 0; g < n_groups; g++) start[g + 1] += start[g];
-    }
-    __syncthreads();
+    ep_block_scan(start + 1, n_groups);
     for (int g = threadIdx.x; g <= n_groups; g += blockDim.x) row_offsets[g] = start[g];
     for (int g = threadIdx.x; g < n_groups; g += blockDim.x) {
         u32 cursor = start[g];
@@ -241,39 +414,47 @@ extern "C" __global__ void ep_dispatch_wait(u64* counts, int n_local, int n_rank
 // Copies the payload, places the scales, fills src_info and the row's source rank (-1 for padding
 // and shared-expert rows, which never travel back). Padding rows get zero payload and zero scales,
 // so every byte of the output up to the row count is written without a host round trip.
-extern "C" __global__ void ep_dispatch_copy_out(const u8* recv, const u8* shared_msgs, const u32* row_offsets,
-                                                const u32* src_offsets, int n_local, int n_ranks, int rank,
-                                                int shared_groups, int max_tokens, int hidden, int fmt, MsgLayout m,
-                                                u8* recv_tokens, u8* recv_scales, int* src_info, int* row_src,
-                                                const u32* status) {
-    if (status[0] != EP_OK) return;
+// A block is a short chain of dependent loads (status and group, source, index, message), each
+// level loaded by many threads at once: at 4096 tokens the rows are ~65k blocks, and the chain,
+// not the bytes, bounded this kernel while it binary-searched the group.
+extern "C" __global__ void ep_dispatch_copy_out(const u8* recv, const u32* index, const u8* shared_msgs,
+                                                const u32* row_offsets, const u32* src_offsets, int n_local,
+                                                int n_ranks, int rank, int shared_groups, int max_tokens, int hidden,
+                                                int fmt, MsgLayout m, u8* recv_tokens, u8* recv_scales, int* src_info,
+                                                int* row_src, const u32* status) {
+    __shared__ int group, source;
+    __shared__ u32 source_start;
     int n_groups = n_local + shared_groups;
-    u64 rows = row_offsets[n_groups];
     u64 row = blockIdx.x;
-    if (row >= rows) return;
-    // The group holding this row: the last g with row_offsets[g] <= row (binary search).
-    int lo = 0, hi = n_groups - 1;
-    while (lo < hi) {
-        int mid = (lo + hi + 1) / 2;
-        if (row_offsets[mid] <= row) lo = mid; else hi = mid - 1;
-    }
-    int g = lo;
+    u32 done = status[0];
+    u64 rows = row_offsets[n_groups];
+    // The group holding the row: the one g with row_offsets[g] <= row < row_offsets[g + 1]
+    // (empty groups hold none), tested for every g at once.
+    for (int g = threadIdx.x; g < n_groups; g += blockDim.x)
+        if (row_offsets[g] <= row && row < row_offsets[g + 1]) group = g;
+    if (threadIdx.x == 0) source = n_ranks;
+    __syncthreads();
+    if (done != EP_OK || row >= rows) return;
+    int g = group;
     const u32* so = src_offsets + g * (n_ranks + 1);
+    // The source rank likewise; none (n_ranks) for the group's padding rows.
+    for (int s = threadIdx.x; s < n_ranks; s += blockDim.x)
+        if (so[s] <= row && row < so[s + 1]) { source = s; source_start = so[s]; }
+    __syncthreads();
     u8* out = recv_tokens + row * m.payload_bytes;
     if (fmt == EP_FMT_NVFP4) {
         // Scale columns padded to a multiple of 4 are zero in every row.
         int cols = hidden / 16;
         for (int c = cols + threadIdx.x; c < (cols + 3) / 4 * 4; c += blockDim.x) recv_scales[ep_swizzled(row, c, cols)] = 0;
     }
-    if (row >= so[n_ranks]) {
+    int s = source;
+    if (s == n_ranks) {
         for (int i = threadIdx.x; i < m.payload_bytes / 4; i += blockDim.x) ((u32*)out)[i] = 0;
         ep_zero_scales(fmt, hidden, rows, row, recv_scales);
         if (threadIdx.x == 0) { src_info[2 * row] = -1; src_info[2 * row + 1] = -1; row_src[row] = -1; }
         return;
     }
-    int s = 0;
-    while (row >= so[s + 1]) s++;
-    u64 j = row - so[s];
+    u64 j = row - source_start;
     const u8* msg;
     int expert = -1;
     if (g < shared_groups) {
@@ -281,16 +462,16 @@ extern "C" __global__ void ep_dispatch_copy_out(const u8* recv, const u8* shared
     } else {
         int lg = g - shared_groups;
         expert = rank * n_local + lg;
-        msg = recv + ep_recv_offset(lg, n_ranks, s, max_tokens, j, m.bytes);
+        msg = recv + ep_recv_offset(s, max_tokens, index[ep_index_offset(lg, n_ranks, s, max_tokens, j)], m.bytes);
     }
     ep_block_copy(out, msg, m.payload_bytes);
     ep_place_scales(fmt, hidden, rows, row, msg + m.scales_off, recv_scales);
     if (threadIdx.x == 0) {
         int slot = -1;
         if (expert >= 0) {
+            const u16* ids = (const u16*)(msg + m.ids_off);
             for (int k = 0; k < m.top_k; k++) {
-                u16 v = (u16)msg[m.ids_off + 2 * k] | ((u16)msg[m.ids_off + 2 * k + 1] << 8);
-                if (v == (u16)expert) { slot = k; break; }
+                if (ids[k] == (u16)expert) { slot = k; break; }
             }
         }
         src_info[2 * row] = *(const int*)(msg + m.src_off);

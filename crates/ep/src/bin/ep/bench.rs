@@ -266,6 +266,7 @@ pub fn main(args: Args) -> Result<ExitCode, String> {
         "top_k": args.top_k,
         "experts": args.experts,
         "bandwidth_convention": "DeepEP: each token row once per destination rank it reaches (own rank included); *_remote leaves the own rank out; GB/s = mean bytes per rank / median time",
+        "timing": timing_convention(args.target.backend),
         "ceiling": ceiling,
         "scenarios": rows,
     });
@@ -481,9 +482,7 @@ fn measure_cuda(
         let mut times = Vec::new();
         for i in 0..warm + rounds {
             barrier.wait();
-            let t = c.bench_round(&|| {
-                barrier.wait();
-            });
+            let t = c.bench_round();
             let t = t.unwrap_or_else(|e| fail(e));
             if i >= warm {
                 times.push(t);
@@ -492,11 +491,7 @@ fn measure_cuda(
         let mut probed = Vec::new();
         for _ in 0..if probe { PROBED_ROUNDS } else { 0 } {
             barrier.wait();
-            let (_, steps) = c
-                .bench_round_probed(&|| {
-                    barrier.wait();
-                })
-                .unwrap_or_else(|e| fail(e));
+            let (_, steps) = c.bench_round_probed().unwrap_or_else(|e| fail(e));
             probed.push(steps);
         }
         (times, probed)
@@ -666,6 +661,14 @@ fn print_table(rows: &[Value]) {
 }
 
 /// Today's UTC date, YYYY-MM-DD.
+/// What the times in a result mean, written into it.
+fn timing_convention(kind: BackendKind) -> &'static str {
+    match kind {
+        BackendKind::Sim => "host wall clock of each phase on every rank (slowest rank per round)",
+        _ => "device events around each phase on every rank (slowest rank per round); each phase (NCCL's too) starts behind a device-side gate across ranks with its launches already queued, as in a CUDA-graph-captured step, so host launch cadence and host thread skew are not timed",
+    }
+}
+
 fn today() -> String {
     let days = (std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
