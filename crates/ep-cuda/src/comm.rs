@@ -31,7 +31,7 @@ const REDUCE_WIDE_MAX_TOKENS: usize = 256;
 /// Up to this many tokens each send block finds its token's slots itself (scanning the earlier
 /// tokens' ids) instead of a slot-assignment launch before the sends: a launch costs more than
 /// that scan at decode sizes, while the scan grows with the square of the tokens.
-const OWN_SLOTS_MAX_TOKENS: usize = 256;
+const OWN_SLOTS_MAX_TOKENS: usize = 1024;
 
 /// How long one launch of a wait kernel spins before the host launches it again, until the
 /// deadline (`ep_wait_counts` in common.cuh says why waits are sliced). A rank held up behind a
@@ -48,6 +48,14 @@ fn format_id(f: Format) -> i32 {
     }
 }
 
+/// The dispatch wait's layout parameters (`ep_wait_layout`) and the shared memory it needs.
+struct WaitLayout {
+    shared_groups: i32,
+    shared_len: i32,
+    row_multiple: i32,
+    smem: u32,
+}
+
 /// What a round keeps on the host between phases (the data itself stays on the device).
 #[derive(Default)]
 struct RoundData {
@@ -56,6 +64,9 @@ struct RoundData {
     rows: usize,
     reduced: bool,
     epilogue: Option<Epilogue>,
+    /// The last send block ran the first slice of this phase's wait: the first
+    /// `issue_*_wait` launches only what follows the wait.
+    wait_in_send: bool,
 }
 
 /// The scalars every kernel of a rank takes, as the kernels' `int`/`u64` parameters.
@@ -309,7 +320,7 @@ impl CudaComm {
 
     /// Slots, sends and signals (between nodes: sends, puts, signals): the dispatch_async
     /// kernels.
-    pub(crate) fn issue_dispatch_send(&self) -> Result<()> {
+    pub(crate) fn issue_dispatch_send(&mut self) -> Result<()> {
         let cfg = &self.cfg;
         let b = self.bufs();
         let t = self.round.n_tokens;
@@ -328,6 +339,10 @@ impl CudaComm {
             ..
         } = self.sc;
         let m = MsgLayout::from(&self.world.msg);
+        // Inside one node the last send block also runs the wait's first slice.
+        let wait = cfg.n_nodes == 1;
+        let slice = self.first_slice();
+        let layout = self.wait_layout_args();
         let slots_args: [&dyn crate::kernels::KernelArg; 11] = [
             &b.ids.ptr,
             &(t as i32),
@@ -352,8 +367,8 @@ impl CudaComm {
                 &slots_args,
             )?;
         }
-        let smem = (self.world.msg.bytes + cfg.hidden * 4) as u32;
-        let send: [&dyn crate::kernels::KernelArg; 29] = [
+        let smem = ((self.world.msg.bytes + cfg.hidden * 4) as u32).max(layout.smem);
+        let send: [&dyn crate::kernels::KernelArg; 39] = [
             &b.tokens.ptr,
             &b.scales_in.ptr,
             &(t as i32),
@@ -383,15 +398,25 @@ impl CudaComm {
             &b.d_count_ptrs.ptr,
             &(own_slots as i32),
             &b.sent_acc.ptr,
+            &(wait as i32),
+            &b.d_counts.ptr,
+            &slice,
+            &layout.shared_groups,
+            &layout.shared_len,
+            &layout.row_multiple,
+            &b.status.ptr,
+            &b.snapshot.ptr,
+            &b.row_offsets.ptr,
+            &b.src_offsets.ptr,
         ];
         // At least one block: a rank without tokens still signals.
-        self.launch(
-            "ep_dispatch_send",
-            t.max(1) as u32,
-            SEND_THREADS,
-            smem,
-            &send,
-        )?;
+        let name = if wait {
+            "ep_dispatch_send + first wait slice"
+        } else {
+            "ep_dispatch_send"
+        };
+        let f = self.k().get("ep_dispatch_send");
+        self.launch_fn(name, f, t.max(1) as u32, SEND_THREADS, smem, &send)?;
         if cfg.n_nodes > 1 {
             // ep_dispatch_put's parameters are ep_dispatch_send's from ids to staging.
             self.launch("ep_dispatch_put", t as u32, THREADS, 0, &send[5..18])?;
@@ -411,13 +436,31 @@ impl CudaComm {
                 ],
             )?;
         }
+        self.round.wait_in_send = wait;
         Ok(())
+    }
+
+    /// The slice of the deadline a wait run from a send kernel spins for.
+    fn first_slice(&self) -> u64 {
+        WAIT_SLICE.min(self.cfg.timeout).as_nanos() as u64
+    }
+
+    /// The dispatch wait's layout parameters and its shared memory.
+    fn wait_layout_args(&self) -> WaitLayout {
+        let cfg = &self.cfg;
+        WaitLayout {
+            shared_groups: self.shared_groups(),
+            shared_len: self.round.shared.len() as i32,
+            row_multiple: cfg.format.group_row_multiple() as i32,
+            smem: 4 * (cfg.n_local_experts() * cfg.n_ranks() + cfg.n_groups() + 1) as u32,
+        }
     }
 
     /// One slice of the wait and the copy-out into the per-expert layout (which does nothing
     /// unless the wait completed): the dispatch_wait kernels. The row count stays on the device.
     pub(crate) fn issue_dispatch_wait(&mut self, slice_ns: u64) -> Result<()> {
         self.bind()?;
+        let launch_wait = !std::mem::take(&mut self.round.wait_in_send);
         let cfg = &self.cfg;
         let b = self.bufs();
         let Scalars {
@@ -429,31 +472,31 @@ impl CudaComm {
             max_t,
             ..
         } = self.sc;
-        let multiple = cfg.format.group_row_multiple() as i32;
-        let shared_len = self.round.shared.len() as i32;
-        let layout_smem = 4 * (cfg.n_local_experts() * cfg.n_ranks() + cfg.n_groups() + 1) as u32;
-        self.launch(
-            "ep_dispatch_wait",
-            1,
-            WAIT_THREADS,
-            layout_smem,
-            &[
-                &b.d_counts.ptr,
-                &l,
-                &n,
-                &rank,
-                &skip,
-                &slice_ns,
-                &max_t,
-                &self.shared_groups(),
-                &shared_len,
-                &multiple,
-                &b.status.ptr,
-                &b.snapshot.ptr,
-                &b.row_offsets.ptr,
-                &b.src_offsets.ptr,
-            ],
-        )?;
+        let layout = self.wait_layout_args();
+        if launch_wait {
+            self.launch(
+                "ep_dispatch_wait",
+                1,
+                WAIT_THREADS,
+                layout.smem,
+                &[
+                    &b.d_counts.ptr,
+                    &l,
+                    &n,
+                    &rank,
+                    &skip,
+                    &slice_ns,
+                    &max_t,
+                    &layout.shared_groups,
+                    &layout.shared_len,
+                    &layout.row_multiple,
+                    &b.status.ptr,
+                    &b.snapshot.ptr,
+                    &b.row_offsets.ptr,
+                    &b.src_offsets.ptr,
+                ],
+            )?;
+        }
         let m = MsgLayout::from(&self.world.msg);
         self.launch(
             "ep_dispatch_copy_out",
@@ -506,7 +549,7 @@ impl CudaComm {
     /// Rows back to their tokens and the signals (between nodes: then puts, then signals): the
     /// combine_async kernels. `grid_rows` covers
     /// at least the rows the dispatch produced (the kernels stop at the device's row count).
-    pub(crate) fn issue_combine_send(&self, grid_rows: usize) -> Result<()> {
+    pub(crate) fn issue_combine_send(&mut self, grid_rows: usize) -> Result<()> {
         let cfg = &self.cfg;
         let b = self.bufs();
         let Scalars {
@@ -521,7 +564,9 @@ impl CudaComm {
         } = self.sc;
         let rows_end = b.row_offsets.ptr + 4 * cfg.n_groups() as u64;
         let one_node = (cfg.n_nodes == 1) as i32;
-        let send: [&dyn crate::kernels::KernelArg; 17] = [
+        let wait = cfg.n_nodes == 1;
+        let slice = self.first_slice();
+        let send: [&dyn crate::kernels::KernelArg; 23] = [
             &b.expert_out.ptr,
             &b.src_info.ptr,
             &b.row_src.ptr,
@@ -539,10 +584,22 @@ impl CudaComm {
             &n,
             &skip,
             &b.c_count_ptrs.ptr,
+            &(wait as i32),
+            &b.c_counts.ptr,
+            &slice,
+            &b.sent.ptr,
+            &b.status.ptr,
+            &b.c_snapshot.ptr,
         ];
         // At least one block: a rank that received no rows still signals.
         let grid = grid_rows.max(1) as u32;
-        self.launch("ep_combine_send", grid, THREADS, 0, &send)?;
+        let name = if wait {
+            "ep_combine_send + first wait slice"
+        } else {
+            "ep_combine_send"
+        };
+        let f = self.k().get("ep_combine_send");
+        self.launch_fn(name, f, grid, THREADS, 0, &send)?;
         if cfg.n_nodes > 1 {
             // ep_combine_put's parameters are ep_combine_send's from src_info to staging.
             self.launch("ep_combine_put", grid, THREADS, 0, &send[1..10])?;
@@ -554,12 +611,16 @@ impl CudaComm {
                 &[&b.snapshot.ptr, &l, &n, &rank, &skip, &b.c_count_ptrs.ptr],
             )?;
         }
+        self.round.wait_in_send = wait;
         Ok(())
     }
 
     /// One slice of the combine wait, with the count check.
     pub(crate) fn issue_combine_wait(&mut self, slice_ns: u64) -> Result<()> {
         self.bind()?;
+        if std::mem::take(&mut self.round.wait_in_send) {
+            return Ok(());
+        }
         let b = self.bufs();
         let Scalars {
             rank, n, l, skip, ..

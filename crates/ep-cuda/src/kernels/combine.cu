@@ -51,18 +51,43 @@ __device__ void ep_send_row(u64 row, const u16* expert_out, const int* src_info,
     }
 }
 
+// Waits for every expert's rows; each count must equal the rows this rank sent that expert. Run
+// by ep_combine_wait, or by the last send block (the first slice, without a launch of its own).
+__device__ void ep_combine_wait_counts(u64* counts, int n_local, int n_ranks, int rank, int skip_a2a, u64 slice_ns,
+                                       const u64* sent, u32* status, u64* snapshot) {
+    int n = n_local * n_ranks;
+    if (!ep_wait_counts(counts, n, rank, n_ranks, skip_a2a, slice_ns, status, snapshot)) return;
+    __syncthreads();
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+        int g = i / n_ranks, s = i % n_ranks;
+        if (snapshot[i] != sent[s * n_local + g]) status[0] = EP_COUNT_MISMATCH;
+    }
+}
+
+extern "C" __global__ void ep_combine_wait(u64* counts, int n_local, int n_ranks, int rank, int skip_a2a,
+                                           u64 slice_ns, const u64* sent, u32* status, u64* snapshot) {
+    ep_combine_wait_counts(counts, n_local, n_ranks, rank, skip_a2a, slice_ns, sent, status, snapshot);
+}
+
 // One block per received row (the grid may cover the capacity, at least one block; the row count
 // is on the device): the row goes back to (source rank, token, first slot). With `signal` (one
-// node) the last block to finish publishes the row counts.
+// node) the last block to finish publishes the row counts, and with `wait` then runs the first
+// slice of the combine wait (one launch fewer per round).
 extern "C" __global__ void ep_combine_send(const u16* expert_out, const int* src_info, const int* row_src,
                                            const u32* rows_end, int hidden, int top_k, const u64* recv_ptrs, int rank,
                                            int gpus_per_node, u8* staging, int signal, u32* ticket,
                                            const u64* dispatch_counts, int n_local, int n_ranks, int skip_a2a,
-                                           const u64* count_ptrs) {
+                                           const u64* count_ptrs, int wait, u64* counts, u64 slice_ns,
+                                           const u64* sent, u32* status, u64* wait_snapshot) {
     u64 row = blockIdx.x;
     if (row < *rows_end)
         ep_send_row(row, expert_out, src_info, row_src, hidden, top_k, recv_ptrs, rank, gpus_per_node, staging);
-    if (signal && ep_last_block(ticket)) ep_publish_rows(dispatch_counts, n_local, n_ranks, rank, skip_a2a, count_ptrs);
+    if (!signal || !ep_last_block(ticket)) return;
+    ep_publish_rows(dispatch_counts, n_local, n_ranks, rank, skip_a2a, count_ptrs);
+    if (wait) {
+        __syncthreads();
+        ep_combine_wait_counts(counts, n_local, n_ranks, rank, skip_a2a, slice_ns, sent, status, wait_snapshot);
+    }
 }
 
 extern "C" __global__ void ep_combine_put(const int* src_info, const int* row_src, const u32* rows_end, int hidden,
@@ -79,21 +104,10 @@ extern "C" __global__ void ep_combine_put(const int* src_info, const int* row_sr
 // The row counts, after the inter-node puts (between nodes the send kernel does not signal).
 extern "C" __global__ void ep_combine_signal(const u64* dispatch_counts, int n_local, int n_ranks, int rank,
                                              int skip_a2a, const u64* count_ptrs) {
-    __threadfence_system();
     ep_publish_rows(dispatch_counts, n_local, n_ranks, rank, skip_a2a, count_ptrs);
 }
 
-// Waits for every expert's rows; each count must equal the rows this rank sent that expert.
-extern "C" __global__ void ep_combine_wait(u64* counts, int n_local, int n_ranks, int rank, int skip_a2a,
-                                           u64 slice_ns, const u64* sent, u32* status, u64* snapshot) {
-    int n = n_local * n_ranks;
-    if (!ep_wait_counts(counts, n, rank, n_ranks, skip_a2a, slice_ns, status, snapshot)) return;
-    __syncthreads();
-    for (int i = threadIdx.x; i < n; i += blockDim.x) {
-        int g = i / n_ranks, s = i % n_ranks;
-        if (snapshot[i] != sent[s * n_local + g]) status[0] = EP_COUNT_MISMATCH;
-    }
-}
+
 
 // The first slot of the token naming ids[k], or -1 when the slot is masked or (skip_a2a) names
 // another device's expert.

@@ -343,6 +343,12 @@ __device__ void ep_block_copy(u8* dst, const u8* src, u64 bytes) {
     }
 }
 
+// A system-scope acquire-release fence: with a later store it is a release, with an earlier
+// load or atomic an acquire (the PTX memory model's patterns), which is all the protocol needs.
+// __threadfence_system() is the sequentially consistent fence, stronger and slower; the send
+// kernels' critical path at decode sizes crossed three of them.
+__device__ __forceinline__ void ep_fence_acq_rel() { asm volatile("fence.acq_rel.sys;" ::: "memory"); }
+
 // True in the block that finishes last in its grid, once every block's stores are visible at
 // system scope: the point where a count may be published without a kernel of its own. Every
 // block of the grid must call it (uniformly within the block). `ticket` is 0 before the launch
@@ -354,11 +360,11 @@ __device__ bool ep_last_block(u32* ticket) {
     __shared__ bool last;
     __syncthreads();
     if (threadIdx.x == 0) {
-        __threadfence_system();
+        ep_fence_acq_rel();
         last = atomicAdd(ticket, 1u) == gridDim.x - 1;
         if (last) {
             atomicExch(ticket, 0u);
-            __threadfence_system(); // acquire: every other block's stores before ours
+            ep_fence_acq_rel(); // acquire: every other block's stores before ours
         }
     }
     __syncthreads();
@@ -370,7 +376,7 @@ __device__ bool ep_last_block(u32* ticket) {
 // so a warp pays one fence and no load waits behind it (a release store per count, or loads
 // after the fence, made the publishing block a chain of round trips).
 __device__ __forceinline__ void ep_publish(u64* at, u64 v) {
-    __threadfence_system();
+    ep_fence_acq_rel();
     if (at) asm volatile("st.relaxed.sys.global.u64 [%0], %1;" :: "l"(at), "l"(v) : "memory");
 }
 

@@ -103,49 +103,64 @@ extern "C" __global__ void ep_assign_slots(const int* ids, int n_tokens, int top
     if (threadIdx.x == 0) sent[e] = (u64)base;
 }
 
-// Whether slot k of a token is the first of its slots that sends to rank `dest` (the one that
-// carries the message; the others only add index entries).
-__device__ __forceinline__ bool ep_first_to_rank(const int* row_ids, const int* row_slots, int k, int dest,
-                                                 int n_local) {
-    for (int j = 0; j < k; j++)
-        if (row_slots[j] >= 0 && row_ids[j] / n_local == dest) return false;
-    return true;
+// One token's routing, in shared memory for the block that sends it, so the send loop reads no
+// global memory (with the ids and slots in global memory every step waited on a load that the
+// stores before it might have changed). Per slot k: the expert id (-1 masked), its row slot (-1:
+// nothing goes for this slot), whether it carries the token's message to its rank (the first
+// sending slot for that rank), and the message's slot at that rank.
+struct EpRoute {
+    int id[EP_MAX_TOP_K];
+    int slot[EP_MAX_TOP_K];
+    int msg_at[EP_MAX_TOP_K];
+    bool carries[EP_MAX_TOP_K];
+};
+
+// Token t's route from the slot arrays ep_assign_slots wrote. Every thread calls it.
+__device__ void ep_load_route(EpRoute& r, int t, const int* ids, const int* slots, const int* rank_slots, int top_k,
+                              int n_local, int n_ranks) {
+    for (int k = threadIdx.x; k < top_k; k += blockDim.x) {
+        int id = ids[(u64)t * top_k + k], slot = slots[(u64)t * top_k + k];
+        r.id[k] = id;
+        r.slot[k] = slot;
+        r.msg_at[k] = slot >= 0 ? rank_slots[(u64)t * n_ranks + id / n_local] : -1;
+    }
+    __syncthreads();
+    for (int k = threadIdx.x; k < top_k; k += blockDim.x) {
+        bool carries = r.slot[k] >= 0;
+        for (int j = 0; j < k; j++)
+            carries = carries && !(r.slot[j] >= 0 && r.id[j] / n_local == r.id[k] / n_local);
+        r.carries[k] = carries;
+    }
+    __syncthreads();
 }
 
-// Token t's message (at `msg`) to rank `dest`: stored once, at the token's message slot there, and
-// indexed as row row_slots[k] of (expert of slot k, this rank) for every slot k that reaches
-// `dest`. Thread 0 writes the index entries.
-__device__ void ep_deliver(const u8* msg, const int* row_ids, const int* row_slots, const int* row_rank_slots,
-                           int top_k, int dest, int bytes, const u64* recv_ptrs, const u64* index_ptrs, int rank,
-                           int n_ranks, int n_local, int max_tokens) {
-    u32 at = (u32)row_rank_slots[dest];
-    ep_block_copy((u8*)recv_ptrs[dest] + ep_recv_offset(rank, max_tokens, at, bytes), msg, bytes);
-    if (threadIdx.x == 0) {
+// The index entries of the token's rows at the ranks of this node (`on_node`) or of the others:
+// one thread per slot.
+__device__ void ep_write_index(const EpRoute& r, int top_k, bool on_node, const u64* index_ptrs, int rank,
+                               int n_ranks, int n_local, int gpus_per_node, int max_tokens) {
+    for (int k = threadIdx.x; k < top_k; k += blockDim.x) {
+        if (r.slot[k] < 0) continue;
+        int dest = r.id[k] / n_local;
+        if ((dest / gpus_per_node == rank / gpus_per_node) != on_node) continue;
         u32* index = (u32*)index_ptrs[dest];
-        for (int k = 0; k < top_k; k++) {
-            int pos = row_slots[k];
-            if (pos < 0 || row_ids[k] / n_local != dest) continue;
-            index[ep_index_offset(row_ids[k] % n_local, n_ranks, rank, max_tokens, pos)] = at;
-        }
+        index[ep_index_offset(r.id[k] % n_local, n_ranks, rank, max_tokens, r.slot[k])] = (u32)r.msg_at[k];
     }
 }
 
-// One block per token: encode the message once in shared memory, then deliver it to every rank
-// of this node the token reaches (16-byte stores). Messages for another node are staged for
-// ep_dispatch_put; the shared expert's tokens are kept in `shared_msgs`.
-__device__ void ep_send_token(int t, const u16* tokens, const int* ids, const float* input_scales,
-                              const int* slots, const int* rank_slots, int hidden, int top_k, int fmt, MsgLayout m,
-                              const u64* recv_ptrs, const u64* index_ptrs, int rank, int n_ranks, int n_local,
-                              int gpus_per_node, int max_tokens, u8* staging, int shared_start, int shared_end,
-                              u8* shared_msgs) {
+// One block per token: encode the message once in shared memory, then store it at every rank of
+// this node the token reaches (16-byte stores) and write its index entries there. Messages for
+// another node are staged for ep_dispatch_put; the shared expert's tokens are kept in
+// `shared_msgs`.
+__device__ void ep_send_token(int t, const EpRoute& r, const u16* tokens, const float* input_scales, int hidden,
+                              int top_k, int fmt, MsgLayout m, const u64* recv_ptrs, const u64* index_ptrs, int rank,
+                              int n_ranks, int n_local, int gpus_per_node, int max_tokens, u8* staging,
+                              int shared_start, int shared_end, u8* shared_msgs) {
     extern __shared__ uint4 smem_u4[];
     u8* msg = (u8*)smem_u4;
     float* x = (float*)(msg + m.bytes);
-    const int* row_ids = ids + (u64)t * top_k;
-    const int* row_slots = slots + (u64)t * top_k;
     bool shared = t >= shared_start && t < shared_end;
     bool any = shared;
-    for (int k = 0; k < top_k; k++) any = any || row_slots[k] >= 0;
+    for (int k = 0; k < top_k; k++) any = any || r.slot[k] >= 0;
     if (!any) return;
 
     // Everything after the payload (scales, padding, header) starts zeroed.
@@ -172,74 +187,75 @@ __device__ void ep_send_token(int t, const u16* tokens, const int* ids, const fl
         __syncthreads();
         ep_encode_row(fmt, x, hidden, input_scales[t], msg, msg + m.scales_off);
     }
-    if (threadIdx.x == 0) {
-        *(int*)(msg + m.src_off) = t;
-        for (int k = 0; k < top_k; k++) {
-            u16 v = row_ids[k] < 0 ? (u16)0xFFFF : (u16)row_ids[k];
-            msg[m.ids_off + 2 * k] = (u8)v;
-            msg[m.ids_off + 2 * k + 1] = (u8)(v >> 8);
-        }
-    }
+    if (threadIdx.x == 0) *(int*)(msg + m.src_off) = t;
+    for (int k = threadIdx.x; k < top_k; k += blockDim.x)
+        ((u16*)(msg + m.ids_off))[k] = r.id[k] < 0 ? (u16)0xFFFF : (u16)r.id[k];
     __syncthreads();
 
     int node = rank / gpus_per_node;
-    const int* row_rank_slots = rank_slots + (u64)t * n_ranks;
     bool staged = false;
     for (int k = 0; k < top_k; k++) {
-        if (row_slots[k] < 0) continue;
-        int dest = row_ids[k] / n_local;
+        if (!r.carries[k]) continue;
+        int dest = r.id[k] / n_local;
         if (dest / gpus_per_node == node) {
-            if (ep_first_to_rank(row_ids, row_slots, k, dest, n_local))
-                ep_deliver(msg, row_ids, row_slots, row_rank_slots, top_k, dest, m.bytes, recv_ptrs, index_ptrs, rank,
-                           n_ranks, n_local, max_tokens);
+            ep_block_copy((u8*)recv_ptrs[dest] + ep_recv_offset(rank, max_tokens, r.msg_at[k], m.bytes), msg, m.bytes);
         } else if (!staged) {
             ep_block_copy(staging + (u64)t * m.bytes, msg, m.bytes);
             staged = true;
         }
     }
+    ep_write_index(r, top_k, true, index_ptrs, rank, n_ranks, n_local, gpus_per_node, max_tokens);
     if (shared) ep_block_copy(shared_msgs + (u64)(t - shared_start) * m.bytes, msg, m.bytes);
 }
 
-// One count per (expert, this rank), zero included, published by the calling threads of one
-// block (ep_publish: every address and value loaded, then one fence per warp, then the stores).
-__device__ void ep_publish_counts(const u64* sent, int n_experts, int n_local, int n_ranks, int rank, int skip_a2a,
-                                  const u64* count_ptrs) {
+// The last send block's counts: one per (expert, this rank), zero included. With `sent_acc`
+// (the send blocks found their own slots) the counts are moved from it into `sent`, leaving it
+// zero for the next round; with `signal` they are published (ep_publish: every address and
+// value loaded, then one fence per warp, then the stores).
+__device__ void ep_finish_counts(u64* sent, u64* sent_acc, int signal, int n_experts, int n_local, int n_ranks,
+                                 int rank, int skip_a2a, const u64* count_ptrs) {
     for (int e0 = 0; e0 < n_experts; e0 += blockDim.x) {
         int e = e0 + threadIdx.x;
         u64* at = nullptr;
         u64 v = 0;
-        if (e < n_experts && ep_routes_to(skip_a2a, rank, e, n_local)) {
-            at = (u64*)count_ptrs[e / n_local] + (u64)(e % n_local) * n_ranks + rank;
-            v = sent[e];
+        if (e < n_experts) {
+            if (sent_acc) {
+                v = sent_acc[e];
+                sent_acc[e] = 0;
+                sent[e] = v;
+            } else {
+                v = sent[e];
+            }
+            if (ep_routes_to(skip_a2a, rank, e, n_local))
+                at = (u64*)count_ptrs[e / n_local] + (u64)(e % n_local) * n_ranks + rank;
         }
-        ep_publish(at, v);
+        if (signal) ep_publish(at, v);
     }
 }
 
 // ep_assign_slots for one token, inside its send block (decode sizes, where a launch of its own
 // cost more than this): slot k's position among this rank's rows for its expert is the number of
 // earlier tokens that name that expert, and its message slot at a rank the number of earlier
-// tokens that reach that rank, counted by the block over the earlier tokens' ids. Writes the
-// token's entries of `slots` and `rank_slots` exactly as ep_assign_slots does, and adds the
-// token's rows to `sent_acc` per expert (the last block turns those into `sent`).
-__device__ void ep_assign_token_slots(int t, const int* ids, int top_k, int n_local, int n_ranks, int rank,
-                                      int skip_a2a, int* slots, int* rank_slots, u64* sent_acc) {
-    __shared__ int expert[EP_MAX_TOP_K], dest[EP_MAX_TOP_K], counted[2 * EP_MAX_TOP_K];
-    __shared__ bool row_slot[EP_MAX_TOP_K], msg_slot[EP_MAX_TOP_K];
+// tokens that reach that rank, counted by the block over the earlier tokens' ids. Fills the
+// route, writes the token's entries of `slots` and `rank_slots` exactly as ep_assign_slots does
+// (the inter-node puts read them), and adds the token's rows to `sent_acc` per expert (the last
+// block moves those into `sent`).
+__device__ void ep_assign_token_slots(EpRoute& r, int t, const int* ids, int top_k, int n_local, int n_ranks,
+                                      int rank, int skip_a2a, int* slots, int* rank_slots, u64* sent_acc) {
+    __shared__ int counted[2 * EP_MAX_TOP_K]; // per slot: earlier tokens naming its expert, reaching its rank
     const int* row = ids + (u64)t * top_k;
     for (int k = threadIdx.x; k < top_k; k += blockDim.x) {
         int e = row[k];
         bool routed = e >= 0 && ep_routes_to(skip_a2a, rank, e, n_local);
-        bool first = routed, first_to_dest = routed;
+        bool first = routed, carries = routed;
         for (int j = 0; j < k; j++) {
             int o = row[j];
             first = first && o != e;
-            first_to_dest = first_to_dest && !(o >= 0 && ep_routes_to(skip_a2a, rank, o, n_local) && o / n_local == e / n_local);
+            carries = carries && !(o >= 0 && ep_routes_to(skip_a2a, rank, o, n_local) && o / n_local == e / n_local);
         }
-        expert[k] = e;
-        dest[k] = e >= 0 ? e / n_local : -1;
-        row_slot[k] = first;
-        msg_slot[k] = first_to_dest;
+        r.id[k] = e;
+        r.slot[k] = first ? 0 : -1; // counted below
+        r.carries[k] = carries;
         counted[k] = 0;
         counted[top_k + k] = 0;
     }
@@ -247,89 +263,37 @@ __device__ void ep_assign_token_slots(int t, const int* ids, int top_k, int n_lo
     for (int u = threadIdx.x; u < t; u += blockDim.x) {
         const int* other = ids + (u64)u * top_k;
         for (int k = 0; k < top_k; k++) {
-            if (!row_slot[k] && !msg_slot[k]) continue;
+            if (r.slot[k] < 0 && !r.carries[k]) continue;
+            int dest = r.id[k] / n_local;
             bool names = false, reaches = false;
             for (int j = 0; j < top_k; j++) {
                 int o = other[j];
-                names = names || o == expert[k];
-                reaches = reaches || (o >= 0 && o / n_local == dest[k] && ep_routes_to(skip_a2a, rank, o, n_local));
+                names = names || o == r.id[k];
+                reaches = reaches || (o >= 0 && o / n_local == dest && ep_routes_to(skip_a2a, rank, o, n_local));
             }
-            if (row_slot[k] && names) atomicAdd(&counted[k], 1);
-            if (msg_slot[k] && reaches) atomicAdd(&counted[top_k + k], 1);
+            if (r.slot[k] >= 0 && names) atomicAdd(&counted[k], 1);
+            if (r.carries[k] && reaches) atomicAdd(&counted[top_k + k], 1);
         }
     }
     __syncthreads();
     for (int k = threadIdx.x; k < top_k; k += blockDim.x) {
-        slots[(u64)t * top_k + k] = row_slot[k] ? counted[k] : -1;
-        if (row_slot[k]) atomicAdd((unsigned long long*)&sent_acc[expert[k]], 1ull);
+        int slot = r.slot[k] >= 0 ? counted[k] : -1;
+        int at = -1; // the message slot of the slot that carries to this slot's rank
+        if (slot >= 0)
+            for (int j = 0; j <= k; j++)
+                if (r.carries[j] && r.id[j] / n_local == r.id[k] / n_local) at = counted[top_k + j];
+        r.slot[k] = slot;
+        r.msg_at[k] = at;
+        slots[(u64)t * top_k + k] = slot;
+        if (slot >= 0) atomicAdd((unsigned long long*)&sent_acc[r.id[k]], 1ull);
     }
     for (int p = threadIdx.x; p < n_ranks; p += blockDim.x) {
         int at = -1;
         for (int k = 0; k < top_k; k++)
-            if (msg_slot[k] && dest[k] == p) at = counted[top_k + k];
+            if (r.carries[k] && r.id[k] / n_local == p) at = counted[top_k + k];
         rank_slots[(u64)t * n_ranks + p] = at;
     }
     __syncthreads();
-}
-
-// One block per token (at least one block, for a rank without tokens): with `own_slots` the
-// token's slots first (ep_assign_token_slots; ep_assign_slots did not run), then ep_send_token,
-// then, with `signal` (one node), the last block to finish publishes the counts.
-// Launched with up to 512 threads (comm.rs): the bound keeps registers within what that allows.
-// Parameters ids .. staging are ep_dispatch_put's, in its order (comm.rs passes that slice).
-extern "C" __global__ void __launch_bounds__(512) ep_dispatch_send(const u16* tokens, const float* input_scales,
-                                            int n_tokens, int hidden, int fmt, const int* ids, int* slots,
-                                            int* rank_slots, int top_k, MsgLayout m, const u64* recv_ptrs,
-                                            const u64* index_ptrs, int rank, int n_ranks, int n_local,
-                                            int gpus_per_node, int max_tokens, u8* staging, int shared_start,
-                                            int shared_end, u8* shared_msgs, int signal, u32* ticket, u64* sent,
-                                            int n_experts, int skip_a2a, const u64* count_ptrs, int own_slots,
-                                            u64* sent_acc) {
-    if ((int)blockIdx.x < n_tokens) {
-        if (own_slots)
-            ep_assign_token_slots(blockIdx.x, ids, top_k, n_local, n_ranks, rank, skip_a2a, slots, rank_slots,
-                                  sent_acc);
-        ep_send_token(blockIdx.x, tokens, ids, input_scales, slots, rank_slots, hidden, top_k, fmt, m, recv_ptrs,
-                      index_ptrs, rank, n_ranks, n_local, gpus_per_node, max_tokens, staging, shared_start,
-                      shared_end, shared_msgs);
-    }
-    bool last = ep_last_block(ticket);
-    if (last && own_slots) {
-        // Every block's additions are in (ep_last_block); `sent_acc` starts the next round at 0.
-        for (int e = threadIdx.x; e < n_experts; e += blockDim.x) {
-            sent[e] = sent_acc[e];
-            sent_acc[e] = 0;
-        }
-        __syncthreads();
-    }
-    if (signal && last) ep_publish_counts(sent, n_experts, n_local, n_ranks, rank, skip_a2a, count_ptrs);
-}
-
-// The inter-node transport: puts of the staged messages to the ranks of other nodes, with their
-// index entries. Runs after ep_dispatch_send and before ep_dispatch_signal on the same stream:
-// put, then signal.
-extern "C" __global__ void ep_dispatch_put(const int* ids, const int* slots, const int* rank_slots, int top_k,
-                                           MsgLayout m, const u64* recv_ptrs, const u64* index_ptrs, int rank,
-                                           int n_ranks, int n_local, int gpus_per_node, int max_tokens,
-                                           const u8* staging) {
-    int t = blockIdx.x;
-    int node = rank / gpus_per_node;
-    const int* row_ids = ids + (u64)t * top_k;
-    const int* row_slots = slots + (u64)t * top_k;
-    for (int k = 0; k < top_k; k++) {
-        if (row_slots[k] < 0) continue;
-        int dest = row_ids[k] / n_local;
-        if (dest / gpus_per_node == node || !ep_first_to_rank(row_ids, row_slots, k, dest, n_local)) continue;
-        ep_deliver(staging + (u64)t * m.bytes, row_ids, row_slots, rank_slots + (u64)t * n_ranks, top_k, dest,
-                   m.bytes, recv_ptrs, index_ptrs, rank, n_ranks, n_local, max_tokens);
-    }
-}
-
-// The counts, after the inter-node puts (between nodes the send kernel does not signal).
-extern "C" __global__ void ep_dispatch_signal(const u64* sent, int n_experts, int n_local, int n_ranks, int rank,
-                                              int skip_a2a, const u64* count_ptrs) {
-    __threadfence_system();
-    ep_publish_counts(sent, n_experts, n_local, n_ranks, rank, skip_a2a, count_ptrs);
 }
 
 // In-place inclusive prefix sum of a[0 .. n) in shared memory, by the whole block (blockDim.x a
@@ -361,13 +325,12 @@ __device__ void ep_block_scan(u32* a, int n) {
 
 // Waits for every count, then lays out the groups: row_offsets [n_groups + 1] and src_offsets
 // [n_groups, n_ranks + 1], with the shared expert (when fused) as group 0. One block; the counts
-// and group sizes go through shared memory (dynamic: 4 * (n_local * n_ranks + n_groups + 1)
-// bytes), one thread per group, and one thread scans the groups.
-extern "C" __global__ void ep_dispatch_wait(u64* counts, int n_local, int n_ranks, int rank, int skip_a2a,
-                                            u64 slice_ns, int max_tokens, int shared_groups, int shared_len,
-                                            int row_multiple, u32* status, u64* snapshot, u32* row_offsets,
-                                            u32* src_offsets) {
-    extern __shared__ u32 smem_counts[];
+// and group sizes go through shared memory (`smem`: 4 * (n_local * n_ranks + n_groups + 1)
+// bytes), one thread per group, and a block scan over the groups. Run by ep_dispatch_wait, or
+// by the last send block (comm.rs: the first slice of the wait without a launch of its own).
+__device__ void ep_wait_layout(u32* smem_counts, u64* counts, int n_local, int n_ranks, int rank, int skip_a2a,
+                               u64 slice_ns, int max_tokens, int shared_groups, int shared_len, int row_multiple,
+                               u32* status, u64* snapshot, u32* row_offsets, u32* src_offsets) {
     __shared__ int overflow;
     int n = n_local * n_ranks;
     if (!ep_wait_counts(counts, n, rank, n_ranks, skip_a2a, slice_ns, status, snapshot)) return;
@@ -406,6 +369,79 @@ extern "C" __global__ void ep_dispatch_wait(u64* counts, int n_local, int n_rank
         }
         src_offsets[g * (n_ranks + 1) + n_ranks] = cursor;
     }
+}
+
+extern "C" __global__ void ep_dispatch_wait(u64* counts, int n_local, int n_ranks, int rank, int skip_a2a,
+                                            u64 slice_ns, int max_tokens, int shared_groups, int shared_len,
+                                            int row_multiple, u32* status, u64* snapshot, u32* row_offsets,
+                                            u32* src_offsets) {
+    extern __shared__ u32 smem_counts[];
+    ep_wait_layout(smem_counts, counts, n_local, n_ranks, rank, skip_a2a, slice_ns, max_tokens, shared_groups,
+                   shared_len, row_multiple, status, snapshot, row_offsets, src_offsets);
+}
+
+// One block per token (at least one block, for a rank without tokens): the token's route (found
+// here with `own_slots`, when ep_assign_slots did not run), then ep_send_token; the last block to
+// finish completes the counts (ep_finish_counts) and, with `signal` (one node), publishes them;
+// with `wait` it then runs the first slice of the dispatch wait (ep_wait_layout), in the dynamic
+// shared memory the message used: one launch fewer per round at decode sizes.
+// Launched with up to 512 threads (comm.rs): the bound keeps registers within what that allows.
+// Parameters ids .. staging are ep_dispatch_put's, in its order (comm.rs passes that slice).
+extern "C" __global__ void __launch_bounds__(512) ep_dispatch_send(const u16* tokens, const float* input_scales,
+                                            int n_tokens, int hidden, int fmt, const int* ids, int* slots,
+                                            int* rank_slots, int top_k, MsgLayout m, const u64* recv_ptrs,
+                                            const u64* index_ptrs, int rank, int n_ranks, int n_local,
+                                            int gpus_per_node, int max_tokens, u8* staging, int shared_start,
+                                            int shared_end, u8* shared_msgs, int signal, u32* ticket, u64* sent,
+                                            int n_experts, int skip_a2a, const u64* count_ptrs, int own_slots,
+                                            u64* sent_acc, int wait, u64* counts, u64 slice_ns, int shared_groups,
+                                            int shared_len, int row_multiple, u32* status, u64* snapshot,
+                                            u32* row_offsets, u32* src_offsets) {
+    __shared__ EpRoute route;
+    int t = blockIdx.x;
+    if (t < n_tokens) {
+        if (own_slots)
+            ep_assign_token_slots(route, t, ids, top_k, n_local, n_ranks, rank, skip_a2a, slots, rank_slots, sent_acc);
+        else
+            ep_load_route(route, t, ids, slots, rank_slots, top_k, n_local, n_ranks);
+        ep_send_token(t, route, tokens, input_scales, hidden, top_k, fmt, m, recv_ptrs, index_ptrs, rank, n_ranks,
+                      n_local, gpus_per_node, max_tokens, staging, shared_start, shared_end, shared_msgs);
+    }
+    if (!ep_last_block(ticket)) return;
+    ep_finish_counts(sent, own_slots ? sent_acc : nullptr, signal, n_experts, n_local, n_ranks, rank, skip_a2a,
+                     count_ptrs);
+    if (wait) {
+        extern __shared__ uint4 smem_u4[];
+        __syncthreads();
+        ep_wait_layout((u32*)smem_u4, counts, n_local, n_ranks, rank, skip_a2a, slice_ns, max_tokens, shared_groups,
+                       shared_len, row_multiple, status, snapshot, row_offsets, src_offsets);
+    }
+}
+
+// The inter-node transport: puts of the staged messages to the ranks of other nodes, with their
+// index entries. Runs after ep_dispatch_send and before ep_dispatch_signal on the same stream:
+// put, then signal.
+extern "C" __global__ void ep_dispatch_put(const int* ids, const int* slots, const int* rank_slots, int top_k,
+                                           MsgLayout m, const u64* recv_ptrs, const u64* index_ptrs, int rank,
+                                           int n_ranks, int n_local, int gpus_per_node, int max_tokens,
+                                           const u8* staging) {
+    __shared__ EpRoute route;
+    int t = blockIdx.x;
+    ep_load_route(route, t, ids, slots, rank_slots, top_k, n_local, n_ranks);
+    int node = rank / gpus_per_node;
+    for (int k = 0; k < top_k; k++) {
+        int dest = route.id[k] / n_local;
+        if (!route.carries[k] || dest / gpus_per_node == node) continue;
+        ep_block_copy((u8*)recv_ptrs[dest] + ep_recv_offset(rank, max_tokens, route.msg_at[k], m.bytes),
+                      staging + (u64)t * m.bytes, m.bytes);
+    }
+    ep_write_index(route, top_k, false, index_ptrs, rank, n_ranks, n_local, gpus_per_node, max_tokens);
+}
+
+// The counts, after the inter-node puts (between nodes the send kernel does not signal).
+extern "C" __global__ void ep_dispatch_signal(const u64* sent, int n_experts, int n_local, int n_ranks, int rank,
+                                              int skip_a2a, const u64* count_ptrs) {
+    ep_finish_counts((u64*)sent, nullptr, 1, n_experts, n_local, n_ranks, rank, skip_a2a, count_ptrs);
 }
 
 // One block per capacity row; rows past row_offsets[n_groups] (read here, on the device) exit,
