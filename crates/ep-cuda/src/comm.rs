@@ -29,9 +29,11 @@ const SEND_THREADS: u32 = 512;
 /// Up to this many tokens the combine reduce gives each token a block as wide as its row.
 const REDUCE_WIDE_MAX_TOKENS: usize = 256;
 /// Up to this many tokens each send block finds its token's slots itself (scanning the earlier
-/// tokens' ids) instead of a slot-assignment launch before the sends: a launch costs more than
-/// that scan at decode sizes, while the scan grows with the square of the tokens.
-const OWN_SLOTS_MAX_TOKENS: usize = 1024;
+/// tokens' ids) instead of a slot-assignment launch before the sends. On one H100 (2 ranks,
+/// device time) the two break even at 128 tokens (41.7 vs 42.4 us), the scan wins by ~1 us at 1
+/// token and loses from 256 (it grows with the square of the tokens); below the threshold the host
+/// also saves a launch.
+const OWN_SLOTS_MAX_TOKENS: usize = 128;
 
 /// How long one launch of a wait kernel spins before the host launches it again, until the
 /// deadline (`ep_wait_counts` in common.cuh says why waits are sliced). A rank held up behind a

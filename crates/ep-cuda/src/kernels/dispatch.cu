@@ -243,6 +243,7 @@ __device__ void ep_finish_counts(u64* sent, u64* sent_acc, int signal, int n_exp
 __device__ void ep_assign_token_slots(EpRoute& r, int t, const int* ids, int top_k, int n_local, int n_ranks,
                                       int rank, int skip_a2a, int* slots, int* rank_slots, u64* sent_acc) {
     __shared__ int counted[2 * EP_MAX_TOP_K]; // per slot: earlier tokens naming its expert, reaching its rank
+    __shared__ int dest[EP_MAX_TOP_K];
     const int* row = ids + (u64)t * top_k;
     for (int k = threadIdx.x; k < top_k; k += blockDim.x) {
         int e = row[k];
@@ -256,23 +257,37 @@ __device__ void ep_assign_token_slots(EpRoute& r, int t, const int* ids, int top
         r.id[k] = e;
         r.slot[k] = first ? 0 : -1; // counted below
         r.carries[k] = carries;
+        dest[k] = routed ? e / n_local : -2;
         counted[k] = 0;
         counted[top_k + k] = 0;
     }
     __syncthreads();
-    for (int u = threadIdx.x; u < t; u += blockDim.x) {
-        const int* other = ids + (u64)u * top_k;
-        for (int k = 0; k < top_k; k++) {
-            if (r.slot[k] < 0 && !r.carries[k]) continue;
-            int dest = r.id[k] / n_local;
-            bool names = false, reaches = false;
+    // A thread per earlier token marks, per slot, whether that token names the slot's expert and
+    // whether it reaches the slot's rank; the block counts each mark with a barrier count (atomics
+    // on one shared counter serialised: every earlier token reaches nearly every rank).
+    for (int u0 = 0; u0 < t; u0 += blockDim.x) {
+        int u = u0 + threadIdx.x;
+        u64 names = 0, reaches = 0;
+        if (u < t) {
+            const int* other = ids + (u64)u * top_k;
             for (int j = 0; j < top_k; j++) {
                 int o = other[j];
-                names = names || o == r.id[k];
-                reaches = reaches || (o >= 0 && o / n_local == dest && ep_routes_to(skip_a2a, rank, o, n_local));
+                int od = o >= 0 && ep_routes_to(skip_a2a, rank, o, n_local) ? o / n_local : -1;
+                for (int k = 0; k < top_k; k++) {
+                    if (o == r.id[k]) names |= 1ull << k;
+                    if (od == dest[k]) reaches |= 1ull << k;
+                }
             }
-            if (r.slot[k] >= 0 && names) atomicAdd(&counted[k], 1);
-            if (r.carries[k] && reaches) atomicAdd(&counted[top_k + k], 1);
+        }
+        for (int k = 0; k < top_k; k++) {
+            if (r.slot[k] >= 0) {
+                int c = __syncthreads_count((int)((names >> k) & 1));
+                if (threadIdx.x == 0) counted[k] += c;
+            }
+            if (r.carries[k]) {
+                int c = __syncthreads_count((int)((reaches >> k) & 1));
+                if (threadIdx.x == 0) counted[top_k + k] += c;
+            }
         }
     }
     __syncthreads();
