@@ -16,7 +16,7 @@ use ep_core::{
 use ndarray::{Array2, Array3, ArrayView2};
 
 use crate::driver::cuda;
-use crate::kernels::{launch, Kernels, MsgLayout};
+use crate::kernels::{launch, Kernels};
 use crate::memory::DevBuf;
 use crate::world::{RankBuffers, World};
 use cudarc::driver::{CudaEvent, CudaFunction};
@@ -340,12 +340,12 @@ impl CudaComm {
             max_t,
             ..
         } = self.sc;
-        let m = MsgLayout::from(&self.world.msg);
+        let m = self.world.wire;
         // Inside one node the last send block also runs the wait's first slice.
         let wait = cfg.n_nodes == 1;
         let slice = self.first_slice();
         let layout = self.wait_layout_args();
-        let slots_args: [&dyn crate::kernels::KernelArg; 11] = [
+        let slots_args: [&dyn crate::kernels::KernelArg; 12] = [
             &b.ids.ptr,
             &(t as i32),
             &top_k,
@@ -357,6 +357,7 @@ impl CudaComm {
             &b.slots.ptr,
             &b.rank_slots.ptr,
             &b.sent.ptr,
+            &b.msgs_to.ptr,
         ];
         let own_slots = t <= OWN_SLOTS_MAX_TOKENS;
         if !own_slots {
@@ -369,8 +370,8 @@ impl CudaComm {
                 &slots_args,
             )?;
         }
-        let smem = ((self.world.msg.bytes + cfg.hidden * 4) as u32).max(layout.smem);
-        let send: [&dyn crate::kernels::KernelArg; 39] = [
+        let smem = ((m.bytes as usize + cfg.hidden * 4) as u32).max(layout.smem);
+        let send: [&dyn crate::kernels::KernelArg; 41] = [
             &b.tokens.ptr,
             &b.scales_in.ptr,
             &(t as i32),
@@ -382,7 +383,6 @@ impl CudaComm {
             &top_k,
             &m,
             &b.d_recv_ptrs.ptr,
-            &b.d_index_ptrs.ptr,
             &rank,
             &n,
             &l,
@@ -400,6 +400,9 @@ impl CudaComm {
             &b.d_count_ptrs.ptr,
             &(own_slots as i32),
             &b.sent_acc.ptr,
+            &b.msgs_to.ptr,
+            &b.msgs_acc.ptr,
+            &b.d_nmsg_ptrs.ptr,
             &(wait as i32),
             &b.d_counts.ptr,
             &slice,
@@ -421,7 +424,7 @@ impl CudaComm {
         self.launch_fn(name, f, t.max(1) as u32, SEND_THREADS, smem, &send)?;
         if cfg.n_nodes > 1 {
             // ep_dispatch_put's parameters are ep_dispatch_send's from ids to staging.
-            self.launch("ep_dispatch_put", t as u32, THREADS, 0, &send[5..18])?;
+            self.launch("ep_dispatch_put", t as u32, THREADS, 0, &send[5..17])?;
             self.launch(
                 "ep_dispatch_signal",
                 1,
@@ -435,6 +438,8 @@ impl CudaComm {
                     &rank,
                     &skip,
                     &b.d_count_ptrs.ptr,
+                    &b.msgs_to.ptr,
+                    &b.d_nmsg_ptrs.ptr,
                 ],
             )?;
         }
@@ -499,26 +504,37 @@ impl CudaComm {
                 ],
             )?;
         }
-        let m = MsgLayout::from(&self.world.msg);
+        let m = self.world.wire;
+        // A block per possible message, per possible padding row, per shared-expert row
+        // (ep_dispatch_copy_out in dispatch.cu).
+        let grid = cfg.n_ranks() * cfg.max_tokens_per_rank
+            + cfg.n_groups() * (layout.row_multiple as usize - 1)
+            + if cfg.fused_shared_expert {
+                cfg.max_tokens_per_rank
+            } else {
+                0
+            };
         self.launch(
             "ep_dispatch_copy_out",
-            cfg.max_recv_rows() as u32,
+            grid as u32,
             THREADS,
             0,
             &[
                 &b.d_recv.ptr,
-                &b.d_index.ptr,
+                &b.d_nmsg.ptr,
                 &b.shared_msgs.ptr,
                 &b.row_offsets.ptr,
                 &b.src_offsets.ptr,
                 &l,
                 &n,
                 &rank,
-                &self.shared_groups(),
+                &skip,
+                &layout.shared_groups,
                 &max_t,
                 &hidden,
                 &format_id(cfg.format),
                 &m,
+                &layout.row_multiple,
                 &b.recv_tokens.ptr,
                 &b.recv_scales.ptr,
                 &b.src_info.ptr,
@@ -943,7 +959,7 @@ impl EpComm for CudaComm {
         self.bind()?;
         let b = self.bufs();
         let mut h = 0xcbf2_9ce4_8422_2325u64;
-        for buf in [&b.d_recv, &b.d_index, &b.d_counts, &b.c_recv, &b.c_counts] {
+        for buf in [&b.d_recv, &b.d_nmsg, &b.d_counts, &b.c_recv, &b.c_counts] {
             let mut host = vec![0u8; buf.len];
             buf.download(&mut host, &self.stream)?;
             for chunk in host.chunks(8) {

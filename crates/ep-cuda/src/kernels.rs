@@ -176,7 +176,9 @@ macro_rules! kernel_arg {
 }
 kernel_arg!(u64, i32, u32, f32, MsgLayout);
 
-/// The message layout as the kernels' `struct MsgLayout`.
+/// A dispatch message as it travels, the kernels' `struct MsgLayout`: ep-core's
+/// [`ep_core::MessageLayout`], then each top-k slot's row slot at the receiver (i32), padded to
+/// 16 bytes; `bytes` is the whole.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct MsgLayout {
@@ -185,6 +187,7 @@ pub struct MsgLayout {
     pub scale_bytes: i32,
     pub src_off: i32,
     pub ids_off: i32,
+    pub slots_off: i32,
     pub bytes: i32,
     pub top_k: i32,
 }
@@ -197,7 +200,8 @@ impl From<&ep_core::MessageLayout> for MsgLayout {
             scale_bytes: m.scales.len() as i32,
             src_off: m.src_token as i32,
             ids_off: m.ids as i32,
-            bytes: m.bytes as i32,
+            slots_off: m.bytes as i32,
+            bytes: (m.bytes + (4 * m.top_k).div_ceil(16) * 16) as i32,
             top_k: m.top_k as i32,
         }
     }

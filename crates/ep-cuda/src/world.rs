@@ -8,16 +8,16 @@ use cudarc::driver::{sys, CudaContext};
 use ep_core::{ConfigError, EpConfig, EpError, MessageLayout, Result, TokenFormat};
 
 use crate::driver::cuda;
-use crate::kernels::Kernels;
+use crate::kernels::{Kernels, MsgLayout};
 use crate::memory::DevBuf;
 
 /// One rank's device memory.
 pub struct RankBuffers {
-    // Symmetric: peers write these. Dispatch: each sender's messages [n_ranks, max_tokens, msg]
-    // and which of them is each (local expert, sender) row [n_local, n_ranks, max_tokens] (u32);
-    // dispatch.cu says why this is not the contract's per-expert message layout.
+    // Symmetric: peers write these. Dispatch: each sender's messages [n_ranks, max_tokens, wire
+    // message] and how many each sent [n_ranks] (u32); dispatch.cu says why this is not the
+    // contract's per-expert message layout.
     pub d_recv: DevBuf,
-    pub d_index: DevBuf,
+    pub d_nmsg: DevBuf,
     pub d_counts: DevBuf,
     pub c_recv: DevBuf,
     pub c_counts: DevBuf,
@@ -32,6 +32,10 @@ pub struct RankBuffers {
     pub slots: DevBuf,
     /// Each token's message slot at each destination rank [max_tokens, n_ranks], -1 if none.
     pub rank_slots: DevBuf,
+    /// Messages sent to each rank this round [n_ranks] (u32), and their accumulator for send
+    /// blocks that find their own slots (zero between rounds).
+    pub msgs_to: DevBuf,
+    pub msgs_acc: DevBuf,
     pub sent: DevBuf,
     /// Rows per expert added up by send blocks that find their own slots; zero between rounds.
     pub sent_acc: DevBuf,
@@ -58,7 +62,7 @@ pub struct RankBuffers {
     pub c_snapshot: DevBuf,
     // Every rank's symmetric pointers, for the kernels.
     pub d_recv_ptrs: DevBuf,
-    pub d_index_ptrs: DevBuf,
+    pub d_nmsg_ptrs: DevBuf,
     pub d_count_ptrs: DevBuf,
     pub c_recv_ptrs: DevBuf,
     pub c_count_ptrs: DevBuf,
@@ -67,6 +71,8 @@ pub struct RankBuffers {
 pub struct World {
     pub cfg: EpConfig,
     pub msg: MessageLayout,
+    /// The dispatch message as ep-cuda's kernels send it (`msg`, then its row slots).
+    pub wire: MsgLayout,
     /// Device ordinal of each rank.
     pub device_of: Vec<usize>,
     /// Loaded kernels of each rank's device.
@@ -112,15 +118,16 @@ impl World {
         enable_peer_access(&ctxs)?;
 
         let msg = MessageLayout::new(cfg.format, cfg.hidden, cfg.top_k);
+        let wire = MsgLayout::from(&msg);
         let ranks = device_of
             .iter()
-            .map(|d| RankBuffers::new(cfg, &msg, &ctxs[d]))
+            .map(|d| RankBuffers::new(cfg, &wire, &ctxs[d]))
             .collect::<Result<Vec<_>>>()?;
         // Every rank's view of every rank's symmetric buffers.
         let table = |f: fn(&RankBuffers) -> u64| -> Vec<u64> { ranks.iter().map(f).collect() };
         let (dr, di, dc, cr, cc) = (
             table(|b| b.d_recv.ptr),
-            table(|b| b.d_index.ptr),
+            table(|b| b.d_nmsg.ptr),
             table(|b| b.d_counts.ptr),
             table(|b| b.c_recv.ptr),
             table(|b| b.c_counts.ptr),
@@ -130,7 +137,7 @@ impl World {
             let stream = ctx.default_stream();
             for (buf, t) in [
                 (&b.d_recv_ptrs, &dr),
-                (&b.d_index_ptrs, &di),
+                (&b.d_nmsg_ptrs, &di),
                 (&b.d_count_ptrs, &dc),
                 (&b.c_recv_ptrs, &cr),
                 (&b.c_count_ptrs, &cc),
@@ -149,6 +156,7 @@ impl World {
         Ok(World {
             cfg: cfg.clone(),
             msg,
+            wire,
             gate: crate::bench::StartGate::new(kernels.clone())?,
             kernels,
             device_of,
@@ -204,7 +212,7 @@ pub(crate) fn enable_peer_access(ctxs: &HashMap<usize, Arc<CudaContext>>) -> Res
 }
 
 impl RankBuffers {
-    fn new(cfg: &EpConfig, msg: &MessageLayout, ctx: &Arc<CudaContext>) -> Result<RankBuffers> {
+    fn new(cfg: &EpConfig, wire: &MsgLayout, ctx: &Arc<CudaContext>) -> Result<RankBuffers> {
         let (n, l, t, k, h) = (
             cfg.n_ranks(),
             cfg.n_local_experts(),
@@ -214,25 +222,25 @@ impl RankBuffers {
         );
         let (g, cap) = (cfg.n_groups(), cfg.max_recv_rows());
         let multi_node = cfg.n_nodes > 1;
+        let payload = wire.payload_bytes as usize;
+        let wire = wire.bytes as usize;
         let b = |len: usize| DevBuf::new(ctx, len);
         let bufs = RankBuffers {
-            d_recv: b(n * t * msg.bytes)?,
-            d_index: b(l * n * t * 4)?,
+            d_recv: b(n * t * wire)?,
+            d_nmsg: b(n * 4)?,
             d_counts: b(l * n * 8)?,
             c_recv: b(t * k * h * 2)?,
             c_counts: b(l * n * 8)?,
-            d_staging: b(if multi_node { t * msg.bytes } else { 0 })?,
+            d_staging: b(if multi_node { t * wire } else { 0 })?,
             c_staging: b(if multi_node { cap * h * 2 } else { 0 })?,
-            shared_msgs: b(if cfg.fused_shared_expert {
-                t * msg.bytes
-            } else {
-                0
-            })?,
+            shared_msgs: b(if cfg.fused_shared_expert { t * wire } else { 0 })?,
             tokens: b(t * h * 2)?,
             ids: b(t * k * 4)?,
             scales_in: b(t * 4)?,
             slots: b(t * k * 4)?,
             rank_slots: b(t * n * 4)?,
+            msgs_to: b(n * 4)?,
+            msgs_acc: b(n * 4)?,
             sent: b(cfg.n_experts * 8)?,
             sent_acc: b(cfg.n_experts * 8)?,
             status: b((1 + l * n) * 4)?,
@@ -241,7 +249,7 @@ impl RankBuffers {
             c_ticket: b(4)?,
             row_offsets: b((g + 1) * 4)?,
             src_offsets: b(g * (n + 1) * 4)?,
-            recv_tokens: b(cap * msg.payload.len())?,
+            recv_tokens: b(cap * payload)?,
             recv_scales: b(cfg.format.output_scales_bytes(h, cap))?,
             src_info: b(cap * 8)?,
             row_src: b(cap * 4)?,
@@ -253,7 +261,7 @@ impl RankBuffers {
             fp8_scales: b(t * (h / 128).max(1) * 4)?,
             c_snapshot: b(l * n * 8)?,
             d_recv_ptrs: b(n * 8)?,
-            d_index_ptrs: b(n * 8)?,
+            d_nmsg_ptrs: b(n * 8)?,
             d_count_ptrs: b(n * 8)?,
             c_recv_ptrs: b(n * 8)?,
             c_count_ptrs: b(n * 8)?,
@@ -261,6 +269,7 @@ impl RankBuffers {
         bufs.d_counts.fill(0xFF)?;
         bufs.d_ticket.fill(0)?;
         bufs.sent_acc.fill(0)?;
+        bufs.msgs_acc.fill(0)?;
         bufs.c_ticket.fill(0)?;
         bufs.c_counts.fill(0xFF)?;
         Ok(bufs)

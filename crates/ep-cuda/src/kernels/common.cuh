@@ -21,9 +21,12 @@ typedef unsigned long long u64;
 // ep_core::config::MAX_TOP_K (kernels.rs checks that they agree).
 #define EP_MAX_TOP_K 64
 
-// Message layout (ep_core::MessageLayout; ep-cuda's kernels::MsgLayout on the host).
+// A dispatch message as it travels (ep-cuda's kernels::MsgLayout on the host): ep_core's
+// MessageLayout (payload, scales, source token, top-k ids), then the sender's row slot of each
+// top-k slot (i32, -1 for none), so the receiver knows each row of a message without an index.
+// `bytes` is the whole wire message.
 struct MsgLayout {
-    int payload_bytes, scales_off, scale_bytes, src_off, ids_off, bytes, top_k;
+    int payload_bytes, scales_off, scale_bytes, src_off, ids_off, slots_off, bytes, top_k;
 };
 
 // ---- scalar helpers --------------------------------------------------------------------------
