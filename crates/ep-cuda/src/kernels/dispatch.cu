@@ -194,20 +194,29 @@ __device__ void ep_send_token(int t, const EpRoute& r, const u16* tokens, const 
 // The last send block's counts: one per (expert, this rank), zero included, and the number of
 // messages to each rank. With `sent_acc` (the send blocks found their own slots) they are moved
 // from the accumulators into `sent` and `msgs_to`, leaving the accumulators zero for the next
-// round. With `signal` they are published (ep_publish: every address and value loaded, then one
-// fence per warp, then the stores); the thread that publishes a rank's first expert count first
-// stores that rank's message count, so its fence releases both and a receiver that has every
-// count sees the message count.
+// round. With `signal` every rank this one sends to gets its message count, then, once the block
+// has passed a barrier, its counts (ep_publish: every address and value loaded, then one fence
+// per warp, then the stores), so a receiver that sees the counts sees the message count too.
 __device__ void ep_finish_counts(u64* sent, u64* sent_acc, u32* msgs_to, u32* msgs_acc, int signal, int n_experts,
                                  int n_local, int n_ranks, int rank, int skip_a2a, const u64* count_ptrs,
                                  const u64* nmsg_ptrs) {
+    for (int p = threadIdx.x; p < n_ranks; p += blockDim.x) {
+        u32 v;
+        if (sent_acc) {
+            v = msgs_acc[p];
+            msgs_acc[p] = 0;
+            msgs_to[p] = v;
+        } else {
+            v = msgs_to[p];
+        }
+        if (signal && (!skip_a2a || p == rank)) ((u32*)nmsg_ptrs[p])[rank] = v;
+    }
+    __syncthreads();
     for (int e0 = 0; e0 < n_experts; e0 += blockDim.x) {
         int e = e0 + threadIdx.x;
         u64* at = nullptr;
         u64 v = 0;
         if (e < n_experts) {
-            int p = e / n_local;
-            bool routed = ep_routes_to(skip_a2a, rank, e, n_local);
             if (sent_acc) {
                 v = sent_acc[e];
                 sent_acc[e] = 0;
@@ -215,18 +224,8 @@ __device__ void ep_finish_counts(u64* sent, u64* sent_acc, u32* msgs_to, u32* ms
             } else {
                 v = sent[e];
             }
-            if (e % n_local == 0) {
-                u32 msgs;
-                if (sent_acc) {
-                    msgs = msgs_acc[p];
-                    msgs_acc[p] = 0;
-                    msgs_to[p] = msgs;
-                } else {
-                    msgs = msgs_to[p];
-                }
-                if (signal && routed) ((u32*)nmsg_ptrs[p])[rank] = msgs;
-            }
-            if (routed) at = (u64*)count_ptrs[p] + (u64)(e % n_local) * n_ranks + rank;
+            if (ep_routes_to(skip_a2a, rank, e, n_local))
+                at = (u64*)count_ptrs[e / n_local] + (u64)(e % n_local) * n_ranks + rank;
         }
         if (signal) ep_publish(at, v);
     }
@@ -459,12 +458,11 @@ extern "C" __global__ void ep_dispatch_signal(const u64* sent, int n_experts, in
                      count_ptrs, nmsg_ptrs);
 }
 
-// Row `row` of the output (of `rows`) from message `msg` of source token `token`: payload (unless
-// `payload_done`), scales (NVFP4: with the padded scale columns zero), src_info (`token`, `slot`)
-// and the source rank `src` (-1: none).
-__device__ void ep_copy_row(u64 row, u64 rows, const u8* msg, int token, int slot, int src, int hidden, int fmt,
-                            MsgLayout m, u8* recv_tokens, u8* recv_scales, int* src_info, int* row_src,
-                            bool payload_done) {
+// Row `row` of the output (of `rows`) from message `msg`: payload (unless `payload_done`),
+// scales (NVFP4: with the padded scale columns zero), src_info (source token, `slot`) and the
+// source rank `src` (-1: none).
+__device__ void ep_copy_row(u64 row, u64 rows, const u8* msg, int slot, int src, int hidden, int fmt, MsgLayout m,
+                            u8* recv_tokens, u8* recv_scales, int* src_info, int* row_src, bool payload_done) {
     if (!payload_done) ep_block_copy(recv_tokens + row * m.payload_bytes, msg, m.payload_bytes);
     ep_place_scales(fmt, hidden, rows, row, msg + m.scales_off, recv_scales);
     if (fmt == EP_FMT_NVFP4) {
@@ -472,7 +470,7 @@ __device__ void ep_copy_row(u64 row, u64 rows, const u8* msg, int token, int slo
         for (int c = cols + threadIdx.x; c < (cols + 3) / 4 * 4; c += blockDim.x) recv_scales[ep_swizzled(row, c, cols)] = 0;
     }
     if (threadIdx.x == 0) {
-        src_info[2 * row] = token;
+        src_info[2 * row] = *(const int*)(msg + m.src_off);
         src_info[2 * row + 1] = slot;
         row_src[row] = src;
     }
@@ -495,36 +493,25 @@ extern "C" __global__ void ep_dispatch_copy_out(const u8* recv, const u32* nmsg,
                                                 int hidden, int fmt, MsgLayout m, int row_multiple, u8* recv_tokens,
                                                 u8* recv_scales, int* src_info, int* row_src, const u32* status) {
     __shared__ u64 row_of[EP_MAX_TOP_K];
-    __shared__ int slot_of[EP_MAX_TOP_K], head_slot[EP_MAX_TOP_K], head_id[EP_MAX_TOP_K];
-    __shared__ int n_rows, token;
-    __shared__ u32 done, count;
+    __shared__ int slot_of[EP_MAX_TOP_K];
+    __shared__ int n_rows;
     int n_groups = n_local + shared_groups;
+    u32 done = status[0];
     u64 rows = row_offsets[n_groups];
+    if (done != EP_OK) return;
     u64 b = blockIdx.x;
     u64 message_blocks = (u64)n_ranks * max_tokens;
     if (b < message_blocks) {
         int s = b / max_tokens;
         u32 j = b % max_tokens;
-        if (skip_a2a && s != rank) return;
+        if ((skip_a2a && s != rank) || j >= nmsg[s]) return;
         const u8* msg = recv + ep_recv_offset(s, max_tokens, j, m.bytes);
-        // The status, the sender's message count and the message's header in one round of
-        // loads (the header of a slot past the count is stale but inside the buffer), parked in
-        // shared memory so that no load waits behind the checks.
-        for (int k = threadIdx.x; k < m.top_k; k += blockDim.x) {
-            head_slot[k] = ((const int*)(msg + m.slots_off))[k];
-            head_id[k] = ((const u16*)(msg + m.ids_off))[k];
-        }
-        if (threadIdx.x == 0) {
-            done = status[0];
-            count = nmsg[s];
-            token = *(const int*)(msg + m.src_off);
-            n_rows = 0;
-        }
+        if (threadIdx.x == 0) n_rows = 0;
         __syncthreads();
-        if (done != EP_OK || j >= count) return;
         // This rank's rows of the message: slots with a row slot whose expert is here.
         for (int k = threadIdx.x; k < m.top_k; k += blockDim.x) {
-            int slot = head_slot[k], id = head_id[k];
+            int slot = ((const int*)(msg + m.slots_off))[k];
+            int id = ((const u16*)(msg + m.ids_off))[k];
             if (slot < 0 || id / n_local != rank) continue;
             int g = id % n_local + shared_groups;
             int i = atomicAdd(&n_rows, 1);
@@ -553,11 +540,10 @@ extern "C" __global__ void ep_dispatch_copy_out(const u8* recv, const u32* nmsg,
             }
         }
         for (int i = 0; i < n_rows; i++)
-            ep_copy_row(row_of[i], rows, msg, token, slot_of[i], s, hidden, fmt, m, recv_tokens, recv_scales,
-                        src_info, row_src, vector);
+            ep_copy_row(row_of[i], rows, msg, slot_of[i], s, hidden, fmt, m, recv_tokens, recv_scales, src_info,
+                        row_src, vector);
         return;
     }
-    if (status[0] != EP_OK) return;
     b -= message_blocks;
     u64 padding_blocks = (u64)n_groups * (row_multiple - 1);
     if (b < padding_blocks) {
@@ -580,7 +566,6 @@ extern "C" __global__ void ep_dispatch_copy_out(const u8* recv, const u32* nmsg,
     if (shared_groups == 0) return;
     u64 first = src_offsets[rank], end = src_offsets[rank + 1];
     if (first + b >= end) return;
-    const u8* msg = shared_msgs + b * m.bytes;
-    ep_copy_row(first + b, rows, msg, *(const int*)(msg + m.src_off), -1, -1, hidden, fmt, m, recv_tokens,
-                recv_scales, src_info, row_src, false);
+    ep_copy_row(first + b, rows, shared_msgs + b * m.bytes, -1, -1, hidden, fmt, m, recv_tokens, recv_scales,
+                src_info, row_src, false);
 }
