@@ -56,6 +56,26 @@ struct WaitLayout {
     shared_len: i32,
     row_multiple: i32,
     smem: u32,
+    status: u64,
+    snapshot: u64,
+    row_offsets: u64,
+    src_offsets: u64,
+}
+
+impl WaitLayout {
+    /// The parameters from `shared_groups` to `src_offsets`, which ep_dispatch_wait and
+    /// ep_dispatch_send (for the first slice) both end with.
+    fn args(&self) -> [&dyn crate::kernels::KernelArg; 7] {
+        [
+            &self.shared_groups,
+            &self.shared_len,
+            &self.row_multiple,
+            &self.status,
+            &self.snapshot,
+            &self.row_offsets,
+            &self.src_offsets,
+        ]
+    }
 }
 
 /// What a round keeps on the host between phases (the data itself stays on the device).
@@ -371,7 +391,7 @@ impl CudaComm {
             )?;
         }
         let smem = ((m.bytes as usize + cfg.hidden * 4) as u32).max(layout.smem);
-        let send: [&dyn crate::kernels::KernelArg; 41] = [
+        let send: [&dyn crate::kernels::KernelArg; 34] = [
             &b.tokens.ptr,
             &b.scales_in.ptr,
             &(t as i32),
@@ -406,14 +426,9 @@ impl CudaComm {
             &(wait as i32),
             &b.d_counts.ptr,
             &slice,
-            &layout.shared_groups,
-            &layout.shared_len,
-            &layout.row_multiple,
-            &b.status.ptr,
-            &b.snapshot.ptr,
-            &b.row_offsets.ptr,
-            &b.src_offsets.ptr,
         ];
+        let send_and_wait: Vec<&dyn crate::kernels::KernelArg> =
+            send.iter().copied().chain(layout.args()).collect();
         // At least one block: a rank without tokens still signals.
         let name = if wait {
             "ep_dispatch_send + first wait slice"
@@ -421,7 +436,7 @@ impl CudaComm {
             "ep_dispatch_send"
         };
         let f = self.k().get("ep_dispatch_send");
-        self.launch_fn(name, f, t.max(1) as u32, SEND_THREADS, smem, &send)?;
+        self.launch_fn(name, f, t.max(1) as u32, SEND_THREADS, smem, &send_and_wait)?;
         if cfg.n_nodes > 1 {
             // ep_dispatch_put's parameters are ep_dispatch_send's from ids to staging.
             self.launch("ep_dispatch_put", t as u32, THREADS, 0, &send[5..17])?;
@@ -455,11 +470,16 @@ impl CudaComm {
     /// The dispatch wait's layout parameters and its shared memory.
     fn wait_layout_args(&self) -> WaitLayout {
         let cfg = &self.cfg;
+        let b = self.bufs();
         WaitLayout {
             shared_groups: self.shared_groups(),
             shared_len: self.round.shared.len() as i32,
             row_multiple: cfg.format.group_row_multiple() as i32,
             smem: 4 * (cfg.n_local_experts() * cfg.n_ranks() + cfg.n_groups() + 1) as u32,
+            status: b.status.ptr,
+            snapshot: b.snapshot.ptr,
+            row_offsets: b.row_offsets.ptr,
+            src_offsets: b.src_offsets.ptr,
         }
     }
 
@@ -481,28 +501,11 @@ impl CudaComm {
         } = self.sc;
         let layout = self.wait_layout_args();
         if launch_wait {
-            self.launch(
-                "ep_dispatch_wait",
-                1,
-                WAIT_THREADS,
-                layout.smem,
-                &[
-                    &b.d_counts.ptr,
-                    &l,
-                    &n,
-                    &rank,
-                    &skip,
-                    &slice_ns,
-                    &max_t,
-                    &layout.shared_groups,
-                    &layout.shared_len,
-                    &layout.row_multiple,
-                    &b.status.ptr,
-                    &b.snapshot.ptr,
-                    &b.row_offsets.ptr,
-                    &b.src_offsets.ptr,
-                ],
-            )?;
+            let head: [&dyn crate::kernels::KernelArg; 7] =
+                [&b.d_counts.ptr, &l, &n, &rank, &skip, &slice_ns, &max_t];
+            let args: Vec<&dyn crate::kernels::KernelArg> =
+                head.into_iter().chain(layout.args()).collect();
+            self.launch("ep_dispatch_wait", 1, WAIT_THREADS, layout.smem, &args)?;
         }
         let m = self.world.wire;
         // A block per possible message, per possible padding row, per shared-expert row

@@ -191,6 +191,16 @@ __device__ void ep_send_token(int t, const EpRoute& r, const u16* tokens, const 
     if (shared) ep_block_copy(shared_msgs + (u64)(t - shared_start) * m.bytes, msg, m.bytes);
 }
 
+// Entry i of a round's totals: with an accumulator (the send blocks added into it), its value
+// moves into `total` and the accumulator is left zero for the next round.
+template <typename T> __device__ __forceinline__ T ep_take_total(T* acc, T* total, int i) {
+    if (!acc) return total[i];
+    T v = acc[i];
+    acc[i] = 0;
+    total[i] = v;
+    return v;
+}
+
 // The last send block's counts: one per (expert, this rank), zero included, and the number of
 // messages to each rank. With `sent_acc` (the send blocks found their own slots) they are moved
 // from the accumulators into `sent` and `msgs_to`, leaving the accumulators zero for the next
@@ -201,14 +211,7 @@ __device__ void ep_finish_counts(u64* sent, u64* sent_acc, u32* msgs_to, u32* ms
                                  int n_local, int n_ranks, int rank, int skip_a2a, const u64* count_ptrs,
                                  const u64* nmsg_ptrs) {
     for (int p = threadIdx.x; p < n_ranks; p += blockDim.x) {
-        u32 v;
-        if (sent_acc) {
-            v = msgs_acc[p];
-            msgs_acc[p] = 0;
-            msgs_to[p] = v;
-        } else {
-            v = msgs_to[p];
-        }
+        u32 v = ep_take_total(sent_acc ? msgs_acc : nullptr, msgs_to, p);
         if (signal && (!skip_a2a || p == rank)) ((u32*)nmsg_ptrs[p])[rank] = v;
     }
     __syncthreads();
@@ -217,13 +220,7 @@ __device__ void ep_finish_counts(u64* sent, u64* sent_acc, u32* msgs_to, u32* ms
         u64* at = nullptr;
         u64 v = 0;
         if (e < n_experts) {
-            if (sent_acc) {
-                v = sent_acc[e];
-                sent_acc[e] = 0;
-                sent[e] = v;
-            } else {
-                v = sent[e];
-            }
+            v = ep_take_total(sent_acc, sent, e);
             if (ep_routes_to(skip_a2a, rank, e, n_local))
                 at = (u64*)count_ptrs[e / n_local] + (u64)(e % n_local) * n_ranks + rank;
         }
