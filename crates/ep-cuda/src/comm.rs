@@ -62,10 +62,16 @@ struct WaitLayout {
     src_offsets: u64,
 }
 
+/// ep_dispatch_send's parameters before the wait layout's, ep_dispatch_wait's likewise, and the
+/// wait layout's (the tests check them against the kernels' declarations).
+const SEND_HEAD_ARGS: usize = 34;
+const WAIT_HEAD_ARGS: usize = 7;
+const WAIT_LAYOUT_ARGS: usize = 7;
+
 impl WaitLayout {
     /// The parameters from `shared_groups` to `src_offsets`, which ep_dispatch_wait and
     /// ep_dispatch_send (for the first slice) both end with.
-    fn args(&self) -> [&dyn crate::kernels::KernelArg; 7] {
+    fn args(&self) -> [&dyn crate::kernels::KernelArg; WAIT_LAYOUT_ARGS] {
         [
             &self.shared_groups,
             &self.shared_len,
@@ -391,7 +397,7 @@ impl CudaComm {
             )?;
         }
         let smem = ((m.bytes as usize + cfg.hidden * 4) as u32).max(layout.smem);
-        let send: [&dyn crate::kernels::KernelArg; 34] = [
+        let send: [&dyn crate::kernels::KernelArg; SEND_HEAD_ARGS] = [
             &b.tokens.ptr,
             &b.scales_in.ptr,
             &(t as i32),
@@ -501,7 +507,7 @@ impl CudaComm {
         } = self.sc;
         let layout = self.wait_layout_args();
         if launch_wait {
-            let head: [&dyn crate::kernels::KernelArg; 7] =
+            let head: [&dyn crate::kernels::KernelArg; WAIT_HEAD_ARGS] =
                 [&b.d_counts.ptr, &l, &n, &rank, &skip, &slice_ns, &max_t];
             let args: Vec<&dyn crate::kernels::KernelArg> =
                 head.into_iter().chain(layout.args()).collect();
@@ -981,5 +987,25 @@ impl Drop for CudaComm {
     fn drop(&mut self) {
         // Nothing of this rank may still run when its buffers are freed.
         let _ = self.stream.synchronize();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::kernels::tests::parameter_count;
+    use crate::kernels::DISPATCH;
+
+    /// The argument lists built here have as many entries as the kernels declare.
+    #[test]
+    fn dispatch_argument_lists_match_the_kernels() {
+        use super::{SEND_HEAD_ARGS, WAIT_HEAD_ARGS, WAIT_LAYOUT_ARGS};
+        assert_eq!(
+            parameter_count(DISPATCH, "ep_dispatch_send"),
+            SEND_HEAD_ARGS + WAIT_LAYOUT_ARGS
+        );
+        assert_eq!(
+            parameter_count(DISPATCH, "ep_dispatch_wait"),
+            WAIT_HEAD_ARGS + WAIT_LAYOUT_ARGS
+        );
     }
 }

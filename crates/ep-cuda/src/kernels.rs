@@ -250,7 +250,42 @@ pub fn launch(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
+    /// The wire message is ep-core's message, then one i32 row slot per top-k slot, and stays a
+    /// multiple of 16 bytes (messages are copied and stored with 16-byte accesses).
+    #[test]
+    fn wire_message_appends_the_row_slots() {
+        use ep_core::{Format, MessageLayout};
+        for format in [Format::Bf16, Format::Fp8, Format::Mxfp4, Format::Nvfp4] {
+            for (hidden, top_k) in [(7168, 8), (128, 1), (256, 5), (2048, 64)] {
+                let msg = MessageLayout::new(format, hidden, top_k);
+                let wire = super::MsgLayout::from(&msg);
+                assert_eq!(wire.slots_off as usize, msg.bytes);
+                assert!(wire.bytes as usize >= msg.bytes + 4 * top_k);
+                assert!((wire.bytes as usize) < msg.bytes + 4 * top_k + 16);
+                assert_eq!(wire.bytes % 16, 0, "{format:?} {hidden} {top_k}");
+                assert_eq!(wire.payload_bytes as usize, msg.payload.len());
+            }
+        }
+    }
+
+    /// The number of parameters `kernel` declares in `source`.
+    pub(crate) fn parameter_count(source: &str, kernel: &str) -> usize {
+        let at = source
+            .find(&format!("void {kernel}("))
+            .or_else(|| source.find(&format!(") {kernel}(")))
+            .unwrap_or_else(|| panic!("{kernel} not found"));
+        let open = at + source[at..].find('(').unwrap();
+        let close = open + source[open..].find(')').unwrap();
+        source[open + 1..close].split(',').count()
+    }
+
+    #[test]
+    fn parameter_count_reads_a_signature() {
+        let src = "extern \"C\" __global__ void k(int a, const u8* b,\n  MsgLayout m) {}";
+        assert_eq!(parameter_count(src, "k"), 3);
+    }
+
     /// The kernels size per-token arrays by EP_MAX_TOP_K; the config admits up to MAX_TOP_K.
     #[test]
     fn kernel_top_k_bound_matches_the_config() {
