@@ -28,13 +28,6 @@ const WAIT_THREADS: u32 = 256;
 const SEND_THREADS: u32 = 512;
 /// Up to this many tokens the combine reduce gives each token a block as wide as its row.
 const REDUCE_WIDE_MAX_TOKENS: usize = 256;
-/// Up to this many tokens each send block finds its token's slots itself (scanning the earlier
-/// tokens' ids) instead of a slot-assignment launch before the sends. On one H100 (2 ranks,
-/// device time) the two break even at 128 tokens (41.7 vs 42.4 us), the scan wins by ~1 us at 1
-/// token and loses from 256 (it grows with the square of the tokens); below the threshold the host
-/// also saves a launch.
-const OWN_SLOTS_MAX_TOKENS: usize = 128;
-
 /// How long one launch of a wait kernel spins before the host launches it again, until the
 /// deadline (`ep_wait_counts` in common.cuh says why waits are sliced). A rank held up behind a
 /// peer's wait loses at most this; a relaunch (one launch and a status read) costs microseconds.
@@ -50,39 +43,9 @@ fn format_id(f: Format) -> i32 {
     }
 }
 
-/// The dispatch wait's layout parameters (`ep_wait_layout`) and the shared memory it needs.
-struct WaitLayout {
-    shared_groups: i32,
-    shared_len: i32,
-    row_multiple: i32,
-    smem: u32,
-    status: u64,
-    snapshot: u64,
-    row_offsets: u64,
-    src_offsets: u64,
-}
-
-/// ep_dispatch_send's parameters before the wait layout's, ep_dispatch_wait's likewise, and the
-/// wait layout's (the tests check them against the kernels' declarations).
-const SEND_HEAD_ARGS: usize = 34;
-const WAIT_HEAD_ARGS: usize = 7;
-const WAIT_LAYOUT_ARGS: usize = 7;
-
-impl WaitLayout {
-    /// The parameters from `shared_groups` to `src_offsets`, which ep_dispatch_wait and
-    /// ep_dispatch_send (for the first slice) both end with.
-    fn args(&self) -> [&dyn crate::kernels::KernelArg; WAIT_LAYOUT_ARGS] {
-        [
-            &self.shared_groups,
-            &self.shared_len,
-            &self.row_multiple,
-            &self.status,
-            &self.snapshot,
-            &self.row_offsets,
-            &self.src_offsets,
-        ]
-    }
-}
+/// Parameters of ep_dispatch_send and ep_dispatch_wait (a test checks them against dispatch.cu).
+const SEND_ARGS: usize = 28;
+const WAIT_ARGS: usize = 14;
 
 /// What a round keeps on the host between phases (the data itself stays on the device).
 #[derive(Default)]
@@ -92,9 +55,6 @@ struct RoundData {
     rows: usize,
     reduced: bool,
     epilogue: Option<Epilogue>,
-    /// The last send block ran the first slice of this phase's wait: the first
-    /// `issue_*_wait` launches only what follows the wait.
-    wait_in_send: bool,
 }
 
 /// The scalars every kernel of a rank takes, as the kernels' `int`/`u64` parameters.
@@ -348,7 +308,7 @@ impl CudaComm {
 
     /// Slots, sends and signals (between nodes: sends, puts, signals): the dispatch_async
     /// kernels.
-    pub(crate) fn issue_dispatch_send(&mut self) -> Result<()> {
+    pub(crate) fn issue_dispatch_send(&self) -> Result<()> {
         let cfg = &self.cfg;
         let b = self.bufs();
         let t = self.round.n_tokens;
@@ -366,38 +326,30 @@ impl CudaComm {
             max_t,
             ..
         } = self.sc;
-        let m = self.world.wire;
-        // Inside one node the last send block also runs the wait's first slice.
-        let wait = cfg.n_nodes == 1;
-        let slice = self.first_slice();
-        let layout = self.wait_layout_args();
-        let slots_args: [&dyn crate::kernels::KernelArg; 12] = [
-            &b.ids.ptr,
-            &(t as i32),
-            &top_k,
-            &experts,
-            &l,
-            &n,
-            &rank,
-            &skip,
-            &b.slots.ptr,
-            &b.rank_slots.ptr,
-            &b.sent.ptr,
-            &b.msgs_to.ptr,
-        ];
-        let own_slots = t <= OWN_SLOTS_MAX_TOKENS;
-        if !own_slots {
-            // A block per expert (row slots), then one per destination rank (message slots).
-            self.launch(
-                "ep_assign_slots",
-                (cfg.n_experts + cfg.n_ranks()) as u32,
-                WAIT_THREADS,
-                0,
-                &slots_args,
-            )?;
-        }
-        let smem = ((m.bytes as usize + cfg.hidden * 4) as u32).max(layout.smem);
-        let send: [&dyn crate::kernels::KernelArg; SEND_HEAD_ARGS] = [
+        let m = self.world.msg;
+        // A block per expert (row slots), then one per destination rank (message slots).
+        self.launch(
+            "ep_assign_slots",
+            (cfg.n_experts + cfg.n_ranks()) as u32,
+            WAIT_THREADS,
+            0,
+            &[
+                &b.ids.ptr,
+                &(t as i32),
+                &top_k,
+                &experts,
+                &l,
+                &n,
+                &rank,
+                &skip,
+                &b.slots.ptr,
+                &b.rank_slots.ptr,
+                &b.sent.ptr,
+                &b.msgs_to.ptr,
+            ],
+        )?;
+        let smem = (m.bytes as usize + cfg.hidden * 4) as u32;
+        let send: [&dyn crate::kernels::KernelArg; SEND_ARGS] = [
             &b.tokens.ptr,
             &b.scales_in.ptr,
             &(t as i32),
@@ -421,30 +373,23 @@ impl CudaComm {
             &one_node,
             &b.d_ticket.ptr,
             &b.sent.ptr,
+            &b.msgs_to.ptr,
             &experts,
             &skip,
             &b.d_count_ptrs.ptr,
-            &(own_slots as i32),
-            &b.sent_acc.ptr,
-            &b.msgs_to.ptr,
-            &b.msgs_acc.ptr,
             &b.d_nmsg_ptrs.ptr,
-            &(wait as i32),
-            &b.d_counts.ptr,
-            &slice,
         ];
-        let send_and_wait: Vec<&dyn crate::kernels::KernelArg> =
-            send.iter().copied().chain(layout.args()).collect();
         // At least one block: a rank without tokens still signals.
-        let name = if wait {
-            "ep_dispatch_send + first wait slice"
-        } else {
-            "ep_dispatch_send"
-        };
-        let f = self.k().get("ep_dispatch_send");
-        self.launch_fn(name, f, t.max(1) as u32, SEND_THREADS, smem, &send_and_wait)?;
+        self.launch(
+            "ep_dispatch_send",
+            t.max(1) as u32,
+            SEND_THREADS,
+            smem,
+            &send,
+        )?;
         if cfg.n_nodes > 1 {
-            // ep_dispatch_put's parameters are ep_dispatch_send's from ids to staging.
+            // ep_dispatch_put's parameters are ep_dispatch_send's from ids to staging, and
+            // ep_dispatch_signal's are the counts' part of them.
             self.launch("ep_dispatch_put", t as u32, THREADS, 0, &send[5..17])?;
             self.launch(
                 "ep_dispatch_signal",
@@ -453,47 +398,24 @@ impl CudaComm {
                 0,
                 &[
                     &b.sent.ptr,
+                    &b.msgs_to.ptr,
                     &experts,
                     &l,
                     &n,
                     &rank,
                     &skip,
                     &b.d_count_ptrs.ptr,
-                    &b.msgs_to.ptr,
                     &b.d_nmsg_ptrs.ptr,
                 ],
             )?;
         }
-        self.round.wait_in_send = wait;
         Ok(())
-    }
-
-    /// The slice of the deadline a wait run from a send kernel spins for.
-    fn first_slice(&self) -> u64 {
-        WAIT_SLICE.min(self.cfg.timeout).as_nanos() as u64
-    }
-
-    /// The dispatch wait's layout parameters and its shared memory.
-    fn wait_layout_args(&self) -> WaitLayout {
-        let cfg = &self.cfg;
-        let b = self.bufs();
-        WaitLayout {
-            shared_groups: self.shared_groups(),
-            shared_len: self.round.shared.len() as i32,
-            row_multiple: cfg.format.group_row_multiple() as i32,
-            smem: 4 * (cfg.n_local_experts() * cfg.n_ranks() + cfg.n_groups() + 1) as u32,
-            status: b.status.ptr,
-            snapshot: b.snapshot.ptr,
-            row_offsets: b.row_offsets.ptr,
-            src_offsets: b.src_offsets.ptr,
-        }
     }
 
     /// One slice of the wait and the copy-out into the per-expert layout (which does nothing
     /// unless the wait completed): the dispatch_wait kernels. The row count stays on the device.
-    pub(crate) fn issue_dispatch_wait(&mut self, slice_ns: u64) -> Result<()> {
+    pub(crate) fn issue_dispatch_wait(&self, slice_ns: u64) -> Result<()> {
         self.bind()?;
-        let launch_wait = !std::mem::take(&mut self.round.wait_in_send);
         let cfg = &self.cfg;
         let b = self.bufs();
         let Scalars {
@@ -505,19 +427,30 @@ impl CudaComm {
             max_t,
             ..
         } = self.sc;
-        let layout = self.wait_layout_args();
-        if launch_wait {
-            let head: [&dyn crate::kernels::KernelArg; WAIT_HEAD_ARGS] =
-                [&b.d_counts.ptr, &l, &n, &rank, &skip, &slice_ns, &max_t];
-            let args: Vec<&dyn crate::kernels::KernelArg> =
-                head.into_iter().chain(layout.args()).collect();
-            self.launch("ep_dispatch_wait", 1, WAIT_THREADS, layout.smem, &args)?;
-        }
-        let m = self.world.wire;
+        let shared_groups = self.shared_groups();
+        let row_multiple = cfg.format.group_row_multiple() as i32;
+        let layout_smem = 4 * (cfg.n_local_experts() * cfg.n_ranks() + cfg.n_groups() + 1) as u32;
+        let wait: [&dyn crate::kernels::KernelArg; WAIT_ARGS] = [
+            &b.d_counts.ptr,
+            &l,
+            &n,
+            &rank,
+            &skip,
+            &slice_ns,
+            &max_t,
+            &shared_groups,
+            &(self.round.shared.len() as i32),
+            &row_multiple,
+            &b.status.ptr,
+            &b.snapshot.ptr,
+            &b.row_offsets.ptr,
+            &b.src_offsets.ptr,
+        ];
+        self.launch("ep_dispatch_wait", 1, WAIT_THREADS, layout_smem, &wait)?;
         // A block per possible message, per possible padding row, per shared-expert row
         // (ep_dispatch_copy_out in dispatch.cu).
         let grid = cfg.n_ranks() * cfg.max_tokens_per_rank
-            + cfg.n_groups() * (layout.row_multiple as usize - 1)
+            + cfg.n_groups() * (row_multiple as usize - 1)
             + if cfg.fused_shared_expert {
                 cfg.max_tokens_per_rank
             } else {
@@ -538,12 +471,12 @@ impl CudaComm {
                 &n,
                 &rank,
                 &skip,
-                &layout.shared_groups,
+                &shared_groups,
                 &max_t,
                 &hidden,
                 &format_id(cfg.format),
-                &m,
-                &layout.row_multiple,
+                &self.world.msg,
+                &row_multiple,
                 &b.recv_tokens.ptr,
                 &b.recv_scales.ptr,
                 &b.src_info.ptr,
@@ -576,7 +509,7 @@ impl CudaComm {
     /// Rows back to their tokens and the signals (between nodes: then puts, then signals): the
     /// combine_async kernels. `grid_rows` covers
     /// at least the rows the dispatch produced (the kernels stop at the device's row count).
-    pub(crate) fn issue_combine_send(&mut self, grid_rows: usize) -> Result<()> {
+    pub(crate) fn issue_combine_send(&self, grid_rows: usize) -> Result<()> {
         let cfg = &self.cfg;
         let b = self.bufs();
         let Scalars {
@@ -591,9 +524,7 @@ impl CudaComm {
         } = self.sc;
         let rows_end = b.row_offsets.ptr + 4 * cfg.n_groups() as u64;
         let one_node = (cfg.n_nodes == 1) as i32;
-        let wait = cfg.n_nodes == 1;
-        let slice = self.first_slice();
-        let send: [&dyn crate::kernels::KernelArg; 23] = [
+        let send: [&dyn crate::kernels::KernelArg; 17] = [
             &b.expert_out.ptr,
             &b.src_info.ptr,
             &b.row_src.ptr,
@@ -611,22 +542,10 @@ impl CudaComm {
             &n,
             &skip,
             &b.c_count_ptrs.ptr,
-            &(wait as i32),
-            &b.c_counts.ptr,
-            &slice,
-            &b.sent.ptr,
-            &b.status.ptr,
-            &b.c_snapshot.ptr,
         ];
         // At least one block: a rank that received no rows still signals.
         let grid = grid_rows.max(1) as u32;
-        let name = if wait {
-            "ep_combine_send + first wait slice"
-        } else {
-            "ep_combine_send"
-        };
-        let f = self.k().get("ep_combine_send");
-        self.launch_fn(name, f, grid, THREADS, 0, &send)?;
+        self.launch("ep_combine_send", grid, THREADS, 0, &send)?;
         if cfg.n_nodes > 1 {
             // ep_combine_put's parameters are ep_combine_send's from src_info to staging.
             self.launch("ep_combine_put", grid, THREADS, 0, &send[1..10])?;
@@ -638,16 +557,12 @@ impl CudaComm {
                 &[&b.snapshot.ptr, &l, &n, &rank, &skip, &b.c_count_ptrs.ptr],
             )?;
         }
-        self.round.wait_in_send = wait;
         Ok(())
     }
 
     /// One slice of the combine wait, with the count check.
-    pub(crate) fn issue_combine_wait(&mut self, slice_ns: u64) -> Result<()> {
+    pub(crate) fn issue_combine_wait(&self, slice_ns: u64) -> Result<()> {
         self.bind()?;
-        if std::mem::take(&mut self.round.wait_in_send) {
-            return Ok(());
-        }
         let b = self.bufs();
         let Scalars {
             rank, n, l, skip, ..
@@ -722,11 +637,7 @@ impl CudaComm {
             self.round.epilogue,
             Some(Epilogue::QuantizeFp8 | Epilogue::Device(_))
         );
-        let smem = if whole_row {
-            (hidden * 4 + hidden / 32 + 16) as u32
-        } else {
-            0
-        };
+        let smem = if whole_row { (hidden * 4) as u32 } else { 0 };
         // Few tokens: one thread per 8 columns (one 16-byte load of each slot's row, up to
         // 1024 threads), so a token is one round of loads. Many tokens: 128-thread blocks, which
         // pack the SMs better (2x H200, hidden 7168: 1 token 19.6 -> 10.4 us wide; 4096 tokens
@@ -811,7 +722,7 @@ impl EpComm for CudaComm {
         let rows = row_offsets[g] as usize;
         let fmt = cfg.format;
         let scale_len = fmt.output_scales_bytes(hidden, rows);
-        let payload = self.world.msg.payload.len();
+        let payload = self.world.msg.payload_bytes as usize;
         let mut recv_tokens = vec![0u8; rows * payload];
         let mut recv_scales = vec![0u8; scale_len];
         let mut src_info = vec![0i32; rows * 2];
@@ -998,14 +909,8 @@ mod tests {
     /// The argument lists built here have as many entries as the kernels declare.
     #[test]
     fn dispatch_argument_lists_match_the_kernels() {
-        use super::{SEND_HEAD_ARGS, WAIT_HEAD_ARGS, WAIT_LAYOUT_ARGS};
-        assert_eq!(
-            parameter_count(DISPATCH, "ep_dispatch_send"),
-            SEND_HEAD_ARGS + WAIT_LAYOUT_ARGS
-        );
-        assert_eq!(
-            parameter_count(DISPATCH, "ep_dispatch_wait"),
-            WAIT_HEAD_ARGS + WAIT_LAYOUT_ARGS
-        );
+        use super::{SEND_ARGS, WAIT_ARGS};
+        assert_eq!(parameter_count(DISPATCH, "ep_dispatch_send"), SEND_ARGS);
+        assert_eq!(parameter_count(DISPATCH, "ep_dispatch_wait"), WAIT_ARGS);
     }
 }

@@ -32,13 +32,9 @@ pub struct RankBuffers {
     pub slots: DevBuf,
     /// Each token's message slot at each destination rank [max_tokens, n_ranks], -1 if none.
     pub rank_slots: DevBuf,
-    /// Messages sent to each rank this round [n_ranks] (u32), and their accumulator for send
-    /// blocks that find their own slots (zero between rounds).
+    /// Messages sent to each rank this round [n_ranks] (u32).
     pub msgs_to: DevBuf,
-    pub msgs_acc: DevBuf,
     pub sent: DevBuf,
-    /// Rows per expert added up by send blocks that find their own slots; zero between rounds.
-    pub sent_acc: DevBuf,
     pub status: DevBuf,
     pub snapshot: DevBuf,
     /// Blocks of the send kernels that finished this launch (dispatch, combine): the last one
@@ -70,9 +66,8 @@ pub struct RankBuffers {
 
 pub struct World {
     pub cfg: EpConfig,
-    pub msg: MessageLayout,
-    /// The dispatch message as ep-cuda's kernels send it (`msg`, then its row slots).
-    pub wire: MsgLayout,
+    /// The dispatch message as ep-cuda's kernels send it (ep-core's message, then its row slots).
+    pub msg: MsgLayout,
     /// Device ordinal of each rank.
     pub device_of: Vec<usize>,
     /// Loaded kernels of each rank's device.
@@ -117,11 +112,10 @@ impl World {
             .collect();
         enable_peer_access(&ctxs)?;
 
-        let msg = MessageLayout::new(cfg.format, cfg.hidden, cfg.top_k);
-        let wire = MsgLayout::from(&msg);
+        let msg = MsgLayout::from(&MessageLayout::new(cfg.format, cfg.hidden, cfg.top_k));
         let ranks = device_of
             .iter()
-            .map(|d| RankBuffers::new(cfg, &wire, &ctxs[d]))
+            .map(|d| RankBuffers::new(cfg, &msg, &ctxs[d]))
             .collect::<Result<Vec<_>>>()?;
         // Every rank's view of every rank's symmetric buffers.
         let table = |f: fn(&RankBuffers) -> u64| -> Vec<u64> { ranks.iter().map(f).collect() };
@@ -156,7 +150,6 @@ impl World {
         Ok(World {
             cfg: cfg.clone(),
             msg,
-            wire,
             gate: crate::bench::StartGate::new(kernels.clone())?,
             kernels,
             device_of,
@@ -212,7 +205,7 @@ pub(crate) fn enable_peer_access(ctxs: &HashMap<usize, Arc<CudaContext>>) -> Res
 }
 
 impl RankBuffers {
-    fn new(cfg: &EpConfig, wire: &MsgLayout, ctx: &Arc<CudaContext>) -> Result<RankBuffers> {
+    fn new(cfg: &EpConfig, msg: &MsgLayout, ctx: &Arc<CudaContext>) -> Result<RankBuffers> {
         let (n, l, t, k, h) = (
             cfg.n_ranks(),
             cfg.n_local_experts(),
@@ -222,8 +215,8 @@ impl RankBuffers {
         );
         let (g, cap) = (cfg.n_groups(), cfg.max_recv_rows());
         let multi_node = cfg.n_nodes > 1;
-        let payload = wire.payload_bytes as usize;
-        let wire = wire.bytes as usize;
+        let payload = msg.payload_bytes as usize;
+        let wire = msg.bytes as usize;
         let b = |len: usize| DevBuf::new(ctx, len);
         let bufs = RankBuffers {
             d_recv: b(n * t * wire)?,
@@ -240,9 +233,7 @@ impl RankBuffers {
             slots: b(t * k * 4)?,
             rank_slots: b(t * n * 4)?,
             msgs_to: b(n * 4)?,
-            msgs_acc: b(n * 4)?,
             sent: b(cfg.n_experts * 8)?,
-            sent_acc: b(cfg.n_experts * 8)?,
             status: b((1 + l * n) * 4)?,
             snapshot: b(l * n * 8)?,
             d_ticket: b(4)?,
@@ -268,8 +259,6 @@ impl RankBuffers {
         };
         bufs.d_counts.fill(0xFF)?;
         bufs.d_ticket.fill(0)?;
-        bufs.sent_acc.fill(0)?;
-        bufs.msgs_acc.fill(0)?;
         bufs.c_ticket.fill(0)?;
         bufs.c_counts.fill(0xFF)?;
         Ok(bufs)

@@ -13,8 +13,7 @@
 
 // For each (local expert g, destination rank): the rows the dispatch brought from that rank,
 // which are exactly the rows going back. Published at index g * n_ranks + rank of the
-// destination's combine counts.
-// Published like the dispatch counts (ep_publish).
+// destination's combine counts, like the dispatch counts (ep_publish).
 __device__ void ep_publish_rows(const u64* dispatch_counts, int n_local, int n_ranks, int rank, int skip_a2a,
                                 const u64* count_ptrs) {
     for (int i0 = 0; i0 < n_local * n_ranks; i0 += blockDim.x) {
@@ -51,10 +50,9 @@ __device__ void ep_send_row(u64 row, const u16* expert_out, const int* src_info,
     }
 }
 
-// Waits for every expert's rows; each count must equal the rows this rank sent that expert. Run
-// by ep_combine_wait, or by the last send block (the first slice, without a launch of its own).
-__device__ void ep_combine_wait_counts(u64* counts, int n_local, int n_ranks, int rank, int skip_a2a, u64 slice_ns,
-                                       const u64* sent, u32* status, u64* snapshot) {
+// Waits for every expert's rows; each count must equal the rows this rank sent that expert.
+extern "C" __global__ void ep_combine_wait(u64* counts, int n_local, int n_ranks, int rank, int skip_a2a,
+                                           u64 slice_ns, const u64* sent, u32* status, u64* snapshot) {
     int n = n_local * n_ranks;
     if (!ep_wait_counts(counts, n, rank, n_ranks, skip_a2a, slice_ns, status, snapshot)) return;
     __syncthreads();
@@ -64,30 +62,18 @@ __device__ void ep_combine_wait_counts(u64* counts, int n_local, int n_ranks, in
     }
 }
 
-extern "C" __global__ void ep_combine_wait(u64* counts, int n_local, int n_ranks, int rank, int skip_a2a,
-                                           u64 slice_ns, const u64* sent, u32* status, u64* snapshot) {
-    ep_combine_wait_counts(counts, n_local, n_ranks, rank, skip_a2a, slice_ns, sent, status, snapshot);
-}
-
 // One block per received row (the grid may cover the capacity, at least one block; the row count
 // is on the device): the row goes back to (source rank, token, first slot). With `signal` (one
-// node) the last block to finish publishes the row counts, and with `wait` then runs the first
-// slice of the combine wait (one launch fewer per round).
+// node) the last block to finish publishes the row counts.
 extern "C" __global__ void ep_combine_send(const u16* expert_out, const int* src_info, const int* row_src,
                                            const u32* rows_end, int hidden, int top_k, const u64* recv_ptrs, int rank,
                                            int gpus_per_node, u8* staging, int signal, u32* ticket,
                                            const u64* dispatch_counts, int n_local, int n_ranks, int skip_a2a,
-                                           const u64* count_ptrs, int wait, u64* counts, u64 slice_ns,
-                                           const u64* sent, u32* status, u64* wait_snapshot) {
+                                           const u64* count_ptrs) {
     u64 row = blockIdx.x;
     if (row < *rows_end)
         ep_send_row(row, expert_out, src_info, row_src, hidden, top_k, recv_ptrs, rank, gpus_per_node, staging);
-    if (!signal || !ep_last_block(ticket)) return;
-    ep_publish_rows(dispatch_counts, n_local, n_ranks, rank, skip_a2a, count_ptrs);
-    if (wait) {
-        __syncthreads();
-        ep_combine_wait_counts(counts, n_local, n_ranks, rank, skip_a2a, slice_ns, sent, status, wait_snapshot);
-    }
+    if (signal && ep_last_block(ticket)) ep_publish_rows(dispatch_counts, n_local, n_ranks, rank, skip_a2a, count_ptrs);
 }
 
 extern "C" __global__ void ep_combine_put(const int* src_info, const int* row_src, const u32* rows_end, int hidden,
@@ -122,8 +108,8 @@ __device__ __forceinline__ int ep_routed_slot(const int* ids, int k, int rank, i
 // rounded), the shared expert's row added last, one rounding to bf16, then the epilogue.
 // The contributing slots are listed once in shared memory; then each thread takes 8 columns at a
 // time (16-byte loads of every contributing row, issued together), so a token costs a few
-// memory latencies rather than one per (column, slot). Dynamic shared memory (hidden f32 and the
-// FP8 scales) is only given for the FP8 and device epilogues.
+// memory latencies rather than one per (column, slot). Dynamic shared memory (the row in f32) is
+// only given for the FP8 and device epilogues.
 // Launched with up to 1024 threads (comm.rs): the bound keeps registers within what that allows.
 extern "C" __global__ void __launch_bounds__(1024) ep_combine_reduce(const u16* recv, const int* ids, const float* weights, int top_k,
                                              int hidden, int rank, int n_local, int skip_a2a,
@@ -133,9 +119,8 @@ extern "C" __global__ void __launch_bounds__(1024) ep_combine_reduce(const u16* 
     if (status[0] != EP_OK) return; // launched with the wait, before the host knows it completed
     extern __shared__ float smem_f[];
     float* row = smem_f; // hidden values, for the FP8 and device epilogues
-    u8* scale_bytes = (u8*)(row + hidden);
-    __shared__ int slot_row[64]; // MAX_TOP_K
-    __shared__ float slot_w[64];
+    __shared__ int slot_row[EP_MAX_TOP_K];
+    __shared__ float slot_w[EP_MAX_TOP_K];
     __shared__ int n_slots;
     int t = blockIdx.x;
     if (threadIdx.x == 0) {
@@ -180,10 +165,9 @@ extern "C" __global__ void __launch_bounds__(1024) ep_combine_reduce(const u16* 
     }
     if (epilogue == EP_EPI_FP8) {
         __syncthreads();
-        ep_encode_row(EP_FMT_FP8, row, hidden, 1.0f, fp8_payload + (u64)t * hidden, scale_bytes);
-        __syncthreads();
-        for (int b = threadIdx.x; b < hidden / 128; b += blockDim.x)
-            fp8_scales[(u64)t * (hidden / 128) + b] = ep_load_f32_le(scale_bytes + 4 * b);
+        // The encoder writes each scale's little-endian bytes: straight into the f32 array.
+        ep_encode_row(EP_FMT_FP8, row, hidden, 1.0f, fp8_payload + (u64)t * hidden,
+                      (u8*)(fp8_scales + (u64)t * (hidden / 128)));
     }
 #ifdef EP_USER_EPILOGUE
     if (epilogue == EP_EPI_DEVICE) {

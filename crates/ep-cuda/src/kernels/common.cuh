@@ -151,10 +151,6 @@ __device__ __forceinline__ void ep_store_f32_le(u8* p, float v) {
     p[0] = (u8)b; p[1] = (u8)(b >> 8); p[2] = (u8)(b >> 16); p[3] = (u8)(b >> 24);
 }
 
-__device__ __forceinline__ float ep_load_f32_le(const u8* p) {
-    return __uint_as_float((u32)p[0] | ((u32)p[1] << 8) | ((u32)p[2] << 16) | ((u32)p[3] << 24));
-}
-
 // Eight bf16 values from one 16-byte load, as f32, and eight bf16 back into one 16-byte store.
 __device__ __forceinline__ void ep_unpack_bf16x8(uint4 v, float* f) {
     u32 w[4] = {v.x, v.y, v.z, v.w};
@@ -243,7 +239,7 @@ __device__ void ep_encode_fp8_warps(const float* x, int n, u8* payload, u8* scal
         for (int off = 16; off > 0; off >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
         u8* q = payload + b * 128 + lane * 4;
         if (!finite) {
-            for (int i = 0; i < 4; i++) q[i] = 0;
+            *(u32*)q = 0;
             if (lane == 0) ep_store_f32_le(scales + 4 * b, ep_nan());
             continue;
         }
@@ -273,32 +269,21 @@ __device__ __forceinline__ u64 ep_swizzled(u64 row, u64 col, u64 cols) {
     return tile * 512 + (row % 32) * 16 + ((row / 32) % 4) * 4 + col % 4;
 }
 
-// Writes row `row`'s message scales into the output scale array of `rows` rows
-// (TokenFormat::place_scales), cooperatively.
+// Writes row `row`'s message scales (null: a padding row, zero scales) into the output scale
+// array of `rows` rows (TokenFormat::place_scales), cooperatively. NVFP4's scale columns padded to
+// a multiple of 4 are zero in every row.
 __device__ void ep_place_scales(int fmt, int width, u64 rows, u64 row, const u8* msg_scales, u8* out) {
     if (fmt == EP_FMT_FP8) {
         // One f32 word per block, moved whole (both sides are 4-byte aligned).
         for (int b = threadIdx.x; b < width / 128; b += blockDim.x)
-            ((u32*)out)[(u64)b * rows + row] = ((const u32*)msg_scales)[b];
+            ((u32*)out)[(u64)b * rows + row] = msg_scales ? ((const u32*)msg_scales)[b] : 0;
     } else if (fmt == EP_FMT_MXFP4) {
         int n = width / 32;
-        for (int c = threadIdx.x; c < n; c += blockDim.x) out[row * n + c] = msg_scales[c];
+        for (int c = threadIdx.x; c < n; c += blockDim.x) out[row * n + c] = msg_scales ? msg_scales[c] : 0;
     } else if (fmt == EP_FMT_NVFP4) {
         int n = width / 16;
-        for (int c = threadIdx.x; c < n; c += blockDim.x) out[ep_swizzled(row, c, n)] = msg_scales[c];
-    }
-}
-
-// Zero scales for row `row` (a padding row) in the output layout.
-__device__ void ep_zero_scales(int fmt, int width, u64 rows, u64 row, u8* out) {
-    if (fmt == EP_FMT_FP8) {
-        for (int b = threadIdx.x; b < width / 128; b += blockDim.x) ((u32*)out)[(u64)b * rows + row] = 0;
-    } else if (fmt == EP_FMT_MXFP4) {
-        int n = width / 32;
-        for (int c = threadIdx.x; c < n; c += blockDim.x) out[row * n + c] = 0;
-    } else if (fmt == EP_FMT_NVFP4) {
-        int n = width / 16;
-        for (int c = threadIdx.x; c < n; c += blockDim.x) out[ep_swizzled(row, c, n)] = 0;
+        for (int c = threadIdx.x; c < (n + 3) / 4 * 4; c += blockDim.x)
+            out[ep_swizzled(row, c, n)] = msg_scales && c < n ? msg_scales[c] : 0;
     }
 }
 
@@ -320,14 +305,16 @@ __device__ __forceinline__ u64 ep_globaltimer() {
     return t;
 }
 
-// Copies `bytes` (a multiple of 4) from `src` to `dst` with the block's threads, 16 bytes at a
-// time where both are 16-byte aligned. Each thread issues up to 8 loads before their stores, so a
-// row of a few KB is one round trip to memory, not one per 16 bytes (the stores cannot be moved
-// past the next load by the compiler: `dst` may alias `src` as far as it knows).
-__device__ void ep_block_copy(u8* dst, const u8* src, u64 bytes) {
-    if (((u64)dst % 16 == 0) && ((u64)src % 16 == 0) && bytes % 16 == 0) {
+// Copies `bytes` (a multiple of 4) from `src` to each of `dst[0 .. n_dst)` with the block's
+// threads, 16 bytes at a time where all are 16-byte aligned: `src` is read once however many
+// destinations there are. Each thread issues up to 8 loads before their stores, so a row of a few
+// KB is one round trip to memory, not one per 16 bytes (the stores cannot be moved past the next
+// load by the compiler: a destination may alias `src` as far as it knows).
+__device__ __forceinline__ void ep_block_copy_to(u8* const* dst, int n_dst, const u8* src, u64 bytes) {
+    bool vector = (u64)src % 16 == 0 && bytes % 16 == 0;
+    for (int i = 0; i < n_dst; i++) vector = vector && (u64)dst[i] % 16 == 0;
+    if (vector) {
         const uint4* s = (const uint4*)src;
-        uint4* d = (uint4*)dst;
         const int batch = 8;
         u64 n = bytes / 16, step = blockDim.x;
         for (u64 i0 = threadIdx.x; i0 < n; i0 += batch * step) {
@@ -335,15 +322,24 @@ __device__ void ep_block_copy(u8* dst, const u8* src, u64 bytes) {
 #pragma unroll
             for (int u = 0; u < batch; u++)
                 if (i0 + u * step < n) v[u] = s[i0 + u * step];
+            for (int i = 0; i < n_dst; i++) {
+                uint4* d = (uint4*)dst[i];
 #pragma unroll
-            for (int u = 0; u < batch; u++)
-                if (i0 + u * step < n) d[i0 + u * step] = v[u];
+                for (int u = 0; u < batch; u++)
+                    if (i0 + u * step < n) d[i0 + u * step] = v[u];
+            }
         }
     } else {
         const u32* s = (const u32*)src;
-        u32* d = (u32*)dst;
-        for (u64 i = threadIdx.x; i < bytes / 4; i += blockDim.x) d[i] = s[i];
+        for (u64 j = threadIdx.x; j < bytes / 4; j += blockDim.x) {
+            u32 v = s[j];
+            for (int i = 0; i < n_dst; i++) ((u32*)dst[i])[j] = v;
+        }
     }
+}
+
+__device__ __forceinline__ void ep_block_copy(u8* dst, const u8* src, u64 bytes) {
+    ep_block_copy_to(&dst, 1, src, bytes);
 }
 
 // A system-scope acquire-release fence: with a later store it is a release, with an earlier

@@ -1,8 +1,8 @@
 // Dispatch: each rank's tokens to the ranks that hold their experts, laid out per expert.
 //
 // Launch order on the rank's stream: ep_assign_slots -> ep_dispatch_send (which also signals,
-// from its last block, inside one node) or, between nodes, ep_dispatch_send -> ep_dispatch_put ->
-// ep_dispatch_signal; then ep_dispatch_wait -> ep_dispatch_copy_out, again
+// from its last block, inside one node) or, between nodes, ep_assign_slots -> ep_dispatch_send ->
+// ep_dispatch_put -> ep_dispatch_signal; then ep_dispatch_wait -> ep_dispatch_copy_out, again
 // while the wait's slice runs out before the counts are all there.
 // Stream order makes every message store complete before the signal kernel's release stores.
 
@@ -48,8 +48,9 @@ __device__ int ep_scan_position(bool flagged, int* warp_counts, int* base) {
 // off-device slots; and per expert the number of rows sent. Blocks n_experts .. + n_ranks-1, one
 // per destination rank: each token's position among this rank's tokens that reach that rank
 // (its message slot there), or -1, and the number of messages to that rank (`msgs_to`). Tokens
-// are scanned in order, blockDim.x at a time, so positions are deterministic. Every entry is written by exactly one block (its expert's or
-// rank's; block 0 for masked slots), so no memset comes first.
+// are scanned in order, blockDim.x at a time, so positions are deterministic. Every entry is
+// written by exactly one block (its expert's or rank's; block 0 for masked slots), so no memset
+// comes first.
 extern "C" __global__ void ep_assign_slots(const int* ids, int n_tokens, int top_k, int n_experts, int n_local,
                                            int n_ranks, int rank, int skip_a2a, int* slots, int* rank_slots,
                                            u64* sent, u32* msgs_to) {
@@ -191,121 +192,25 @@ __device__ void ep_send_token(int t, const EpRoute& r, const u16* tokens, const 
     if (shared) ep_block_copy(shared_msgs + (u64)(t - shared_start) * m.bytes, msg, m.bytes);
 }
 
-// Entry i of a round's totals: with an accumulator (the send blocks added into it), its value
-// moves into `total` and the accumulator is left zero for the next round.
-template <typename T> __device__ __forceinline__ T ep_take_total(T* acc, T* total, int i) {
-    if (!acc) return total[i];
-    T v = acc[i];
-    acc[i] = 0;
-    total[i] = v;
-    return v;
-}
-
-// The last send block's counts: one per (expert, this rank), zero included, and the number of
-// messages to each rank. With `sent_acc` (the send blocks found their own slots) they are moved
-// from the accumulators into `sent` and `msgs_to`, leaving the accumulators zero for the next
-// round. With `signal` every rank this one sends to gets its message count, then, once the block
-// has passed a barrier, its counts (ep_publish: every address and value loaded, then one fence
-// per warp, then the stores), so a receiver that sees the counts sees the message count too.
-__device__ void ep_finish_counts(u64* sent, u64* sent_acc, u32* msgs_to, u32* msgs_acc, int signal, int n_experts,
-                                 int n_local, int n_ranks, int rank, int skip_a2a, const u64* count_ptrs,
-                                 const u64* nmsg_ptrs) {
-    for (int p = threadIdx.x; p < n_ranks; p += blockDim.x) {
-        u32 v = ep_take_total(sent_acc ? msgs_acc : nullptr, msgs_to, p);
-        if (signal && (!skip_a2a || p == rank)) ((u32*)nmsg_ptrs[p])[rank] = v;
-    }
+// One count per (expert, this rank), zero included, and before them the number of messages to
+// each rank, published by the calling threads of one block: the message counts are stored, the
+// block passes a barrier, then every count address and value is loaded, each warp fences once
+// and stores (ep_publish), so a receiver that sees the counts sees the message count too.
+__device__ void ep_publish_counts(const u64* sent, const u32* msgs_to, int n_experts, int n_local, int n_ranks,
+                                  int rank, int skip_a2a, const u64* count_ptrs, const u64* nmsg_ptrs) {
+    for (int p = threadIdx.x; p < n_ranks; p += blockDim.x)
+        if (!skip_a2a || p == rank) ((u32*)nmsg_ptrs[p])[rank] = msgs_to[p];
     __syncthreads();
     for (int e0 = 0; e0 < n_experts; e0 += blockDim.x) {
         int e = e0 + threadIdx.x;
         u64* at = nullptr;
         u64 v = 0;
-        if (e < n_experts) {
-            v = ep_take_total(sent_acc, sent, e);
-            if (ep_routes_to(skip_a2a, rank, e, n_local))
-                at = (u64*)count_ptrs[e / n_local] + (u64)(e % n_local) * n_ranks + rank;
+        if (e < n_experts && ep_routes_to(skip_a2a, rank, e, n_local)) {
+            at = (u64*)count_ptrs[e / n_local] + (u64)(e % n_local) * n_ranks + rank;
+            v = sent[e];
         }
-        if (signal) ep_publish(at, v);
+        ep_publish(at, v);
     }
-}
-
-// ep_assign_slots for one token, inside its send block (decode sizes, where a launch of its own
-// cost more than this): slot k's position among this rank's rows for its expert is the number of
-// earlier tokens that name that expert, and its message slot at a rank the number of earlier
-// tokens that reach that rank, counted by the block over the earlier tokens' ids. Fills the
-// route, writes the token's entries of `slots` and `rank_slots` exactly as ep_assign_slots does
-// (the inter-node puts read them), and adds the token's rows to `sent_acc` per expert and its
-// messages to `msgs_acc` per rank (the last block moves those into `sent` and `msgs_to`).
-__device__ void ep_assign_token_slots(EpRoute& r, int t, const int* ids, int top_k, int n_local, int n_ranks,
-                                      int rank, int skip_a2a, int* slots, int* rank_slots, u64* sent_acc,
-                                      u32* msgs_acc) {
-    __shared__ int counted[2 * EP_MAX_TOP_K]; // per slot: earlier tokens naming its expert, reaching its rank
-    __shared__ int dest[EP_MAX_TOP_K];
-    const int* row = ids + (u64)t * top_k;
-    for (int k = threadIdx.x; k < top_k; k += blockDim.x) {
-        int e = row[k];
-        bool routed = e >= 0 && ep_routes_to(skip_a2a, rank, e, n_local);
-        bool first = routed, carries = routed;
-        for (int j = 0; j < k; j++) {
-            int o = row[j];
-            first = first && o != e;
-            carries = carries && !(o >= 0 && ep_routes_to(skip_a2a, rank, o, n_local) && o / n_local == e / n_local);
-        }
-        r.id[k] = e;
-        r.slot[k] = first ? 0 : -1; // counted below
-        r.carries[k] = carries;
-        dest[k] = routed ? e / n_local : -2;
-        counted[k] = 0;
-        counted[top_k + k] = 0;
-    }
-    __syncthreads();
-    // A thread per earlier token marks, per slot, whether that token names the slot's expert and
-    // whether it reaches the slot's rank; the block counts each mark with a barrier count (atomics
-    // on one shared counter serialised: every earlier token reaches nearly every rank).
-    for (int u0 = 0; u0 < t; u0 += blockDim.x) {
-        int u = u0 + threadIdx.x;
-        u64 names = 0, reaches = 0;
-        if (u < t) {
-            const int* other = ids + (u64)u * top_k;
-            for (int j = 0; j < top_k; j++) {
-                int o = other[j];
-                int od = o >= 0 && ep_routes_to(skip_a2a, rank, o, n_local) ? o / n_local : -1;
-                for (int k = 0; k < top_k; k++) {
-                    if (o == r.id[k]) names |= 1ull << k;
-                    if (od == dest[k]) reaches |= 1ull << k;
-                }
-            }
-        }
-        for (int k = 0; k < top_k; k++) {
-            if (r.slot[k] >= 0) {
-                int c = __syncthreads_count((int)((names >> k) & 1));
-                if (threadIdx.x == 0) counted[k] += c;
-            }
-            if (r.carries[k]) {
-                int c = __syncthreads_count((int)((reaches >> k) & 1));
-                if (threadIdx.x == 0) counted[top_k + k] += c;
-            }
-        }
-    }
-    __syncthreads();
-    for (int k = threadIdx.x; k < top_k; k += blockDim.x) {
-        int slot = r.slot[k] >= 0 ? counted[k] : -1;
-        int at = -1; // the message slot of the slot that carries to this slot's rank
-        if (slot >= 0)
-            for (int j = 0; j <= k; j++)
-                if (r.carries[j] && r.id[j] / n_local == r.id[k] / n_local) at = counted[top_k + j];
-        r.slot[k] = slot;
-        r.msg_at[k] = at;
-        slots[(u64)t * top_k + k] = slot;
-        if (slot >= 0) atomicAdd((unsigned long long*)&sent_acc[r.id[k]], 1ull);
-        if (r.carries[k]) atomicAdd(&msgs_acc[r.id[k] / n_local], 1u);
-    }
-    for (int p = threadIdx.x; p < n_ranks; p += blockDim.x) {
-        int at = -1;
-        for (int k = 0; k < top_k; k++)
-            if (r.carries[k] && r.id[k] / n_local == p) at = counted[top_k + k];
-        rank_slots[(u64)t * n_ranks + p] = at;
-    }
-    __syncthreads();
 }
 
 // In-place inclusive prefix sum of a[0 .. n) in shared memory, by the whole block (blockDim.x a
@@ -338,11 +243,12 @@ __device__ void ep_block_scan(u32* a, int n) {
 // Waits for every count, then lays out the groups: row_offsets [n_groups + 1] and src_offsets
 // [n_groups, n_ranks + 1], with the shared expert (when fused) as group 0. One block; the counts
 // and group sizes go through shared memory (`smem`: 4 * (n_local * n_ranks + n_groups + 1)
-// bytes), one thread per group, and a block scan over the groups. Run by ep_dispatch_wait, or
-// by the last send block (comm.rs: the first slice of the wait without a launch of its own).
-__device__ void ep_wait_layout(u32* smem_counts, u64* counts, int n_local, int n_ranks, int rank, int skip_a2a,
-                               u64 slice_ns, int max_tokens, int shared_groups, int shared_len, int row_multiple,
-                               u32* status, u64* snapshot, u32* row_offsets, u32* src_offsets) {
+// bytes), one thread per group, and a block scan over the groups.
+extern "C" __global__ void ep_dispatch_wait(u64* counts, int n_local, int n_ranks, int rank, int skip_a2a,
+                                            u64 slice_ns, int max_tokens, int shared_groups, int shared_len,
+                                            int row_multiple, u32* status, u64* snapshot, u32* row_offsets,
+                                            u32* src_offsets) {
+    extern __shared__ u32 smem_counts[];
     __shared__ int overflow;
     int n = n_local * n_ranks;
     if (!ep_wait_counts(counts, n, rank, n_ranks, skip_a2a, slice_ns, status, snapshot)) return;
@@ -383,52 +289,27 @@ __device__ void ep_wait_layout(u32* smem_counts, u64* counts, int n_local, int n
     }
 }
 
-extern "C" __global__ void ep_dispatch_wait(u64* counts, int n_local, int n_ranks, int rank, int skip_a2a,
-                                            u64 slice_ns, int max_tokens, int shared_groups, int shared_len,
-                                            int row_multiple, u32* status, u64* snapshot, u32* row_offsets,
-                                            u32* src_offsets) {
-    extern __shared__ u32 smem_counts[];
-    ep_wait_layout(smem_counts, counts, n_local, n_ranks, rank, skip_a2a, slice_ns, max_tokens, shared_groups,
-                   shared_len, row_multiple, status, snapshot, row_offsets, src_offsets);
-}
-
-// One block per token (at least one block, for a rank without tokens): the token's route (found
-// here with `own_slots`, when ep_assign_slots did not run), then ep_send_token; the last block to
-// finish completes the counts (ep_finish_counts) and, with `signal` (one node), publishes them;
-// with `wait` it then runs the first slice of the dispatch wait (ep_wait_layout), in the dynamic
-// shared memory the message used: one launch fewer per round at decode sizes.
+// One block per token (at least one block, for a rank without tokens): the token's route, then
+// ep_send_token; with `signal` (one node) the last block to finish publishes the counts.
 // Launched with up to 512 threads (comm.rs): the bound keeps registers within what that allows.
 // Parameters ids .. staging are ep_dispatch_put's, in its order (comm.rs passes that slice).
 extern "C" __global__ void __launch_bounds__(512) ep_dispatch_send(const u16* tokens, const float* input_scales,
-                                            int n_tokens, int hidden, int fmt, const int* ids, int* slots,
-                                            int* rank_slots, int top_k, MsgLayout m, const u64* recv_ptrs, int rank,
-                                            int n_ranks, int n_local, int gpus_per_node, int max_tokens, u8* staging,
-                                            int shared_start, int shared_end, u8* shared_msgs, int signal,
-                                            u32* ticket, u64* sent, int n_experts, int skip_a2a,
-                                            const u64* count_ptrs, int own_slots, u64* sent_acc, u32* msgs_to,
-                                            u32* msgs_acc, const u64* nmsg_ptrs, int wait, u64* counts,
-                                            u64 slice_ns, int shared_groups, int shared_len, int row_multiple,
-                                            u32* status, u64* snapshot, u32* row_offsets, u32* src_offsets) {
+                                            int n_tokens, int hidden, int fmt, const int* ids, const int* slots,
+                                            const int* rank_slots, int top_k, MsgLayout m, const u64* recv_ptrs,
+                                            int rank, int n_ranks, int n_local, int gpus_per_node, int max_tokens,
+                                            u8* staging, int shared_start, int shared_end, u8* shared_msgs,
+                                            int signal, u32* ticket, const u64* sent, const u32* msgs_to,
+                                            int n_experts, int skip_a2a, const u64* count_ptrs,
+                                            const u64* nmsg_ptrs) {
     __shared__ EpRoute route;
     int t = blockIdx.x;
     if (t < n_tokens) {
-        if (own_slots)
-            ep_assign_token_slots(route, t, ids, top_k, n_local, n_ranks, rank, skip_a2a, slots, rank_slots, sent_acc,
-                                  msgs_acc);
-        else
-            ep_load_route(route, t, ids, slots, rank_slots, top_k, n_local, n_ranks);
+        ep_load_route(route, t, ids, slots, rank_slots, top_k, n_local, n_ranks);
         ep_send_token(t, route, tokens, input_scales, hidden, top_k, fmt, m, recv_ptrs, rank, n_local,
                       gpus_per_node, max_tokens, staging, shared_start, shared_end, shared_msgs);
     }
-    if (!ep_last_block(ticket)) return;
-    ep_finish_counts(sent, own_slots ? sent_acc : nullptr, msgs_to, msgs_acc, signal, n_experts, n_local, n_ranks,
-                     rank, skip_a2a, count_ptrs, nmsg_ptrs);
-    if (wait) {
-        extern __shared__ uint4 smem_u4[];
-        __syncthreads();
-        ep_wait_layout((u32*)smem_u4, counts, n_local, n_ranks, rank, skip_a2a, slice_ns, max_tokens, shared_groups,
-                       shared_len, row_multiple, status, snapshot, row_offsets, src_offsets);
-    }
+    if (signal && ep_last_block(ticket))
+        ep_publish_counts(sent, msgs_to, n_experts, n_local, n_ranks, rank, skip_a2a, count_ptrs, nmsg_ptrs);
 }
 
 // The inter-node transport: puts of the staged messages to the ranks of other nodes. Runs after
@@ -449,27 +330,31 @@ extern "C" __global__ void ep_dispatch_put(const int* ids, const int* slots, con
 }
 
 // The counts, after the inter-node puts (between nodes the send kernel does not signal).
-extern "C" __global__ void ep_dispatch_signal(const u64* sent, int n_experts, int n_local, int n_ranks, int rank,
-                                              int skip_a2a, const u64* count_ptrs, u32* msgs_to, const u64* nmsg_ptrs) {
-    ep_finish_counts((u64*)sent, nullptr, msgs_to, nullptr, 1, n_experts, n_local, n_ranks, rank, skip_a2a,
-                     count_ptrs, nmsg_ptrs);
+extern "C" __global__ void ep_dispatch_signal(const u64* sent, const u32* msgs_to, int n_experts, int n_local,
+                                              int n_ranks, int rank, int skip_a2a, const u64* count_ptrs,
+                                              const u64* nmsg_ptrs) {
+    ep_publish_counts(sent, msgs_to, n_experts, n_local, n_ranks, rank, skip_a2a, count_ptrs, nmsg_ptrs);
 }
 
-// Row `row` of the output (of `rows`) from message `msg`: payload (unless `payload_done`),
-// scales (NVFP4: with the padded scale columns zero), src_info (source token, `slot`) and the
-// source rank `src` (-1: none).
-__device__ void ep_copy_row(u64 row, u64 rows, const u8* msg, int slot, int src, int hidden, int fmt, MsgLayout m,
-                            u8* recv_tokens, u8* recv_scales, int* src_info, int* row_src, bool payload_done) {
-    if (!payload_done) ep_block_copy(recv_tokens + row * m.payload_bytes, msg, m.payload_bytes);
-    ep_place_scales(fmt, hidden, rows, row, msg + m.scales_off, recv_scales);
-    if (fmt == EP_FMT_NVFP4) {
-        int cols = hidden / 16;
-        for (int c = cols + threadIdx.x; c < (cols + 3) / 4 * 4; c += blockDim.x) recv_scales[ep_swizzled(row, c, cols)] = 0;
-    }
-    if (threadIdx.x == 0) {
-        src_info[2 * row] = *(const int*)(msg + m.src_off);
-        src_info[2 * row + 1] = slot;
-        row_src[row] = src;
+// Rows `row_of[0 .. n)` of the output (of `rows`) from message `msg`: the payload read once and
+// stored to every row, then each row's scales, src_info (source token, `slot_of[i]`) and source
+// rank `src` (-1: none). `row_of` and `slot_of` are in shared memory.
+__device__ void ep_copy_rows(const u64* row_of, const int* slot_of, int n, u64 rows, const u8* msg, int src,
+                             int hidden, int fmt, MsgLayout m, u8* recv_tokens, u8* recv_scales, int* src_info,
+                             int* row_src) {
+    __shared__ u8* dst[EP_MAX_TOP_K];
+    for (int i = threadIdx.x; i < n; i += blockDim.x) dst[i] = recv_tokens + row_of[i] * m.payload_bytes;
+    __syncthreads();
+    ep_block_copy_to(dst, n, msg, m.payload_bytes);
+    int token = *(const int*)(msg + m.src_off);
+    for (int i = 0; i < n; i++) {
+        u64 row = row_of[i];
+        ep_place_scales(fmt, hidden, rows, row, msg + m.scales_off, recv_scales);
+        if (threadIdx.x == 0) {
+            src_info[2 * row] = token;
+            src_info[2 * row + 1] = slot_of[i];
+            row_src[row] = src;
+        }
     }
 }
 
@@ -516,29 +401,8 @@ extern "C" __global__ void ep_dispatch_copy_out(const u8* recv, const u32* nmsg,
             slot_of[i] = k;
         }
         __syncthreads();
-        // The payload: each thread loads its 16-byte pieces once and stores them to every row
-        // (rows start 16-byte aligned when the payload is a multiple of 16 bytes; else row by row).
-        bool vector = m.payload_bytes % 16 == 0;
-        if (vector) {
-            const int batch = 8;
-            const uint4* src = (const uint4*)msg;
-            u64 n16 = m.payload_bytes / 16, step = blockDim.x;
-            for (u64 i0 = threadIdx.x; i0 < n16; i0 += batch * step) {
-                uint4 v[batch];
-#pragma unroll
-                for (int u = 0; u < batch; u++)
-                    if (i0 + u * step < n16) v[u] = src[i0 + u * step];
-                for (int i = 0; i < n_rows; i++) {
-                    uint4* dst = (uint4*)(recv_tokens + row_of[i] * m.payload_bytes);
-#pragma unroll
-                    for (int u = 0; u < batch; u++)
-                        if (i0 + u * step < n16) dst[i0 + u * step] = v[u];
-                }
-            }
-        }
-        for (int i = 0; i < n_rows; i++)
-            ep_copy_row(row_of[i], rows, msg, slot_of[i], s, hidden, fmt, m, recv_tokens, recv_scales, src_info,
-                        row_src, vector);
+        ep_copy_rows(row_of, slot_of, n_rows, rows, msg, s, hidden, fmt, m, recv_tokens, recv_scales, src_info,
+                     row_src);
         return;
     }
     b -= message_blocks;
@@ -549,12 +413,7 @@ extern "C" __global__ void ep_dispatch_copy_out(const u8* recv, const u32* nmsg,
         if (row >= row_offsets[g + 1]) return;
         u8* out = recv_tokens + row * m.payload_bytes;
         for (int i = threadIdx.x; i < m.payload_bytes / 4; i += blockDim.x) ((u32*)out)[i] = 0;
-        ep_zero_scales(fmt, hidden, rows, row, recv_scales);
-        if (fmt == EP_FMT_NVFP4) {
-            int cols = hidden / 16;
-            for (int c = cols + threadIdx.x; c < (cols + 3) / 4 * 4; c += blockDim.x)
-                recv_scales[ep_swizzled(row, c, cols)] = 0;
-        }
+        ep_place_scales(fmt, hidden, rows, row, nullptr, recv_scales);
         if (threadIdx.x == 0) { src_info[2 * row] = -1; src_info[2 * row + 1] = -1; row_src[row] = -1; }
         return;
     }
@@ -563,6 +422,8 @@ extern "C" __global__ void ep_dispatch_copy_out(const u8* recv, const u32* nmsg,
     if (shared_groups == 0) return;
     u64 first = src_offsets[rank], end = src_offsets[rank + 1];
     if (first + b >= end) return;
-    ep_copy_row(first + b, rows, shared_msgs + b * m.bytes, -1, -1, hidden, fmt, m, recv_tokens, recv_scales,
-                src_info, row_src, false);
+    if (threadIdx.x == 0) { row_of[0] = first + b; slot_of[0] = -1; }
+    __syncthreads();
+    ep_copy_rows(row_of, slot_of, 1, rows, shared_msgs + b * m.bytes, -1, hidden, fmt, m, recv_tokens, recv_scales,
+                 src_info, row_src);
 }

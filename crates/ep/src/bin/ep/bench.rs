@@ -5,7 +5,6 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
 use ep::conformance::rng::Rng;
@@ -468,12 +467,13 @@ fn measure_cuda(
         ranks_per_gpu: ranks_per_gpu.or(Some(cfg.n_ranks().div_ceil(n_gpus))),
     };
     let mut comms = backend.init_uniform(cfg).map_err(|e| e.to_string())?;
-    let barrier = Barrier::new(cfg.n_ranks());
+    // Each round's phases start behind the device-side gate across ranks (ep-cuda's bench.rs),
+    // which is the only synchronisation between the rank threads.
     let per_rank = ep::on_every_rank(&mut comms, |c| {
         let r = c.rank();
         let input = inputs.dispatch_input(r);
         let fail = |e: ep::EpError| -> ! {
-            // A rank that fails would leave the others at the barrier: stop the process.
+            // A rank that fails would leave the others at their next gate: stop the process.
             eprintln!("ep bench: rank {r}: {e}");
             std::process::exit(1)
         };
@@ -481,7 +481,6 @@ fn measure_cuda(
             .unwrap_or_else(|e| fail(e));
         let mut times = Vec::new();
         for i in 0..warm + rounds {
-            barrier.wait();
             let t = c.bench_round();
             let t = t.unwrap_or_else(|e| fail(e));
             if i >= warm {
@@ -490,7 +489,6 @@ fn measure_cuda(
         }
         let mut probed = Vec::new();
         for _ in 0..if probe { PROBED_ROUNDS } else { 0 } {
-            barrier.wait();
             let (_, steps) = c.bench_round_probed().unwrap_or_else(|e| fail(e));
             probed.push(steps);
         }
@@ -660,7 +658,6 @@ fn print_table(rows: &[Value]) {
     println!("(times: slowest rank per round, median and p95 over the measured rounds; GB/s: remote share, DeepEP convention; ceil: measured in this run)");
 }
 
-/// Today's UTC date, YYYY-MM-DD.
 /// What the times in a result mean, written into it.
 fn timing_convention(kind: BackendKind) -> &'static str {
     match kind {
@@ -669,6 +666,7 @@ fn timing_convention(kind: BackendKind) -> &'static str {
     }
 }
 
+/// Today's UTC date, YYYY-MM-DD.
 fn today() -> String {
     let days = (std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
