@@ -119,7 +119,7 @@ impl World {
             .collect::<Result<Vec<_>>>()?;
         // Every rank's view of every rank's symmetric buffers.
         let table = |f: fn(&RankBuffers) -> u64| -> Vec<u64> { ranks.iter().map(f).collect() };
-        let (dr, di, dc, cr, cc) = (
+        let (dr, dn, dc, cr, cc) = (
             table(|b| b.d_recv.ptr),
             table(|b| b.d_nmsg.ptr),
             table(|b| b.d_counts.ptr),
@@ -131,7 +131,7 @@ impl World {
             let stream = ctx.default_stream();
             for (buf, t) in [
                 (&b.d_recv_ptrs, &dr),
-                (&b.d_nmsg_ptrs, &di),
+                (&b.d_nmsg_ptrs, &dn),
                 (&b.d_count_ptrs, &dc),
                 (&b.c_recv_ptrs, &cr),
                 (&b.c_count_ptrs, &cc),
