@@ -198,11 +198,14 @@ impl CudaComm {
     }
 }
 
-/// The copy ceilings, GB/s one way.
+/// The copy ceilings, GB/s.
 #[derive(Clone, Copy, Debug)]
 pub struct Ceilings {
-    /// GPU 0 pushing to GPU 1 with 16-byte stores (`None` with one GPU).
+    /// GPU 0 pushing to GPU 1 with 16-byte stores, one way (`None` with one GPU).
     pub p2p_gbps: Option<f64>,
+    /// Every GPU of the run pushing an equal share to each of the others at once, as a dispatch
+    /// does: bytes each GPU sends over the time the slowest took (`None` with one GPU).
+    pub all_to_all_gbps: Option<f64>,
     /// A copy inside GPU 0.
     pub local_gbps: f64,
 }
@@ -212,11 +215,11 @@ fn median(mut v: Vec<f32>) -> f32 {
     v[v.len() / 2]
 }
 
-/// Times a 16-byte copy kernel of `bytes` from GPU 0 to GPU 1 and inside GPU 0 (median of
-/// `iters` after a warm-up).
-pub fn measure_ceilings(bytes: usize, iters: usize) -> Result<Ceilings> {
-    let n = crate::driver::device_count()?;
-    let ks: Vec<Arc<Kernels>> = (0..n.min(2))
+/// Times 16-byte copy kernels of `bytes`: from GPU 0 to GPU 1, inside GPU 0, and an all-to-all
+/// among the first `gpus` GPUs (median of `iters` after a warm-up).
+pub fn measure_ceilings(bytes: usize, iters: usize, gpus: usize) -> Result<Ceilings> {
+    let n = crate::driver::device_count()?.min(gpus.max(1));
+    let ks: Vec<Arc<Kernels>> = (0..n)
         .map(crate::world::device_kernels)
         .collect::<Result<_>>()?;
     let ctxs: Vec<&Arc<CudaContext>> = ks.iter().map(|k| &k.ctx).collect();
@@ -226,7 +229,7 @@ pub fn measure_ceilings(bytes: usize, iters: usize) -> Result<Ceilings> {
     let k = &ks[0];
     let sms = ctxs[0]
         .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
-        .map_err(cuda)?;
+        .map_err(cuda)? as u32;
     let stream = ctxs[0].new_stream().map_err(cuda)?;
     let src = DevBuf::new(ctxs[0], bytes)?;
     src.fill(0x3C)?;
@@ -239,7 +242,7 @@ pub fn measure_ceilings(bytes: usize, iters: usize) -> Result<Ceilings> {
             launch(
                 &stream,
                 k.get("ep_copy"),
-                sms as u32 * 4,
+                sms * 4,
                 512,
                 0,
                 &[&src.ptr, &dst.ptr, &n16],
@@ -257,10 +260,86 @@ pub fn measure_ceilings(bytes: usize, iters: usize) -> Result<Ceilings> {
         Some(c1) => Some(time(&DevBuf::new(c1, bytes)?)?),
         None => None,
     };
+    let all_to_all = if n > 1 {
+        Some(all_to_all_gbps(&ks, bytes, iters, sms)?)
+    } else {
+        None
+    };
     Ok(Ceilings {
         p2p_gbps: p2p,
+        all_to_all_gbps: all_to_all,
         local_gbps: local,
     })
+}
+
+/// Every GPU of `ks` sends `bytes` split evenly over the others, all starting behind one
+/// [`StartGate`]; GB/s is the bytes each GPU sends over the slowest GPU's time (median of
+/// `iters` after a warm-up).
+fn all_to_all_gbps(ks: &[Arc<Kernels>], bytes: usize, iters: usize, sms: u32) -> Result<f64> {
+    let n = ks.len();
+    let peers = n - 1;
+    let slice = bytes / peers / 16 * 16;
+    let streams: Vec<Arc<CudaStream>> = ks
+        .iter()
+        .map(|k| k.ctx.new_stream().map_err(cuda))
+        .collect::<Result<_>>()?;
+    let srcs: Vec<DevBuf> = ks
+        .iter()
+        .map(|k| {
+            let b = DevBuf::new(&k.ctx, slice * peers)?;
+            b.fill(0x3C)?;
+            Ok(b)
+        })
+        .collect::<Result<_>>()?;
+    let recvs: Vec<DevBuf> = ks
+        .iter()
+        .map(|k| DevBuf::new(&k.ctx, slice * peers))
+        .collect::<Result<_>>()?;
+    // GPU g's slot in receiver r: the senders of r in order, r itself left out.
+    let dst_tables: Vec<DevBuf> = (0..n)
+        .map(|g| {
+            let table: Vec<u64> = (0..n)
+                .filter(|&r| r != g)
+                .map(|r| recvs[r].ptr + ((if g < r { g } else { g - 1 }) * slice) as u64)
+                .collect();
+            let b = DevBuf::new(&ks[g].ctx, peers * 8)?;
+            b.upload(&table, &streams[g])?;
+            streams[g].synchronize().map_err(cuda)?;
+            Ok(b)
+        })
+        .collect::<Result<_>>()?;
+    let gate = StartGate::new(ks.to_vec())?;
+    let (slice16, n_peers) = ((slice / 16) as u64, peers as i32);
+    let grid = (sms * 4).div_ceil(peers as u32) * peers as u32;
+    let mut slowest = Vec::new();
+    for epoch in 1..=(iters as u64 + 1) {
+        let mut marks = Vec::new();
+        for g in 0..n {
+            let (a, b) = (timing_event(&ks[g].ctx)?, timing_event(&ks[g].ctx)?);
+            gate.launch(g, &streams[g], epoch)?;
+            a.record(&streams[g]).map_err(cuda)?;
+            launch(
+                &streams[g],
+                ks[g].get("ep_copy_to_peers"),
+                grid,
+                512,
+                0,
+                &[&srcs[g].ptr, &dst_tables[g].ptr, &n_peers, &slice16],
+            )?;
+            b.record(&streams[g]).map_err(cuda)?;
+            marks.push((a, b));
+        }
+        let mut worst = 0f32;
+        for (g, (a, b)) in marks.iter().enumerate() {
+            streams[g].synchronize().map_err(cuda)?;
+            gate.check(g, &streams[g])?;
+            worst = worst.max(a.elapsed_ms(b).map_err(cuda)?);
+        }
+        if epoch > 1 {
+            slowest.push(worst);
+        }
+    }
+    Ok((slice * peers) as f64 / (median(slowest) as f64 * 1e-3) / 1e9)
 }
 
 /// One rank of the NCCL baseline: its buffers and the index arrays of its permutes.

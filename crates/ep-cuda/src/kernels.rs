@@ -50,6 +50,7 @@ pub const PROGRAMS: &[(&str, &str, &[&str])] = &[
         BENCH,
         &[
             "ep_copy",
+            "ep_copy_to_peers",
             "ep_gather_rows",
             "ep_weighted_rows",
             "ep_bench_gate",

@@ -6,6 +6,17 @@ extern "C" __global__ void ep_copy(const uint4* src, uint4* dst, u64 n16) {
     for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n16; i += (u64)gridDim.x * blockDim.x) dst[i] = src[i];
 }
 
+// Every GPU at once pushing a slice to each of its peers, as a dispatch does: blocks are dealt to
+// peers in turn (grid a multiple of n_peers), so all links carry traffic together. Slice j of src
+// (slice16 16-byte words) goes to dst_ptrs[j], which points at this GPU's slot in that peer.
+extern "C" __global__ void ep_copy_to_peers(const uint4* src, const u64* dst_ptrs, int n_peers, u64 slice16) {
+    int peer = blockIdx.x % n_peers;
+    u64 stride = (u64)(gridDim.x / n_peers) * blockDim.x;
+    uint4* dst = (uint4*)dst_ptrs[peer];
+    const uint4* s = src + (u64)peer * slice16;
+    for (u64 i = (u64)(blockIdx.x / n_peers) * blockDim.x + threadIdx.x; i < slice16; i += stride) dst[i] = s[i];
+}
+
 // dst row i = src row index[i] (index -1: left alone). One block per row.
 extern "C" __global__ void ep_gather_rows(const u8* src, u8* dst, const int* index, u64 row_bytes) {
     int j = index[blockIdx.x];

@@ -372,19 +372,26 @@ fn measure_ceiling(kind: BackendKind, ranks: usize) -> Result<Value, String> {
         }
         #[cfg(feature = "cuda")]
         BackendKind::Cuda => {
-            let c = ep::cuda::bench::measure_ceilings(1 << 30, 20).map_err(|e| e.to_string())?;
-            Ok(
-                json!({ "kind": "16-byte copy kernel, GPU0 pushing to GPU1 (p2p) and inside GPU0 (local), 1 GiB", "p2p_gbps": c.p2p_gbps, "local_gbps": c.local_gbps }),
-            )
+            let c =
+                ep::cuda::bench::measure_ceilings(1 << 30, 20, ranks).map_err(|e| e.to_string())?;
+            Ok(json!({
+                "kind": "16-byte copy kernels, 1 GiB: every GPU of the run pushing an equal share to each other GPU at once (all_to_all, GB/s each GPU sends; the ceiling), GPU0 pushing to GPU1 (p2p, one way) and inside GPU0 (local)",
+                "all_to_all_gbps": c.all_to_all_gbps,
+                "p2p_gbps": c.p2p_gbps,
+                "local_gbps": c.local_gbps,
+            }))
         }
         #[cfg(not(feature = "cuda"))]
         BackendKind::Cuda => Err("this build has no cuda backend".into()),
     }
 }
 
+/// The all-to-all copy where measured (the traffic pattern of a phase); older files and one GPU
+/// fall back to the one-way pair copy, then the local copy.
 fn ceiling_gbps(c: &Value) -> f64 {
-    c["p2p_gbps"]
+    c["all_to_all_gbps"]
         .as_f64()
+        .or(c["p2p_gbps"].as_f64())
         .or(c["local_gbps"].as_f64())
         .or(c["memcpy_gbps"].as_f64())
         .unwrap_or(f64::NAN)
@@ -397,7 +404,10 @@ fn ceiling_text(c: &Value) -> String {
         c["memcpy_gbps"].as_f64(),
     ) {
         (Some(p), Some(l), _) => {
-            format!("peer-to-peer copy {p:.0} GB/s one way, local copy {l:.0} GB/s")
+            let a = c["all_to_all_gbps"].as_f64().map_or(String::new(), |a| {
+                format!("all-to-all copy {a:.0} GB/s sent per GPU (the ceiling), ")
+            });
+            format!("{a}peer-to-peer copy {p:.0} GB/s one way, local copy {l:.0} GB/s")
         }
         (None, Some(l), _) => format!("local copy {l:.0} GB/s (one GPU)"),
         (_, _, Some(m)) => format!("memcpy {m:.1} GB/s"),
