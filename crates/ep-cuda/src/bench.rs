@@ -46,11 +46,14 @@ const GATE_TIMEOUT: Duration = Duration::from_secs(10);
 /// The start of a timed phase on every rank (`ep_bench_gate` in bench.cu): each rank's stream
 /// holds until every rank has reached the gate, then [`GATE_HOLD`] longer. Each rank owns
 /// `n + 1` u64 flags on its device (a slot per peer, then a "peer never came" word), and a table
-/// of every rank's flags.
+/// of every rank's flags. Each rank's gates are numbered 1, 2, ... here, so every rank's n-th
+/// gate meets every other rank's n-th.
 pub(crate) struct StartGate {
     flags: Vec<DevBuf>,
     tables: Vec<DevBuf>,
     kernels: Vec<Arc<Kernels>>,
+    /// Gates queued so far, per rank (each rank queues its own from one thread).
+    queued: Vec<std::sync::atomic::AtomicU64>,
 }
 
 impl StartGate {
@@ -80,13 +83,15 @@ impl StartGate {
         Ok(StartGate {
             flags,
             tables,
+            queued: (0..n).map(|_| Default::default()).collect(),
             kernels,
         })
     }
 
-    /// Queues rank `rank`'s gate number `epoch` (1, 2, ... on every rank alike) on `stream`.
-    pub(crate) fn launch(&self, rank: usize, stream: &CudaStream, epoch: u64) -> Result<()> {
+    /// Queues rank `rank`'s next gate on `stream`.
+    pub(crate) fn launch(&self, rank: usize, stream: &CudaStream) -> Result<()> {
         let n = self.kernels.len() as i32;
+        let epoch = self.queued[rank].fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
         let (hold, timeout) = (GATE_HOLD.as_nanos() as u64, GATE_TIMEOUT.as_nanos() as u64);
         launch(
             stream,
@@ -173,10 +178,8 @@ impl CudaComm {
     }
 
     /// Queues this rank's [`StartGate`] for the next phase.
-    fn start_gate(&mut self) -> Result<()> {
-        self.bench_epoch += 1;
-        let (rank, epoch) = (self.rank(), self.bench_epoch);
-        self.world().gate.launch(rank, self.stream_ref(), epoch)?;
+    fn start_gate(&self) -> Result<()> {
+        self.world().gate.launch(self.rank(), self.stream_ref())?;
         self.mark(GATE_MARK)
     }
 
@@ -312,11 +315,11 @@ fn all_to_all_gbps(ks: &[Arc<Kernels>], bytes: usize, iters: usize, sms: u32) ->
     let (slice16, n_peers) = ((slice / 16) as u64, peers as i32);
     let grid = (sms * 4).div_ceil(peers as u32) * peers as u32;
     let mut slowest = Vec::new();
-    for epoch in 1..=(iters as u64 + 1) {
+    for i in 0..=iters {
         let mut marks = Vec::new();
         for g in 0..n {
             let (a, b) = (timing_event(&ks[g].ctx)?, timing_event(&ks[g].ctx)?);
-            gate.launch(g, &streams[g], epoch)?;
+            gate.launch(g, &streams[g])?;
             a.record(&streams[g]).map_err(cuda)?;
             launch(
                 &streams[g],
@@ -335,7 +338,7 @@ fn all_to_all_gbps(ks: &[Arc<Kernels>], bytes: usize, iters: usize, sms: u32) ->
             gate.check(g, &streams[g])?;
             worst = worst.max(a.elapsed_ms(b).map_err(cuda)?);
         }
-        if epoch > 1 {
+        if i > 0 {
             slowest.push(worst);
         }
     }
@@ -388,7 +391,6 @@ pub struct NcclBaseline {
     comms: Vec<cudarc::nccl::sys::ncclComm_t>,
     /// Timed alike: each phase starts behind the same kind of gate as this backend's.
     gate: StartGate,
-    epoch: u64,
     ranks: Vec<NcclRank>,
     row_bytes: usize,
     hidden: usize,
@@ -572,7 +574,6 @@ impl NcclBaseline {
         Ok(NcclBaseline {
             comms,
             gate: StartGate::new(kernels)?,
-            epoch: 0,
             ranks,
             row_bytes,
             hidden,
@@ -647,10 +648,9 @@ impl NcclBaseline {
     }
 
     /// Every rank's gate for the next phase.
-    fn start_gates(&mut self) -> Result<()> {
-        self.epoch += 1;
+    fn start_gates(&self) -> Result<()> {
         for (i, r) in self.ranks.iter().enumerate() {
-            self.gate.launch(i, &r.stream, self.epoch)?;
+            self.gate.launch(i, &r.stream)?;
         }
         Ok(())
     }

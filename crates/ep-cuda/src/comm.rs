@@ -43,9 +43,11 @@ fn format_id(f: Format) -> i32 {
     }
 }
 
-/// Parameters of ep_dispatch_send and ep_dispatch_wait (a test checks them against dispatch.cu).
+/// Parameters of ep_dispatch_send, ep_dispatch_wait and ep_combine_send (a test checks them
+/// against the kernels' declarations).
 const SEND_ARGS: usize = 28;
 const WAIT_ARGS: usize = 14;
+const COMBINE_SEND_ARGS: usize = 17;
 
 /// What a round keeps on the host between phases (the data itself stays on the device).
 #[derive(Default)]
@@ -97,8 +99,6 @@ pub struct CudaComm {
     round: RoundData,
     /// When set (`ep bench --breakdown`), an event after every kernel, to time each one.
     probe: std::cell::RefCell<Option<Vec<(&'static str, CudaEvent)>>>,
-    /// Start gates this rank has passed in benchmark rounds.
-    pub(crate) bench_epoch: u64,
 }
 
 impl CudaComm {
@@ -113,7 +113,6 @@ impl CudaComm {
             tracker: RoundTracker::new(rank),
             round: RoundData::default(),
             probe: Default::default(),
-            bench_epoch: 0,
         })
     }
 
@@ -388,8 +387,8 @@ impl CudaComm {
             &send,
         )?;
         if cfg.n_nodes > 1 {
-            // ep_dispatch_put's parameters are ep_dispatch_send's from ids to staging, and
-            // ep_dispatch_signal's are the counts' part of them.
+            // ep_dispatch_put's parameters are ep_dispatch_send's from ids to staging (a test
+            // checks them name for name).
             self.launch("ep_dispatch_put", t as u32, THREADS, 0, &send[5..17])?;
             self.launch(
                 "ep_dispatch_signal",
@@ -524,7 +523,7 @@ impl CudaComm {
         } = self.sc;
         let rows_end = b.row_offsets.ptr + 4 * cfg.n_groups() as u64;
         let one_node = (cfg.n_nodes == 1) as i32;
-        let send: [&dyn crate::kernels::KernelArg; 17] = [
+        let send: [&dyn crate::kernels::KernelArg; COMBINE_SEND_ARGS] = [
             &b.expert_out.ptr,
             &b.src_info.ptr,
             &b.row_src.ptr,
@@ -547,7 +546,8 @@ impl CudaComm {
         let grid = grid_rows.max(1) as u32;
         self.launch("ep_combine_send", grid, THREADS, 0, &send)?;
         if cfg.n_nodes > 1 {
-            // ep_combine_put's parameters are ep_combine_send's from src_info to staging.
+            // ep_combine_put's parameters are ep_combine_send's from src_info to staging (a test
+            // checks them name for name).
             self.launch("ep_combine_put", grid, THREADS, 0, &send[1..10])?;
             self.launch(
                 "ep_combine_signal",
@@ -903,14 +903,24 @@ impl Drop for CudaComm {
 
 #[cfg(test)]
 mod tests {
-    use crate::kernels::tests::parameter_count;
-    use crate::kernels::DISPATCH;
+    use crate::kernels::tests::parameter_names;
+    use crate::kernels::{COMBINE, DISPATCH};
 
-    /// The argument lists built here have as many entries as the kernels declare.
+    /// The argument lists built here have as many entries as the kernels declare, and the put
+    /// kernels take a slice of their send kernel's list (comm.rs passes `send[a..b]`), so their
+    /// parameters must be that slice, name for name.
     #[test]
-    fn dispatch_argument_lists_match_the_kernels() {
-        use super::{SEND_ARGS, WAIT_ARGS};
-        assert_eq!(parameter_count(DISPATCH, "ep_dispatch_send"), SEND_ARGS);
-        assert_eq!(parameter_count(DISPATCH, "ep_dispatch_wait"), WAIT_ARGS);
+    fn argument_lists_match_the_kernels() {
+        use super::{COMBINE_SEND_ARGS, SEND_ARGS, WAIT_ARGS};
+        let send = parameter_names(DISPATCH, "ep_dispatch_send");
+        assert_eq!(send.len(), SEND_ARGS);
+        assert_eq!(
+            parameter_names(DISPATCH, "ep_dispatch_wait").len(),
+            WAIT_ARGS
+        );
+        assert_eq!(parameter_names(DISPATCH, "ep_dispatch_put"), send[5..17]);
+        let send = parameter_names(COMBINE, "ep_combine_send");
+        assert_eq!(send.len(), COMBINE_SEND_ARGS);
+        assert_eq!(parameter_names(COMBINE, "ep_combine_put"), send[1..10]);
     }
 }

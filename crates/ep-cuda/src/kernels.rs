@@ -270,21 +270,28 @@ pub(crate) mod tests {
         }
     }
 
-    /// The number of parameters `kernel` declares in `source`.
-    pub(crate) fn parameter_count(source: &str, kernel: &str) -> usize {
+    /// The parameter names `kernel` declares in `source`, in order.
+    pub(crate) fn parameter_names(source: &str, kernel: &str) -> Vec<String> {
         let at = source
             .find(&format!("void {kernel}("))
             .or_else(|| source.find(&format!(") {kernel}(")))
             .unwrap_or_else(|| panic!("{kernel} not found"));
         let open = at + source[at..].find('(').unwrap();
         let close = open + source[open..].find(')').unwrap();
-        source[open + 1..close].split(',').count()
+        source[open + 1..close]
+            .split(',')
+            .map(|p| {
+                let p = p.trim();
+                let name = p.rsplit([' ', '*', '&']).next().unwrap_or(p);
+                name.to_string()
+            })
+            .collect()
     }
 
     #[test]
-    fn parameter_count_reads_a_signature() {
+    fn parameter_names_reads_a_signature() {
         let src = "extern \"C\" __global__ void k(int a, const u8* b,\n  MsgLayout m) {}";
-        assert_eq!(parameter_count(src, "k"), 3);
+        assert_eq!(parameter_names(src, "k"), ["a", "b", "m"]);
     }
 
     /// The kernels size per-token arrays by EP_MAX_TOP_K; the config admits up to MAX_TOP_K.

@@ -93,8 +93,6 @@ extern "C" __global__ void ep_combine_signal(const u64* dispatch_counts, int n_l
     ep_publish_rows(dispatch_counts, n_local, n_ranks, rank, skip_a2a, count_ptrs);
 }
 
-
-
 // The first slot of the token naming ids[k], or -1 when the slot is masked or (skip_a2a) names
 // another device's expert.
 __device__ __forceinline__ int ep_routed_slot(const int* ids, int k, int rank, int n_local, int skip_a2a) {
