@@ -51,6 +51,10 @@ pub struct Args {
     /// few extra rounds per scenario): where the time goes.
     #[arg(long)]
     breakdown: bool,
+    /// Print a result file (the JSON a run writes) as the run printed it, and exit: for runs
+    /// whose output stayed on a GPU host.
+    #[arg(long, value_name = "JSON", conflicts_with = "sweep")]
+    print: Option<PathBuf>,
 }
 
 #[derive(Clone, Copy)]
@@ -141,6 +145,26 @@ impl Measured {
 }
 
 pub fn main(args: Args) -> Result<ExitCode, String> {
+    if let Some(path) = &args.print {
+        let bad = |e: &dyn std::fmt::Display| format!("{}: {e}", path.display());
+        let text = std::fs::read_to_string(path).map_err(|e| bad(&e))?;
+        let r: Value = serde_json::from_str(&text).map_err(|e| bad(&e))?;
+        let rows = r["scenarios"]
+            .as_array()
+            .ok_or_else(|| bad(&"no \"scenarios\" list"))?;
+        println!(
+            "{}",
+            header(
+                r["device"].as_str().unwrap_or("?"),
+                r["backend"].as_str().unwrap_or("?"),
+                &r,
+                rows.len()
+            )
+        );
+        println!("ceiling: {}", ceiling_text(&r["ceiling"]));
+        print_results(rows);
+        return Ok(ExitCode::SUCCESS);
+    }
     let gpus = gpu_names(args.target.backend)?;
     let ranks = args.ranks.unwrap_or(match args.target.backend {
         BackendKind::Cuda => gpus.len(),
@@ -182,9 +206,10 @@ pub fn main(args: Args) -> Result<ExitCode, String> {
             std::thread::available_parallelism().map_or(1, |n| n.get())
         ),
     };
+    let shape = json!({ "ranks": ranks, "hidden": args.hidden, "top_k": args.top_k, "experts": args.experts });
     println!(
-        "ep bench on {device} ({} backend): {ranks} ranks, hidden {}, top-{}, {} experts, {} scenario(s)",
-        args.target.backend, args.hidden, args.top_k, args.experts, scenarios.len()
+        "{}",
+        header(&device, args.target.backend.name(), &shape, scenarios.len())
     );
 
     let ceiling = measure_ceiling(args.target.backend, ranks)?;
@@ -242,17 +267,7 @@ pub fn main(args: Args) -> Result<ExitCode, String> {
         })
         .collect();
     bar.finish_and_clear();
-    print_table(&rows);
-    for (sc, m) in scenarios.iter().zip(&samples) {
-        if !m[0].breakdown.is_empty() {
-            let steps: Vec<String> = m[0]
-                .breakdown
-                .iter()
-                .map(|(k, us)| format!("{k} {us:.1}"))
-                .collect();
-            println!("{:<22} {}", sc.name(), steps.join(" | "));
-        }
-    }
+    print_results(&rows);
 
     let result = json!({
         "device": device,
@@ -629,7 +644,8 @@ fn row(
     })
 }
 
-fn print_table(rows: &[Value]) {
+/// The results table, then each scenario's per-kernel breakdown where one was recorded.
+fn print_results(rows: &[Value]) {
     println!(
         "\n{:<22} {:>10} {:>10} {:>10} {:>10} {:>9} {:>9} {:>8} {:>8} {:>10} {:>10} {:>7} {:>7}",
         "scenario",
@@ -666,6 +682,34 @@ fn print_table(rows: &[Value]) {
         );
     }
     println!("(times: slowest rank per round, median and p95 over the measured rounds; GB/s: remote share, DeepEP convention; ceil: measured in this run)");
+    for r in rows {
+        if let Some(steps) = r["breakdown_us"].as_array() {
+            let steps: Vec<String> = steps
+                .iter()
+                .map(|b| {
+                    let us = b["median_us"].as_f64().unwrap_or(f64::NAN);
+                    format!("{} {us:.1}", b["step"].as_str().unwrap_or("?"))
+                })
+                .collect();
+            println!(
+                "{:<22} {}",
+                r["name"].as_str().unwrap_or(""),
+                steps.join(" | ")
+            );
+        }
+    }
+}
+
+/// The run's first line, from its device, backend and `shape` (ranks, hidden, top_k, experts).
+fn header(device: &str, backend: &str, shape: &Value, scenarios: usize) -> String {
+    let n = |k: &str| shape[k].as_u64().unwrap_or(0);
+    format!(
+        "ep bench on {device} ({backend} backend): {} ranks, hidden {}, top-{}, {} experts, {scenarios} scenario(s)",
+        n("ranks"),
+        n("hidden"),
+        n("top_k"),
+        n("experts")
+    )
 }
 
 /// What the times in a result mean, written into it.
