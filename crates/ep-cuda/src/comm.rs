@@ -2,7 +2,7 @@
 //! every wait happens in a kernel that spins on acquire loads with a deadline, and reports what
 //! never arrived through a status buffer the host reads after the stream finishes.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use cudarc::driver::CudaStream;
@@ -43,11 +43,56 @@ fn format_id(f: Format) -> i32 {
     }
 }
 
-/// Parameters of ep_dispatch_send, ep_dispatch_wait and ep_combine_send (a test checks them
+/// Up to this many tokens on a rank, a combine inside one node is one launch
+/// (`ep_combine_single`): at decode sizes the launches of the three-kernel path, and the
+/// dependent loads each starts with, are much of the phase (2x H200: 1 token 22.8 -> 20.7 us,
+/// 128 tokens 49.0 -> 43.6 us). `EP_CUDA_SINGLE_COMBINE_MAX_TOKENS` overrides it (0: never).
+const SINGLE_COMBINE_MAX_TOKENS: usize = 128;
+/// The same for the dispatch (`ep_dispatch_single`), off by default: measured on 2x H200 it is
+/// slower than the four-kernel path from 32 tokens and for FP8 (docs/perf.md, v13).
+/// `EP_CUDA_SINGLE_DISPATCH_MAX_TOKENS` turns it on up to that many tokens.
+const SINGLE_DISPATCH_MAX_TOKENS: usize = 0;
+
+/// A token count from the environment variable `var`, or `default` (with a warning when the
+/// variable is set but not a number).
+fn tokens_from_env(var: &str, default: usize) -> usize {
+    match std::env::var(var).as_deref().map(str::parse) {
+        Err(_) => default,
+        Ok(Ok(n)) => n,
+        Ok(Err(_)) => {
+            eprintln!("ep-cuda: {var} is not a number; using {default}");
+            default
+        }
+    }
+}
+
+fn single_combine_max_tokens() -> usize {
+    static MAX: OnceLock<usize> = OnceLock::new();
+    *MAX.get_or_init(|| {
+        tokens_from_env(
+            "EP_CUDA_SINGLE_COMBINE_MAX_TOKENS",
+            SINGLE_COMBINE_MAX_TOKENS,
+        )
+    })
+}
+
+fn single_dispatch_max_tokens() -> usize {
+    static MAX: OnceLock<usize> = OnceLock::new();
+    *MAX.get_or_init(|| {
+        tokens_from_env(
+            "EP_CUDA_SINGLE_DISPATCH_MAX_TOKENS",
+            SINGLE_DISPATCH_MAX_TOKENS,
+        )
+    })
+}
+
+/// Parameters of the kernels whose argument lists are built as arrays here (a test checks them
 /// against the kernels' declarations).
 const SEND_ARGS: usize = 28;
 const WAIT_ARGS: usize = 14;
 const COMBINE_SEND_ARGS: usize = 17;
+const DISPATCH_SINGLE_ARGS: usize = 37;
+const COMBINE_SINGLE_ARGS: usize = 31;
 
 /// What a round keeps on the host between phases (the data itself stays on the device).
 #[derive(Default)]
@@ -205,11 +250,13 @@ impl CudaComm {
 
     /// Runs a phase's wait to completion. `issue` launches the wait kernel with a slice of the
     /// deadline (in ns), and what follows it on the device; while counts are missing and time is
-    /// left, the host launches it again. Returns with the stream idle. A timeout names the
-    /// (rank, expert) pairs that never arrived.
+    /// left, the host launches it again. With `issued`, the first slice is already on the stream
+    /// (a single-launch phase waits inside its one kernel). Returns with the stream idle. A
+    /// timeout names the (rank, expert) pairs that never arrived.
     pub(crate) fn wait_sliced(
         &mut self,
         phase: Phase,
+        mut issued: bool,
         issue: &mut dyn FnMut(&mut Self, u64) -> Result<()>,
     ) -> Result<()> {
         let start = Instant::now();
@@ -220,7 +267,9 @@ impl CudaComm {
                 .timeout
                 .saturating_sub(start.elapsed())
                 .min(WAIT_SLICE);
-            issue(self, slice.as_nanos() as u64)?;
+            if !std::mem::take(&mut issued) {
+                issue(self, slice.as_nanos() as u64)?;
+            }
             self.sync()?;
             slices += 1;
             let give_up = start.elapsed() >= self.cfg.timeout;
@@ -305,9 +354,35 @@ impl CudaComm {
         Ok(())
     }
 
+    /// This round's dispatch is one launch (`ep_dispatch_single`): one node, few tokens here.
+    pub(crate) fn single_dispatch(&self) -> bool {
+        self.single_launch(single_dispatch_max_tokens())
+    }
+
+    /// This round's combine is one launch (`ep_combine_single`): one node, few tokens here, and
+    /// a reduction with weights.
+    pub(crate) fn single_combine(&self) -> bool {
+        self.single_launch(single_combine_max_tokens()) && self.round.reduced
+    }
+
+    fn single_launch(&self, max_tokens: usize) -> bool {
+        self.cfg.n_nodes == 1
+            && max_tokens > 0
+            && self.round.n_tokens <= max_tokens
+            && self.world.single_launch_blocks[self.rank] > 0
+    }
+
+    /// The first slice of a single-launch phase's wait, in ns.
+    fn single_slice_ns(&self) -> u64 {
+        self.cfg.timeout.min(WAIT_SLICE).as_nanos() as u64
+    }
+
     /// Slots, sends and signals (between nodes: sends, puts, signals): the dispatch_async
-    /// kernels.
+    /// kernels; at decode sizes inside one node, the whole dispatch in one launch.
     pub(crate) fn issue_dispatch_send(&self) -> Result<()> {
+        if self.single_dispatch() {
+            return self.issue_dispatch_single();
+        }
         let cfg = &self.cfg;
         let b = self.bufs();
         let t = self.round.n_tokens;
@@ -411,6 +486,83 @@ impl CudaComm {
         Ok(())
     }
 
+    /// The whole dispatch in one launch (`ep_dispatch_single` in dispatch.cu): a persistent grid
+    /// no larger than the GPU holds at once, a block per token up to that.
+    fn issue_dispatch_single(&self) -> Result<()> {
+        let cfg = &self.cfg;
+        let b = self.bufs();
+        let t = self.round.n_tokens;
+        let shared = &self.round.shared;
+        let Scalars {
+            rank,
+            n,
+            l,
+            skip,
+            top_k,
+            hidden,
+            experts,
+            max_t,
+            ..
+        } = self.sc;
+        let m = self.world.msg;
+        let (ranks, groups) = (cfg.n_ranks(), cfg.n_groups());
+        let counts = cfg.n_local_experts() * ranks;
+        // The kernel's phases share its dynamic shared memory: the message and the row in f32,
+        // the totals, the counts and layout.
+        let smem = [
+            m.bytes as usize + cfg.hidden * 4,
+            4 * (cfg.n_experts + ranks),
+            8 * counts + 4 * (counts + groups + 1 + groups * (ranks + 1) + ranks),
+        ]
+        .into_iter()
+        .max()
+        .unwrap_or(0) as u32;
+        let row_multiple = cfg.format.group_row_multiple() as i32;
+        let grid = t
+            .max(ranks)
+            .min(self.world.single_launch_blocks[self.rank] as usize) as u32;
+        let args: [&dyn crate::kernels::KernelArg; DISPATCH_SINGLE_ARGS] = [
+            &b.tokens.ptr,
+            &b.scales_in.ptr,
+            &(t as i32),
+            &hidden,
+            &format_id(cfg.format),
+            &b.ids.ptr,
+            &top_k,
+            &m,
+            &b.d_recv_ptrs.ptr,
+            &rank,
+            &n,
+            &l,
+            &max_t,
+            &(shared.start as i32),
+            &(shared.end as i32),
+            &b.shared_msgs.ptr,
+            &b.d_ticket.ptr,
+            &b.sent.ptr,
+            &b.msgs_to.ptr,
+            &experts,
+            &skip,
+            &b.d_count_ptrs.ptr,
+            &b.d_nmsg_ptrs.ptr,
+            &b.d_counts.ptr,
+            &self.single_slice_ns(),
+            &self.shared_groups(),
+            &row_multiple,
+            &b.status.ptr,
+            &b.snapshot.ptr,
+            &b.row_offsets.ptr,
+            &b.src_offsets.ptr,
+            &b.d_recv.ptr,
+            &b.d_nmsg.ptr,
+            &b.recv_tokens.ptr,
+            &b.recv_scales.ptr,
+            &b.src_info.ptr,
+            &b.row_src.ptr,
+        ];
+        self.launch("ep_dispatch_single", grid, SEND_THREADS, smem, &args)
+    }
+
     /// One slice of the wait and the copy-out into the per-expert layout (which does nothing
     /// unless the wait completed): the dispatch_wait kernels. The row count stays on the device.
     pub(crate) fn issue_dispatch_wait(&self, slice_ns: u64) -> Result<()> {
@@ -506,9 +658,13 @@ impl CudaComm {
     }
 
     /// Rows back to their tokens and the signals (between nodes: then puts, then signals): the
-    /// combine_async kernels. `grid_rows` covers
-    /// at least the rows the dispatch produced (the kernels stop at the device's row count).
+    /// combine_async kernels; at decode sizes inside one node, the whole combine in one launch.
+    /// `grid_rows` covers at least the rows the dispatch produced (the kernels stop at the
+    /// device's row count).
     pub(crate) fn issue_combine_send(&self, grid_rows: usize) -> Result<()> {
+        if self.single_combine() {
+            return self.issue_combine_single(grid_rows);
+        }
         let cfg = &self.cfg;
         let b = self.bufs();
         let Scalars {
@@ -586,6 +742,110 @@ impl CudaComm {
         )
     }
 
+    /// The reducing kernels' epilogue arguments: its code, the scale, and the kernels compiled
+    /// with a device-code epilogue.
+    fn epilogue_args(&self) -> Result<(i32, f32, Option<crate::kernels::EpilogueKernels>)> {
+        Ok(match &self.round.epilogue {
+            None => (0, 1.0f32, None),
+            Some(Epilogue::AddResidual(_)) => (1, 1.0, None),
+            Some(Epilogue::Scale(x)) => (2, *x, None),
+            Some(Epilogue::QuantizeFp8) => (3, 1.0, None),
+            Some(Epilogue::Device(d)) => (
+                4,
+                1.0,
+                Some(self.k().reduce_with_epilogue(&d.name, &d.source)?),
+            ),
+            Some(Epilogue::Host(_)) => {
+                unreachable!("refused by validation: no host closures on GPUs")
+            }
+        })
+    }
+
+    /// The fused shared expert's rows (the first of the expert outputs), or null.
+    fn shared_rows(&self) -> u64 {
+        if self.cfg.fused_shared_expert {
+            self.bufs().expert_out.ptr
+        } else {
+            0
+        }
+    }
+
+    /// Dynamic shared memory for the row in f32, for the epilogues that need the whole row.
+    fn whole_row_smem(&self) -> u32 {
+        let whole_row = matches!(
+            self.round.epilogue,
+            Some(Epilogue::QuantizeFp8 | Epilogue::Device(_))
+        );
+        if whole_row {
+            (self.cfg.hidden * 4) as u32
+        } else {
+            0
+        }
+    }
+
+    /// The whole combine in one launch (`ep_combine_single` in combine.cu), with weights: a
+    /// persistent grid no larger than the GPU holds at once, a block per row to send up to that.
+    fn issue_combine_single(&self, grid_rows: usize) -> Result<()> {
+        let cfg = &self.cfg;
+        let b = self.bufs();
+        let Scalars {
+            rank,
+            n,
+            l,
+            skip,
+            top_k,
+            hidden,
+            ..
+        } = self.sc;
+        let t = self.round.n_tokens;
+        let rows_end = b.row_offsets.ptr + 4 * cfg.n_groups() as u64;
+        let (epi, scale, device) = self.epilogue_args()?;
+        let k = self.k();
+        let f = device
+            .as_ref()
+            .map_or(k.get("ep_combine_single"), |d| &d.single);
+        let counts = cfg.n_local_experts() * cfg.n_ranks();
+        let smem = self.whole_row_smem().max(8 * counts as u32);
+        let grid = grid_rows
+            .max(t)
+            .max(1)
+            .min(self.world.single_launch_blocks[self.rank] as usize) as u32;
+        let args: [&dyn crate::kernels::KernelArg; COMBINE_SINGLE_ARGS] = [
+            &b.expert_out.ptr,
+            &b.src_info.ptr,
+            &b.row_src.ptr,
+            &rows_end,
+            &hidden,
+            &top_k,
+            &b.c_recv_ptrs.ptr,
+            &rank,
+            &b.c_ticket.ptr,
+            &b.snapshot.ptr,
+            &l,
+            &n,
+            &skip,
+            &b.c_count_ptrs.ptr,
+            &b.c_counts.ptr,
+            &self.single_slice_ns(),
+            &b.sent.ptr,
+            &b.status.ptr,
+            &b.c_recv.ptr,
+            &b.ids.ptr,
+            &b.weights.ptr,
+            &(t as i32),
+            &self.shared_rows(),
+            &(self.round.shared.start as i32),
+            &(self.round.shared.end as i32),
+            &epi,
+            &b.residual.ptr,
+            &scale,
+            &b.out.ptr,
+            &b.fp8_payload.ptr,
+            &b.fp8_scales.ptr,
+        ];
+        self.launch_fn("ep_combine_single", f, grid, SEND_THREADS, smem, &args)
+    }
+
     /// The reduction (or unreduced layout) and the epilogue, into the device output buffers;
     /// nothing unless the combine wait before it completed.
     pub(crate) fn issue_combine_output(&self) -> Result<()> {
@@ -614,30 +874,12 @@ impl CudaComm {
             ];
             return self.launch("ep_combine_unreduced", t as u32, THREADS, 0, &args);
         }
-        let (epi, scale, device) = match &self.round.epilogue {
-            None => (0, 1.0f32, None),
-            Some(Epilogue::AddResidual(_)) => (1, 1.0, None),
-            Some(Epilogue::Scale(x)) => (2, *x, None),
-            Some(Epilogue::QuantizeFp8) => (3, 1.0, None),
-            Some(Epilogue::Device(d)) => {
-                (4, 1.0, Some(k.reduce_with_epilogue(&d.name, &d.source)?))
-            }
-            Some(Epilogue::Host(_)) => {
-                unreachable!("refused by validation: no host closures on GPUs")
-            }
-        };
-        let shared_rows = if cfg.fused_shared_expert {
-            b.expert_out.ptr
-        } else {
-            0u64
-        };
-        let f = device.as_ref().unwrap_or(k.get("ep_combine_reduce"));
-        // The row in f32 and its FP8 scales, for the epilogues that need the whole row.
-        let whole_row = matches!(
-            self.round.epilogue,
-            Some(Epilogue::QuantizeFp8 | Epilogue::Device(_))
-        );
-        let smem = if whole_row { (hidden * 4) as u32 } else { 0 };
+        let (epi, scale, device) = self.epilogue_args()?;
+        let shared_rows = self.shared_rows();
+        let f = device
+            .as_ref()
+            .map_or(k.get("ep_combine_reduce"), |d| &d.reduce);
+        let smem = self.whole_row_smem();
         // Few tokens: one thread per 8 columns (one 16-byte load of each slot's row, up to
         // 1024 threads), so a token is one round of loads. Many tokens: 128-thread blocks, which
         // pack the SMs better (2x H200, hidden 7168: 1 token 19.6 -> 10.4 us wide; 4096 tokens
@@ -708,7 +950,8 @@ impl EpComm for CudaComm {
 
     fn dispatch_wait(&mut self) -> Result<DispatchOutput> {
         self.tracker.check_dispatch_wait()?;
-        self.wait_sliced(Phase::Dispatch, &mut |c, slice| {
+        let single = self.single_dispatch();
+        self.wait_sliced(Phase::Dispatch, single, &mut |c, slice| {
             c.issue_dispatch_wait(slice)
         })?;
 
@@ -765,16 +1008,17 @@ impl EpComm for CudaComm {
             self.k().reduce_with_epilogue(&d.name, &d.source)?;
         }
         self.upload_combine(input)?;
-        self.issue_combine_send(self.round.rows)?;
         self.round.reduced = input.weights.is_some();
         self.round.epilogue = input.epilogue.cloned();
+        self.issue_combine_send(self.round.rows)?;
         self.tracker.combine_sent();
         Ok(())
     }
 
     fn combine_wait(&mut self) -> Result<CombineOutput> {
         self.tracker.check_combine_wait()?;
-        self.wait_sliced(Phase::Combine, &mut |c, slice| {
+        let single = self.single_combine();
+        self.wait_sliced(Phase::Combine, single, &mut |c, slice| {
             c.issue_combine_wait(slice)?;
             c.issue_combine_output()
         })?;
@@ -911,7 +1155,9 @@ mod tests {
     /// parameters must be that slice, name for name.
     #[test]
     fn argument_lists_match_the_kernels() {
-        use super::{COMBINE_SEND_ARGS, SEND_ARGS, WAIT_ARGS};
+        use super::{
+            COMBINE_SEND_ARGS, COMBINE_SINGLE_ARGS, DISPATCH_SINGLE_ARGS, SEND_ARGS, WAIT_ARGS,
+        };
         let send = parameter_names(DISPATCH, "ep_dispatch_send");
         assert_eq!(send.len(), SEND_ARGS);
         assert_eq!(
@@ -922,5 +1168,13 @@ mod tests {
         let send = parameter_names(COMBINE, "ep_combine_send");
         assert_eq!(send.len(), COMBINE_SEND_ARGS);
         assert_eq!(parameter_names(COMBINE, "ep_combine_put"), send[1..10]);
+        assert_eq!(
+            parameter_names(DISPATCH, "ep_dispatch_single").len(),
+            DISPATCH_SINGLE_ARGS
+        );
+        assert_eq!(
+            parameter_names(COMBINE, "ep_combine_single").len(),
+            COMBINE_SINGLE_ARGS
+        );
     }
 }

@@ -30,6 +30,7 @@ pub const PROGRAMS: &[(&str, &str, &[&str])] = &[
             "ep_dispatch_signal",
             "ep_dispatch_wait",
             "ep_dispatch_copy_out",
+            "ep_dispatch_single",
         ],
     ),
     (
@@ -42,6 +43,7 @@ pub const PROGRAMS: &[(&str, &str, &[&str])] = &[
             "ep_combine_wait",
             "ep_combine_reduce",
             "ep_combine_unreduced",
+            "ep_combine_single",
         ],
     ),
     ("swiglu", SWIGLU, &["ep_swiglu"]),
@@ -109,7 +111,7 @@ pub struct Kernels {
     functions: HashMap<&'static str, CudaFunction>,
     _modules: Vec<Arc<CudaModule>>,
     /// Combine variants with a device-code epilogue, by source hash.
-    epilogues: Mutex<HashMap<u64, (Arc<CudaModule>, CudaFunction)>>,
+    epilogues: Mutex<HashMap<u64, (Arc<CudaModule>, EpilogueKernels)>>,
 }
 
 impl Kernels {
@@ -118,9 +120,15 @@ impl Kernels {
         let arch = arch_name(major, minor);
         let mut functions = HashMap::new();
         let mut modules = Vec::new();
+        // EP_CUDA_TRACE: the single-launch kernels print where their time goes (common.cuh).
+        let mut prelude = String::new();
+        if std::env::var_os("EP_CUDA_TRACE").is_some() {
+            prelude += "#define EP_TRACE 1\n";
+        }
+
         for (_, body, names) in PROGRAMS {
             let module = ctx
-                .load_module(compile(&source(body, ""), arch)?)
+                .load_module(compile(&source(body, &prelude), arch)?)
                 .map_err(cuda)?;
             for name in *names {
                 functions.insert(*name, module.load_function(name).map_err(cuda)?);
@@ -140,8 +148,8 @@ impl Kernels {
         &self.functions[name]
     }
 
-    /// The combine-reduce kernel with `name`/`source` compiled in as its epilogue.
-    pub fn reduce_with_epilogue(&self, name: &str, user_source: &str) -> Result<CudaFunction> {
+    /// The combine kernels that reduce, with `name`/`source` compiled in as their epilogue.
+    pub fn reduce_with_epilogue(&self, name: &str, user_source: &str) -> Result<EpilogueKernels> {
         let mut h = std::collections::hash_map::DefaultHasher::new();
         (name, user_source).hash(&mut h);
         let key = h.finish();
@@ -155,10 +163,22 @@ impl Kernels {
             .ctx
             .load_module(compile(&src, self.arch)?)
             .map_err(cuda)?;
-        let f = module.load_function("ep_combine_reduce").map_err(cuda)?;
+        let f = EpilogueKernels {
+            reduce: module.load_function("ep_combine_reduce").map_err(cuda)?,
+            single: module.load_function("ep_combine_single").map_err(cuda)?,
+        };
         cache.insert(key, (module, f.clone()));
         Ok(f)
     }
+}
+
+/// The kernels that reduce a combine, compiled with a device-code epilogue.
+#[derive(Clone)]
+pub struct EpilogueKernels {
+    /// `ep_combine_reduce`.
+    pub reduce: CudaFunction,
+    /// `ep_combine_single`.
+    pub single: CudaFunction,
 }
 
 /// A value passed to a kernel by pointer, as `cuLaunchKernel` takes its arguments.
@@ -221,7 +241,8 @@ pub fn launch(
     if grid == 0 {
         return Ok(());
     }
-    if smem > 48 * 1024 {
+    // Beyond 48 KB of shared memory in all, a block's dynamic share must be allowed explicitly.
+    if smem > 0 && smem as i32 + f.shared_size_bytes().map_err(cuda)? > 48 * 1024 {
         f.set_attribute(
             cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
             smem as i32,

@@ -38,7 +38,8 @@ pub struct RankBuffers {
     pub status: DevBuf,
     pub snapshot: DevBuf,
     /// Blocks of the send kernels that finished this launch (dispatch, combine): the last one
-    /// signals. Zero between launches.
+    /// signals. Zero between launches. The second word is the single-launch kernels' second
+    /// ticket (the last block to have read the counts resets them).
     pub d_ticket: DevBuf,
     pub c_ticket: DevBuf,
     // Dispatch outputs (capacity rows), kept on the device for combine and SwiGLU.
@@ -75,6 +76,11 @@ pub struct World {
     pub ranks: Vec<RankBuffers>,
     /// The start gate of `ep bench`'s timed phases.
     pub gate: crate::bench::StartGate,
+    /// Most blocks of a single-launch phase (`ep_dispatch_single`, `ep_combine_single`) per
+    /// rank: every block of such a grid must be resident at once, since its blocks wait for
+    /// counts that the grid's last block publishes. One 512-thread block per SM is what the
+    /// kernels' launch bounds guarantee; ranks sharing a GPU get half of it between them.
+    pub single_launch_blocks: Vec<u32>,
 }
 
 impl World {
@@ -147,7 +153,21 @@ impl World {
             ctx.synchronize().map_err(cuda)?;
         }
         let kernels: Vec<Arc<Kernels>> = device_of.iter().map(|d| Arc::clone(&loaded[d])).collect();
+        let mut single_launch_blocks = Vec::with_capacity(n);
+        for &d in &device_of {
+            let sms = ctxs[&d]
+                .attribute(
+                    cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+                )
+                .map_err(cuda)? as usize;
+            // Ranks sharing a GPU leave half of it to the others' kernels, which may need SMs
+            // before these blocks' waits can end.
+            let sharing = device_of.iter().filter(|&&e| e == d).count();
+            let share = if sharing > 1 { 2 * sharing } else { 1 };
+            single_launch_blocks.push((sms / share) as u32);
+        }
         Ok(World {
+            single_launch_blocks,
             cfg: cfg.clone(),
             msg,
             gate: crate::bench::StartGate::new(kernels.clone())?,
@@ -236,8 +256,8 @@ impl RankBuffers {
             sent: b(cfg.n_experts * 8)?,
             status: b((1 + l * n) * 4)?,
             snapshot: b(l * n * 8)?,
-            d_ticket: b(4)?,
-            c_ticket: b(4)?,
+            d_ticket: b(8)?,
+            c_ticket: b(8)?,
             row_offsets: b((g + 1) * 4)?,
             src_offsets: b(g * (n + 1) * 4)?,
             recv_tokens: b(cap * payload)?,
@@ -259,6 +279,8 @@ impl RankBuffers {
         };
         bufs.d_counts.fill(0xFF)?;
         bufs.d_ticket.fill(0)?;
+        // EP_OK: every round starts with it (ep_dispatch_single and ep_combine_single rely on it).
+        bufs.status.fill(0)?;
         bufs.c_ticket.fill(0)?;
         bufs.c_counts.fill(0xFF)?;
         Ok(bufs)

@@ -48,8 +48,16 @@ fn main() {
             &format!("{user}\n{COMBINE}"),
             "#define EP_USER_EPILOGUE my_epilogue\n",
         ),
-        &["ep_combine_reduce"],
+        &["ep_combine_reduce", "ep_combine_single"],
     );
+    // With the single-launch kernels' timing stamps (EP_CUDA_TRACE).
+    for (name, body, entries) in PROGRAMS {
+        check(
+            &format!("{name} + trace stamps"),
+            source(body, "#define EP_TRACE 1\n"),
+            entries,
+        );
+    }
     println!("\n{passed} passed, {failed} failed");
     if failed > 0 {
         std::process::exit(1);

@@ -102,33 +102,35 @@ __device__ __forceinline__ int ep_routed_slot(const int* ids, int k, int rank, i
     return k;
 }
 
-// One block per token: acc = 0; acc += w[k] * y[k] for k ascending (each product and sum
-// rounded), the shared expert's row added last, one rounding to bf16, then the epilogue.
-// The contributing slots are listed once in shared memory; then each thread takes 8 columns at a
-// time (16-byte loads of every contributing row, issued together), so a token costs a few
-// memory latencies rather than one per (column, slot). Dynamic shared memory (the row in f32) is
-// only given for the FP8 and device epilogues.
-// Launched with up to 1024 threads (comm.rs): the bound keeps registers within what that allows.
-extern "C" __global__ void __launch_bounds__(1024) ep_combine_reduce(const u16* recv, const int* ids, const float* weights, int top_k,
-                                             int hidden, int rank, int n_local, int skip_a2a,
-                                             const u16* shared_rows, int shared_start, int shared_end,
-                                             int epilogue, const u16* residual, float scale, u16* out,
-                                             u8* fp8_payload, float* fp8_scales, const u32* status) {
-    if (status[0] != EP_OK) return; // launched with the wait, before the host knows it completed
-    extern __shared__ float smem_f[];
-    float* row = smem_f; // hidden values, for the FP8 and device epilogues
+// Token t's reduction, by the whole block: acc = 0; acc += w[k] * y[k] for k ascending (each
+// product and sum rounded), the shared expert's row added last, one rounding to bf16, then the
+// epilogue. The contributing slots are listed once in shared memory; then each thread takes 8
+// columns at a time (16-byte loads of every contributing row, issued together), so a token costs
+// a few memory latencies rather than one per (column, slot). `row` (dynamic shared memory, the
+// row in f32) is only needed by the FP8 and device epilogues. Returns with a barrier passed.
+__device__ void ep_reduce_token(int t, float* row, const u16* recv, const int* ids, const float* weights, int top_k,
+                                int hidden, int rank, int n_local, int skip_a2a, const u16* shared_rows,
+                                int shared_start, int shared_end, int epilogue, const u16* residual, float scale,
+                                u16* out, u8* fp8_payload, float* fp8_scales) {
     __shared__ int slot_row[EP_MAX_TOP_K];
     __shared__ float slot_w[EP_MAX_TOP_K];
+    __shared__ int tid[EP_MAX_TOP_K];
+    __shared__ float tw[EP_MAX_TOP_K];
     __shared__ int n_slots;
-    int t = blockIdx.x;
+    // The token's ids and weights in one round of loads, then the list from shared memory (from
+    // global memory, one thread's loads waited on each other and on its stores).
+    for (int k = threadIdx.x; k < top_k; k += blockDim.x) {
+        tid[k] = ids[(u64)t * top_k + k];
+        tw[k] = weights[(u64)t * top_k + k];
+    }
+    __syncthreads();
     if (threadIdx.x == 0) {
-        const int* tid = ids + (u64)t * top_k;
         int n = 0;
         for (int k = 0; k < top_k; k++) {
             int k0 = ep_routed_slot(tid, k, rank, n_local, skip_a2a);
             if (k0 < 0) continue;
             slot_row[n] = k0;
-            slot_w[n] = weights[(u64)t * top_k + k];
+            slot_w[n] = tw[k];
             n++;
         }
         n_slots = n;
@@ -181,6 +183,21 @@ extern "C" __global__ void __launch_bounds__(1024) ep_combine_reduce(const u16* 
         }
     }
 #endif
+    __syncthreads(); // the slot list (and `row`) are the next token's
+}
+
+// One block per token (ep_reduce_token). Dynamic shared memory (the row in f32) is only given for
+// the FP8 and device epilogues.
+// Launched with up to 1024 threads (comm.rs): the bound keeps registers within what that allows.
+extern "C" __global__ void __launch_bounds__(1024) ep_combine_reduce(const u16* recv, const int* ids, const float* weights, int top_k,
+                                             int hidden, int rank, int n_local, int skip_a2a,
+                                             const u16* shared_rows, int shared_start, int shared_end,
+                                             int epilogue, const u16* residual, float scale, u16* out,
+                                             u8* fp8_payload, float* fp8_scales, const u32* status) {
+    if (status[0] != EP_OK) return; // launched with the wait, before the host knows it completed
+    extern __shared__ float smem_f[];
+    ep_reduce_token(blockIdx.x, smem_f, recv, ids, weights, top_k, hidden, rank, n_local, skip_a2a, shared_rows,
+                    shared_start, shared_end, epilogue, residual, scale, out, fp8_payload, fp8_scales);
 }
 
 // Without weights: each slot's returned row, masked and off-device slots zero. One block per token.
@@ -195,4 +212,55 @@ extern "C" __global__ void ep_combine_unreduced(const u16* recv, const int* ids,
         const u16* y = recv + ((u64)t * top_k + (k0 < 0 ? 0 : k0)) * hidden;
         for (int c = threadIdx.x; c < hidden; c += blockDim.x) o[c] = k0 < 0 ? 0 : y[c];
     }
+}
+
+// ---- the single-launch combine (decode sizes) -------------------------------------------------
+//
+// As ep_dispatch_single: the whole combine inside one node in one launch, a persistent grid whose
+// blocks are all resident. Each block sends its share of the rows back, the last publishes the
+// row counts, then every block waits for every count, checks it, and reduces its share of the
+// tokens (with weights; the unreduced output takes the kernels above). Dynamic shared memory:
+// the larger of 8 * n_local * n_ranks (the counts) and the row in f32 for the FP8 and device
+// epilogues. `ticket` holds two words, as ep_dispatch_single's.
+extern "C" __global__ void __launch_bounds__(512) ep_combine_single(
+    const u16* expert_out, const int* src_info, const int* row_src, const u32* rows_end, int hidden, int top_k,
+    const u64* recv_ptrs, int rank, u32* ticket, const u64* dispatch_counts, int n_local, int n_ranks, int skip_a2a,
+    const u64* count_ptrs, u64* counts, u64 slice_ns, const u64* sent, u32* status, const u16* recv, const int* ids,
+    const float* weights, int n_tokens, const u16* shared_rows, int shared_start, int shared_end, int epilogue,
+    const u16* residual, float scale, u16* out, u8* fp8_payload, float* fp8_scales) {
+    extern __shared__ uint4 smem_u4[];
+    EP_STAMPS
+    u64 rows = *rows_end;
+    for (u64 row = blockIdx.x; row < rows; row += gridDim.x) {
+        ep_send_row(row, expert_out, src_info, row_src, hidden, top_k, recv_ptrs, rank, n_ranks, nullptr);
+    }
+    EP_STAMP(1);
+    bool published = ep_last_block(ticket);
+    EP_STAMP(2);
+    if (published) ep_publish_rows(dispatch_counts, n_local, n_ranks, rank, skip_a2a, count_ptrs);
+    EP_STAMP(3);
+
+    int n = n_local * n_ranks;
+    u64* got = (u64*)smem_u4;
+    __shared__ u32 outcome;
+    u32 polled = ep_poll_counts(counts, n, rank, n_ranks, skip_a2a, slice_ns, got);
+    EP_STAMP(4);
+    if (threadIdx.x == 0) outcome = polled;
+    __syncthreads();
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+        int g = i / n_ranks, s = i % n_ranks;
+        bool awaited = !skip_a2a || s == rank;
+        if (polled == EP_OK && awaited && got[i] != sent[s * n_local + g]) outcome = EP_COUNT_MISMATCH;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0 && outcome != EP_OK) status[0] = outcome;
+    ep_reset_counts_last(ticket + 1, counts, n, rank, n_ranks, skip_a2a, status);
+    __syncthreads();
+    if (outcome != EP_OK) return;
+    EP_STAMP(5);
+    for (int t = blockIdx.x; t < n_tokens; t += gridDim.x)
+        ep_reduce_token(t, (float*)smem_u4, recv, ids, weights, top_k, hidden, rank, n_local, skip_a2a, shared_rows,
+                        shared_start, shared_end, epilogue, residual, scale, out, fp8_payload, fp8_scales);
+    EP_STAMP(6);
+    EP_STAMPS_PRINT("combine", rank, published);
 }

@@ -355,15 +355,20 @@ __device__ __forceinline__ void ep_fence_acq_rel() { asm volatile("fence.acq_rel
 // One fence per block, by the thread that takes the ticket after the block's barrier (fences
 // are cumulative: what the barrier ordered before it is covered, as in a cooperative grid sync);
 // a fence in every warp cost each send block a system-scope drain per warp.
-__device__ bool ep_last_block(u32* ticket) {
+// `gpu_scope`: only what the grid did on its own GPU must be ordered (loads of local counts before
+// their reset), which a GPU-scope fence does at a fraction of a system-scope one's cost.
+__device__ bool ep_last_block(u32* ticket, bool gpu_scope = false) {
     __shared__ bool last;
     __syncthreads();
     if (threadIdx.x == 0) {
-        ep_fence_acq_rel();
+        if (gpu_scope) asm volatile("fence.acq_rel.gpu;" ::: "memory");
+        else ep_fence_acq_rel();
         last = atomicAdd(ticket, 1u) == gridDim.x - 1;
         if (last) {
             atomicExch(ticket, 0u);
-            ep_fence_acq_rel(); // acquire: every other block's stores before ours
+            // acquire: every other block's stores before ours
+            if (gpu_scope) asm volatile("fence.acq_rel.gpu;" ::: "memory");
+            else ep_fence_acq_rel();
         }
     }
     __syncthreads();
@@ -426,3 +431,70 @@ __device__ bool ep_wait_counts(u64* counts, int n, int rank, int n_ranks, int sk
     }
     return true;
 }
+
+// The wait of a single-launch phase (ep_dispatch_single, ep_combine_single), run by every block:
+// as ep_wait_counts, but into `got` (shared memory, 0 for counts not awaited) and without
+// touching the counts or the status words, since the grid's other blocks read the same counts.
+// Returns EP_OK, or EP_PENDING when the slice ran out first (the host then runs the wait kernels,
+// which take over from the counts as they are).
+__device__ u32 ep_poll_counts(const u64* counts, int n, int rank, int n_ranks, int skip_a2a, u64 slice_ns, u64* got) {
+    __shared__ u32 outcome;
+    if (threadIdx.x == 0) outcome = EP_OK;
+    __syncthreads();
+    u64 start = ep_globaltimer();
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+        bool awaited = !skip_a2a || (i % n_ranks) == rank;
+        u64 v = 0;
+        if (awaited) {
+            v = ep_load_acquire(counts + i);
+            while (v == EP_SENTINEL) {
+                if (ep_globaltimer() - start > slice_ns) { outcome = EP_PENDING; break; }
+                __nanosleep(64);
+                v = ep_load_acquire(counts + i);
+            }
+        }
+        got[i] = v;
+    }
+    __syncthreads();
+    return outcome;
+}
+
+// After every block of a single-launch phase has read the counts and taken `ticket`: the last
+// block sets them back to the sentinel for the next round, unless some block's slice ran out
+// (status[0] is EP_PENDING, stored before that block took its ticket), in which case the wait
+// kernels the host launches next read and reset them.
+__device__ void ep_reset_counts_last(u32* ticket, u64* counts, int n, int rank, int n_ranks, int skip_a2a,
+                                     const u32* status) {
+    if (!ep_last_block(ticket, true)) return;
+    if (*(volatile const u32*)status != EP_OK) return;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+        bool awaited = !skip_a2a || (i % n_ranks) == rank;
+        if (awaited) *((volatile u64*)(counts + i)) = EP_SENTINEL;
+    }
+}
+
+// Stamps inside the single-launch kernels, to find where a decode phase's time goes: compiled in
+// only when the process runs with EP_CUDA_TRACE set (kernels.rs), then block 0 and the block that
+// published the counts print, every launch, the µs from the block's start to each stamp.
+#ifdef EP_TRACE
+#define EP_STAMPS                                                          \
+    __shared__ u64 ep_stamp[12];                                           \
+    if (threadIdx.x < 12) ep_stamp[threadIdx.x] = 0;                       \
+    __syncthreads();                                                       \
+    if (threadIdx.x == 0) ep_stamp[0] = ep_globaltimer();
+#define EP_STAMP(i) do { if (threadIdx.x == 0) ep_stamp[i] = ep_globaltimer(); } while (0)
+#define EP_STAMPS_PRINT(what, rank, published)                                                         \
+    do {                                                                                               \
+        if (threadIdx.x == 0 && (blockIdx.x == 0 || (published))) {                                    \
+            float d[12];                                                                               \
+            for (int i = 0; i < 12; i++) d[i] = ep_stamp[i] ? (ep_stamp[i] - ep_stamp[0]) * 1e-3f : -1.0f; \
+            printf("trace %s rank %d block %d pub %d start %llu: %.2f %.2f %.2f %.2f %.2f %.2f %.2f %.2f %.2f %.2f %.2f\n", \
+                   what, rank, blockIdx.x, (int)(published), ep_stamp[0] % 100000000ull, d[1], d[2], d[3],    \
+                   d[4], d[5], d[6], d[7], d[8], d[9], d[10], d[11]);                                          \
+        }                                                                                              \
+    } while (0)
+#else
+#define EP_STAMPS
+#define EP_STAMP(i) do {} while (0)
+#define EP_STAMPS_PRINT(what, rank, published) do {} while (0)
+#endif

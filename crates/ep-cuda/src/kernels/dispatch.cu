@@ -100,6 +100,10 @@ extern "C" __global__ void ep_assign_slots(const int* ids, int n_tokens, int top
     if (threadIdx.x == 0) sent[e] = (u64)base;
 }
 
+// A block's dynamic shared memory (the send's message and row, the single-launch kernel's
+// phases).
+extern __shared__ uint4 smem_u4[];
+
 // One token's routing, in shared memory for the block that sends it, so the send loop reads no
 // global memory (with the ids and slots in global memory every step waited on a load that the
 // stores before it might have changed). Per slot k: the expert id (-1 masked), its row slot (-1:
@@ -138,7 +142,6 @@ __device__ void ep_send_token(int t, const EpRoute& r, const u16* tokens, const 
                               int top_k, int fmt, MsgLayout m, const u64* recv_ptrs, int rank, int n_local,
                               int gpus_per_node, int max_tokens, u8* staging, int shared_start, int shared_end,
                               u8* shared_msgs) {
-    extern __shared__ uint4 smem_u4[];
     u8* msg = (u8*)smem_u4;
     float* x = (float*)(msg + m.bytes);
     bool shared = t >= shared_start && t < shared_end;
@@ -240,10 +243,39 @@ __device__ void ep_block_scan(u32* a, int n) {
     }
 }
 
+// The groups' layout from the counts `cnt` [n_local * n_ranks] (shared memory): `start`
+// [n_groups + 1] (shared memory) gets each group's first row and the total, `src_offsets`
+// [n_groups, n_ranks + 1] where each source's rows begin in its group, with the shared expert
+// (when fused) as group 0. A thread per group and a block scan over the groups. Every thread
+// calls it; returns with a barrier passed.
+__device__ void ep_layout_groups(const u32* cnt, int n_local, int n_ranks, int rank, int shared_groups,
+                                 int shared_len, int row_multiple, u32* start, u32* src_offsets) {
+    int n_groups = n_local + shared_groups;
+    // Group sizes rounded up to the row multiple; since every start is a multiple of it, the
+    // starts are the exclusive prefix sum of the rounded sizes.
+    for (int g = threadIdx.x; g < n_groups; g += blockDim.x) {
+        u32 size = 0;
+        for (int s = 0; s < n_ranks; s++)
+            size += g < shared_groups ? (s == rank ? shared_len : 0) : cnt[(g - shared_groups) * n_ranks + s];
+        start[g + 1] = (size + row_multiple - 1) / row_multiple * row_multiple;
+    }
+    if (threadIdx.x == 0) start[0] = 0;
+    __syncthreads();
+    ep_block_scan(start + 1, n_groups);
+    for (int g = threadIdx.x; g < n_groups; g += blockDim.x) {
+        u32 cursor = start[g];
+        for (int s = 0; s < n_ranks; s++) {
+            src_offsets[g * (n_ranks + 1) + s] = cursor;
+            cursor += g < shared_groups ? (s == rank ? shared_len : 0) : cnt[(g - shared_groups) * n_ranks + s];
+        }
+        src_offsets[g * (n_ranks + 1) + n_ranks] = cursor;
+    }
+    __syncthreads();
+}
+
 // Waits for every count, then lays out the groups: row_offsets [n_groups + 1] and src_offsets
-// [n_groups, n_ranks + 1], with the shared expert (when fused) as group 0. One block; the counts
-// and group sizes go through shared memory (`smem`: 4 * (n_local * n_ranks + n_groups + 1)
-// bytes), one thread per group, and a block scan over the groups.
+// [n_groups, n_ranks + 1]. One block; the counts and group starts go through shared memory
+// (`smem`: 4 * (n_local * n_ranks + n_groups + 1) bytes).
 extern "C" __global__ void ep_dispatch_wait(u64* counts, int n_local, int n_ranks, int rank, int skip_a2a,
                                             u64 slice_ns, int max_tokens, int shared_groups, int shared_len,
                                             int row_multiple, u32* status, u64* snapshot, u32* row_offsets,
@@ -256,7 +288,7 @@ extern "C" __global__ void ep_dispatch_wait(u64* counts, int n_local, int n_rank
     __syncthreads();
     int n_groups = n_local + shared_groups;
     u32* cnt = smem_counts;        // [n]
-    u32* start = smem_counts + n;  // [n_groups + 1]: each group's first row
+    u32* start = smem_counts + n;  // [n_groups + 1]
     for (int i = threadIdx.x; i < n; i += blockDim.x) {
         u64 v = snapshot[i];
         if (v > (u64)max_tokens) overflow = 1;
@@ -267,26 +299,8 @@ extern "C" __global__ void ep_dispatch_wait(u64* counts, int n_local, int n_rank
         if (threadIdx.x == 0) status[0] = EP_COUNT_OVERFLOW;
         return;
     }
-    // Group sizes rounded up to the row multiple; since every start is a multiple of it, the
-    // starts are the exclusive prefix sum of the rounded sizes.
-    for (int g = threadIdx.x; g < n_groups; g += blockDim.x) {
-        u32 size = 0;
-        for (int s = 0; s < n_ranks; s++)
-            size += g < shared_groups ? (s == rank ? shared_len : 0) : cnt[(g - shared_groups) * n_ranks + s];
-        start[g + 1] = (size + row_multiple - 1) / row_multiple * row_multiple;
-    }
-    if (threadIdx.x == 0) start[0] = 0;
-    __syncthreads();
-    ep_block_scan(start + 1, n_groups);
+    ep_layout_groups(cnt, n_local, n_ranks, rank, shared_groups, shared_len, row_multiple, start, src_offsets);
     for (int g = threadIdx.x; g <= n_groups; g += blockDim.x) row_offsets[g] = start[g];
-    for (int g = threadIdx.x; g < n_groups; g += blockDim.x) {
-        u32 cursor = start[g];
-        for (int s = 0; s < n_ranks; s++) {
-            src_offsets[g * (n_ranks + 1) + s] = cursor;
-            cursor += g < shared_groups ? (s == rank ? shared_len : 0) : cnt[(g - shared_groups) * n_ranks + s];
-        }
-        src_offsets[g * (n_ranks + 1) + n_ranks] = cursor;
-    }
 }
 
 // One block per token (at least one block, for a rank without tokens): the token's route, then
@@ -358,15 +372,60 @@ __device__ void ep_copy_rows(const u64* row_of, const int* slot_of, int n, u64 r
     }
 }
 
+// Message `j` from rank `s`: read once and written to each of its rows here, row = the group's
+// start for its source + the row slot the message carries (every real row has exactly one).
+__device__ void ep_copy_message(int s, u32 j, const u8* recv, const u32* src_offsets, u64 rows, int n_local,
+                                int n_ranks, int rank, int shared_groups, int max_tokens, int hidden, int fmt,
+                                MsgLayout m, u8* recv_tokens, u8* recv_scales, int* src_info, int* row_src) {
+    __shared__ u64 row_of[EP_MAX_TOP_K];
+    __shared__ int slot_of[EP_MAX_TOP_K];
+    __shared__ int n_rows;
+    const u8* msg = recv + ep_recv_offset(s, max_tokens, j, m.bytes);
+    if (threadIdx.x == 0) n_rows = 0;
+    __syncthreads();
+    // This rank's rows of the message: slots with a row slot whose expert is here.
+    for (int k = threadIdx.x; k < m.top_k; k += blockDim.x) {
+        int slot = ((const int*)(msg + m.slots_off))[k];
+        int id = ((const u16*)(msg + m.ids_off))[k];
+        if (slot < 0 || id / n_local != rank) continue;
+        int g = id % n_local + shared_groups;
+        int i = atomicAdd(&n_rows, 1);
+        row_of[i] = (u64)src_offsets[g * (n_ranks + 1) + s] + slot;
+        slot_of[i] = k;
+    }
+    __syncthreads();
+    ep_copy_rows(row_of, slot_of, n_rows, rows, msg, s, hidden, fmt, m, recv_tokens, recv_scales, src_info, row_src);
+    __syncthreads(); // row_of and n_rows are the next message's
+}
+
+// A padding row: zero payload and scales, src_info (-1, -1), no source rank.
+__device__ void ep_pad_row(u64 row, u64 rows, int hidden, int fmt, MsgLayout m, u8* recv_tokens, u8* recv_scales,
+                           int* src_info, int* row_src) {
+    u8* out = recv_tokens + row * m.payload_bytes;
+    for (int i = threadIdx.x; i < m.payload_bytes / 4; i += blockDim.x) ((u32*)out)[i] = 0;
+    ep_place_scales(fmt, hidden, rows, row, nullptr, recv_scales);
+    if (threadIdx.x == 0) { src_info[2 * row] = -1; src_info[2 * row + 1] = -1; row_src[row] = -1; }
+}
+
+// Row `first + i` of the fused shared expert (group 0): this rank's token shared_start + i, from
+// `shared_msgs` (slot -1, no source rank: these rows never travel back).
+__device__ void ep_copy_shared_row(u64 first, u64 i, u64 rows, const u8* shared_msgs, int hidden, int fmt,
+                                   MsgLayout m, u8* recv_tokens, u8* recv_scales, int* src_info, int* row_src) {
+    __shared__ u64 row_of[1];
+    __shared__ int slot_of[1];
+    if (threadIdx.x == 0) { row_of[0] = first + i; slot_of[0] = -1; }
+    __syncthreads();
+    ep_copy_rows(row_of, slot_of, 1, rows, shared_msgs + i * m.bytes, -1, hidden, fmt, m, recv_tokens, recv_scales,
+                 src_info, row_src);
+    __syncthreads();
+}
+
 // The copy-out into the per-expert layout, launched with the wait (it does nothing unless the
 // wait completed: `status`), so that every byte of the output up to the row count is written
 // without a host round trip. Three kinds of blocks:
-// - one per possible message (n_ranks * max_tokens; those past the sender's message count exit):
-//   the message is read once and written to each of its rows here, row = the group's start for
-//   its source + the row slot the message carries (every real row has exactly one such slot);
-// - n_groups * (row_multiple - 1) for padding rows (zero payload and scales, src_info (-1, -1));
-// - max_tokens for the fused shared expert's rows, from `shared_msgs` (slot -1, no source rank:
-//   they never travel back).
+// - one per possible message (n_ranks * max_tokens; those past the sender's message count exit);
+// - n_groups * (row_multiple - 1) for padding rows;
+// - max_tokens for the fused shared expert's rows.
 // Each message is read from memory once (its rows are far apart in the output, so a block per
 // row re-read it per row: 470 MB read instead of 117 MB at 4096 tokens).
 extern "C" __global__ void ep_dispatch_copy_out(const u8* recv, const u32* nmsg, const u8* shared_msgs,
@@ -374,9 +433,6 @@ extern "C" __global__ void ep_dispatch_copy_out(const u8* recv, const u32* nmsg,
                                                 int n_ranks, int rank, int skip_a2a, int shared_groups, int max_tokens,
                                                 int hidden, int fmt, MsgLayout m, int row_multiple, u8* recv_tokens,
                                                 u8* recv_scales, int* src_info, int* row_src, const u32* status) {
-    __shared__ u64 row_of[EP_MAX_TOP_K];
-    __shared__ int slot_of[EP_MAX_TOP_K];
-    __shared__ int n_rows;
     int n_groups = n_local + shared_groups;
     u32 done = status[0];
     u64 rows = row_offsets[n_groups];
@@ -387,22 +443,8 @@ extern "C" __global__ void ep_dispatch_copy_out(const u8* recv, const u32* nmsg,
         int s = b / max_tokens;
         u32 j = b % max_tokens;
         if ((skip_a2a && s != rank) || j >= nmsg[s]) return;
-        const u8* msg = recv + ep_recv_offset(s, max_tokens, j, m.bytes);
-        if (threadIdx.x == 0) n_rows = 0;
-        __syncthreads();
-        // This rank's rows of the message: slots with a row slot whose expert is here.
-        for (int k = threadIdx.x; k < m.top_k; k += blockDim.x) {
-            int slot = ((const int*)(msg + m.slots_off))[k];
-            int id = ((const u16*)(msg + m.ids_off))[k];
-            if (slot < 0 || id / n_local != rank) continue;
-            int g = id % n_local + shared_groups;
-            int i = atomicAdd(&n_rows, 1);
-            row_of[i] = (u64)src_offsets[g * (n_ranks + 1) + s] + slot;
-            slot_of[i] = k;
-        }
-        __syncthreads();
-        ep_copy_rows(row_of, slot_of, n_rows, rows, msg, s, hidden, fmt, m, recv_tokens, recv_scales, src_info,
-                     row_src);
+        ep_copy_message(s, j, recv, src_offsets, rows, n_local, n_ranks, rank, shared_groups, max_tokens, hidden, fmt,
+                        m, recv_tokens, recv_scales, src_info, row_src);
         return;
     }
     b -= message_blocks;
@@ -410,20 +452,232 @@ extern "C" __global__ void ep_dispatch_copy_out(const u8* recv, const u32* nmsg,
     if (b < padding_blocks) {
         int g = b / (row_multiple - 1);
         u64 row = src_offsets[g * (n_ranks + 1) + n_ranks] + b % (row_multiple - 1);
-        if (row >= row_offsets[g + 1]) return;
-        u8* out = recv_tokens + row * m.payload_bytes;
-        for (int i = threadIdx.x; i < m.payload_bytes / 4; i += blockDim.x) ((u32*)out)[i] = 0;
-        ep_place_scales(fmt, hidden, rows, row, nullptr, recv_scales);
-        if (threadIdx.x == 0) { src_info[2 * row] = -1; src_info[2 * row + 1] = -1; row_src[row] = -1; }
+        if (row < row_offsets[g + 1]) ep_pad_row(row, rows, hidden, fmt, m, recv_tokens, recv_scales, src_info, row_src);
         return;
     }
     b -= padding_blocks;
-    // The shared expert (group 0): its rows are this rank's own tokens in its range.
     if (shared_groups == 0) return;
     u64 first = src_offsets[rank], end = src_offsets[rank + 1];
-    if (first + b >= end) return;
-    if (threadIdx.x == 0) { row_of[0] = first + b; slot_of[0] = -1; }
+    if (first + b < end)
+        ep_copy_shared_row(first, b, rows, shared_msgs, hidden, fmt, m, recv_tokens, recv_scales, src_info, row_src);
+}
+
+// ---- the single-launch dispatch (decode sizes) ------------------------------------------------
+//
+// At decode sizes every kernel of the path above does almost no work, and the launches and their
+// dependent loads are the phase's time. ep_dispatch_single does the whole phase in one launch: a
+// persistent grid whose blocks are all resident (comm.rs sizes it from the occupancy), each block
+// finding its tokens' slots itself, sending them, then, after the last block has published the
+// counts, waiting for every count and writing its share of the output. Same wire messages,
+// counts, signals and outputs as the path above, so ranks on either path talk to each other.
+
+// Ids of tokens first .. first + n and the rank of each (-1: masked), staged in shared memory by
+// the whole block (n * top_k <= EP_STAGE_INTS): one round of coalesced loads, and each division
+// done once (an integer division is a long instruction sequence on the GPU; in the loops below it
+// cost ~8 us a token at 128 tokens). Returns with a barrier passed.
+#define EP_STAGE_INTS 2048
+__shared__ int ep_stage[EP_STAGE_INTS], ep_stage_rank[EP_STAGE_INTS];
+__device__ void ep_stage_ids(const int* ids, int first, int n, int top_k, int n_local) {
+    __syncthreads(); // the previous chunk is read
+    for (int i = threadIdx.x; i < n * top_k; i += blockDim.x) {
+        int x = ids[(u64)first * top_k + i];
+        ep_stage[i] = x;
+        ep_stage_rank[i] = x >= 0 ? x / n_local : -1;
+    }
     __syncthreads();
-    ep_copy_rows(row_of, slot_of, 1, rows, shared_msgs + b * m.bytes, -1, hidden, fmt, m, recv_tokens, recv_scales,
-                 src_info, row_src);
+}
+
+// Token t's route, worked out by its own block from the ids (no ep_assign_slots): a slot's row
+// slot is how many earlier tokens name its expert, a carrying slot's message slot how many
+// earlier tokens reach its rank: the positions ep_assign_slots gives (token order).
+__device__ void ep_own_route(EpRoute& r, int t, const int* ids, int top_k, int n_local, int rank, int skip_a2a) {
+    __shared__ u32 names[EP_MAX_TOP_K], reaches[EP_MAX_TOP_K];
+    // The sending slots, compacted: expert, its rank, its slot k.
+    __shared__ int s_id[EP_MAX_TOP_K], s_rank[EP_MAX_TOP_K], s_k[EP_MAX_TOP_K];
+    __shared__ int n_send;
+    ep_stage_ids(ids, t, 1, top_k, n_local);
+    // A slot sends when its expert is routed here and no earlier slot names it; it carries the
+    // token's message when no earlier sending slot has its rank (ep_assign_slots, ep_load_route).
+    if (threadIdx.x == 0) {
+        int n = 0;
+        for (int k = 0; k < top_k; k++) {
+            int id = ep_stage[k], p = ep_stage_rank[k];
+            r.id[k] = id;
+            bool sends = id >= 0 && (!skip_a2a || p == rank), carries = sends;
+            for (int j = 0; j < n; j++) {
+                sends = sends && s_id[j] != id;
+                carries = carries && s_rank[j] != p;
+            }
+            r.slot[k] = sends ? 0 : -1;
+            r.carries[k] = sends && carries;
+            names[k] = 0;
+            reaches[k] = 0;
+            if (sends) { s_id[n] = id; s_rank[n] = p; s_k[n] = k; n++; }
+        }
+        n_send = n;
+    }
+    __syncthreads();
+    int ns = n_send;
+    // Earlier tokens, a thread each, a chunk at a time: bit i of `named` when the token names
+    // sending slot i's expert, of `reached` when it reaches that slot's rank (a routed expert
+    // there; the slot's own expert is routed, so any expert of that rank is). Counted per warp
+    // with ballots.
+    int lane = threadIdx.x & 31;
+    int chunk = EP_STAGE_INTS / top_k;
+    for (int c0 = 0; c0 < t; c0 += chunk) {
+        int nc = min(chunk, t - c0);
+        ep_stage_ids(ids, c0, nc, top_k, n_local);
+        for (int u0 = 0; u0 < nc; u0 += blockDim.x) {
+            int u = u0 + threadIdx.x;
+            u64 named = 0, reached = 0;
+            if (u < nc) {
+                for (int j = 0; j < top_k; j++) {
+                    int x = ep_stage[u * top_k + j], xr = ep_stage_rank[u * top_k + j];
+                    for (int i = 0; i < ns; i++) {
+                        if (x == s_id[i]) named |= 1ull << i;
+                        if (xr == s_rank[i]) reached |= 1ull << i;
+                    }
+                }
+            }
+            for (int i = 0; i < ns; i++) {
+                u32 a = __popc(__ballot_sync(0xffffffffu, (named >> i) & 1));
+                u32 b = __popc(__ballot_sync(0xffffffffu, (reached >> i) & 1));
+                if (lane == 0 && a) atomicAdd(&names[s_k[i]], a);
+                if (lane == 0 && b) atomicAdd(&reaches[s_k[i]], b);
+            }
+        }
+    }
+    __syncthreads();
+    for (int k = threadIdx.x; k < top_k; k += blockDim.x) {
+        bool sends = r.slot[k] >= 0;
+        r.msg_at[k] = sends ? (int)reaches[k] : -1;
+        if (sends) r.slot[k] = (int)names[k];
+    }
+    __syncthreads();
+}
+
+// The totals ep_assign_slots leaves: rows sent to each expert (`sent`) and messages to each rank
+// (`msgs_to`), counted by one block in `hist` (shared memory, n_experts + n_ranks words).
+__device__ void ep_count_sent(const int* ids, int n_tokens, int top_k, int n_experts, int n_local, int n_ranks,
+                              int rank, int skip_a2a, u32* hist, u64* sent, u32* msgs_to) {
+    for (int i = threadIdx.x; i < n_experts + n_ranks; i += blockDim.x) hist[i] = 0;
+    int chunk = EP_STAGE_INTS / top_k;
+    for (int c0 = 0; c0 < n_tokens; c0 += chunk) {
+        int nc = min(chunk, n_tokens - c0);
+        ep_stage_ids(ids, c0, nc, top_k, n_local);
+        for (int u = threadIdx.x; u < nc; u += blockDim.x) {
+            const int* row = ep_stage + u * top_k;
+            const int* row_rank = ep_stage_rank + u * top_k;
+            for (int k = 0; k < top_k; k++) {
+                int id = row[k], p = row_rank[k];
+                if (id < 0 || (skip_a2a && p != rank)) continue;
+                bool first = true, first_at_rank = true;
+                for (int j = 0; j < k; j++) {
+                    first = first && row[j] != id;
+                    first_at_rank = first_at_rank && row_rank[j] != p;
+                }
+                if (first) atomicAdd(&hist[id], 1u);
+                if (first_at_rank) atomicAdd(&hist[n_experts + p], 1u);
+            }
+        }
+    }
+    __syncthreads();
+    for (int e = threadIdx.x; e < n_experts; e += blockDim.x) sent[e] = hist[e];
+    for (int p = threadIdx.x; p < n_ranks; p += blockDim.x) msgs_to[p] = hist[n_experts + p];
+    __syncthreads();
+}
+
+// The whole dispatch inside one node, in one launch (see above). Dynamic shared memory: the
+// largest of the send's (message + row in f32), the totals' (4 * (n_experts + n_ranks)) and the
+// layout's (8 * n + 4 * (n + n_groups + 1 + n_groups * (n_ranks + 1) + n_ranks)), n = n_local *
+// n_ranks. `ticket` holds two words: the send's and the counts' reset. The status word is EP_OK
+// when a round starts (every wait leaves it so, or the rank is poisoned); blocks only store the
+// outcomes that are not.
+extern "C" __global__ void __launch_bounds__(512) ep_dispatch_single(
+    const u16* tokens, const float* input_scales, int n_tokens, int hidden, int fmt, const int* ids, int top_k,
+    MsgLayout m, const u64* recv_ptrs, int rank, int n_ranks, int n_local, int max_tokens, int shared_start,
+    int shared_end, u8* shared_msgs, u32* ticket, u64* sent, u32* msgs_to, int n_experts, int skip_a2a,
+    const u64* count_ptrs, const u64* nmsg_ptrs, u64* counts, u64 slice_ns, int shared_groups, int row_multiple,
+    u32* status, u64* snapshot, u32* row_offsets, u32* src_offsets, const u8* recv, const u32* nmsg,
+    u8* recv_tokens, u8* recv_scales, int* src_info, int* row_src) {
+    __shared__ EpRoute route;
+    EP_STAMPS
+    for (int t = blockIdx.x; t < n_tokens; t += gridDim.x) {
+        ep_own_route(route, t, ids, top_k, n_local, rank, skip_a2a);
+        if (t == blockIdx.x) EP_STAMP(1); else EP_STAMP(10);
+        ep_send_token(t, route, tokens, input_scales, hidden, top_k, fmt, m, recv_ptrs, rank, n_local, n_ranks,
+                      max_tokens, nullptr, shared_start, shared_end, shared_msgs);
+        if (t != blockIdx.x) EP_STAMP(11);
+        __syncthreads(); // the route and the message in shared memory are the next token's
+    }
+    EP_STAMP(2);
+    bool published = ep_last_block(ticket);
+    EP_STAMP(3);
+    if (published) {
+        ep_count_sent(ids, n_tokens, top_k, n_experts, n_local, n_ranks, rank, skip_a2a, (u32*)smem_u4, sent,
+                      msgs_to);
+        EP_STAMP(4);
+        ep_publish_counts(sent, msgs_to, n_experts, n_local, n_ranks, rank, skip_a2a, count_ptrs, nmsg_ptrs);
+    }
+    __syncthreads();
+    EP_STAMP(5);
+
+    int n = n_local * n_ranks, n_groups = n_local + shared_groups;
+    u64* got = (u64*)smem_u4;            // [n]
+    u32* cnt = (u32*)(got + n);          // [n]
+    u32* start = cnt + n;                // [n_groups + 1]
+    u32* src_off = start + n_groups + 1; // [n_groups, n_ranks + 1]
+    u32* msgs = src_off + n_groups * (n_ranks + 1); // [n_ranks]
+    __shared__ u32 outcome;
+    u32 polled = ep_poll_counts(counts, n, rank, n_ranks, skip_a2a, slice_ns, got);
+    EP_STAMP(6);
+    if (threadIdx.x == 0) outcome = polled;
+    __syncthreads();
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+        if (polled == EP_OK && got[i] > (u64)max_tokens) outcome = EP_COUNT_OVERFLOW;
+        cnt[i] = (u32)got[i];
+    }
+    __syncthreads();
+    if (threadIdx.x == 0 && outcome != EP_OK) status[0] = outcome;
+    ep_reset_counts_last(ticket + 1, counts, n, rank, n_ranks, skip_a2a, status);
+    __syncthreads();
+    if (outcome != EP_OK) return;
+
+    int shared_len = shared_end - shared_start;
+    EP_STAMP(7);
+    ep_layout_groups(cnt, n_local, n_ranks, rank, shared_groups, shared_len, row_multiple, start, src_off);
+    EP_STAMP(8);
+    u64 rows = start[n_groups];
+    if (blockIdx.x == 0) {
+        for (int g = threadIdx.x; g <= n_groups; g += blockDim.x) row_offsets[g] = start[g];
+        for (int i = threadIdx.x; i < n_groups * (n_ranks + 1); i += blockDim.x) src_offsets[i] = src_off[i];
+        for (int i = threadIdx.x; i < n; i += blockDim.x) snapshot[i] = got[i];
+    }
+    // Messages, numbered across sources in rank order; then padding rows a group at a time; then
+    // the shared expert's rows.
+    u32 total = 0;
+    for (int s = threadIdx.x; s < n_ranks; s += blockDim.x)
+        msgs[s] = skip_a2a && s != rank ? 0 : min(nmsg[s], (u32)max_tokens); // as the copy-out's grid bounds it
+    __syncthreads();
+    for (int s = 0; s < n_ranks; s++) total += msgs[s];
+    for (u32 i = blockIdx.x; i < total; i += gridDim.x) {
+        int s = 0;
+        u32 j = i;
+        while (j >= msgs[s]) j -= msgs[s++];
+        ep_copy_message(s, j, recv, src_off, rows, n_local, n_ranks, rank, shared_groups, max_tokens, hidden, fmt, m,
+                        recv_tokens, recv_scales, src_info, row_src);
+    }
+    if (row_multiple > 1) {
+        for (int g = blockIdx.x; g < n_groups; g += gridDim.x)
+            for (u64 row = src_off[g * (n_ranks + 1) + n_ranks]; row < start[g + 1]; row++)
+                ep_pad_row(row, rows, hidden, fmt, m, recv_tokens, recv_scales, src_info, row_src);
+    }
+    if (shared_groups > 0) {
+        u64 first = src_off[rank];
+        for (int i = blockIdx.x; i < shared_len; i += gridDim.x)
+            ep_copy_shared_row(first, i, rows, shared_msgs, hidden, fmt, m, recv_tokens, recv_scales, src_info,
+                               row_src);
+    }
+    EP_STAMP(9);
+    EP_STAMPS_PRINT("dispatch", rank, published);
 }
