@@ -53,36 +53,16 @@ const SINGLE_COMBINE_MAX_TOKENS: usize = 128;
 /// `EP_CUDA_SINGLE_DISPATCH_MAX_TOKENS` turns it on up to that many tokens.
 const SINGLE_DISPATCH_MAX_TOKENS: usize = 0;
 
-/// A token count from the environment variable `var`, or `default` (with a warning when the
-/// variable is set but not a number).
-fn tokens_from_env(var: &str, default: usize) -> usize {
-    match std::env::var(var).as_deref().map(str::parse) {
+/// A token count from the environment variable `var`, read once into `cell`, or `default` (with
+/// a warning when the variable is set but not a number).
+fn tokens_from_env(cell: &OnceLock<usize>, var: &str, default: usize) -> usize {
+    *cell.get_or_init(|| match std::env::var(var).as_deref().map(str::parse) {
         Err(_) => default,
         Ok(Ok(n)) => n,
         Ok(Err(_)) => {
             eprintln!("ep-cuda: {var} is not a number; using {default}");
             default
         }
-    }
-}
-
-fn single_combine_max_tokens() -> usize {
-    static MAX: OnceLock<usize> = OnceLock::new();
-    *MAX.get_or_init(|| {
-        tokens_from_env(
-            "EP_CUDA_SINGLE_COMBINE_MAX_TOKENS",
-            SINGLE_COMBINE_MAX_TOKENS,
-        )
-    })
-}
-
-fn single_dispatch_max_tokens() -> usize {
-    static MAX: OnceLock<usize> = OnceLock::new();
-    *MAX.get_or_init(|| {
-        tokens_from_env(
-            "EP_CUDA_SINGLE_DISPATCH_MAX_TOKENS",
-            SINGLE_DISPATCH_MAX_TOKENS,
-        )
     })
 }
 
@@ -356,13 +336,24 @@ impl CudaComm {
 
     /// This round's dispatch is one launch (`ep_dispatch_single`): one node, few tokens here.
     pub(crate) fn single_dispatch(&self) -> bool {
-        self.single_launch(single_dispatch_max_tokens())
+        static MAX: OnceLock<usize> = OnceLock::new();
+        self.single_launch(tokens_from_env(
+            &MAX,
+            "EP_CUDA_SINGLE_DISPATCH_MAX_TOKENS",
+            SINGLE_DISPATCH_MAX_TOKENS,
+        ))
     }
 
     /// This round's combine is one launch (`ep_combine_single`): one node, few tokens here, and
     /// a reduction with weights.
     pub(crate) fn single_combine(&self) -> bool {
-        self.single_launch(single_combine_max_tokens()) && self.round.reduced
+        static MAX: OnceLock<usize> = OnceLock::new();
+        self.round.reduced
+            && self.single_launch(tokens_from_env(
+                &MAX,
+                "EP_CUDA_SINGLE_COMBINE_MAX_TOKENS",
+                SINGLE_COMBINE_MAX_TOKENS,
+            ))
     }
 
     fn single_launch(&self, max_tokens: usize) -> bool {
@@ -370,6 +361,12 @@ impl CudaComm {
             && max_tokens > 0
             && self.round.n_tokens <= max_tokens
             && self.world.single_launch_blocks[self.rank] > 0
+    }
+
+    /// Where the dispatch left its row count on the device (`row_offsets[n_groups]`), which the
+    /// combine kernels read.
+    fn rows_end(&self) -> u64 {
+        self.bufs().row_offsets.ptr + 4 * self.cfg.n_groups() as u64
     }
 
     /// The first slice of a single-launch phase's wait, in ns.
@@ -512,7 +509,7 @@ impl CudaComm {
         let smem = [
             m.bytes as usize + cfg.hidden * 4,
             4 * (cfg.n_experts + ranks),
-            8 * counts + 4 * (counts + groups + 1 + groups * (ranks + 1) + ranks),
+            8 * counts + 4 * (groups + 1 + groups * (ranks + 1) + ranks),
         ]
         .into_iter()
         .max()
@@ -580,7 +577,8 @@ impl CudaComm {
         } = self.sc;
         let shared_groups = self.shared_groups();
         let row_multiple = cfg.format.group_row_multiple() as i32;
-        let layout_smem = 4 * (cfg.n_local_experts() * cfg.n_ranks() + cfg.n_groups() + 1) as u32;
+        let layout_smem =
+            (8 * cfg.n_local_experts() * cfg.n_ranks() + 4 * (cfg.n_groups() + 1)) as u32;
         let wait: [&dyn crate::kernels::KernelArg; WAIT_ARGS] = [
             &b.d_counts.ptr,
             &l,
@@ -677,13 +675,12 @@ impl CudaComm {
             gpn,
             ..
         } = self.sc;
-        let rows_end = b.row_offsets.ptr + 4 * cfg.n_groups() as u64;
         let one_node = (cfg.n_nodes == 1) as i32;
         let send: [&dyn crate::kernels::KernelArg; COMBINE_SEND_ARGS] = [
             &b.expert_out.ptr,
             &b.src_info.ptr,
             &b.row_src.ptr,
-            &rows_end,
+            &self.rows_end(),
             &hidden,
             &top_k,
             &b.c_recv_ptrs.ptr,
@@ -798,7 +795,6 @@ impl CudaComm {
             ..
         } = self.sc;
         let t = self.round.n_tokens;
-        let rows_end = b.row_offsets.ptr + 4 * cfg.n_groups() as u64;
         let (epi, scale, device) = self.epilogue_args()?;
         let k = self.k();
         let f = device
@@ -814,7 +810,7 @@ impl CudaComm {
             &b.expert_out.ptr,
             &b.src_info.ptr,
             &b.row_src.ptr,
-            &rows_end,
+            &self.rows_end(),
             &hidden,
             &top_k,
             &b.c_recv_ptrs.ptr,

@@ -50,16 +50,22 @@ __device__ void ep_send_row(u64 row, const u16* expert_out, const int* src_info,
     }
 }
 
-// Waits for every expert's rows; each count must equal the rows this rank sent that expert.
+// The rows coming back for (local expert g, rank s), count g * n_ranks + s, must be the rows
+// this rank sent to rank s's expert g in the dispatch.
+struct EpRowsMatch {
+    const u64* sent;
+    int n_local, n_ranks;
+    __device__ u32 operator()(int i, u64 v) const {
+        int g = i / n_ranks, s = i % n_ranks;
+        return v != sent[s * n_local + g] ? EP_COUNT_MISMATCH : EP_OK;
+    }
+};
+
+// Waits for every expert's rows (EpRowsMatch).
 extern "C" __global__ void ep_combine_wait(u64* counts, int n_local, int n_ranks, int rank, int skip_a2a,
                                            u64 slice_ns, const u64* sent, u32* status, u64* snapshot) {
-    int n = n_local * n_ranks;
-    if (!ep_wait_counts(counts, n, rank, n_ranks, skip_a2a, slice_ns, status, snapshot)) return;
-    __syncthreads();
-    for (int i = threadIdx.x; i < n; i += blockDim.x) {
-        int g = i / n_ranks, s = i % n_ranks;
-        if (snapshot[i] != sent[s * n_local + g]) status[0] = EP_COUNT_MISMATCH;
-    }
+    ep_wait_counts(counts, n_local * n_ranks, rank, n_ranks, skip_a2a, slice_ns, status, snapshot,
+                   EpRowsMatch{sent, n_local, n_ranks});
 }
 
 // One block per received row (the grid may cover the capacity, at least one block; the row count
@@ -241,21 +247,10 @@ extern "C" __global__ void __launch_bounds__(512) ep_combine_single(
     EP_STAMP(3);
 
     int n = n_local * n_ranks;
-    u64* got = (u64*)smem_u4;
-    __shared__ u32 outcome;
-    u32 polled = ep_poll_counts(counts, n, rank, n_ranks, skip_a2a, slice_ns, got);
+    u32 outcome = ep_poll_counts(counts, n, rank, n_ranks, skip_a2a, slice_ns, (u64*)smem_u4, nullptr,
+                                 EpRowsMatch{sent, n_local, n_ranks});
     EP_STAMP(4);
-    if (threadIdx.x == 0) outcome = polled;
-    __syncthreads();
-    for (int i = threadIdx.x; i < n; i += blockDim.x) {
-        int g = i / n_ranks, s = i % n_ranks;
-        bool awaited = !skip_a2a || s == rank;
-        if (polled == EP_OK && awaited && got[i] != sent[s * n_local + g]) outcome = EP_COUNT_MISMATCH;
-    }
-    __syncthreads();
-    if (threadIdx.x == 0 && outcome != EP_OK) status[0] = outcome;
-    ep_reset_counts_last(ticket + 1, counts, n, rank, n_ranks, skip_a2a, status);
-    __syncthreads();
+    ep_finish_single_wait(outcome, ticket + 1, counts, n, rank, n_ranks, skip_a2a, status);
     if (outcome != EP_OK) return;
     EP_STAMP(5);
     for (int t = blockIdx.x; t < n_tokens; t += gridDim.x)

@@ -347,6 +347,7 @@ __device__ __forceinline__ void ep_block_copy(u8* dst, const u8* src, u64 bytes)
 // __threadfence_system() is the sequentially consistent fence, stronger and slower; the send
 // kernels' critical path at decode sizes crossed three of them.
 __device__ __forceinline__ void ep_fence_acq_rel() { asm volatile("fence.acq_rel.sys;" ::: "memory"); }
+__device__ __forceinline__ void ep_fence_acq_rel_gpu() { asm volatile("fence.acq_rel.gpu;" ::: "memory"); }
 
 // True in the block that finishes last in its grid, once every block's stores are visible at
 // system scope: the point where a count may be published without a kernel of its own. Every
@@ -361,13 +362,13 @@ __device__ bool ep_last_block(u32* ticket, bool gpu_scope = false) {
     __shared__ bool last;
     __syncthreads();
     if (threadIdx.x == 0) {
-        if (gpu_scope) asm volatile("fence.acq_rel.gpu;" ::: "memory");
+        if (gpu_scope) ep_fence_acq_rel_gpu();
         else ep_fence_acq_rel();
         last = atomicAdd(ticket, 1u) == gridDim.x - 1;
         if (last) {
             atomicExch(ticket, 0u);
             // acquire: every other block's stores before ours
-            if (gpu_scope) asm volatile("fence.acq_rel.gpu;" ::: "memory");
+            if (gpu_scope) ep_fence_acq_rel_gpu();
             else ep_fence_acq_rel();
         }
     }
@@ -390,87 +391,84 @@ __device__ __forceinline__ void ep_publish(u64* at, u64 v) {
 #define EP_COUNT_OVERFLOW 2
 #define EP_COUNT_MISMATCH 3
 
-// Waits (acquire, system scope) until no awaited count is the sentinel, or `slice_ns` passes.
-// status[0] gets the outcome, status[1 + i] = 1 marks count i as not arrived yet. Awaited counts
-// are copied to `snapshot` (0 for the others) and, once all are there, reset to the sentinel for
-// the next round. One block.
+// Whether count i ((local expert, rank) order, n_ranks per expert) is awaited: with skip_a2a
+// only this rank's own.
+__device__ __forceinline__ bool ep_awaited(int i, int n_ranks, int rank, int skip_a2a) {
+    return !skip_a2a || (i % n_ranks) == rank;
+}
+
+// Polls (acquire, system scope) until no awaited count is the sentinel, or `slice_ns` passes:
+// count i into got[i] (0 when not awaited), and with `missing`, missing[i] = 1 for a count that
+// had not arrived. Once all are there, `check(i, v)` judges each awaited count (EP_OK or an error
+// code). Returns EP_OK, EP_PENDING (the slice ran out) or the check's code, the same in every
+// thread; every thread calls it.
+template <typename Check>
+__device__ u32 ep_poll_counts(const u64* counts, int n, int rank, int n_ranks, int skip_a2a, u64 slice_ns, u64* got,
+                              u32* missing, Check check) {
+    __shared__ u32 outcome;
+    if (threadIdx.x == 0) outcome = EP_OK;
+    __syncthreads();
+    u64 start = ep_globaltimer();
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+        bool late = false;
+        u64 v = 0;
+        if (ep_awaited(i, n_ranks, rank, skip_a2a)) {
+            v = ep_load_acquire(counts + i);
+            while (v == EP_SENTINEL) {
+                if (ep_globaltimer() - start > slice_ns) { late = true; outcome = EP_PENDING; break; }
+                __nanosleep(64);
+                v = ep_load_acquire(counts + i);
+            }
+        }
+        got[i] = v;
+        if (missing) missing[i] = late;
+    }
+    __syncthreads();
+    if (outcome == EP_OK) {
+        for (int i = threadIdx.x; i < n; i += blockDim.x) {
+            u32 code = ep_awaited(i, n_ranks, rank, skip_a2a) ? check(i, got[i]) : EP_OK;
+            if (code != EP_OK) outcome = code;
+        }
+    }
+    __syncthreads();
+    return outcome;
+}
+
+// The awaited counts back to the sentinel, for the next round.
+__device__ void ep_reset_counts(u64* counts, int n, int rank, int n_ranks, int skip_a2a) {
+    for (int i = threadIdx.x; i < n; i += blockDim.x)
+        if (ep_awaited(i, n_ranks, rank, skip_a2a)) *((volatile u64*)(counts + i)) = EP_SENTINEL;
+}
+
+// The wait kernels' wait, one block: ep_poll_counts into `snapshot`, with the not-arrived flags
+// in status[1 ..] and the outcome in status[0]; once every count is there, they are reset.
 //
 // A slice is short (comm.rs: WAIT_SLICE): when it runs out the host launches the wait again until
 // the round's deadline. A kernel that spun for the whole deadline could hold up the very rank it
 // waits for: ranks sharing a GPU share its driver and hardware queues, and the driver may make a
 // rank's launch or copy wait for the kernels already running (seen on one H100 with 4-8 ranks:
 // a rank's signals ~10 s late, released only when a peer's wait timed out).
-__device__ bool ep_wait_counts(u64* counts, int n, int rank, int n_ranks, int skip_a2a, u64 slice_ns,
-                               u32* status, u64* snapshot) {
-    __shared__ int timed_out;
-    if (threadIdx.x == 0) { timed_out = 0; status[0] = EP_OK; }
-    __syncthreads();
-    u64 start = ep_globaltimer();
-    for (int i = threadIdx.x; i < n; i += blockDim.x) {
-        status[1 + i] = 0;
-        bool awaited = !skip_a2a || (i % n_ranks) == rank;
-        u64 v = 0;
-        if (awaited) {
-            v = ep_load_acquire(counts + i);
-            while (v == EP_SENTINEL) {
-                if (ep_globaltimer() - start > slice_ns) { status[1 + i] = 1; atomicExch(&timed_out, 1); break; }
-                __nanosleep(256);
-                v = ep_load_acquire(counts + i);
-            }
-        }
-        snapshot[i] = v;
-    }
-    __syncthreads();
-    if (timed_out) {
-        if (threadIdx.x == 0) status[0] = EP_PENDING;
-        return false;
-    }
-    for (int i = threadIdx.x; i < n; i += blockDim.x) {
-        bool awaited = !skip_a2a || (i % n_ranks) == rank;
-        if (awaited) *((volatile u64*)(counts + i)) = EP_SENTINEL;
-    }
-    return true;
+template <typename Check>
+__device__ bool ep_wait_counts(u64* counts, int n, int rank, int n_ranks, int skip_a2a, u64 slice_ns, u32* status,
+                               u64* snapshot, Check check) {
+    u32 outcome = ep_poll_counts(counts, n, rank, n_ranks, skip_a2a, slice_ns, snapshot, status + 1, check);
+    if (outcome != EP_PENDING) ep_reset_counts(counts, n, rank, n_ranks, skip_a2a);
+    if (threadIdx.x == 0) status[0] = outcome;
+    return outcome == EP_OK;
 }
 
-// The wait of a single-launch phase (ep_dispatch_single, ep_combine_single), run by every block:
-// as ep_wait_counts, but into `got` (shared memory, 0 for counts not awaited) and without
-// touching the counts or the status words, since the grid's other blocks read the same counts.
-// Returns EP_OK, or EP_PENDING when the slice ran out first (the host then runs the wait kernels,
-// which take over from the counts as they are).
-__device__ u32 ep_poll_counts(const u64* counts, int n, int rank, int n_ranks, int skip_a2a, u64 slice_ns, u64* got) {
-    __shared__ u32 outcome;
-    if (threadIdx.x == 0) outcome = EP_OK;
+// The end of a single-launch phase's wait (ep_dispatch_single, ep_combine_single), where every
+// block polled the same counts: a block whose outcome is not EP_OK stores it, then the last block
+// to get here resets the counts, unless some block's slice ran out (status[0] EP_PENDING, stored
+// before that block took its ticket): then the wait kernels the host launches next read and
+// reset them. The status word is EP_OK when a round starts (every wait leaves it so, or the rank
+// is poisoned). `ticket` is the phase's second ticket word.
+__device__ void ep_finish_single_wait(u32 outcome, u32* ticket, u64* counts, int n, int rank, int n_ranks,
+                                      int skip_a2a, u32* status) {
+    if (threadIdx.x == 0 && outcome != EP_OK) status[0] = outcome;
+    if (ep_last_block(ticket, true) && *(volatile const u32*)status == EP_OK)
+        ep_reset_counts(counts, n, rank, n_ranks, skip_a2a);
     __syncthreads();
-    u64 start = ep_globaltimer();
-    for (int i = threadIdx.x; i < n; i += blockDim.x) {
-        bool awaited = !skip_a2a || (i % n_ranks) == rank;
-        u64 v = 0;
-        if (awaited) {
-            v = ep_load_acquire(counts + i);
-            while (v == EP_SENTINEL) {
-                if (ep_globaltimer() - start > slice_ns) { outcome = EP_PENDING; break; }
-                __nanosleep(64);
-                v = ep_load_acquire(counts + i);
-            }
-        }
-        got[i] = v;
-    }
-    __syncthreads();
-    return outcome;
-}
-
-// After every block of a single-launch phase has read the counts and taken `ticket`: the last
-// block sets them back to the sentinel for the next round, unless some block's slice ran out
-// (status[0] is EP_PENDING, stored before that block took its ticket), in which case the wait
-// kernels the host launches next read and reset them.
-__device__ void ep_reset_counts_last(u32* ticket, u64* counts, int n, int rank, int n_ranks, int skip_a2a,
-                                     const u32* status) {
-    if (!ep_last_block(ticket, true)) return;
-    if (*(volatile const u32*)status != EP_OK) return;
-    for (int i = threadIdx.x; i < n; i += blockDim.x) {
-        bool awaited = !skip_a2a || (i % n_ranks) == rank;
-        if (awaited) *((volatile u64*)(counts + i)) = EP_SENTINEL;
-    }
 }
 
 // Stamps inside the single-launch kernels, to find where a decode phase's time goes: compiled in

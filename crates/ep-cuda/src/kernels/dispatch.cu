@@ -116,6 +116,18 @@ struct EpRoute {
     bool carries[EP_MAX_TOP_K];
 };
 
+// Which sending slots carry the token's message to their rank: the first sending slot for each
+// rank. Every thread calls it, with r.id and r.slot set; returns with a barrier passed.
+__device__ void ep_route_carries(EpRoute& r, int top_k, int n_local) {
+    for (int k = threadIdx.x; k < top_k; k += blockDim.x) {
+        bool carries = r.slot[k] >= 0;
+        for (int j = 0; j < k; j++)
+            carries = carries && !(r.slot[j] >= 0 && r.id[j] / n_local == r.id[k] / n_local);
+        r.carries[k] = carries;
+    }
+    __syncthreads();
+}
+
 // Token t's route from the slot arrays ep_assign_slots wrote. Every thread calls it.
 __device__ void ep_load_route(EpRoute& r, int t, const int* ids, const int* slots, const int* rank_slots, int top_k,
                               int n_local, int n_ranks) {
@@ -126,13 +138,7 @@ __device__ void ep_load_route(EpRoute& r, int t, const int* ids, const int* slot
         r.msg_at[k] = slot >= 0 ? rank_slots[(u64)t * n_ranks + id / n_local] : -1;
     }
     __syncthreads();
-    for (int k = threadIdx.x; k < top_k; k += blockDim.x) {
-        bool carries = r.slot[k] >= 0;
-        for (int j = 0; j < k; j++)
-            carries = carries && !(r.slot[j] >= 0 && r.id[j] / n_local == r.id[k] / n_local);
-        r.carries[k] = carries;
-    }
-    __syncthreads();
+    ep_route_carries(r, top_k, n_local);
 }
 
 // One block per token: encode the message once in shared memory, then store it at every rank of
@@ -243,12 +249,13 @@ __device__ void ep_block_scan(u32* a, int n) {
     }
 }
 
-// The groups' layout from the counts `cnt` [n_local * n_ranks] (shared memory): `start`
+// The groups' layout from the counts `cnt` [n_local * n_ranks] (shared memory, each at most
+// max_tokens: EpCountFits): `start`
 // [n_groups + 1] (shared memory) gets each group's first row and the total, `src_offsets`
 // [n_groups, n_ranks + 1] where each source's rows begin in its group, with the shared expert
 // (when fused) as group 0. A thread per group and a block scan over the groups. Every thread
 // calls it; returns with a barrier passed.
-__device__ void ep_layout_groups(const u32* cnt, int n_local, int n_ranks, int rank, int shared_groups,
+__device__ void ep_layout_groups(const u64* cnt, int n_local, int n_ranks, int rank, int shared_groups,
                                  int shared_len, int row_multiple, u32* start, u32* src_offsets) {
     int n_groups = n_local + shared_groups;
     // Group sizes rounded up to the row multiple; since every start is a multiple of it, the
@@ -256,7 +263,7 @@ __device__ void ep_layout_groups(const u32* cnt, int n_local, int n_ranks, int r
     for (int g = threadIdx.x; g < n_groups; g += blockDim.x) {
         u32 size = 0;
         for (int s = 0; s < n_ranks; s++)
-            size += g < shared_groups ? (s == rank ? shared_len : 0) : cnt[(g - shared_groups) * n_ranks + s];
+            size += g < shared_groups ? (s == rank ? shared_len : 0) : (u32)cnt[(g - shared_groups) * n_ranks + s];
         start[g + 1] = (size + row_multiple - 1) / row_multiple * row_multiple;
     }
     if (threadIdx.x == 0) start[0] = 0;
@@ -266,39 +273,36 @@ __device__ void ep_layout_groups(const u32* cnt, int n_local, int n_ranks, int r
         u32 cursor = start[g];
         for (int s = 0; s < n_ranks; s++) {
             src_offsets[g * (n_ranks + 1) + s] = cursor;
-            cursor += g < shared_groups ? (s == rank ? shared_len : 0) : cnt[(g - shared_groups) * n_ranks + s];
+            cursor += g < shared_groups ? (s == rank ? shared_len : 0) : (u32)cnt[(g - shared_groups) * n_ranks + s];
         }
         src_offsets[g * (n_ranks + 1) + n_ranks] = cursor;
     }
     __syncthreads();
 }
 
+// A dispatch count is a number of rows from one rank for one expert: more than max_tokens is a
+// protocol violation (and would overrun the output).
+struct EpCountFits {
+    u64 max_tokens;
+    __device__ u32 operator()(int, u64 v) const { return v > max_tokens ? EP_COUNT_OVERFLOW : EP_OK; }
+};
+
 // Waits for every count, then lays out the groups: row_offsets [n_groups + 1] and src_offsets
 // [n_groups, n_ranks + 1]. One block; the counts and group starts go through shared memory
-// (`smem`: 4 * (n_local * n_ranks + n_groups + 1) bytes).
+// (`smem`: 8 * n_local * n_ranks + 4 * (n_groups + 1) bytes).
 extern "C" __global__ void ep_dispatch_wait(u64* counts, int n_local, int n_ranks, int rank, int skip_a2a,
                                             u64 slice_ns, int max_tokens, int shared_groups, int shared_len,
                                             int row_multiple, u32* status, u64* snapshot, u32* row_offsets,
                                             u32* src_offsets) {
-    extern __shared__ u32 smem_counts[];
-    __shared__ int overflow;
+    extern __shared__ u64 smem_counts[];
     int n = n_local * n_ranks;
-    if (!ep_wait_counts(counts, n, rank, n_ranks, skip_a2a, slice_ns, status, snapshot)) return;
-    if (threadIdx.x == 0) overflow = 0;
-    __syncthreads();
-    int n_groups = n_local + shared_groups;
-    u32* cnt = smem_counts;        // [n]
-    u32* start = smem_counts + n;  // [n_groups + 1]
-    for (int i = threadIdx.x; i < n; i += blockDim.x) {
-        u64 v = snapshot[i];
-        if (v > (u64)max_tokens) overflow = 1;
-        cnt[i] = (u32)v;
-    }
-    __syncthreads();
-    if (overflow) {
-        if (threadIdx.x == 0) status[0] = EP_COUNT_OVERFLOW;
+    if (!ep_wait_counts(counts, n, rank, n_ranks, skip_a2a, slice_ns, status, snapshot, EpCountFits{(u64)max_tokens}))
         return;
-    }
+    int n_groups = n_local + shared_groups;
+    u64* cnt = smem_counts;               // [n]
+    u32* start = (u32*)(smem_counts + n); // [n_groups + 1]
+    for (int i = threadIdx.x; i < n; i += blockDim.x) cnt[i] = snapshot[i];
+    __syncthreads();
     ep_layout_groups(cnt, n_local, n_ranks, rank, shared_groups, shared_len, row_multiple, start, src_offsets);
     for (int g = threadIdx.x; g <= n_groups; g += blockDim.x) row_offsets[g] = start[g];
 }
@@ -496,24 +500,22 @@ __device__ void ep_own_route(EpRoute& r, int t, const int* ids, int top_k, int n
     __shared__ int s_id[EP_MAX_TOP_K], s_rank[EP_MAX_TOP_K], s_k[EP_MAX_TOP_K];
     __shared__ int n_send;
     ep_stage_ids(ids, t, 1, top_k, n_local);
-    // A slot sends when its expert is routed here and no earlier slot names it; it carries the
-    // token's message when no earlier sending slot has its rank (ep_assign_slots, ep_load_route).
+    // A slot sends when its expert is routed here and no earlier slot names it (ep_assign_slots).
+    for (int k = threadIdx.x; k < top_k; k += blockDim.x) {
+        int id = ep_stage[k];
+        bool sends = id >= 0 && (!skip_a2a || ep_stage_rank[k] == rank);
+        for (int j = 0; j < k; j++) sends = sends && ep_stage[j] != id;
+        r.id[k] = id;
+        r.slot[k] = sends ? 0 : -1;
+        names[k] = 0;
+        reaches[k] = 0;
+    }
+    __syncthreads();
+    ep_route_carries(r, top_k, n_local);
     if (threadIdx.x == 0) {
         int n = 0;
-        for (int k = 0; k < top_k; k++) {
-            int id = ep_stage[k], p = ep_stage_rank[k];
-            r.id[k] = id;
-            bool sends = id >= 0 && (!skip_a2a || p == rank), carries = sends;
-            for (int j = 0; j < n; j++) {
-                sends = sends && s_id[j] != id;
-                carries = carries && s_rank[j] != p;
-            }
-            r.slot[k] = sends ? 0 : -1;
-            r.carries[k] = sends && carries;
-            names[k] = 0;
-            reaches[k] = 0;
-            if (sends) { s_id[n] = id; s_rank[n] = p; s_k[n] = k; n++; }
-        }
+        for (int k = 0; k < top_k; k++)
+            if (r.slot[k] >= 0) { s_id[n] = r.id[k]; s_rank[n] = ep_stage_rank[k]; s_k[n] = k; n++; }
         n_send = n;
     }
     __syncthreads();
@@ -589,10 +591,8 @@ __device__ void ep_count_sent(const int* ids, int n_tokens, int top_k, int n_exp
 
 // The whole dispatch inside one node, in one launch (see above). Dynamic shared memory: the
 // largest of the send's (message + row in f32), the totals' (4 * (n_experts + n_ranks)) and the
-// layout's (8 * n + 4 * (n + n_groups + 1 + n_groups * (n_ranks + 1) + n_ranks)), n = n_local *
-// n_ranks. `ticket` holds two words: the send's and the counts' reset. The status word is EP_OK
-// when a round starts (every wait leaves it so, or the rank is poisoned); blocks only store the
-// outcomes that are not.
+// layout's (8 * n + 4 * (n_groups + 1 + n_groups * (n_ranks + 1) + n_ranks)), n = n_local *
+// n_ranks. `ticket` holds two words: the send's and the counts' reset (ep_finish_single_wait).
 extern "C" __global__ void __launch_bounds__(512) ep_dispatch_single(
     const u16* tokens, const float* input_scales, int n_tokens, int hidden, int fmt, const int* ids, int top_k,
     MsgLayout m, const u64* recv_ptrs, int rank, int n_ranks, int n_local, int max_tokens, int shared_start,
@@ -623,29 +623,19 @@ extern "C" __global__ void __launch_bounds__(512) ep_dispatch_single(
     EP_STAMP(5);
 
     int n = n_local * n_ranks, n_groups = n_local + shared_groups;
-    u64* got = (u64*)smem_u4;            // [n]
-    u32* cnt = (u32*)(got + n);          // [n]
-    u32* start = cnt + n;                // [n_groups + 1]
-    u32* src_off = start + n_groups + 1; // [n_groups, n_ranks + 1]
+    u64* got = (u64*)smem_u4;                       // [n]
+    u32* start = (u32*)(got + n);                   // [n_groups + 1]
+    u32* src_off = start + n_groups + 1;            // [n_groups, n_ranks + 1]
     u32* msgs = src_off + n_groups * (n_ranks + 1); // [n_ranks]
-    __shared__ u32 outcome;
-    u32 polled = ep_poll_counts(counts, n, rank, n_ranks, skip_a2a, slice_ns, got);
+    u32 outcome = ep_poll_counts(counts, n, rank, n_ranks, skip_a2a, slice_ns, got, nullptr,
+                                 EpCountFits{(u64)max_tokens});
     EP_STAMP(6);
-    if (threadIdx.x == 0) outcome = polled;
-    __syncthreads();
-    for (int i = threadIdx.x; i < n; i += blockDim.x) {
-        if (polled == EP_OK && got[i] > (u64)max_tokens) outcome = EP_COUNT_OVERFLOW;
-        cnt[i] = (u32)got[i];
-    }
-    __syncthreads();
-    if (threadIdx.x == 0 && outcome != EP_OK) status[0] = outcome;
-    ep_reset_counts_last(ticket + 1, counts, n, rank, n_ranks, skip_a2a, status);
-    __syncthreads();
+    ep_finish_single_wait(outcome, ticket + 1, counts, n, rank, n_ranks, skip_a2a, status);
     if (outcome != EP_OK) return;
 
     int shared_len = shared_end - shared_start;
     EP_STAMP(7);
-    ep_layout_groups(cnt, n_local, n_ranks, rank, shared_groups, shared_len, row_multiple, start, src_off);
+    ep_layout_groups(got, n_local, n_ranks, rank, shared_groups, shared_len, row_multiple, start, src_off);
     EP_STAMP(8);
     u64 rows = start[n_groups];
     if (blockIdx.x == 0) {
