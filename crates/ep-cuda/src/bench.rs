@@ -154,13 +154,14 @@ impl CudaComm {
         self.issue_dispatch_send()?;
         e[1].record(&s).map_err(cuda)?;
         // The end events are recorded with each slice of the wait, so the last one counts; a
-        // single-launch phase's first slice is its one kernel. (Not recorded after every send:
-        // an event between two kernels lengthens the gap between them by ~3 µs on H200.)
-        let single = self.single_dispatch();
-        if single {
+        // single-launch phase's first slice is its one kernel, an overlapped dispatch's is issued
+        // with the send. (Not recorded after every send: an event between two kernels lengthens
+        // the gap between them by ~3 µs on H200.)
+        let issued = self.dispatch_wait_issued();
+        if issued {
             e[2].record(&s).map_err(cuda)?;
         }
-        self.wait_sliced(Phase::Dispatch, single, &mut |c, slice| {
+        self.wait_sliced(Phase::Dispatch, issued, &mut |c, slice| {
             c.issue_dispatch_wait(slice)?;
             e[2].record(&s).map_err(cuda)
         })?;

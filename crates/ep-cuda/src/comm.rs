@@ -52,6 +52,24 @@ const SINGLE_COMBINE_MAX_TOKENS: usize = 128;
 /// slower than the four-kernel path from 32 tokens and for FP8 (docs/perf.md, v13).
 /// `EP_CUDA_SINGLE_DISPATCH_MAX_TOKENS` turns it on up to that many tokens.
 const SINGLE_DISPATCH_MAX_TOKENS: usize = 0;
+/// From this many tokens on a rank, a dispatch inside one node overlaps its copy-out with the
+/// transfer (dispatch.cu: the counts go out before the payload, each message is marked landed, a
+/// persistent copy-out grid on a second stream expands messages as they land). Measured on 2x
+/// H200 (docs/perf.md, v14): 4096 tokens 14% (BF16) and 9% (FP8) faster; 1024 tokens within a
+/// few percent either way, 512 tokens 10% slower. `EP_CUDA_OVERLAP_MIN_TOKENS` overrides it
+/// (0: never).
+const OVERLAP_MIN_TOKENS: usize = 2048;
+/// Threads of an overlapped copy-out block (16 warps, a message each). Its launch bounds keep it
+/// to half an SM's registers, so one fits beside one 512-thread send block, but every SM that
+/// holds one runs one send block instead of two. So the grid is a share of the SMs: half for BF16,
+/// a quarter for the formats the send encodes (which need the send's blocks more), the best of
+/// 1/8 to all of the SMs at 4096 tokens on 2x H200. `EP_CUDA_OVERLAP_COPY_BLOCKS` sets it.
+const OVERLAP_COPY_THREADS: u32 = 512;
+/// Status codes the wait and copy-out kernels leave (common.cuh).
+const EP_OK: u32 = 0;
+const EP_PENDING: u32 = 1;
+const EP_COUNT_OVERFLOW: u32 = 2;
+const EP_MESSAGES_PENDING: u32 = 4;
 
 /// A token count from the environment variable `var`, read once into `cell`, or `default` (with
 /// a warning when the variable is set but not a number).
@@ -68,10 +86,11 @@ fn tokens_from_env(cell: &OnceLock<usize>, var: &str, default: usize) -> usize {
 
 /// Parameters of the kernels whose argument lists are built as arrays here (a test checks them
 /// against the kernels' declarations).
-const SEND_ARGS: usize = 28;
+const SEND_ARGS: usize = 30;
 const WAIT_ARGS: usize = 14;
+const COPY_OUT_ARGS: usize = 23;
 const COMBINE_SEND_ARGS: usize = 17;
-const DISPATCH_SINGLE_ARGS: usize = 37;
+const DISPATCH_SINGLE_ARGS: usize = 38;
 const COMBINE_SINGLE_ARGS: usize = 31;
 
 /// What a round keeps on the host between phases (the data itself stays on the device).
@@ -82,6 +101,10 @@ struct RoundData {
     rows: usize,
     reduced: bool,
     epilogue: Option<Epilogue>,
+    /// The dispatch overlaps its copy-out with the transfer (`OVERLAP_MIN_TOKENS`).
+    overlap: bool,
+    /// The status code the last wait slice left (EP_MESSAGES_PENDING: only the copy-out again).
+    pending: u32,
 }
 
 /// The scalars every kernel of a rank takes, as the kernels' `int`/`u64` parameters.
@@ -120,6 +143,14 @@ pub struct CudaComm {
     cfg: EpConfig,
     world: Arc<World>,
     stream: Arc<CudaStream>,
+    /// The overlapped copy-out's stream (high priority, so its blocks get SMs as the send's
+    /// retire), and the events that fork it from and join it to `stream`.
+    copy_stream: Arc<CudaStream>,
+    slots_done: CudaEvent,
+    copied: CudaEvent,
+    /// The dispatch round's number, the same on every rank: an overlapped sender marks its
+    /// messages landed with it. Flags start at 0, so it starts at 1.
+    seq: u32,
     tracker: RoundTracker,
     round: RoundData,
     /// When set (`ep bench --breakdown`), an event after every kernel, to time each one.
@@ -128,13 +159,28 @@ pub struct CudaComm {
 
 impl CudaComm {
     pub(crate) fn new(rank: usize, world: Arc<World>) -> Result<CudaComm> {
-        let stream = world.kernels[rank].ctx.new_stream().map_err(cuda)?;
+        let ctx = &world.kernels[rank].ctx;
+        let stream = ctx.new_stream().map_err(cuda)?;
+        ctx.bind_to_thread().map_err(cuda)?;
+        let (_, highest) = cudarc::driver::result::stream::get_priority_range().map_err(cuda)?;
+        let copy_stream = ctx.new_stream_with_priority(highest).map_err(cuda)?;
+        let event = || {
+            ctx.new_event(Some(
+                cudarc::driver::sys::CUevent_flags::CU_EVENT_DISABLE_TIMING,
+            ))
+            .map_err(cuda)
+        };
+        let (slots_done, copied) = (event()?, event()?);
         Ok(CudaComm {
             rank,
             sc: Scalars::new(rank, &world.cfg),
             cfg: world.cfg.clone(),
             world,
             stream,
+            copy_stream,
+            slots_done,
+            copied,
+            seq: 0,
             tracker: RoundTracker::new(rank),
             round: RoundData::default(),
             probe: Default::default(),
@@ -267,19 +313,21 @@ impl CudaComm {
         Ok(())
     }
 
-    /// Reads the status a wait kernel left: `true` when every count arrived, `false` when its
-    /// slice ran out first and `give_up` is not set yet.
+    /// Reads the status a wait kernel left: `true` when every count (and, in a dispatch, every
+    /// message awaited) arrived, `false` when its slice ran out first and `give_up` is not set
+    /// yet.
     fn wait_outcome(&mut self, phase: Phase, start: Instant, give_up: bool) -> Result<bool> {
         let (n, l) = (self.cfg.n_ranks(), self.cfg.n_local_experts());
         // The outcome word alone on the way that every round takes; the per-count flags only
         // for the error.
         let mut code = [0u32];
         self.bufs().status.download(&mut code, &self.stream)?;
+        self.round.pending = code[0];
         let rank = self.rank;
         let err = match code[0] {
-            0 => return Ok(true),
-            1 if !give_up => return Ok(false),
-            1 => {
+            EP_OK => return Ok(true),
+            EP_PENDING | EP_MESSAGES_PENDING if !give_up => return Ok(false),
+            EP_PENDING | EP_MESSAGES_PENDING => {
                 let mut status = vec![0u32; 1 + l * n];
                 self.bufs().status.download(&mut status, &self.stream)?;
                 let missing = (0..l * n)
@@ -295,7 +343,7 @@ impl CudaComm {
                 let waited_ms = start.elapsed().as_millis() as u64;
                 EpError::Timeout { rank, phase, waited_ms, missing }
             }
-            2 => EpError::Backend(format!("rank {rank}: a receive count exceeds max_tokens_per_rank; the buffer protocol was violated")),
+            EP_COUNT_OVERFLOW => EpError::Backend(format!("rank {rank}: a receive count exceeds max_tokens_per_rank; the buffer protocol was violated")),
             _ => EpError::Backend(format!("rank {rank}: combine received other row counts than this rank sent")),
         };
         Err(self.fail(err))
@@ -356,6 +404,25 @@ impl CudaComm {
             ))
     }
 
+    /// This round's dispatch overlaps its copy-out with the transfer: one node, many tokens here
+    /// (`OVERLAP_MIN_TOKENS`). Ranks decide for themselves; a receiver awaits the messages of
+    /// whichever senders overlapped (dispatch.cu).
+    fn overlap_wanted(&self) -> bool {
+        static MIN: OnceLock<usize> = OnceLock::new();
+        let min = tokens_from_env(&MIN, "EP_CUDA_OVERLAP_MIN_TOKENS", OVERLAP_MIN_TOKENS);
+        self.cfg.n_nodes == 1
+            && min > 0
+            && self.round.n_tokens >= min
+            && !self.single_dispatch()
+            && self.world.single_launch_blocks[self.rank] > 0
+    }
+
+    /// The dispatch's first wait slice is already on the stream once `issue_dispatch_send`
+    /// returns (a single-launch or overlapped round).
+    pub(crate) fn dispatch_wait_issued(&self) -> bool {
+        self.single_dispatch() || self.round.overlap
+    }
+
     fn single_launch(&self, max_tokens: usize) -> bool {
         self.cfg.n_nodes == 1
             && max_tokens > 0
@@ -375,11 +442,16 @@ impl CudaComm {
     }
 
     /// Slots, sends and signals (between nodes: sends, puts, signals): the dispatch_async
-    /// kernels; at decode sizes inside one node, the whole dispatch in one launch.
-    pub(crate) fn issue_dispatch_send(&self) -> Result<()> {
+    /// kernels; at decode sizes inside one node, the whole dispatch in one launch; at prefill
+    /// sizes inside one node, also the first slice of the wait and the copy-out, overlapped.
+    pub(crate) fn issue_dispatch_send(&mut self) -> Result<()> {
+        self.seq = self.seq.wrapping_add(1).max(1);
+        self.round.pending = EP_OK;
+        self.round.overlap = self.overlap_wanted();
         if self.single_dispatch() {
             return self.issue_dispatch_single();
         }
+        let early = self.round.overlap as i32;
         let cfg = &self.cfg;
         let b = self.bufs();
         let t = self.round.n_tokens;
@@ -417,8 +489,17 @@ impl CudaComm {
                 &b.rank_slots.ptr,
                 &b.sent.ptr,
                 &b.msgs_to.ptr,
+                &early,
+                &b.d_ticket.ptr,
+                &b.d_count_ptrs.ptr,
+                &b.d_nmsg_ptrs.ptr,
             ],
         )?;
+        if self.round.overlap {
+            self.slots_done.record(&self.stream).map_err(cuda)?;
+            self.copy_stream.wait(&self.slots_done).map_err(cuda)?;
+            self.issue_overlapped_copy()?;
+        }
         let smem = (m.bytes as usize + cfg.hidden * 4) as u32;
         let send: [&dyn crate::kernels::KernelArg; SEND_ARGS] = [
             &b.tokens.ptr,
@@ -449,6 +530,8 @@ impl CudaComm {
             &skip,
             &b.d_count_ptrs.ptr,
             &b.d_nmsg_ptrs.ptr,
+            &early,
+            &self.seq,
         ];
         // At least one block: a rank without tokens still signals.
         self.launch(
@@ -480,7 +563,68 @@ impl CudaComm {
                 ],
             )?;
         }
+        if self.round.overlap {
+            // The main stream takes the copy-out's stream back, then the rows no message fills.
+            self.copied.record(&self.copy_stream).map_err(cuda)?;
+            self.stream.wait(&self.copied).map_err(cuda)?;
+            self.issue_copy_out(self.single_slice_ns(), true)?;
+        }
         Ok(())
+    }
+
+    /// The overlapped round's wait (the counts came before the payload) and its messages' copy-out
+    /// as they land, on the copy stream: `ep_dispatch_wait`, then `ep_dispatch_copy_messages`.
+    fn issue_overlapped_copy(&self) -> Result<()> {
+        static BLOCKS: OnceLock<usize> = OnceLock::new();
+        let most = self.world.single_launch_blocks[self.rank] as usize;
+        let share = if self.cfg.format == Format::Bf16 {
+            2
+        } else {
+            4
+        };
+        let grid =
+            tokens_from_env(&BLOCKS, "EP_CUDA_OVERLAP_COPY_BLOCKS", most / share).clamp(1, most);
+        let slice = self.single_slice_ns();
+        self.launch_dispatch_wait(&self.copy_stream, slice)?;
+        let b = self.bufs();
+        let Scalars {
+            rank,
+            n,
+            l,
+            skip,
+            hidden,
+            max_t,
+            ..
+        } = self.sc;
+        launch(
+            &self.copy_stream,
+            self.k().get("ep_dispatch_copy_messages"),
+            grid as u32,
+            OVERLAP_COPY_THREADS,
+            0,
+            &[
+                &b.d_recv.ptr,
+                &b.d_nmsg.ptr,
+                &b.row_offsets.ptr,
+                &b.src_offsets.ptr,
+                &l,
+                &n,
+                &rank,
+                &skip,
+                &self.shared_groups(),
+                &max_t,
+                &hidden,
+                &format_id(self.cfg.format),
+                &self.world.msg,
+                &b.recv_tokens.ptr,
+                &b.recv_scales.ptr,
+                &b.src_info.ptr,
+                &b.row_src.ptr,
+                &b.status.ptr,
+                &self.seq,
+                &slice,
+            ],
+        )
     }
 
     /// The whole dispatch in one launch (`ep_dispatch_single` in dispatch.cu): a persistent grid
@@ -556,14 +700,29 @@ impl CudaComm {
             &b.recv_scales.ptr,
             &b.src_info.ptr,
             &b.row_src.ptr,
+            &self.seq,
         ];
         self.launch("ep_dispatch_single", grid, SEND_THREADS, smem, &args)
     }
 
     /// One slice of the wait and the copy-out into the per-expert layout (which does nothing
     /// unless the wait completed): the dispatch_wait kernels. The row count stays on the device.
+    /// After a slice that had every count but not every message of an overlapped sender
+    /// (EP_MESSAGES_PENDING), the copy-out alone again: the counts are taken.
     pub(crate) fn issue_dispatch_wait(&self, slice_ns: u64) -> Result<()> {
         self.bind()?;
+        if self.round.pending == EP_MESSAGES_PENDING {
+            let b = self.bufs();
+            b.status.fill_async(0, b.status.len, &self.stream)?;
+        } else {
+            self.launch_dispatch_wait(&self.stream, slice_ns)?;
+            self.mark("ep_dispatch_wait")?;
+        }
+        self.issue_copy_out(slice_ns, false)
+    }
+
+    /// `ep_dispatch_wait` on `stream`: the counts, their check and the groups' layout.
+    fn launch_dispatch_wait(&self, stream: &CudaStream, slice_ns: u64) -> Result<()> {
         let cfg = &self.cfg;
         let b = self.bufs();
         let Scalars {
@@ -571,11 +730,9 @@ impl CudaComm {
             n,
             l,
             skip,
-            hidden,
             max_t,
             ..
         } = self.sc;
-        let shared_groups = self.shared_groups();
         let row_multiple = cfg.format.group_row_multiple() as i32;
         let layout_smem =
             (8 * cfg.n_local_experts() * cfg.n_ranks() + 4 * (cfg.n_groups() + 1)) as u32;
@@ -587,7 +744,7 @@ impl CudaComm {
             &skip,
             &slice_ns,
             &max_t,
-            &shared_groups,
+            &self.shared_groups(),
             &(self.round.shared.len() as i32),
             &row_multiple,
             &b.status.ptr,
@@ -595,44 +752,64 @@ impl CudaComm {
             &b.row_offsets.ptr,
             &b.src_offsets.ptr,
         ];
-        self.launch("ep_dispatch_wait", 1, WAIT_THREADS, layout_smem, &wait)?;
-        // A block per possible message, per possible padding row, per shared-expert row
-        // (ep_dispatch_copy_out in dispatch.cu).
-        let grid = cfg.n_ranks() * cfg.max_tokens_per_rank
+        let f = self.k().get("ep_dispatch_wait");
+        launch(stream, f, 1, WAIT_THREADS, layout_smem, &wait)
+    }
+
+    /// `ep_dispatch_copy_out` on the main stream: a block per possible message, per possible
+    /// padding row, per shared-expert row; with `tail_only`, the last two kinds (an overlapped
+    /// round's messages are copied on the copy stream).
+    fn issue_copy_out(&self, slice_ns: u64, tail_only: bool) -> Result<()> {
+        let cfg = &self.cfg;
+        let b = self.bufs();
+        let Scalars {
+            rank,
+            n,
+            l,
+            skip,
+            hidden,
+            max_t,
+            ..
+        } = self.sc;
+        let row_multiple = cfg.format.group_row_multiple() as i32;
+        let messages = cfg.n_ranks() * cfg.max_tokens_per_rank;
+        let first_block = if tail_only { messages as u64 } else { 0 };
+        let grid = messages - first_block as usize
             + cfg.n_groups() * (row_multiple as usize - 1)
             + if cfg.fused_shared_expert {
                 cfg.max_tokens_per_rank
             } else {
                 0
             };
-        self.launch(
-            "ep_dispatch_copy_out",
-            grid as u32,
-            THREADS,
-            0,
-            &[
-                &b.d_recv.ptr,
-                &b.d_nmsg.ptr,
-                &b.shared_msgs.ptr,
-                &b.row_offsets.ptr,
-                &b.src_offsets.ptr,
-                &l,
-                &n,
-                &rank,
-                &skip,
-                &shared_groups,
-                &max_t,
-                &hidden,
-                &format_id(cfg.format),
-                &self.world.msg,
-                &row_multiple,
-                &b.recv_tokens.ptr,
-                &b.recv_scales.ptr,
-                &b.src_info.ptr,
-                &b.row_src.ptr,
-                &b.status.ptr,
-            ],
-        )
+        if grid == 0 {
+            return Ok(());
+        }
+        let args: [&dyn crate::kernels::KernelArg; COPY_OUT_ARGS] = [
+            &b.d_recv.ptr,
+            &b.d_nmsg.ptr,
+            &b.shared_msgs.ptr,
+            &b.row_offsets.ptr,
+            &b.src_offsets.ptr,
+            &l,
+            &n,
+            &rank,
+            &skip,
+            &self.shared_groups(),
+            &max_t,
+            &hidden,
+            &format_id(cfg.format),
+            &self.world.msg,
+            &row_multiple,
+            &b.recv_tokens.ptr,
+            &b.recv_scales.ptr,
+            &b.src_info.ptr,
+            &b.row_src.ptr,
+            &b.status.ptr,
+            &self.seq,
+            &slice_ns,
+            &first_block,
+        ];
+        self.launch("ep_dispatch_copy_out", grid as u32, THREADS, 0, &args)
     }
 
     /// Expert outputs, weights and a residual to the device.
@@ -946,8 +1123,8 @@ impl EpComm for CudaComm {
 
     fn dispatch_wait(&mut self) -> Result<DispatchOutput> {
         self.tracker.check_dispatch_wait()?;
-        let single = self.single_dispatch();
-        self.wait_sliced(Phase::Dispatch, single, &mut |c, slice| {
+        let issued = self.dispatch_wait_issued();
+        self.wait_sliced(Phase::Dispatch, issued, &mut |c, slice| {
             c.issue_dispatch_wait(slice)
         })?;
 
@@ -1152,7 +1329,8 @@ mod tests {
     #[test]
     fn argument_lists_match_the_kernels() {
         use super::{
-            COMBINE_SEND_ARGS, COMBINE_SINGLE_ARGS, DISPATCH_SINGLE_ARGS, SEND_ARGS, WAIT_ARGS,
+            COMBINE_SEND_ARGS, COMBINE_SINGLE_ARGS, COPY_OUT_ARGS, DISPATCH_SINGLE_ARGS, SEND_ARGS,
+            WAIT_ARGS,
         };
         let send = parameter_names(DISPATCH, "ep_dispatch_send");
         assert_eq!(send.len(), SEND_ARGS);
@@ -1161,6 +1339,10 @@ mod tests {
             WAIT_ARGS
         );
         assert_eq!(parameter_names(DISPATCH, "ep_dispatch_put"), send[5..17]);
+        assert_eq!(
+            parameter_names(DISPATCH, "ep_dispatch_copy_out").len(),
+            COPY_OUT_ARGS
+        );
         let send = parameter_names(COMBINE, "ep_combine_send");
         assert_eq!(send.len(), COMBINE_SEND_ARGS);
         assert_eq!(parameter_names(COMBINE, "ep_combine_put"), send[1..10]);

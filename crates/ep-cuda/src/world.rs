@@ -79,7 +79,9 @@ pub struct World {
     /// Most blocks of a single-launch phase (`ep_dispatch_single`, `ep_combine_single`) per
     /// rank: every block of such a grid must be resident at once, since its blocks wait for
     /// counts that the grid's last block publishes. One 512-thread block per SM is what the
-    /// kernels' launch bounds guarantee; ranks sharing a GPU get half of it between them.
+    /// kernels' launch bounds guarantee; ranks sharing a GPU get half of it between them. The
+    /// overlapped dispatch's copy-out grid, whose blocks wait for the send's messages, is
+    /// sized from it too.
     pub single_launch_blocks: Vec<u32>,
 }
 
@@ -279,6 +281,8 @@ impl RankBuffers {
         };
         bufs.d_counts.fill(0xFF)?;
         bufs.d_ticket.fill(0)?;
+        // Each message's landed mark (dispatch.cu) below every round number.
+        bufs.d_recv.fill(0)?;
         // EP_OK: every round starts with it (ep_dispatch_single and ep_combine_single rely on it).
         bufs.status.fill(0)?;
         bufs.c_ticket.fill(0)?;

@@ -269,20 +269,28 @@ __device__ __forceinline__ u64 ep_swizzled(u64 row, u64 col, u64 cols) {
     return tile * 512 + (row % 32) * 16 + ((row / 32) % 4) * 4 + col % 4;
 }
 
+// The threads that share a piece of work: the whole block, or one warp (the overlapped copy-out
+// gives each warp a message of its own).
+struct EpTeam {
+    int id, size;
+};
+__device__ __forceinline__ EpTeam ep_block_team() { return EpTeam{(int)threadIdx.x, (int)blockDim.x}; }
+__device__ __forceinline__ EpTeam ep_warp_team() { return EpTeam{(int)(threadIdx.x & 31), 32}; }
+
 // Writes row `row`'s message scales (null: a padding row, zero scales) into the output scale
-// array of `rows` rows (TokenFormat::place_scales), cooperatively. NVFP4's scale columns padded to
-// a multiple of 4 are zero in every row.
-__device__ void ep_place_scales(int fmt, int width, u64 rows, u64 row, const u8* msg_scales, u8* out) {
+// array of `rows` rows (TokenFormat::place_scales), by the threads of `team`. NVFP4's scale
+// columns padded to a multiple of 4 are zero in every row.
+__device__ void ep_place_scales(EpTeam team, int fmt, int width, u64 rows, u64 row, const u8* msg_scales, u8* out) {
     if (fmt == EP_FMT_FP8) {
         // One f32 word per block, moved whole (both sides are 4-byte aligned).
-        for (int b = threadIdx.x; b < width / 128; b += blockDim.x)
+        for (int b = team.id; b < width / 128; b += team.size)
             ((u32*)out)[(u64)b * rows + row] = msg_scales ? ((const u32*)msg_scales)[b] : 0;
     } else if (fmt == EP_FMT_MXFP4) {
         int n = width / 32;
-        for (int c = threadIdx.x; c < n; c += blockDim.x) out[row * n + c] = msg_scales ? msg_scales[c] : 0;
+        for (int c = team.id; c < n; c += team.size) out[row * n + c] = msg_scales ? msg_scales[c] : 0;
     } else if (fmt == EP_FMT_NVFP4) {
         int n = width / 16;
-        for (int c = threadIdx.x; c < (n + 3) / 4 * 4; c += blockDim.x)
+        for (int c = team.id; c < (n + 3) / 4 * 4; c += team.size)
             out[ep_swizzled(row, c, n)] = msg_scales && c < n ? msg_scales[c] : 0;
     }
 }
@@ -295,6 +303,16 @@ __device__ __forceinline__ u64 ep_load_acquire(const u64* p) {
     return v;
 }
 
+__device__ __forceinline__ u32 ep_load_acquire_u32(const u32* p) {
+    u32 v;
+    asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+
+__device__ __forceinline__ void ep_store_relaxed_sys_u32(u32* p, u32 v) {
+    asm volatile("st.relaxed.sys.global.u32 [%0], %1;" :: "l"(p), "r"(v) : "memory");
+}
+
 __device__ __forceinline__ void ep_store_release(u64* p, u64 v) {
     asm volatile("st.release.sys.global.u64 [%0], %1;" :: "l"(p), "l"(v) : "memory");
 }
@@ -305,19 +323,22 @@ __device__ __forceinline__ u64 ep_globaltimer() {
     return t;
 }
 
-// Copies `bytes` (a multiple of 4) from `src` to each of `dst[0 .. n_dst)` with the block's
-// threads, 16 bytes at a time where all are 16-byte aligned: `src` is read once however many
+// Copies `bytes` (a multiple of 4) from `src` to each of `dst[0 .. n_dst)` with the threads of
+// the block (or with `Warp`, of the calling warp), 16 bytes at a time where all are 16-byte aligned: `src` is read once however many
 // destinations there are. Each thread issues up to 8 loads before their stores, so a row of a few
 // KB is one round trip to memory, not one per 16 bytes (the stores cannot be moved past the next
 // load by the compiler: a destination may alias `src` as far as it knows).
-__device__ __forceinline__ void ep_block_copy_to(u8* const* dst, int n_dst, const u8* src, u64 bytes) {
+template <bool Warp>
+__device__ __forceinline__ void ep_copy_to(u8* const* dst, int n_dst, const u8* src, u64 bytes) {
+    const unsigned id = Warp ? (threadIdx.x & 31u) : threadIdx.x;
+    const unsigned size = Warp ? 32u : blockDim.x;
     bool vector = (u64)src % 16 == 0 && bytes % 16 == 0;
     for (int i = 0; i < n_dst; i++) vector = vector && (u64)dst[i] % 16 == 0;
     if (vector) {
         const uint4* s = (const uint4*)src;
         const int batch = 8;
-        u64 n = bytes / 16, step = blockDim.x;
-        for (u64 i0 = threadIdx.x; i0 < n; i0 += batch * step) {
+        u64 n = bytes / 16, step = size;
+        for (u64 i0 = id; i0 < n; i0 += batch * step) {
             uint4 v[batch];
 #pragma unroll
             for (int u = 0; u < batch; u++)
@@ -331,11 +352,15 @@ __device__ __forceinline__ void ep_block_copy_to(u8* const* dst, int n_dst, cons
         }
     } else {
         const u32* s = (const u32*)src;
-        for (u64 j = threadIdx.x; j < bytes / 4; j += blockDim.x) {
+        for (u64 j = id; j < bytes / 4; j += size) {
             u32 v = s[j];
             for (int i = 0; i < n_dst; i++) ((u32*)dst[i])[j] = v;
         }
     }
+}
+
+__device__ __forceinline__ void ep_block_copy_to(u8* const* dst, int n_dst, const u8* src, u64 bytes) {
+    ep_copy_to<false>(dst, n_dst, src, bytes);
 }
 
 __device__ __forceinline__ void ep_block_copy(u8* dst, const u8* src, u64 bytes) {
@@ -390,6 +415,7 @@ __device__ __forceinline__ void ep_publish(u64* at, u64 v) {
 #define EP_PENDING 1 // the slice ran out with counts missing
 #define EP_COUNT_OVERFLOW 2
 #define EP_COUNT_MISMATCH 3
+#define EP_MESSAGES_PENDING 4 // the counts were there, a message was not when the slice ran out
 
 // Whether count i ((local expert, rank) order, n_ranks per expert) is awaited: with skip_a2a
 // only this rank's own.

@@ -3,7 +3,10 @@
 // Launch order on the rank's stream: ep_assign_slots -> ep_dispatch_send (which also signals,
 // from its last block, inside one node) or, between nodes, ep_assign_slots -> ep_dispatch_send ->
 // ep_dispatch_put -> ep_dispatch_signal; then ep_dispatch_wait -> ep_dispatch_copy_out, again
-// while the wait's slice runs out before the counts are all there.
+// while the wait's slice runs out before the counts are all there. A prefill round inside one node
+// overlaps (below): ep_assign_slots (publishes the counts) -> ep_dispatch_send (marks each message
+// landed), with ep_dispatch_wait -> ep_dispatch_copy_messages on a second stream beside the send,
+// then ep_dispatch_copy_out for the padding and shared-expert rows.
 // Stream order makes every message store complete before the signal kernel's release stores.
 
 __device__ __forceinline__ bool ep_routes_to(int skip_a2a, int src, int e, int n_local) {
@@ -21,6 +24,16 @@ __device__ __forceinline__ bool ep_routes_to(int skip_a2a, int src, int e, int n
 __device__ __forceinline__ u64 ep_recv_offset(int src, int max_tokens, u64 pos, int msg_bytes) {
     return ((u64)src * max_tokens + pos) * msg_bytes;
 }
+
+// Prefill rounds overlap the copy-out with the transfer (comm.rs: `overlap`). Such a sender
+// publishes its counts from ep_assign_slots, before any payload, with EP_NMSG_EARLY set in its
+// message count, and marks each message landed once the message's stores are visible: its
+// block's fence, then the round's number (`seq`, the same on every rank) in the message's header,
+// in the 12 bytes the source token's 16 leave free. A receiver waits for that mark before it
+// reads a message from a sender whose message count carries the bit; every other sender
+// published its counts after its last store.
+#define EP_NMSG_EARLY 0x80000000u
+__device__ __forceinline__ u32* ep_landed_flag(u8* msg, MsgLayout m) { return (u32*)(msg + m.src_off + 8); }
 
 // Block-wide running position: each thread flags one item of a chunk of blockDim.x consecutive
 // items; returns the flagged item's position among all flagged items so far (chunks included),
@@ -43,17 +56,16 @@ __device__ int ep_scan_position(bool flagged, int* warp_counts, int* base) {
     return pos;
 }
 
-// Blocks 0 .. n_experts-1, one per expert: for every (token, slot), the slot's position among
-// this rank's rows for its expert (token order), or -1 for duplicates, masked and (skip_a2a)
-// off-device slots; and per expert the number of rows sent. Blocks n_experts .. + n_ranks-1, one
-// per destination rank: each token's position among this rank's tokens that reach that rank
-// (its message slot there), or -1, and the number of messages to that rank (`msgs_to`). Tokens
-// are scanned in order, blockDim.x at a time, so positions are deterministic. Every entry is
-// written by exactly one block (its expert's or rank's; block 0 for masked slots), so no memset
-// comes first.
-extern "C" __global__ void ep_assign_slots(const int* ids, int n_tokens, int top_k, int n_experts, int n_local,
-                                           int n_ranks, int rank, int skip_a2a, int* slots, int* rank_slots,
-                                           u64* sent, u32* msgs_to) {
+// One block of ep_assign_slots. Blocks 0 .. n_experts-1, one per expert: for every (token, slot),
+// the slot's position among this rank's rows for its expert (token order), or -1 for duplicates,
+// masked and (skip_a2a) off-device slots; and per expert the number of rows sent. Blocks
+// n_experts .. + n_ranks-1, one per destination rank: each token's position among this rank's
+// tokens that reach that rank (its message slot there), or -1, and the number of messages to that
+// rank (`msgs_to`). Tokens are scanned in order, blockDim.x at a time, so positions are
+// deterministic. Every entry is written by exactly one block (its expert's or rank's; block 0 for
+// masked slots), so no memset comes first.
+__device__ void ep_assign_block(const int* ids, int n_tokens, int top_k, int n_experts, int n_local, int n_ranks,
+                                int rank, int skip_a2a, int* slots, int* rank_slots, u64* sent, u32* msgs_to) {
     __shared__ int warp_counts[32];
     __shared__ int base;
     if (threadIdx.x == 0) base = 0;
@@ -98,6 +110,40 @@ extern "C" __global__ void ep_assign_slots(const int* ids, int n_tokens, int top
         if (first >= 0) slots[(u64)t * top_k + first] = pos;
     }
     if (threadIdx.x == 0) sent[e] = (u64)base;
+}
+
+// One count per (expert, this rank), zero included, and before them the number of messages to
+// each rank (with EP_NMSG_EARLY when `early`), published by the calling threads of one block: the
+// message counts are stored, the block passes a barrier, then every count address and value is
+// loaded, each warp fences once and stores (ep_publish), so a receiver that sees the counts sees
+// the message count too.
+__device__ void ep_publish_counts(const u64* sent, const u32* msgs_to, int n_experts, int n_local, int n_ranks,
+                                  int rank, int skip_a2a, const u64* count_ptrs, const u64* nmsg_ptrs, int early) {
+    for (int p = threadIdx.x; p < n_ranks; p += blockDim.x)
+        if (!skip_a2a || p == rank) ((u32*)nmsg_ptrs[p])[rank] = msgs_to[p] | (early ? EP_NMSG_EARLY : 0u);
+    __syncthreads();
+    for (int e0 = 0; e0 < n_experts; e0 += blockDim.x) {
+        int e = e0 + threadIdx.x;
+        u64* at = nullptr;
+        u64 v = 0;
+        if (e < n_experts && ep_routes_to(skip_a2a, rank, e, n_local)) {
+            at = (u64*)count_ptrs[e / n_local] + (u64)(e % n_local) * n_ranks + rank;
+            v = sent[e];
+        }
+        ep_publish(at, v);
+    }
+}
+
+// Row and message slots (ep_assign_block), a block per expert then one per destination rank.
+// With `early` (an overlapped round, above) the last block publishes the counts, before the send.
+extern "C" __global__ void ep_assign_slots(const int* ids, int n_tokens, int top_k, int n_experts, int n_local,
+                                           int n_ranks, int rank, int skip_a2a, int* slots, int* rank_slots,
+                                           u64* sent, u32* msgs_to, int early, u32* ticket, const u64* count_ptrs,
+                                           const u64* nmsg_ptrs) {
+    ep_assign_block(ids, n_tokens, top_k, n_experts, n_local, n_ranks, rank, skip_a2a, slots, rank_slots, sent,
+                    msgs_to);
+    if (early && ep_last_block(ticket, true))
+        ep_publish_counts(sent, msgs_to, n_experts, n_local, n_ranks, rank, skip_a2a, count_ptrs, nmsg_ptrs, 1);
 }
 
 // A block's dynamic shared memory (the send's message and row, the single-launch kernel's
@@ -201,27 +247,6 @@ __device__ void ep_send_token(int t, const EpRoute& r, const u16* tokens, const 
     if (shared) ep_block_copy(shared_msgs + (u64)(t - shared_start) * m.bytes, msg, m.bytes);
 }
 
-// One count per (expert, this rank), zero included, and before them the number of messages to
-// each rank, published by the calling threads of one block: the message counts are stored, the
-// block passes a barrier, then every count address and value is loaded, each warp fences once
-// and stores (ep_publish), so a receiver that sees the counts sees the message count too.
-__device__ void ep_publish_counts(const u64* sent, const u32* msgs_to, int n_experts, int n_local, int n_ranks,
-                                  int rank, int skip_a2a, const u64* count_ptrs, const u64* nmsg_ptrs) {
-    for (int p = threadIdx.x; p < n_ranks; p += blockDim.x)
-        if (!skip_a2a || p == rank) ((u32*)nmsg_ptrs[p])[rank] = msgs_to[p];
-    __syncthreads();
-    for (int e0 = 0; e0 < n_experts; e0 += blockDim.x) {
-        int e = e0 + threadIdx.x;
-        u64* at = nullptr;
-        u64 v = 0;
-        if (e < n_experts && ep_routes_to(skip_a2a, rank, e, n_local)) {
-            at = (u64*)count_ptrs[e / n_local] + (u64)(e % n_local) * n_ranks + rank;
-            v = sent[e];
-        }
-        ep_publish(at, v);
-    }
-}
-
 // In-place inclusive prefix sum of a[0 .. n) in shared memory, by the whole block (blockDim.x a
 // multiple of 32): warp shuffles, then the warps' totals, blockDim.x entries at a time. Returns
 // with a barrier passed.
@@ -307,8 +332,28 @@ extern "C" __global__ void ep_dispatch_wait(u64* counts, int n_local, int n_rank
     for (int g = threadIdx.x; g <= n_groups; g += blockDim.x) row_offsets[g] = start[g];
 }
 
+// Marks token t's messages inside this node landed for round `seq` (an overlapped round, above):
+// the block's stores are ordered before one fence, then a system-scope store per message. Every
+// thread calls it.
+__device__ void ep_mark_landed(const EpRoute& r, int top_k, MsgLayout m, const u64* recv_ptrs, int rank, int n_local,
+                               int gpus_per_node, int max_tokens, u32 seq) {
+    __syncthreads();
+    if (threadIdx.x != 0) return;
+    int node = rank / gpus_per_node;
+    bool fenced = false;
+    for (int k = 0; k < top_k; k++) {
+        int dest = r.id[k] / n_local;
+        if (!r.carries[k] || dest / gpus_per_node != node) continue;
+        if (!fenced) ep_fence_acq_rel();
+        fenced = true;
+        u8* msg = (u8*)recv_ptrs[dest] + ep_recv_offset(rank, max_tokens, r.msg_at[k], m.bytes);
+        ep_store_relaxed_sys_u32(ep_landed_flag(msg, m), seq);
+    }
+}
+
 // One block per token (at least one block, for a rank without tokens): the token's route, then
-// ep_send_token; with `signal` (one node) the last block to finish publishes the counts.
+// ep_send_token; with `early` each block marks its messages landed (ep_assign_slots published the
+// counts), otherwise with `signal` (one node) the last block to finish publishes the counts.
 // Launched with up to 512 threads (comm.rs): the bound keeps registers within what that allows.
 // Parameters ids .. staging are ep_dispatch_put's, in its order (comm.rs passes that slice).
 extern "C" __global__ void __launch_bounds__(512) ep_dispatch_send(const u16* tokens, const float* input_scales,
@@ -318,16 +363,17 @@ extern "C" __global__ void __launch_bounds__(512) ep_dispatch_send(const u16* to
                                             u8* staging, int shared_start, int shared_end, u8* shared_msgs,
                                             int signal, u32* ticket, const u64* sent, const u32* msgs_to,
                                             int n_experts, int skip_a2a, const u64* count_ptrs,
-                                            const u64* nmsg_ptrs) {
+                                            const u64* nmsg_ptrs, int early, u32 seq) {
     __shared__ EpRoute route;
     int t = blockIdx.x;
     if (t < n_tokens) {
         ep_load_route(route, t, ids, slots, rank_slots, top_k, n_local, n_ranks);
         ep_send_token(t, route, tokens, input_scales, hidden, top_k, fmt, m, recv_ptrs, rank, n_local,
                       gpus_per_node, max_tokens, staging, shared_start, shared_end, shared_msgs);
+        if (early) ep_mark_landed(route, top_k, m, recv_ptrs, rank, n_local, gpus_per_node, max_tokens, seq);
     }
-    if (signal && ep_last_block(ticket))
-        ep_publish_counts(sent, msgs_to, n_experts, n_local, n_ranks, rank, skip_a2a, count_ptrs, nmsg_ptrs);
+    if (!early && signal && ep_last_block(ticket))
+        ep_publish_counts(sent, msgs_to, n_experts, n_local, n_ranks, rank, skip_a2a, count_ptrs, nmsg_ptrs, 0);
 }
 
 // The inter-node transport: puts of the staged messages to the ranks of other nodes. Runs after
@@ -351,7 +397,7 @@ extern "C" __global__ void ep_dispatch_put(const int* ids, const int* slots, con
 extern "C" __global__ void ep_dispatch_signal(const u64* sent, const u32* msgs_to, int n_experts, int n_local,
                                               int n_ranks, int rank, int skip_a2a, const u64* count_ptrs,
                                               const u64* nmsg_ptrs) {
-    ep_publish_counts(sent, msgs_to, n_experts, n_local, n_ranks, rank, skip_a2a, count_ptrs, nmsg_ptrs);
+    ep_publish_counts(sent, msgs_to, n_experts, n_local, n_ranks, rank, skip_a2a, count_ptrs, nmsg_ptrs, 0);
 }
 
 // Rows `row_of[0 .. n)` of the output (of `rows`) from message `msg`: the payload read once and
@@ -367,7 +413,7 @@ __device__ void ep_copy_rows(const u64* row_of, const int* slot_of, int n, u64 r
     int token = *(const int*)(msg + m.src_off);
     for (int i = 0; i < n; i++) {
         u64 row = row_of[i];
-        ep_place_scales(fmt, hidden, rows, row, msg + m.scales_off, recv_scales);
+        ep_place_scales(ep_block_team(), fmt, hidden, rows, row, msg + m.scales_off, recv_scales);
         if (threadIdx.x == 0) {
             src_info[2 * row] = token;
             src_info[2 * row + 1] = slot_of[i];
@@ -376,16 +422,54 @@ __device__ void ep_copy_rows(const u64* row_of, const int* slot_of, int n, u64 r
     }
 }
 
-// Message `j` from rank `s`: read once and written to each of its rows here, row = the group's
-// start for its source + the row slot the message carries (every real row has exactly one).
-__device__ void ep_copy_message(int s, u32 j, const u8* recv, const u32* src_offsets, u64 rows, int n_local,
-                                int n_ranks, int rank, int shared_groups, int max_tokens, int hidden, int fmt,
-                                MsgLayout m, u8* recv_tokens, u8* recv_scales, int* src_info, int* row_src) {
+// How a copy-out waits for a message of an overlapped round (above): the round, and when the
+// slice runs out.
+struct EpLanding {
+    u32 seq;
+    u64 deadline;
+};
+
+// Waits (one thread) until message `msg` from rank `s` carries the round's mark, or the slice
+// runs out: then the status names every expert of `s` here and says EP_MESSAGES_PENDING, and the
+// host launches the copy-out again. Returns whether the message is there.
+__device__ bool ep_message_landed(const u8* msg, int s, MsgLayout m, EpLanding landing, int n_local, int n_ranks,
+                                  u32* status) {
+    const u32* flag = ep_landed_flag((u8*)msg, m);
+    bool there = ep_load_acquire_u32(flag) == landing.seq;
+    while (!there && ep_globaltimer() < landing.deadline) {
+        __nanosleep(64);
+        there = ep_load_acquire_u32(flag) == landing.seq;
+    }
+    if (!there) {
+        for (int g = 0; g < n_local; g++) status[1 + g * n_ranks + s] = 1;
+        atomicExch(status, (u32)EP_MESSAGES_PENDING);
+    }
+    return there;
+}
+
+// ep_message_landed for the whole block (thread 0 waits). Every thread calls it.
+__device__ bool ep_await_message(const u8* msg, int s, MsgLayout m, EpLanding landing, int n_local, int n_ranks,
+                                 u32* status) {
+    __shared__ bool landed;
+    if (threadIdx.x == 0) landed = ep_message_landed(msg, s, m, landing, n_local, n_ranks, status);
+    __syncthreads();
+    return landed;
+}
+
+// Message `j` from rank `s` (its message count word `nmsg_s`): read once and written to each of
+// its rows here, row = the group's start for its source + the row slot the message carries
+// (every real row has exactly one). From an overlapped sender it first waits for the message
+// (ep_await_message); returns false when it did not come.
+__device__ bool ep_copy_message(int s, u32 j, u32 nmsg_s, EpLanding landing, const u8* recv,
+                                const u32* src_offsets, u64 rows, int n_local, int n_ranks, int rank,
+                                int shared_groups, int max_tokens, int hidden, int fmt, MsgLayout m, u8* recv_tokens,
+                                u8* recv_scales, int* src_info, int* row_src, u32* status) {
     __shared__ u64 row_of[EP_MAX_TOP_K];
     __shared__ int slot_of[EP_MAX_TOP_K];
     __shared__ int n_rows;
     const u8* msg = recv + ep_recv_offset(s, max_tokens, j, m.bytes);
     if (threadIdx.x == 0) n_rows = 0;
+    if ((nmsg_s & EP_NMSG_EARLY) && !ep_await_message(msg, s, m, landing, n_local, n_ranks, status)) return false;
     __syncthreads();
     // This rank's rows of the message: slots with a row slot whose expert is here.
     for (int k = threadIdx.x; k < m.top_k; k += blockDim.x) {
@@ -400,6 +484,7 @@ __device__ void ep_copy_message(int s, u32 j, const u8* recv, const u32* src_off
     __syncthreads();
     ep_copy_rows(row_of, slot_of, n_rows, rows, msg, s, hidden, fmt, m, recv_tokens, recv_scales, src_info, row_src);
     __syncthreads(); // row_of and n_rows are the next message's
+    return true;
 }
 
 // A padding row: zero payload and scales, src_info (-1, -1), no source rank.
@@ -407,7 +492,7 @@ __device__ void ep_pad_row(u64 row, u64 rows, int hidden, int fmt, MsgLayout m, 
                            int* src_info, int* row_src) {
     u8* out = recv_tokens + row * m.payload_bytes;
     for (int i = threadIdx.x; i < m.payload_bytes / 4; i += blockDim.x) ((u32*)out)[i] = 0;
-    ep_place_scales(fmt, hidden, rows, row, nullptr, recv_scales);
+    ep_place_scales(ep_block_team(), fmt, hidden, rows, row, nullptr, recv_scales);
     if (threadIdx.x == 0) { src_info[2 * row] = -1; src_info[2 * row + 1] = -1; row_src[row] = -1; }
 }
 
@@ -431,24 +516,29 @@ __device__ void ep_copy_shared_row(u64 first, u64 i, u64 rows, const u8* shared_
 // - n_groups * (row_multiple - 1) for padding rows;
 // - max_tokens for the fused shared expert's rows.
 // Each message is read from memory once (its rows are far apart in the output, so a block per
-// row re-read it per row: 470 MB read instead of 117 MB at 4096 tokens).
+// row re-read it per row: 470 MB read instead of 117 MB at 4096 tokens). Block b does the work of
+// block b + first_block (an overlapped round launches only the padding and shared-expert blocks
+// here; ep_dispatch_copy_messages did the messages). A message from an overlapped sender is
+// awaited for up to `slice_ns` (ep_await_message).
 extern "C" __global__ void ep_dispatch_copy_out(const u8* recv, const u32* nmsg, const u8* shared_msgs,
                                                 const u32* row_offsets, const u32* src_offsets, int n_local,
                                                 int n_ranks, int rank, int skip_a2a, int shared_groups, int max_tokens,
                                                 int hidden, int fmt, MsgLayout m, int row_multiple, u8* recv_tokens,
-                                                u8* recv_scales, int* src_info, int* row_src, const u32* status) {
+                                                u8* recv_scales, int* src_info, int* row_src, u32* status, u32 seq,
+                                                u64 slice_ns, u64 first_block) {
     int n_groups = n_local + shared_groups;
     u32 done = status[0];
     u64 rows = row_offsets[n_groups];
     if (done != EP_OK) return;
-    u64 b = blockIdx.x;
+    u64 b = blockIdx.x + first_block;
     u64 message_blocks = (u64)n_ranks * max_tokens;
     if (b < message_blocks) {
         int s = b / max_tokens;
-        u32 j = b % max_tokens;
-        if ((skip_a2a && s != rank) || j >= nmsg[s]) return;
-        ep_copy_message(s, j, recv, src_offsets, rows, n_local, n_ranks, rank, shared_groups, max_tokens, hidden, fmt,
-                        m, recv_tokens, recv_scales, src_info, row_src);
+        u32 j = b % max_tokens, nm = nmsg[s];
+        if ((skip_a2a && s != rank) || j >= (nm & ~EP_NMSG_EARLY)) return;
+        ep_copy_message(s, j, nm, EpLanding{seq, ep_globaltimer() + slice_ns}, recv, src_offsets, rows, n_local,
+                        n_ranks, rank, shared_groups, max_tokens, hidden, fmt, m, recv_tokens, recv_scales, src_info,
+                        row_src, status);
         return;
     }
     b -= message_blocks;
@@ -464,6 +554,93 @@ extern "C" __global__ void ep_dispatch_copy_out(const u8* recv, const u32* nmsg,
     u64 first = src_offsets[rank], end = src_offsets[rank + 1];
     if (first + b < end)
         ep_copy_shared_row(first, b, rows, shared_msgs, hidden, fmt, m, recv_tokens, recv_scales, src_info, row_src);
+}
+
+// Up to this many warps in a block of ep_dispatch_copy_messages.
+#define EP_COPY_WARPS 16
+
+// ep_copy_message by one warp (ep_dispatch_copy_messages): lane 0 waits for the message, the
+// lanes find its rows here with a ballot, then copy the payload to every row and place each row's
+// scales. `dst`, `row_of` and `slot_of` are the warp's (shared memory, EP_MAX_TOP_K each).
+__device__ bool ep_warp_copy_message(int s, u32 j, u32 nmsg_s, EpLanding landing, const u8* recv,
+                                     const u32* src_offsets, u64 rows, int n_local, int n_ranks, int rank,
+                                     int shared_groups, int max_tokens, int hidden, int fmt, MsgLayout m,
+                                     u8* recv_tokens, u8* recv_scales, int* src_info, int* row_src, u32* status,
+                                     u8** dst, u64* row_of, int* slot_of) {
+    int lane = threadIdx.x & 31;
+    const u8* msg = recv + ep_recv_offset(s, max_tokens, j, m.bytes);
+    if (nmsg_s & EP_NMSG_EARLY) {
+        bool there = lane == 0 && ep_message_landed(msg, s, m, landing, n_local, n_ranks, status);
+        if (!__shfl_sync(0xffffffffu, there, 0)) return false;
+    }
+    int n = 0;
+    for (int k0 = 0; k0 < m.top_k; k0 += 32) {
+        int k = k0 + lane;
+        u64 row = 0;
+        bool here = false;
+        if (k < m.top_k) {
+            int slot = ((const int*)(msg + m.slots_off))[k];
+            int id = ((const u16*)(msg + m.ids_off))[k];
+            here = slot >= 0 && id / n_local == rank;
+            if (here) row = (u64)src_offsets[(id % n_local + shared_groups) * (n_ranks + 1) + s] + slot;
+        }
+        unsigned mask = __ballot_sync(0xffffffffu, here);
+        if (here) {
+            int i = n + __popc(mask & ((1u << lane) - 1u));
+            dst[i] = recv_tokens + row * m.payload_bytes;
+            row_of[i] = row;
+            slot_of[i] = k;
+        }
+        n += __popc(mask);
+    }
+    __syncwarp();
+    ep_copy_to<true>(dst, n, msg, m.payload_bytes);
+    int token = *(const int*)(msg + m.src_off);
+    for (int i = 0; i < n; i++) {
+        u64 row = row_of[i];
+        ep_place_scales(ep_warp_team(), fmt, hidden, rows, row, msg + m.scales_off, recv_scales);
+        if (lane == 0) {
+            src_info[2 * row] = token;
+            src_info[2 * row + 1] = slot_of[i];
+            row_src[row] = s;
+        }
+    }
+    __syncwarp(); // dst, row_of and slot_of are the next message's
+    return true;
+}
+
+// The messages of an overlapped round (above), copied out while they land: launched on a second
+// stream beside ep_dispatch_send, after ep_dispatch_wait has laid out the groups from the early
+// counts. A persistent grid (comm.rs: at most a block per SM, each within half an SM's registers,
+// so a send block still fits beside it) gives each warp a message at a time (a block per message
+// left each SM one message in flight: a chain of round trips per message, 3x slower than the
+// send), walking the messages in the order they are sent, every sender's j-th message before any
+// j+1-th, and waiting for each one's mark. The padding and shared-expert rows follow on the main
+// stream (ep_dispatch_copy_out with first_block past the messages).
+extern "C" __global__ void __launch_bounds__(512, 2)
+    ep_dispatch_copy_messages(const u8* recv, const u32* nmsg, const u32* row_offsets, const u32* src_offsets,
+                              int n_local, int n_ranks, int rank, int skip_a2a, int shared_groups, int max_tokens,
+                              int hidden, int fmt, MsgLayout m, u8* recv_tokens, u8* recv_scales, int* src_info,
+                              int* row_src, u32* status, u32 seq, u64 slice_ns) {
+    __shared__ u8* dst[EP_COPY_WARPS][EP_MAX_TOP_K];
+    __shared__ u64 row_of[EP_COPY_WARPS][EP_MAX_TOP_K];
+    __shared__ int slot_of[EP_COPY_WARPS][EP_MAX_TOP_K];
+    if (status[0] != EP_OK) return;
+    EpLanding landing{seq, ep_globaltimer() + slice_ns};
+    u64 rows = row_offsets[n_local + shared_groups];
+    u32 most = 0;
+    for (int s = 0; s < n_ranks; s++)
+        if (!skip_a2a || s == rank) most = max(most, min(nmsg[s] & ~EP_NMSG_EARLY, (u32)max_tokens));
+    int warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+    for (u64 w = (u64)blockIdx.x * warps + warp; w < (u64)most * n_ranks; w += (u64)gridDim.x * warps) {
+        int s = w % n_ranks;
+        u32 j = w / n_ranks, nm = nmsg[s];
+        if ((skip_a2a && s != rank) || j >= (nm & ~EP_NMSG_EARLY)) continue;
+        if (!ep_warp_copy_message(s, j, nm, landing, recv, src_offsets, rows, n_local, n_ranks, rank, shared_groups,
+                                  max_tokens, hidden, fmt, m, recv_tokens, recv_scales, src_info, row_src, status,
+                                  dst[warp], row_of[warp], slot_of[warp]))
+            return;
+    }
 }
 
 // ---- the single-launch dispatch (decode sizes) ------------------------------------------------
@@ -599,7 +776,7 @@ extern "C" __global__ void __launch_bounds__(512) ep_dispatch_single(
     int shared_end, u8* shared_msgs, u32* ticket, u64* sent, u32* msgs_to, int n_experts, int skip_a2a,
     const u64* count_ptrs, const u64* nmsg_ptrs, u64* counts, u64 slice_ns, int shared_groups, int row_multiple,
     u32* status, u64* snapshot, u32* row_offsets, u32* src_offsets, const u8* recv, const u32* nmsg,
-    u8* recv_tokens, u8* recv_scales, int* src_info, int* row_src) {
+    u8* recv_tokens, u8* recv_scales, int* src_info, int* row_src, u32 seq) {
     __shared__ EpRoute route;
     EP_STAMPS
     for (int t = blockIdx.x; t < n_tokens; t += gridDim.x) {
@@ -617,7 +794,7 @@ extern "C" __global__ void __launch_bounds__(512) ep_dispatch_single(
         ep_count_sent(ids, n_tokens, top_k, n_experts, n_local, n_ranks, rank, skip_a2a, (u32*)smem_u4, sent,
                       msgs_to);
         EP_STAMP(4);
-        ep_publish_counts(sent, msgs_to, n_experts, n_local, n_ranks, rank, skip_a2a, count_ptrs, nmsg_ptrs);
+        ep_publish_counts(sent, msgs_to, n_experts, n_local, n_ranks, rank, skip_a2a, count_ptrs, nmsg_ptrs, 0);
     }
     __syncthreads();
     EP_STAMP(5);
@@ -647,15 +824,18 @@ extern "C" __global__ void __launch_bounds__(512) ep_dispatch_single(
     // the shared expert's rows.
     u32 total = 0;
     for (int s = threadIdx.x; s < n_ranks; s += blockDim.x)
-        msgs[s] = skip_a2a && s != rank ? 0 : min(nmsg[s], (u32)max_tokens); // as the copy-out's grid bounds it
+        msgs[s] = skip_a2a && s != rank ? 0 : min(nmsg[s] & ~EP_NMSG_EARLY, (u32)max_tokens); // as the copy-out's grid bounds it
     __syncthreads();
     for (int s = 0; s < n_ranks; s++) total += msgs[s];
+    // A sender with many tokens may have overlapped its round: its messages are awaited.
+    EpLanding landing{seq, ep_globaltimer() + slice_ns};
     for (u32 i = blockIdx.x; i < total; i += gridDim.x) {
         int s = 0;
         u32 j = i;
         while (j >= msgs[s]) j -= msgs[s++];
-        ep_copy_message(s, j, recv, src_off, rows, n_local, n_ranks, rank, shared_groups, max_tokens, hidden, fmt, m,
-                        recv_tokens, recv_scales, src_info, row_src);
+        if (!ep_copy_message(s, j, nmsg[s], landing, recv, src_off, rows, n_local, n_ranks, rank, shared_groups,
+                             max_tokens, hidden, fmt, m, recv_tokens, recv_scales, src_info, row_src, status))
+            return;
     }
     if (row_multiple > 1) {
         for (int g = blockIdx.x; g < n_groups; g += gridDim.x)
