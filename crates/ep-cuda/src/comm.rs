@@ -55,8 +55,8 @@ const SINGLE_DISPATCH_MAX_TOKENS: usize = 0;
 /// From this many tokens on a rank, a dispatch inside one node overlaps its copy-out with the
 /// transfer (dispatch.cu: the counts go out before the payload, each message is marked landed, a
 /// persistent copy-out grid on a second stream expands messages as they land). Measured on 2x
-/// H200 (docs/perf.md, v14): 4096 tokens 14% (BF16) and 9% (FP8) faster; 1024 tokens within a
-/// few percent either way, 512 tokens 10% slower. `EP_CUDA_OVERLAP_MIN_TOKENS` overrides it
+/// H200 (docs/perf.md, v14): 4096 tokens BF16 13% faster in the sweep (FP8 within 1% there, 9%
+/// faster measured alone); 1024 tokens within a few percent either way, 512 tokens 10% slower. `EP_CUDA_OVERLAP_MIN_TOKENS` overrides it
 /// (0: never).
 const OVERLAP_MIN_TOKENS: usize = 2048;
 /// Threads of an overlapped copy-out block (16 warps, a message each). Its launch bounds keep it
