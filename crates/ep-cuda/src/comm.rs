@@ -56,8 +56,8 @@ const SINGLE_DISPATCH_MAX_TOKENS: usize = 0;
 /// transfer (dispatch.cu: the counts go out before the payload, each message is marked landed, a
 /// persistent copy-out grid on a second stream expands messages as they land). Measured on 2x
 /// H200 (docs/perf.md, v14): 4096 tokens BF16 13% faster in the sweep (FP8 within 1% there, 9%
-/// faster measured alone); 1024 tokens within a few percent either way, 512 tokens 10% slower. `EP_CUDA_OVERLAP_MIN_TOKENS` overrides it
-/// (0: never).
+/// faster measured alone); 1024 tokens within a few percent either way, 512 tokens 10% slower.
+/// `EP_CUDA_OVERLAP_MIN_TOKENS` overrides it (0: never).
 const OVERLAP_MIN_TOKENS: usize = 2048;
 /// Threads of an overlapped copy-out block (16 warps, a message each). Its launch bounds keep it
 /// to half an SM's registers, so one fits beside one 512-thread send block, but every SM that
@@ -65,10 +65,11 @@ const OVERLAP_MIN_TOKENS: usize = 2048;
 /// a quarter for the formats the send encodes (which need the send's blocks more), the best of
 /// 1/8 to all of the SMs at 4096 tokens on 2x H200. `EP_CUDA_OVERLAP_COPY_BLOCKS` sets it.
 const OVERLAP_COPY_THREADS: u32 = 512;
-/// Status codes the wait and copy-out kernels leave (common.cuh).
+/// Status codes the wait and copy-out kernels leave (common.cuh's; a test checks they agree).
 const EP_OK: u32 = 0;
 const EP_PENDING: u32 = 1;
 const EP_COUNT_OVERFLOW: u32 = 2;
+const EP_COUNT_MISMATCH: u32 = 3;
 const EP_MESSAGES_PENDING: u32 = 4;
 
 /// A token count from the environment variable `var`, read once into `cell`, or `default` (with
@@ -89,9 +90,22 @@ fn tokens_from_env(cell: &OnceLock<usize>, var: &str, default: usize) -> usize {
 const SEND_ARGS: usize = 30;
 const WAIT_ARGS: usize = 14;
 const COPY_OUT_ARGS: usize = 23;
+/// `ep_dispatch_copy_messages` takes the first of `ep_dispatch_copy_out`'s.
+const COPY_MESSAGES_ARGS: usize = 20;
 const COMBINE_SEND_ARGS: usize = 17;
 const DISPATCH_SINGLE_ARGS: usize = 38;
 const COMBINE_SINGLE_ARGS: usize = 31;
+
+/// Which copy-out `CudaComm::issue_copy` launches.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum CopyOut {
+    /// Every message, padding row and shared-expert row, after the wait.
+    All,
+    /// An overlapped round's padding and shared-expert rows (the messages are done beside the send).
+    Tail,
+    /// An overlapped round's messages, on the copy stream, as they land.
+    Messages,
+}
 
 /// What a round keeps on the host between phases (the data itself stays on the device).
 #[derive(Default)]
@@ -101,8 +115,6 @@ struct RoundData {
     rows: usize,
     reduced: bool,
     epilogue: Option<Epilogue>,
-    /// The dispatch overlaps its copy-out with the transfer (`OVERLAP_MIN_TOKENS`).
-    overlap: bool,
     /// The status code the last wait slice left (EP_MESSAGES_PENDING: only the copy-out again).
     pending: u32,
 }
@@ -344,7 +356,8 @@ impl CudaComm {
                 EpError::Timeout { rank, phase, waited_ms, missing }
             }
             EP_COUNT_OVERFLOW => EpError::Backend(format!("rank {rank}: a receive count exceeds max_tokens_per_rank; the buffer protocol was violated")),
-            _ => EpError::Backend(format!("rank {rank}: combine received other row counts than this rank sent")),
+            EP_COUNT_MISMATCH => EpError::Backend(format!("rank {rank}: combine received other row counts than this rank sent")),
+            other => EpError::Backend(format!("rank {rank}: unknown wait status {other}")),
         };
         Err(self.fail(err))
     }
@@ -407,27 +420,26 @@ impl CudaComm {
     /// This round's dispatch overlaps its copy-out with the transfer: one node, many tokens here
     /// (`OVERLAP_MIN_TOKENS`). Ranks decide for themselves; a receiver awaits the messages of
     /// whichever senders overlapped (dispatch.cu).
-    fn overlap_wanted(&self) -> bool {
+    fn overlap_dispatch(&self) -> bool {
         static MIN: OnceLock<usize> = OnceLock::new();
         let min = tokens_from_env(&MIN, "EP_CUDA_OVERLAP_MIN_TOKENS", OVERLAP_MIN_TOKENS);
-        self.cfg.n_nodes == 1
-            && min > 0
-            && self.round.n_tokens >= min
-            && !self.single_dispatch()
-            && self.world.single_launch_blocks[self.rank] > 0
+        self.persistent_grids() && min > 0 && self.round.n_tokens >= min && !self.single_dispatch()
     }
 
     /// The dispatch's first wait slice is already on the stream once `issue_dispatch_send`
     /// returns (a single-launch or overlapped round).
     pub(crate) fn dispatch_wait_issued(&self) -> bool {
-        self.single_dispatch() || self.round.overlap
+        self.single_dispatch() || self.overlap_dispatch()
     }
 
     fn single_launch(&self, max_tokens: usize) -> bool {
-        self.cfg.n_nodes == 1
-            && max_tokens > 0
-            && self.round.n_tokens <= max_tokens
-            && self.world.single_launch_blocks[self.rank] > 0
+        self.persistent_grids() && max_tokens > 0 && self.round.n_tokens <= max_tokens
+    }
+
+    /// Whether this rank may run grids whose blocks wait on one another or on the send (the
+    /// single-launch phases, the overlapped copy-out): one node, and room on the GPU for them.
+    fn persistent_grids(&self) -> bool {
+        self.cfg.n_nodes == 1 && self.world.single_launch_blocks[self.rank] > 0
     }
 
     /// Where the dispatch left its row count on the device (`row_offsets[n_groups]`), which the
@@ -436,8 +448,8 @@ impl CudaComm {
         self.bufs().row_offsets.ptr + 4 * self.cfg.n_groups() as u64
     }
 
-    /// The first slice of a single-launch phase's wait, in ns.
-    fn single_slice_ns(&self) -> u64 {
+    /// The first slice of a wait issued with its phase (single-launch or overlapped), in ns.
+    fn first_slice_ns(&self) -> u64 {
         self.cfg.timeout.min(WAIT_SLICE).as_nanos() as u64
     }
 
@@ -447,28 +459,17 @@ impl CudaComm {
     pub(crate) fn issue_dispatch_send(&mut self) -> Result<()> {
         self.seq = self.seq.wrapping_add(1).max(1);
         self.round.pending = EP_OK;
-        self.round.overlap = self.overlap_wanted();
         if self.single_dispatch() {
             return self.issue_dispatch_single();
         }
-        let early = self.round.overlap as i32;
+        let overlap = self.overlap_dispatch();
+        let early = overlap as i32;
         let cfg = &self.cfg;
         let b = self.bufs();
         let t = self.round.n_tokens;
         let shared = &self.round.shared;
         let one_node = (cfg.n_nodes == 1) as i32;
-        let Scalars {
-            rank,
-            n,
-            l,
-            skip,
-            top_k,
-            hidden,
-            experts,
-            gpn,
-            max_t,
-            ..
-        } = self.sc;
+        let sc = &self.sc;
         let m = self.world.msg;
         // A block per expert (row slots), then one per destination rank (message slots).
         self.launch(
@@ -479,12 +480,12 @@ impl CudaComm {
             &[
                 &b.ids.ptr,
                 &(t as i32),
-                &top_k,
-                &experts,
-                &l,
-                &n,
-                &rank,
-                &skip,
+                &sc.top_k,
+                &sc.experts,
+                &sc.l,
+                &sc.n,
+                &sc.rank,
+                &sc.skip,
                 &b.slots.ptr,
                 &b.rank_slots.ptr,
                 &b.sent.ptr,
@@ -495,29 +496,33 @@ impl CudaComm {
                 &b.d_nmsg_ptrs.ptr,
             ],
         )?;
-        if self.round.overlap {
+        if overlap {
+            // The copy stream: the wait (the counts come before the payload), then the messages'
+            // copy-out as they land.
             self.slots_done.record(&self.stream).map_err(cuda)?;
             self.copy_stream.wait(&self.slots_done).map_err(cuda)?;
-            self.issue_overlapped_copy()?;
+            let slice = self.first_slice_ns();
+            self.launch_dispatch_wait(&self.copy_stream, slice)?;
+            self.issue_copy(CopyOut::Messages, slice)?;
         }
         let smem = (m.bytes as usize + cfg.hidden * 4) as u32;
         let send: [&dyn crate::kernels::KernelArg; SEND_ARGS] = [
             &b.tokens.ptr,
             &b.scales_in.ptr,
             &(t as i32),
-            &hidden,
+            &sc.hidden,
             &format_id(cfg.format),
             &b.ids.ptr,
             &b.slots.ptr,
             &b.rank_slots.ptr,
-            &top_k,
+            &sc.top_k,
             &m,
             &b.d_recv_ptrs.ptr,
-            &rank,
-            &n,
-            &l,
-            &gpn,
-            &max_t,
+            &sc.rank,
+            &sc.n,
+            &sc.l,
+            &sc.gpn,
+            &sc.max_t,
             &b.d_staging.ptr,
             &(shared.start as i32),
             &(shared.end as i32),
@@ -526,8 +531,8 @@ impl CudaComm {
             &b.d_ticket.ptr,
             &b.sent.ptr,
             &b.msgs_to.ptr,
-            &experts,
-            &skip,
+            &sc.experts,
+            &sc.skip,
             &b.d_count_ptrs.ptr,
             &b.d_nmsg_ptrs.ptr,
             &early,
@@ -553,78 +558,23 @@ impl CudaComm {
                 &[
                     &b.sent.ptr,
                     &b.msgs_to.ptr,
-                    &experts,
-                    &l,
-                    &n,
-                    &rank,
-                    &skip,
+                    &sc.experts,
+                    &sc.l,
+                    &sc.n,
+                    &sc.rank,
+                    &sc.skip,
                     &b.d_count_ptrs.ptr,
                     &b.d_nmsg_ptrs.ptr,
                 ],
             )?;
         }
-        if self.round.overlap {
-            // The main stream takes the copy-out's stream back, then the rows no message fills.
+        if overlap {
+            // The main stream takes the copy stream back, then the rows no message fills.
             self.copied.record(&self.copy_stream).map_err(cuda)?;
             self.stream.wait(&self.copied).map_err(cuda)?;
-            self.issue_copy_out(self.single_slice_ns(), true)?;
+            self.issue_copy(CopyOut::Tail, self.first_slice_ns())?;
         }
         Ok(())
-    }
-
-    /// The overlapped round's wait (the counts came before the payload) and its messages' copy-out
-    /// as they land, on the copy stream: `ep_dispatch_wait`, then `ep_dispatch_copy_messages`.
-    fn issue_overlapped_copy(&self) -> Result<()> {
-        static BLOCKS: OnceLock<usize> = OnceLock::new();
-        let most = self.world.single_launch_blocks[self.rank] as usize;
-        let share = if self.cfg.format == Format::Bf16 {
-            2
-        } else {
-            4
-        };
-        let grid =
-            tokens_from_env(&BLOCKS, "EP_CUDA_OVERLAP_COPY_BLOCKS", most / share).clamp(1, most);
-        let slice = self.single_slice_ns();
-        self.launch_dispatch_wait(&self.copy_stream, slice)?;
-        let b = self.bufs();
-        let Scalars {
-            rank,
-            n,
-            l,
-            skip,
-            hidden,
-            max_t,
-            ..
-        } = self.sc;
-        launch(
-            &self.copy_stream,
-            self.k().get("ep_dispatch_copy_messages"),
-            grid as u32,
-            OVERLAP_COPY_THREADS,
-            0,
-            &[
-                &b.d_recv.ptr,
-                &b.d_nmsg.ptr,
-                &b.row_offsets.ptr,
-                &b.src_offsets.ptr,
-                &l,
-                &n,
-                &rank,
-                &skip,
-                &self.shared_groups(),
-                &max_t,
-                &hidden,
-                &format_id(self.cfg.format),
-                &self.world.msg,
-                &b.recv_tokens.ptr,
-                &b.recv_scales.ptr,
-                &b.src_info.ptr,
-                &b.row_src.ptr,
-                &b.status.ptr,
-                &self.seq,
-                &slice,
-            ],
-        )
     }
 
     /// The whole dispatch in one launch (`ep_dispatch_single` in dispatch.cu): a persistent grid
@@ -634,17 +584,7 @@ impl CudaComm {
         let b = self.bufs();
         let t = self.round.n_tokens;
         let shared = &self.round.shared;
-        let Scalars {
-            rank,
-            n,
-            l,
-            skip,
-            top_k,
-            hidden,
-            experts,
-            max_t,
-            ..
-        } = self.sc;
+        let sc = &self.sc;
         let m = self.world.msg;
         let (ranks, groups) = (cfg.n_ranks(), cfg.n_groups());
         let counts = cfg.n_local_experts() * ranks;
@@ -666,28 +606,28 @@ impl CudaComm {
             &b.tokens.ptr,
             &b.scales_in.ptr,
             &(t as i32),
-            &hidden,
+            &sc.hidden,
             &format_id(cfg.format),
             &b.ids.ptr,
-            &top_k,
+            &sc.top_k,
             &m,
             &b.d_recv_ptrs.ptr,
-            &rank,
-            &n,
-            &l,
-            &max_t,
+            &sc.rank,
+            &sc.n,
+            &sc.l,
+            &sc.max_t,
             &(shared.start as i32),
             &(shared.end as i32),
             &b.shared_msgs.ptr,
             &b.d_ticket.ptr,
             &b.sent.ptr,
             &b.msgs_to.ptr,
-            &experts,
-            &skip,
+            &sc.experts,
+            &sc.skip,
             &b.d_count_ptrs.ptr,
             &b.d_nmsg_ptrs.ptr,
             &b.d_counts.ptr,
-            &self.single_slice_ns(),
+            &self.first_slice_ns(),
             &self.shared_groups(),
             &row_multiple,
             &b.status.ptr,
@@ -718,32 +658,25 @@ impl CudaComm {
             self.launch_dispatch_wait(&self.stream, slice_ns)?;
             self.mark("ep_dispatch_wait")?;
         }
-        self.issue_copy_out(slice_ns, false)
+        self.issue_copy(CopyOut::All, slice_ns)
     }
 
     /// `ep_dispatch_wait` on `stream`: the counts, their check and the groups' layout.
     fn launch_dispatch_wait(&self, stream: &CudaStream, slice_ns: u64) -> Result<()> {
         let cfg = &self.cfg;
         let b = self.bufs();
-        let Scalars {
-            rank,
-            n,
-            l,
-            skip,
-            max_t,
-            ..
-        } = self.sc;
+        let sc = &self.sc;
         let row_multiple = cfg.format.group_row_multiple() as i32;
         let layout_smem =
             (8 * cfg.n_local_experts() * cfg.n_ranks() + 4 * (cfg.n_groups() + 1)) as u32;
         let wait: [&dyn crate::kernels::KernelArg; WAIT_ARGS] = [
             &b.d_counts.ptr,
-            &l,
-            &n,
-            &rank,
-            &skip,
+            &sc.l,
+            &sc.n,
+            &sc.rank,
+            &sc.skip,
             &slice_ns,
-            &max_t,
+            &sc.max_t,
             &self.shared_groups(),
             &(self.round.shared.len() as i32),
             &row_multiple,
@@ -756,24 +689,62 @@ impl CudaComm {
         launch(stream, f, 1, WAIT_THREADS, layout_smem, &wait)
     }
 
-    /// `ep_dispatch_copy_out` on the main stream: a block per possible message, per possible
-    /// padding row, per shared-expert row; with `tail_only`, the last two kinds (an overlapped
-    /// round's messages are copied on the copy stream).
-    fn issue_copy_out(&self, slice_ns: u64, tail_only: bool) -> Result<()> {
+    /// The copy-out into the per-expert layout (dispatch.cu): `ep_dispatch_copy_out` on the main
+    /// stream (a block per possible message, per possible padding row, per shared-expert row; the
+    /// last two kinds alone for `Tail`), or the overlapped round's `ep_dispatch_copy_messages` on
+    /// the copy stream, whose parameters are the first of `ep_dispatch_copy_out`'s.
+    fn issue_copy(&self, what: CopyOut, slice_ns: u64) -> Result<()> {
         let cfg = &self.cfg;
         let b = self.bufs();
-        let Scalars {
-            rank,
-            n,
-            l,
-            skip,
-            hidden,
-            max_t,
-            ..
-        } = self.sc;
+        let sc = &self.sc;
         let row_multiple = cfg.format.group_row_multiple() as i32;
         let messages = cfg.n_ranks() * cfg.max_tokens_per_rank;
-        let first_block = if tail_only { messages as u64 } else { 0 };
+        let first_block = if what == CopyOut::Tail {
+            messages as u64
+        } else {
+            0
+        };
+        let args: [&dyn crate::kernels::KernelArg; COPY_OUT_ARGS] = [
+            &b.d_recv.ptr,
+            &b.d_nmsg.ptr,
+            &b.row_offsets.ptr,
+            &b.src_offsets.ptr,
+            &sc.l,
+            &sc.n,
+            &sc.rank,
+            &sc.skip,
+            &self.shared_groups(),
+            &sc.max_t,
+            &sc.hidden,
+            &format_id(cfg.format),
+            &self.world.msg,
+            &b.recv_tokens.ptr,
+            &b.recv_scales.ptr,
+            &b.src_info.ptr,
+            &b.row_src.ptr,
+            &b.status.ptr,
+            &self.seq,
+            &slice_ns,
+            &b.shared_msgs.ptr,
+            &row_multiple,
+            &first_block,
+        ];
+        if what == CopyOut::Messages {
+            static BLOCKS: OnceLock<usize> = OnceLock::new();
+            let most = self.world.single_launch_blocks[self.rank] as usize;
+            let share = if cfg.format == Format::Bf16 { 2 } else { 4 };
+            let grid = tokens_from_env(&BLOCKS, "EP_CUDA_OVERLAP_COPY_BLOCKS", most / share)
+                .clamp(1, most);
+            let f = self.k().get("ep_dispatch_copy_messages");
+            return launch(
+                &self.copy_stream,
+                f,
+                grid as u32,
+                OVERLAP_COPY_THREADS,
+                0,
+                &args[..COPY_MESSAGES_ARGS],
+            );
+        }
         let grid = messages - first_block as usize
             + cfg.n_groups() * (row_multiple as usize - 1)
             + if cfg.fused_shared_expert {
@@ -784,31 +755,6 @@ impl CudaComm {
         if grid == 0 {
             return Ok(());
         }
-        let args: [&dyn crate::kernels::KernelArg; COPY_OUT_ARGS] = [
-            &b.d_recv.ptr,
-            &b.d_nmsg.ptr,
-            &b.shared_msgs.ptr,
-            &b.row_offsets.ptr,
-            &b.src_offsets.ptr,
-            &l,
-            &n,
-            &rank,
-            &skip,
-            &self.shared_groups(),
-            &max_t,
-            &hidden,
-            &format_id(cfg.format),
-            &self.world.msg,
-            &row_multiple,
-            &b.recv_tokens.ptr,
-            &b.recv_scales.ptr,
-            &b.src_info.ptr,
-            &b.row_src.ptr,
-            &b.status.ptr,
-            &self.seq,
-            &slice_ns,
-            &first_block,
-        ];
         self.launch("ep_dispatch_copy_out", grid as u32, THREADS, 0, &args)
     }
 
@@ -842,34 +788,25 @@ impl CudaComm {
         }
         let cfg = &self.cfg;
         let b = self.bufs();
-        let Scalars {
-            rank,
-            n,
-            l,
-            skip,
-            top_k,
-            hidden,
-            gpn,
-            ..
-        } = self.sc;
+        let sc = &self.sc;
         let one_node = (cfg.n_nodes == 1) as i32;
         let send: [&dyn crate::kernels::KernelArg; COMBINE_SEND_ARGS] = [
             &b.expert_out.ptr,
             &b.src_info.ptr,
             &b.row_src.ptr,
             &self.rows_end(),
-            &hidden,
-            &top_k,
+            &sc.hidden,
+            &sc.top_k,
             &b.c_recv_ptrs.ptr,
-            &rank,
-            &gpn,
+            &sc.rank,
+            &sc.gpn,
             &b.c_staging.ptr,
             &one_node,
             &b.c_ticket.ptr,
             &b.snapshot.ptr,
-            &l,
-            &n,
-            &skip,
+            &sc.l,
+            &sc.n,
+            &sc.skip,
             &b.c_count_ptrs.ptr,
         ];
         // At least one block: a rank that received no rows still signals.
@@ -884,7 +821,14 @@ impl CudaComm {
                 1,
                 WAIT_THREADS,
                 0,
-                &[&b.snapshot.ptr, &l, &n, &rank, &skip, &b.c_count_ptrs.ptr],
+                &[
+                    &b.snapshot.ptr,
+                    &sc.l,
+                    &sc.n,
+                    &sc.rank,
+                    &sc.skip,
+                    &b.c_count_ptrs.ptr,
+                ],
             )?;
         }
         Ok(())
@@ -894,9 +838,7 @@ impl CudaComm {
     pub(crate) fn issue_combine_wait(&self, slice_ns: u64) -> Result<()> {
         self.bind()?;
         let b = self.bufs();
-        let Scalars {
-            rank, n, l, skip, ..
-        } = self.sc;
+        let sc = &self.sc;
         self.launch(
             "ep_combine_wait",
             1,
@@ -904,10 +846,10 @@ impl CudaComm {
             0,
             &[
                 &b.c_counts.ptr,
-                &l,
-                &n,
-                &rank,
-                &skip,
+                &sc.l,
+                &sc.n,
+                &sc.rank,
+                &sc.skip,
                 &slice_ns,
                 &b.sent.ptr,
                 &b.status.ptr,
@@ -962,15 +904,7 @@ impl CudaComm {
     fn issue_combine_single(&self, grid_rows: usize) -> Result<()> {
         let cfg = &self.cfg;
         let b = self.bufs();
-        let Scalars {
-            rank,
-            n,
-            l,
-            skip,
-            top_k,
-            hidden,
-            ..
-        } = self.sc;
+        let sc = &self.sc;
         let t = self.round.n_tokens;
         let (epi, scale, device) = self.epilogue_args()?;
         let k = self.k();
@@ -988,18 +922,18 @@ impl CudaComm {
             &b.src_info.ptr,
             &b.row_src.ptr,
             &self.rows_end(),
-            &hidden,
-            &top_k,
+            &sc.hidden,
+            &sc.top_k,
             &b.c_recv_ptrs.ptr,
-            &rank,
+            &sc.rank,
             &b.c_ticket.ptr,
             &b.snapshot.ptr,
-            &l,
-            &n,
-            &skip,
+            &sc.l,
+            &sc.n,
+            &sc.skip,
             &b.c_count_ptrs.ptr,
             &b.c_counts.ptr,
-            &self.single_slice_ns(),
+            &self.first_slice_ns(),
             &b.sent.ptr,
             &b.status.ptr,
             &b.c_recv.ptr,
@@ -1023,13 +957,7 @@ impl CudaComm {
     /// nothing unless the combine wait before it completed.
     pub(crate) fn issue_combine_output(&self) -> Result<()> {
         let cfg = &self.cfg;
-        let Scalars {
-            rank,
-            l,
-            skip,
-            top_k,
-            ..
-        } = self.sc;
+        let sc = &self.sc;
         let (t, hidden) = (self.round.n_tokens, cfg.hidden);
         let b = self.bufs();
         let k = self.k();
@@ -1037,11 +965,11 @@ impl CudaComm {
             let args: [&dyn crate::kernels::KernelArg; 9] = [
                 &b.c_recv.ptr,
                 &b.ids.ptr,
-                &top_k,
+                &sc.top_k,
                 &(hidden as i32),
-                &rank,
-                &l,
-                &skip,
+                &sc.rank,
+                &sc.l,
+                &sc.skip,
                 &b.out.ptr,
                 &b.status.ptr,
             ];
@@ -1072,11 +1000,11 @@ impl CudaComm {
                 &b.c_recv.ptr,
                 &b.ids.ptr,
                 &b.weights.ptr,
-                &top_k,
+                &sc.top_k,
                 &(hidden as i32),
-                &rank,
-                &l,
-                &skip,
+                &sc.rank,
+                &sc.l,
+                &sc.skip,
                 &shared_rows,
                 &(self.round.shared.start as i32),
                 &(self.round.shared.end as i32),
@@ -1327,10 +1255,31 @@ mod tests {
     /// kernels take a slice of their send kernel's list (comm.rs passes `send[a..b]`), so their
     /// parameters must be that slice, name for name.
     #[test]
+    fn status_codes_match_common_cuh() {
+        use super::{EP_COUNT_MISMATCH, EP_COUNT_OVERFLOW, EP_MESSAGES_PENDING, EP_OK, EP_PENDING};
+        let defined = |name: &str| -> u32 {
+            let line = crate::kernels::COMMON
+                .lines()
+                .find(|l| l.starts_with(&format!("#define {name} ")))
+                .unwrap_or_else(|| panic!("{name} not in common.cuh"));
+            line.split_whitespace().nth(2).unwrap().parse().unwrap()
+        };
+        for (name, v) in [
+            ("EP_OK", EP_OK),
+            ("EP_PENDING", EP_PENDING),
+            ("EP_COUNT_OVERFLOW", EP_COUNT_OVERFLOW),
+            ("EP_COUNT_MISMATCH", EP_COUNT_MISMATCH),
+            ("EP_MESSAGES_PENDING", EP_MESSAGES_PENDING),
+        ] {
+            assert_eq!(defined(name), v, "{name}");
+        }
+    }
+
+    #[test]
     fn argument_lists_match_the_kernels() {
         use super::{
-            COMBINE_SEND_ARGS, COMBINE_SINGLE_ARGS, COPY_OUT_ARGS, DISPATCH_SINGLE_ARGS, SEND_ARGS,
-            WAIT_ARGS,
+            COMBINE_SEND_ARGS, COMBINE_SINGLE_ARGS, COPY_MESSAGES_ARGS, COPY_OUT_ARGS,
+            DISPATCH_SINGLE_ARGS, SEND_ARGS, WAIT_ARGS,
         };
         let send = parameter_names(DISPATCH, "ep_dispatch_send");
         assert_eq!(send.len(), SEND_ARGS);
@@ -1339,9 +1288,11 @@ mod tests {
             WAIT_ARGS
         );
         assert_eq!(parameter_names(DISPATCH, "ep_dispatch_put"), send[5..17]);
+        let copy = parameter_names(DISPATCH, "ep_dispatch_copy_out");
+        assert_eq!(copy.len(), COPY_OUT_ARGS);
         assert_eq!(
-            parameter_names(DISPATCH, "ep_dispatch_copy_out").len(),
-            COPY_OUT_ARGS
+            parameter_names(DISPATCH, "ep_dispatch_copy_messages"),
+            copy[..COPY_MESSAGES_ARGS]
         );
         let send = parameter_names(COMBINE, "ep_combine_send");
         assert_eq!(send.len(), COMBINE_SEND_ARGS);

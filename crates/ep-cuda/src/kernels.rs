@@ -294,9 +294,17 @@ pub(crate) mod tests {
 
     /// The parameter names `kernel` declares in `source`, in order.
     pub(crate) fn parameter_names(source: &str, kernel: &str) -> Vec<String> {
+        // The declaration: the name after `void` or after `__launch_bounds__(..)`, on the same
+        // line or the next.
+        let call = format!("{kernel}(");
         let at = source
-            .find(&format!("void {kernel}("))
-            .or_else(|| source.find(&format!(") {kernel}(")))
+            .match_indices(&call)
+            .map(|(i, _)| i)
+            .find(|&i| {
+                let before = source[..i].trim_end();
+                source[..i].ends_with(char::is_whitespace)
+                    && (before.ends_with("void") || before.ends_with(')'))
+            })
             .unwrap_or_else(|| panic!("{kernel} not found"));
         let open = at + source[at..].find('(').unwrap();
         let close = open + source[open..].find(')').unwrap();

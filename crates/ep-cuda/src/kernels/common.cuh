@@ -269,28 +269,32 @@ __device__ __forceinline__ u64 ep_swizzled(u64 row, u64 col, u64 cols) {
     return tile * 512 + (row % 32) * 16 + ((row / 32) % 4) * 4 + col % 4;
 }
 
-// The threads that share a piece of work: the whole block, or one warp (the overlapped copy-out
-// gives each warp a message of its own).
-struct EpTeam {
-    int id, size;
-};
-__device__ __forceinline__ EpTeam ep_block_team() { return EpTeam{(int)threadIdx.x, (int)blockDim.x}; }
-__device__ __forceinline__ EpTeam ep_warp_team() { return EpTeam{(int)(threadIdx.x & 31), 32}; }
+// The threads that share a piece of work: the whole block, or with `Warp` the calling warp (the
+// overlapped copy-out gives each warp a message of its own). Compile-time, so the block's code is
+// what it was before warps shared it (a runtime team cost the send kernel register spills).
+template <bool Warp> __device__ __forceinline__ unsigned ep_team_id() { return Warp ? (threadIdx.x & 31u) : threadIdx.x; }
+template <bool Warp> __device__ __forceinline__ unsigned ep_team_size() { return Warp ? 32u : blockDim.x; }
+template <bool Warp> __device__ __forceinline__ void ep_team_sync() {
+    if (Warp) __syncwarp();
+    else __syncthreads();
+}
 
 // Writes row `row`'s message scales (null: a padding row, zero scales) into the output scale
-// array of `rows` rows (TokenFormat::place_scales), by the threads of `team`. NVFP4's scale
-// columns padded to a multiple of 4 are zero in every row.
-__device__ void ep_place_scales(EpTeam team, int fmt, int width, u64 rows, u64 row, const u8* msg_scales, u8* out) {
+// array of `rows` rows (TokenFormat::place_scales), by the team. NVFP4's scale columns padded to
+// a multiple of 4 are zero in every row.
+template <bool Warp>
+__device__ void ep_place_scales(int fmt, int width, u64 rows, u64 row, const u8* msg_scales, u8* out) {
+    const int id = ep_team_id<Warp>(), size = ep_team_size<Warp>();
     if (fmt == EP_FMT_FP8) {
         // One f32 word per block, moved whole (both sides are 4-byte aligned).
-        for (int b = team.id; b < width / 128; b += team.size)
+        for (int b = id; b < width / 128; b += size)
             ((u32*)out)[(u64)b * rows + row] = msg_scales ? ((const u32*)msg_scales)[b] : 0;
     } else if (fmt == EP_FMT_MXFP4) {
         int n = width / 32;
-        for (int c = team.id; c < n; c += team.size) out[row * n + c] = msg_scales ? msg_scales[c] : 0;
+        for (int c = id; c < n; c += size) out[row * n + c] = msg_scales ? msg_scales[c] : 0;
     } else if (fmt == EP_FMT_NVFP4) {
         int n = width / 16;
-        for (int c = team.id; c < (n + 3) / 4 * 4; c += team.size)
+        for (int c = id; c < (n + 3) / 4 * 4; c += size)
             out[ep_swizzled(row, c, n)] = msg_scales && c < n ? msg_scales[c] : 0;
     }
 }
@@ -303,14 +307,18 @@ __device__ __forceinline__ u64 ep_load_acquire(const u64* p) {
     return v;
 }
 
-__device__ __forceinline__ u32 ep_load_acquire_u32(const u32* p) {
+__device__ __forceinline__ u32 ep_load_acquire(const u32* p) {
     u32 v;
     asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
     return v;
 }
 
-__device__ __forceinline__ void ep_store_relaxed_sys_u32(u32* p, u32 v) {
+// A plain system-scope store: after ep_fence_acq_rel, the two are a release (ep_publish).
+__device__ __forceinline__ void ep_store_relaxed_sys(u32* p, u32 v) {
     asm volatile("st.relaxed.sys.global.u32 [%0], %1;" :: "l"(p), "r"(v) : "memory");
+}
+__device__ __forceinline__ void ep_store_relaxed_sys(u64* p, u64 v) {
+    asm volatile("st.relaxed.sys.global.u64 [%0], %1;" :: "l"(p), "l"(v) : "memory");
 }
 
 __device__ __forceinline__ void ep_store_release(u64* p, u64 v) {
@@ -323,15 +331,14 @@ __device__ __forceinline__ u64 ep_globaltimer() {
     return t;
 }
 
-// Copies `bytes` (a multiple of 4) from `src` to each of `dst[0 .. n_dst)` with the threads of
-// the block (or with `Warp`, of the calling warp), 16 bytes at a time where all are 16-byte aligned: `src` is read once however many
+// Copies `bytes` (a multiple of 4) from `src` to each of `dst[0 .. n_dst)` with the team's
+// threads, 16 bytes at a time where all are 16-byte aligned: `src` is read once however many
 // destinations there are. Each thread issues up to 8 loads before their stores, so a row of a few
 // KB is one round trip to memory, not one per 16 bytes (the stores cannot be moved past the next
 // load by the compiler: a destination may alias `src` as far as it knows).
 template <bool Warp>
 __device__ __forceinline__ void ep_copy_to(u8* const* dst, int n_dst, const u8* src, u64 bytes) {
-    const unsigned id = Warp ? (threadIdx.x & 31u) : threadIdx.x;
-    const unsigned size = Warp ? 32u : blockDim.x;
+    const unsigned id = ep_team_id<Warp>(), size = ep_team_size<Warp>();
     bool vector = (u64)src % 16 == 0 && bytes % 16 == 0;
     for (int i = 0; i < n_dst; i++) vector = vector && (u64)dst[i] % 16 == 0;
     if (vector) {
@@ -407,7 +414,7 @@ __device__ bool ep_last_block(u32* ticket, bool gpu_scope = false) {
 // after the fence, made the publishing block a chain of round trips).
 __device__ __forceinline__ void ep_publish(u64* at, u64 v) {
     ep_fence_acq_rel();
-    if (at) asm volatile("st.relaxed.sys.global.u64 [%0], %1;" :: "l"(at), "l"(v) : "memory");
+    if (at) ep_store_relaxed_sys(at, v);
 }
 
 // Status codes a wait kernel leaves for the host.

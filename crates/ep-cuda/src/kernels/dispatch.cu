@@ -347,7 +347,7 @@ __device__ void ep_mark_landed(const EpRoute& r, int top_k, MsgLayout m, const u
         if (!fenced) ep_fence_acq_rel();
         fenced = true;
         u8* msg = (u8*)recv_ptrs[dest] + ep_recv_offset(rank, max_tokens, r.msg_at[k], m.bytes);
-        ep_store_relaxed_sys_u32(ep_landed_flag(msg, m), seq);
+        ep_store_relaxed_sys(ep_landed_flag(msg, m), seq);
     }
 }
 
@@ -400,45 +400,54 @@ extern "C" __global__ void ep_dispatch_signal(const u64* sent, const u32* msgs_t
     ep_publish_counts(sent, msgs_to, n_experts, n_local, n_ranks, rank, skip_a2a, count_ptrs, nmsg_ptrs, 0);
 }
 
-// Rows `row_of[0 .. n)` of the output (of `rows`) from message `msg`: the payload read once and
-// stored to every row, then each row's scales, src_info (source token, `slot_of[i]`) and source
-// rank `src` (-1: none). `row_of` and `slot_of` are in shared memory.
-__device__ void ep_copy_rows(const u64* row_of, const int* slot_of, int n, u64 rows, const u8* msg, int src,
-                             int hidden, int fmt, MsgLayout m, u8* recv_tokens, u8* recv_scales, int* src_info,
-                             int* row_src) {
-    __shared__ u8* dst[EP_MAX_TOP_K];
-    for (int i = threadIdx.x; i < n; i += blockDim.x) dst[i] = recv_tokens + row_of[i] * m.payload_bytes;
-    __syncthreads();
-    ep_block_copy_to(dst, n, msg, m.payload_bytes);
+// The rows here of one message (or one shared-expert row), the scratch a copy of it works in
+// (shared memory; the overlapped copy-out has one per warp): each row's output address, index and
+// the top-k slot it came from.
+struct EpRows {
+    u8* dst[EP_MAX_TOP_K];
+    u64 row[EP_MAX_TOP_K];
+    int slot[EP_MAX_TOP_K];
+    int n;
+};
+
+// Rows r.row[0 .. r.n) of the output (of `rows`) from message `msg`, by the block or (Warp) the
+// calling warp: the payload read once and stored to every row, then each row's scales, src_info
+// (source token, r.slot[i]) and source rank `src` (-1: none).
+template <bool Warp>
+__device__ void ep_copy_rows(const EpRows& r, u64 rows, const u8* msg, int src, int hidden, int fmt, MsgLayout m,
+                             u8* recv_scales, int* src_info, int* row_src) {
+    ep_copy_to<Warp>(r.dst, r.n, msg, m.payload_bytes);
     int token = *(const int*)(msg + m.src_off);
-    for (int i = 0; i < n; i++) {
-        u64 row = row_of[i];
-        ep_place_scales(ep_block_team(), fmt, hidden, rows, row, msg + m.scales_off, recv_scales);
-        if (threadIdx.x == 0) {
+    for (int i = 0; i < r.n; i++) {
+        u64 row = r.row[i];
+        ep_place_scales<Warp>(fmt, hidden, rows, row, msg + m.scales_off, recv_scales);
+        if (ep_team_id<Warp>() == 0) {
             src_info[2 * row] = token;
-            src_info[2 * row + 1] = slot_of[i];
+            src_info[2 * row + 1] = r.slot[i];
             row_src[row] = src;
         }
     }
 }
 
-// How a copy-out waits for a message of an overlapped round (above): the round, and when the
-// slice runs out.
+// How a copy-out waits for a message of an overlapped round (above): the round, and how long.
 struct EpLanding {
     u32 seq;
-    u64 deadline;
+    u64 slice_ns;
 };
 
 // Waits (one thread) until message `msg` from rank `s` carries the round's mark, or the slice
 // runs out: then the status names every expert of `s` here and says EP_MESSAGES_PENDING, and the
-// host launches the copy-out again. Returns whether the message is there.
+// host launches the copy-out again. The clock is read only once the mark is not there yet.
+// Returns whether the message is there.
 __device__ bool ep_message_landed(const u8* msg, int s, MsgLayout m, EpLanding landing, int n_local, int n_ranks,
                                   u32* status) {
     const u32* flag = ep_landed_flag((u8*)msg, m);
-    bool there = ep_load_acquire_u32(flag) == landing.seq;
-    while (!there && ep_globaltimer() < landing.deadline) {
+    if (ep_load_acquire(flag) == landing.seq) return true;
+    u64 deadline = ep_globaltimer() + landing.slice_ns;
+    bool there = false;
+    while (!there && ep_globaltimer() < deadline) {
         __nanosleep(64);
-        there = ep_load_acquire_u32(flag) == landing.seq;
+        there = ep_load_acquire(flag) == landing.seq;
     }
     if (!there) {
         for (int g = 0; g < n_local; g++) status[1 + g * n_ranks + s] = 1;
@@ -447,43 +456,57 @@ __device__ bool ep_message_landed(const u8* msg, int s, MsgLayout m, EpLanding l
     return there;
 }
 
-// ep_message_landed for the whole block (thread 0 waits). Every thread calls it.
-__device__ bool ep_await_message(const u8* msg, int s, MsgLayout m, EpLanding landing, int n_local, int n_ranks,
-                                 u32* status) {
-    __shared__ bool landed;
-    if (threadIdx.x == 0) landed = ep_message_landed(msg, s, m, landing, n_local, n_ranks, status);
+// Thread 0's `v` in every thread of the team. The block's form passes a barrier; its next call
+// must come after another one (ep_copy_message ends with one).
+template <bool Warp>
+__device__ bool ep_team_first(bool v) {
+    if (Warp) return __shfl_sync(0xffffffffu, v, 0);
+    __shared__ bool first;
+    if (threadIdx.x == 0) first = v;
     __syncthreads();
-    return landed;
+    return first;
 }
 
-// Message `j` from rank `s` (its message count word `nmsg_s`): read once and written to each of
-// its rows here, row = the group's start for its source + the row slot the message carries
-// (every real row has exactly one). From an overlapped sender it first waits for the message
-// (ep_await_message); returns false when it did not come.
+// Message `j` from rank `s` (its message count word `nmsg_s`), by the block or (Warp) the calling
+// warp: this rank's rows of it (slots with a row slot whose expert is here, row = the group's
+// start for the source + the row slot the message carries; every real row has exactly one), found
+// by one warp with a ballot, then the payload read once and written to each. From an overlapped
+// sender it first waits for the message's mark; returns false when it did not come.
+template <bool Warp>
 __device__ bool ep_copy_message(int s, u32 j, u32 nmsg_s, EpLanding landing, const u8* recv,
                                 const u32* src_offsets, u64 rows, int n_local, int n_ranks, int rank,
                                 int shared_groups, int max_tokens, int hidden, int fmt, MsgLayout m, u8* recv_tokens,
-                                u8* recv_scales, int* src_info, int* row_src, u32* status) {
-    __shared__ u64 row_of[EP_MAX_TOP_K];
-    __shared__ int slot_of[EP_MAX_TOP_K];
-    __shared__ int n_rows;
+                                u8* recv_scales, int* src_info, int* row_src, u32* status, EpRows& r) {
     const u8* msg = recv + ep_recv_offset(s, max_tokens, j, m.bytes);
-    if (threadIdx.x == 0) n_rows = 0;
-    if ((nmsg_s & EP_NMSG_EARLY) && !ep_await_message(msg, s, m, landing, n_local, n_ranks, status)) return false;
-    __syncthreads();
-    // This rank's rows of the message: slots with a row slot whose expert is here.
-    for (int k = threadIdx.x; k < m.top_k; k += blockDim.x) {
-        int slot = ((const int*)(msg + m.slots_off))[k];
-        int id = ((const u16*)(msg + m.ids_off))[k];
-        if (slot < 0 || id / n_local != rank) continue;
-        int g = id % n_local + shared_groups;
-        int i = atomicAdd(&n_rows, 1);
-        row_of[i] = (u64)src_offsets[g * (n_ranks + 1) + s] + slot;
-        slot_of[i] = k;
+    if ((nmsg_s & EP_NMSG_EARLY) &&
+        !ep_team_first<Warp>(ep_team_id<Warp>() == 0 && ep_message_landed(msg, s, m, landing, n_local, n_ranks, status)))
+        return false;
+    if (Warp || threadIdx.x < 32) {
+        int lane = threadIdx.x & 31, n = 0;
+        for (int k0 = 0; k0 < m.top_k; k0 += 32) {
+            int k = k0 + lane;
+            u64 row = 0;
+            bool here = false;
+            if (k < m.top_k) {
+                int slot = ((const int*)(msg + m.slots_off))[k];
+                int id = ((const u16*)(msg + m.ids_off))[k];
+                here = slot >= 0 && id / n_local == rank;
+                if (here) row = (u64)src_offsets[(id % n_local + shared_groups) * (n_ranks + 1) + s] + slot;
+            }
+            unsigned mask = __ballot_sync(0xffffffffu, here);
+            if (here) {
+                int i = n + __popc(mask & ((1u << lane) - 1u));
+                r.dst[i] = recv_tokens + row * m.payload_bytes;
+                r.row[i] = row;
+                r.slot[i] = k;
+            }
+            n += __popc(mask);
+        }
+        if (lane == 0) r.n = n;
     }
-    __syncthreads();
-    ep_copy_rows(row_of, slot_of, n_rows, rows, msg, s, hidden, fmt, m, recv_tokens, recv_scales, src_info, row_src);
-    __syncthreads(); // row_of and n_rows are the next message's
+    ep_team_sync<Warp>();
+    ep_copy_rows<Warp>(r, rows, msg, s, hidden, fmt, m, recv_scales, src_info, row_src);
+    ep_team_sync<Warp>(); // `r` is the next message's
     return true;
 }
 
@@ -492,20 +515,23 @@ __device__ void ep_pad_row(u64 row, u64 rows, int hidden, int fmt, MsgLayout m, 
                            int* src_info, int* row_src) {
     u8* out = recv_tokens + row * m.payload_bytes;
     for (int i = threadIdx.x; i < m.payload_bytes / 4; i += blockDim.x) ((u32*)out)[i] = 0;
-    ep_place_scales(ep_block_team(), fmt, hidden, rows, row, nullptr, recv_scales);
+    ep_place_scales<false>(fmt, hidden, rows, row, nullptr, recv_scales);
     if (threadIdx.x == 0) { src_info[2 * row] = -1; src_info[2 * row + 1] = -1; row_src[row] = -1; }
 }
 
 // Row `first + i` of the fused shared expert (group 0): this rank's token shared_start + i, from
 // `shared_msgs` (slot -1, no source rank: these rows never travel back).
 __device__ void ep_copy_shared_row(u64 first, u64 i, u64 rows, const u8* shared_msgs, int hidden, int fmt,
-                                   MsgLayout m, u8* recv_tokens, u8* recv_scales, int* src_info, int* row_src) {
-    __shared__ u64 row_of[1];
-    __shared__ int slot_of[1];
-    if (threadIdx.x == 0) { row_of[0] = first + i; slot_of[0] = -1; }
+                                   MsgLayout m, u8* recv_tokens, u8* recv_scales, int* src_info, int* row_src,
+                                   EpRows& r) {
+    if (threadIdx.x == 0) {
+        r.row[0] = first + i;
+        r.dst[0] = recv_tokens + (first + i) * m.payload_bytes;
+        r.slot[0] = -1;
+        r.n = 1;
+    }
     __syncthreads();
-    ep_copy_rows(row_of, slot_of, 1, rows, shared_msgs + i * m.bytes, -1, hidden, fmt, m, recv_tokens, recv_scales,
-                 src_info, row_src);
+    ep_copy_rows<false>(r, rows, shared_msgs + i * m.bytes, -1, hidden, fmt, m, recv_scales, src_info, row_src);
     __syncthreads();
 }
 
@@ -519,13 +545,15 @@ __device__ void ep_copy_shared_row(u64 first, u64 i, u64 rows, const u8* shared_
 // row re-read it per row: 470 MB read instead of 117 MB at 4096 tokens). Block b does the work of
 // block b + first_block (an overlapped round launches only the padding and shared-expert blocks
 // here; ep_dispatch_copy_messages did the messages). A message from an overlapped sender is
-// awaited for up to `slice_ns` (ep_await_message).
-extern "C" __global__ void ep_dispatch_copy_out(const u8* recv, const u32* nmsg, const u8* shared_msgs,
-                                                const u32* row_offsets, const u32* src_offsets, int n_local,
-                                                int n_ranks, int rank, int skip_a2a, int shared_groups, int max_tokens,
-                                                int hidden, int fmt, MsgLayout m, int row_multiple, u8* recv_tokens,
-                                                u8* recv_scales, int* src_info, int* row_src, u32* status, u32 seq,
-                                                u64 slice_ns, u64 first_block) {
+// awaited for up to `slice_ns` (ep_message_landed). Parameters recv .. slice_ns are
+// ep_dispatch_copy_messages', in its order (comm.rs passes that slice).
+extern "C" __global__ void ep_dispatch_copy_out(const u8* recv, const u32* nmsg, const u32* row_offsets,
+                                                const u32* src_offsets, int n_local, int n_ranks, int rank,
+                                                int skip_a2a, int shared_groups, int max_tokens, int hidden, int fmt,
+                                                MsgLayout m, u8* recv_tokens, u8* recv_scales, int* src_info,
+                                                int* row_src, u32* status, u32 seq, u64 slice_ns,
+                                                const u8* shared_msgs, int row_multiple, u64 first_block) {
+    __shared__ EpRows scratch;
     int n_groups = n_local + shared_groups;
     u32 done = status[0];
     u64 rows = row_offsets[n_groups];
@@ -536,9 +564,9 @@ extern "C" __global__ void ep_dispatch_copy_out(const u8* recv, const u32* nmsg,
         int s = b / max_tokens;
         u32 j = b % max_tokens, nm = nmsg[s];
         if ((skip_a2a && s != rank) || j >= (nm & ~EP_NMSG_EARLY)) return;
-        ep_copy_message(s, j, nm, EpLanding{seq, ep_globaltimer() + slice_ns}, recv, src_offsets, rows, n_local,
-                        n_ranks, rank, shared_groups, max_tokens, hidden, fmt, m, recv_tokens, recv_scales, src_info,
-                        row_src, status);
+        ep_copy_message<false>(s, j, nm, EpLanding{seq, slice_ns}, recv, src_offsets, rows, n_local, n_ranks, rank,
+                               shared_groups, max_tokens, hidden, fmt, m, recv_tokens, recv_scales, src_info, row_src,
+                               status, scratch);
         return;
     }
     b -= message_blocks;
@@ -553,61 +581,12 @@ extern "C" __global__ void ep_dispatch_copy_out(const u8* recv, const u32* nmsg,
     if (shared_groups == 0) return;
     u64 first = src_offsets[rank], end = src_offsets[rank + 1];
     if (first + b < end)
-        ep_copy_shared_row(first, b, rows, shared_msgs, hidden, fmt, m, recv_tokens, recv_scales, src_info, row_src);
+        ep_copy_shared_row(first, b, rows, shared_msgs, hidden, fmt, m, recv_tokens, recv_scales, src_info, row_src,
+                           scratch);
 }
 
 // Up to this many warps in a block of ep_dispatch_copy_messages.
 #define EP_COPY_WARPS 16
-
-// ep_copy_message by one warp (ep_dispatch_copy_messages): lane 0 waits for the message, the
-// lanes find its rows here with a ballot, then copy the payload to every row and place each row's
-// scales. `dst`, `row_of` and `slot_of` are the warp's (shared memory, EP_MAX_TOP_K each).
-__device__ bool ep_warp_copy_message(int s, u32 j, u32 nmsg_s, EpLanding landing, const u8* recv,
-                                     const u32* src_offsets, u64 rows, int n_local, int n_ranks, int rank,
-                                     int shared_groups, int max_tokens, int hidden, int fmt, MsgLayout m,
-                                     u8* recv_tokens, u8* recv_scales, int* src_info, int* row_src, u32* status,
-                                     u8** dst, u64* row_of, int* slot_of) {
-    int lane = threadIdx.x & 31;
-    const u8* msg = recv + ep_recv_offset(s, max_tokens, j, m.bytes);
-    if (nmsg_s & EP_NMSG_EARLY) {
-        bool there = lane == 0 && ep_message_landed(msg, s, m, landing, n_local, n_ranks, status);
-        if (!__shfl_sync(0xffffffffu, there, 0)) return false;
-    }
-    int n = 0;
-    for (int k0 = 0; k0 < m.top_k; k0 += 32) {
-        int k = k0 + lane;
-        u64 row = 0;
-        bool here = false;
-        if (k < m.top_k) {
-            int slot = ((const int*)(msg + m.slots_off))[k];
-            int id = ((const u16*)(msg + m.ids_off))[k];
-            here = slot >= 0 && id / n_local == rank;
-            if (here) row = (u64)src_offsets[(id % n_local + shared_groups) * (n_ranks + 1) + s] + slot;
-        }
-        unsigned mask = __ballot_sync(0xffffffffu, here);
-        if (here) {
-            int i = n + __popc(mask & ((1u << lane) - 1u));
-            dst[i] = recv_tokens + row * m.payload_bytes;
-            row_of[i] = row;
-            slot_of[i] = k;
-        }
-        n += __popc(mask);
-    }
-    __syncwarp();
-    ep_copy_to<true>(dst, n, msg, m.payload_bytes);
-    int token = *(const int*)(msg + m.src_off);
-    for (int i = 0; i < n; i++) {
-        u64 row = row_of[i];
-        ep_place_scales(ep_warp_team(), fmt, hidden, rows, row, msg + m.scales_off, recv_scales);
-        if (lane == 0) {
-            src_info[2 * row] = token;
-            src_info[2 * row + 1] = slot_of[i];
-            row_src[row] = s;
-        }
-    }
-    __syncwarp(); // dst, row_of and slot_of are the next message's
-    return true;
-}
 
 // The messages of an overlapped round (above), copied out while they land: launched on a second
 // stream beside ep_dispatch_send, after ep_dispatch_wait has laid out the groups from the early
@@ -622,11 +601,8 @@ extern "C" __global__ void __launch_bounds__(512, 2)
                               int n_local, int n_ranks, int rank, int skip_a2a, int shared_groups, int max_tokens,
                               int hidden, int fmt, MsgLayout m, u8* recv_tokens, u8* recv_scales, int* src_info,
                               int* row_src, u32* status, u32 seq, u64 slice_ns) {
-    __shared__ u8* dst[EP_COPY_WARPS][EP_MAX_TOP_K];
-    __shared__ u64 row_of[EP_COPY_WARPS][EP_MAX_TOP_K];
-    __shared__ int slot_of[EP_COPY_WARPS][EP_MAX_TOP_K];
+    __shared__ EpRows scratch[EP_COPY_WARPS];
     if (status[0] != EP_OK) return;
-    EpLanding landing{seq, ep_globaltimer() + slice_ns};
     u64 rows = row_offsets[n_local + shared_groups];
     u32 most = 0;
     for (int s = 0; s < n_ranks; s++)
@@ -636,9 +612,9 @@ extern "C" __global__ void __launch_bounds__(512, 2)
         int s = w % n_ranks;
         u32 j = w / n_ranks, nm = nmsg[s];
         if ((skip_a2a && s != rank) || j >= (nm & ~EP_NMSG_EARLY)) continue;
-        if (!ep_warp_copy_message(s, j, nm, landing, recv, src_offsets, rows, n_local, n_ranks, rank, shared_groups,
-                                  max_tokens, hidden, fmt, m, recv_tokens, recv_scales, src_info, row_src, status,
-                                  dst[warp], row_of[warp], slot_of[warp]))
+        if (!ep_copy_message<true>(s, j, nm, EpLanding{seq, slice_ns}, recv, src_offsets, rows, n_local, n_ranks,
+                                   rank, shared_groups, max_tokens, hidden, fmt, m, recv_tokens, recv_scales,
+                                   src_info, row_src, status, scratch[warp]))
             return;
     }
 }
@@ -778,6 +754,7 @@ extern "C" __global__ void __launch_bounds__(512) ep_dispatch_single(
     u32* status, u64* snapshot, u32* row_offsets, u32* src_offsets, const u8* recv, const u32* nmsg,
     u8* recv_tokens, u8* recv_scales, int* src_info, int* row_src, u32 seq) {
     __shared__ EpRoute route;
+    __shared__ EpRows scratch;
     EP_STAMPS
     for (int t = blockIdx.x; t < n_tokens; t += gridDim.x) {
         ep_own_route(route, t, ids, top_k, n_local, rank, skip_a2a);
@@ -828,13 +805,13 @@ extern "C" __global__ void __launch_bounds__(512) ep_dispatch_single(
     __syncthreads();
     for (int s = 0; s < n_ranks; s++) total += msgs[s];
     // A sender with many tokens may have overlapped its round: its messages are awaited.
-    EpLanding landing{seq, ep_globaltimer() + slice_ns};
     for (u32 i = blockIdx.x; i < total; i += gridDim.x) {
         int s = 0;
         u32 j = i;
         while (j >= msgs[s]) j -= msgs[s++];
-        if (!ep_copy_message(s, j, nmsg[s], landing, recv, src_off, rows, n_local, n_ranks, rank, shared_groups,
-                             max_tokens, hidden, fmt, m, recv_tokens, recv_scales, src_info, row_src, status))
+        if (!ep_copy_message<false>(s, j, nmsg[s], EpLanding{seq, slice_ns}, recv, src_off, rows, n_local, n_ranks,
+                                    rank, shared_groups, max_tokens, hidden, fmt, m, recv_tokens, recv_scales,
+                                    src_info, row_src, status, scratch))
             return;
     }
     if (row_multiple > 1) {
@@ -846,7 +823,7 @@ extern "C" __global__ void __launch_bounds__(512) ep_dispatch_single(
         u64 first = src_off[rank];
         for (int i = blockIdx.x; i < shared_len; i += gridDim.x)
             ep_copy_shared_row(first, i, rows, shared_msgs, hidden, fmt, m, recv_tokens, recv_scales, src_info,
-                               row_src);
+                               row_src, scratch);
     }
     EP_STAMP(9);
     EP_STAMPS_PRINT("dispatch", rank, published);

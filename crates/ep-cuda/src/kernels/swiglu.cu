@@ -34,5 +34,5 @@ extern "C" __global__ void ep_swiglu(const u16* x, u64 rows, int width, const u3
     __syncthreads();
     ep_encode_row(fmt, h, width, input_scale, out, row_scales);
     __syncthreads();
-    ep_place_scales(ep_block_team(), fmt, width, rows, row, row_scales, scales);
+    ep_place_scales<false>(fmt, width, rows, row, row_scales, scales);
 }
