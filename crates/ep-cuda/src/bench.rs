@@ -88,10 +88,15 @@ impl StartGate {
         })
     }
 
+    /// The next epoch of rank `rank`'s flags (1, 2, ...).
+    fn next_epoch(&self, rank: usize) -> u64 {
+        self.queued[rank].fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1
+    }
+
     /// Queues rank `rank`'s next gate on `stream`.
     pub(crate) fn launch(&self, rank: usize, stream: &CudaStream) -> Result<()> {
         let n = self.kernels.len() as i32;
-        let epoch = self.queued[rank].fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        let epoch = self.next_epoch(rank);
         let (hold, timeout) = (GATE_HOLD.as_nanos() as u64, GATE_TIMEOUT.as_nanos() as u64);
         launch(
             stream,
@@ -212,7 +217,23 @@ impl CudaComm {
     }
 }
 
-/// The copy ceilings, GB/s.
+/// The least time a phase can take, in µs, timed as the phases are (behind a start gate, device
+/// events, the slowest GPU's time, median): the decode sizes' ceiling, as the copies are the
+/// prefill sizes'.
+#[derive(Clone, Copy, Debug)]
+pub struct Floors {
+    /// One kernel that does nothing.
+    pub empty_kernel_us: f64,
+    /// One kernel in which every GPU raises a flag at every GPU and waits for all of them: the
+    /// least a phase that hears from its peers takes.
+    pub flag_exchange_us: f64,
+    /// The same after each GPU copied `row_bytes` to every peer and fenced: the least a 1-token
+    /// dispatch takes (its row to the peer, made visible, then known to have landed).
+    pub row_exchange_us: f64,
+    pub row_bytes: usize,
+}
+
+/// The copy ceilings, GB/s, and on two GPUs or more the latency floors.
 #[derive(Clone, Copy, Debug)]
 pub struct Ceilings {
     /// GPU 0 pushing to GPU 1 with 16-byte stores, one way (`None` with one GPU).
@@ -222,6 +243,7 @@ pub struct Ceilings {
     pub all_to_all_gbps: Option<f64>,
     /// A copy inside GPU 0.
     pub local_gbps: f64,
+    pub floors: Option<Floors>,
 }
 
 fn median(mut v: Vec<f32>) -> f32 {
@@ -230,8 +252,14 @@ fn median(mut v: Vec<f32>) -> f32 {
 }
 
 /// Times 16-byte copy kernels of `bytes`: from GPU 0 to GPU 1, inside GPU 0, and an all-to-all
-/// among the first `gpus` GPUs (median of `iters` after a warm-up).
-pub fn measure_ceilings(bytes: usize, iters: usize, gpus: usize) -> Result<Ceilings> {
+/// among the first `gpus` GPUs (median of `iters` after a warm-up); and the latency floors
+/// ([`Floors`]) among those GPUs with a row of `row_bytes` (rounded up to 16).
+pub fn measure_ceilings(
+    bytes: usize,
+    iters: usize,
+    gpus: usize,
+    row_bytes: usize,
+) -> Result<Ceilings> {
     let n = crate::driver::device_count()?.min(gpus.max(1));
     let ks: Vec<Arc<Kernels>> = (0..n)
         .map(crate::world::device_kernels)
@@ -274,86 +302,183 @@ pub fn measure_ceilings(bytes: usize, iters: usize, gpus: usize) -> Result<Ceili
         Some(c1) => Some(time(&DevBuf::new(c1, bytes)?)?),
         None => None,
     };
-    let all_to_all = if n > 1 {
-        Some(all_to_all_gbps(&ks, bytes, iters, sms)?)
+    let (all_to_all, floors) = if n > 1 {
+        let a = AllToAll::new(&ks, bytes)?;
+        let row_bytes = row_bytes.div_ceil(16) * 16;
+        let floor = |kernel: &str, row_bytes: usize| -> Result<f64> {
+            // Short and noisy next to the copies: more samples.
+            let n = iters * 5;
+            Ok(a.time(n, |g, stream| a.floor_kernel(g, stream, kernel, row_bytes))? * 1e3)
+        };
+        let floors = Floors {
+            empty_kernel_us: floor("ep_bench_nothing", 0)?,
+            flag_exchange_us: floor("ep_bench_exchange", 0)?,
+            row_exchange_us: floor("ep_bench_exchange", row_bytes)?,
+            row_bytes,
+        };
+        (Some(a.gbps(iters, sms)?), Some(floors))
     } else {
-        None
+        (None, None)
     };
     Ok(Ceilings {
         p2p_gbps: p2p,
         all_to_all_gbps: all_to_all,
         local_gbps: local,
+        floors,
     })
 }
 
-/// Every GPU of `ks` sends `bytes` split evenly over the others, all starting behind one
-/// [`StartGate`]; GB/s is the bytes each GPU sends over the slowest GPU's time (median of
-/// `iters` after a warm-up).
-fn all_to_all_gbps(ks: &[Arc<Kernels>], bytes: usize, iters: usize, sms: u32) -> Result<f64> {
-    let n = ks.len();
-    let peers = n - 1;
-    let slice = bytes / peers / 16 * 16;
-    let streams: Vec<Arc<CudaStream>> = ks
-        .iter()
-        .map(|k| k.ctx.new_stream().map_err(cuda))
-        .collect::<Result<_>>()?;
-    let srcs: Vec<DevBuf> = ks
-        .iter()
-        .map(|k| {
-            let b = DevBuf::new(&k.ctx, slice * peers)?;
-            b.fill(0x3C)?;
-            Ok(b)
+/// Every GPU of a run sending a slice of its buffer to each of the others, each GPU's slot at a
+/// receiver laid out in sender order.
+struct AllToAll<'a> {
+    ks: &'a [Arc<Kernels>],
+    streams: Vec<Arc<CudaStream>>,
+    srcs: Vec<DevBuf>,
+    /// Kept alive for the tables' pointers into them.
+    _recvs: Vec<DevBuf>,
+    dst_tables: Vec<DevBuf>,
+    slice: usize,
+    gate: StartGate,
+    /// The flags of `ep_bench_exchange`, a [`StartGate`]'s without its hold.
+    flags: StartGate,
+}
+
+impl<'a> AllToAll<'a> {
+    /// Buffers for `bytes` sent by each GPU of `ks`, split evenly over the others.
+    fn new(ks: &'a [Arc<Kernels>], bytes: usize) -> Result<Self> {
+        let n = ks.len();
+        let peers = n - 1;
+        let slice = bytes / peers / 16 * 16;
+        let streams: Vec<Arc<CudaStream>> = ks
+            .iter()
+            .map(|k| k.ctx.new_stream().map_err(cuda))
+            .collect::<Result<_>>()?;
+        let srcs: Vec<DevBuf> = ks
+            .iter()
+            .map(|k| {
+                let b = DevBuf::new(&k.ctx, slice * peers)?;
+                b.fill(0x3C)?;
+                Ok(b)
+            })
+            .collect::<Result<_>>()?;
+        let recvs: Vec<DevBuf> = ks
+            .iter()
+            .map(|k| DevBuf::new(&k.ctx, slice * peers))
+            .collect::<Result<_>>()?;
+        // GPU g's slot in receiver r: the senders of r in order, r itself left out.
+        let dst_tables: Vec<DevBuf> = (0..n)
+            .map(|g| {
+                let table: Vec<u64> = (0..n)
+                    .filter(|&r| r != g)
+                    .map(|r| recvs[r].ptr + ((if g < r { g } else { g - 1 }) * slice) as u64)
+                    .collect();
+                let b = DevBuf::new(&ks[g].ctx, peers * 8)?;
+                b.upload(&table, &streams[g])?;
+                streams[g].synchronize().map_err(cuda)?;
+                Ok(b)
+            })
+            .collect::<Result<_>>()?;
+        Ok(AllToAll {
+            ks,
+            streams,
+            srcs,
+            _recvs: recvs,
+            dst_tables,
+            slice,
+            gate: StartGate::new(ks.to_vec())?,
+            flags: StartGate::new(ks.to_vec())?,
         })
-        .collect::<Result<_>>()?;
-    let recvs: Vec<DevBuf> = ks
-        .iter()
-        .map(|k| DevBuf::new(&k.ctx, slice * peers))
-        .collect::<Result<_>>()?;
-    // GPU g's slot in receiver r: the senders of r in order, r itself left out.
-    let dst_tables: Vec<DevBuf> = (0..n)
-        .map(|g| {
-            let table: Vec<u64> = (0..n)
-                .filter(|&r| r != g)
-                .map(|r| recvs[r].ptr + ((if g < r { g } else { g - 1 }) * slice) as u64)
-                .collect();
-            let b = DevBuf::new(&ks[g].ctx, peers * 8)?;
-            b.upload(&table, &streams[g])?;
-            streams[g].synchronize().map_err(cuda)?;
-            Ok(b)
-        })
-        .collect::<Result<_>>()?;
-    let gate = StartGate::new(ks.to_vec())?;
-    let (slice16, n_peers) = ((slice / 16) as u64, peers as i32);
-    let grid = (sms * 4).div_ceil(peers as u32) * peers as u32;
-    let mut slowest = Vec::new();
-    for i in 0..=iters {
-        let mut marks = Vec::new();
-        for g in 0..n {
-            let (a, b) = (timing_event(&ks[g].ctx)?, timing_event(&ks[g].ctx)?);
-            gate.launch(g, &streams[g])?;
-            a.record(&streams[g]).map_err(cuda)?;
+    }
+
+    /// `work` on every GPU's stream behind a shared start gate, timed by events around it: the
+    /// slowest GPU's ms, median of `iters` after a warm-up.
+    fn time(&self, iters: usize, work: impl Fn(usize, &CudaStream) -> Result<()>) -> Result<f64> {
+        let n = self.ks.len();
+        let mut slowest = Vec::new();
+        for i in 0..=iters {
+            let mut marks = Vec::new();
+            for g in 0..n {
+                let ctx = &self.ks[g].ctx;
+                let (a, b) = (timing_event(ctx)?, timing_event(ctx)?);
+                self.gate.launch(g, &self.streams[g])?;
+                a.record(&self.streams[g]).map_err(cuda)?;
+                work(g, &self.streams[g])?;
+                b.record(&self.streams[g]).map_err(cuda)?;
+                marks.push((a, b));
+            }
+            let mut worst = 0f32;
+            for (g, (a, b)) in marks.iter().enumerate() {
+                self.streams[g].synchronize().map_err(cuda)?;
+                self.gate.check(g, &self.streams[g])?;
+                self.flags.check(g, &self.streams[g])?;
+                worst = worst.max(a.elapsed_ms(b).map_err(cuda)?);
+            }
+            if i > 0 {
+                slowest.push(worst);
+            }
+        }
+        Ok(median(slowest) as f64)
+    }
+
+    /// The whole buffer, GB/s each GPU sends (the slowest GPU's time).
+    fn gbps(&self, iters: usize, sms: u32) -> Result<f64> {
+        let peers = self.ks.len() - 1;
+        let (slice16, n_peers) = ((self.slice / 16) as u64, peers as i32);
+        let grid = (sms * 4).div_ceil(peers as u32) * peers as u32;
+        let ms = self.time(iters, |g, stream| {
             launch(
-                &streams[g],
-                ks[g].get("ep_copy_to_peers"),
+                stream,
+                self.ks[g].get("ep_copy_to_peers"),
                 grid,
                 512,
                 0,
-                &[&srcs[g].ptr, &dst_tables[g].ptr, &n_peers, &slice16],
-            )?;
-            b.record(&streams[g]).map_err(cuda)?;
-            marks.push((a, b));
-        }
-        let mut worst = 0f32;
-        for (g, (a, b)) in marks.iter().enumerate() {
-            streams[g].synchronize().map_err(cuda)?;
-            gate.check(g, &streams[g])?;
-            worst = worst.max(a.elapsed_ms(b).map_err(cuda)?);
-        }
-        if i > 0 {
-            slowest.push(worst);
-        }
+                &[
+                    &self.srcs[g].ptr,
+                    &self.dst_tables[g].ptr,
+                    &n_peers,
+                    &slice16,
+                ],
+            )
+        })?;
+        Ok((self.slice * peers) as f64 / (ms * 1e-3) / 1e9)
     }
-    Ok((slice * peers) as f64 / (median(slowest) as f64 * 1e-3) / 1e9)
+
+    /// One block of a floor kernel (bench.cu) on GPU `g`: `ep_bench_nothing`, or
+    /// `ep_bench_exchange` with `row_bytes` to each peer.
+    fn floor_kernel(
+        &self,
+        g: usize,
+        stream: &CudaStream,
+        kernel: &str,
+        row_bytes: usize,
+    ) -> Result<()> {
+        let f = self.ks[g].get(kernel);
+        if kernel == "ep_bench_nothing" {
+            return launch(stream, f, 1, 32, 0, &[]);
+        }
+        let (n, n16) = (
+            self.ks.len() as i32,
+            (row_bytes.min(self.slice) / 16) as u64,
+        );
+        let (epoch, timeout) = (self.flags.next_epoch(g), GATE_TIMEOUT.as_nanos() as u64);
+        launch(
+            stream,
+            f,
+            1,
+            512,
+            0,
+            &[
+                &self.srcs[g].ptr,
+                &self.dst_tables[g].ptr,
+                &n16,
+                &self.flags.tables[g].ptr,
+                &(g as i32),
+                &n,
+                &epoch,
+                &timeout,
+            ],
+        )
+    }
 }
 
 /// One rank of the NCCL baseline: its buffers and the index arrays of its permutes.

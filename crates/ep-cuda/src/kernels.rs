@@ -57,6 +57,8 @@ pub const PROGRAMS: &[(&str, &str, &[&str])] = &[
             "ep_gather_rows",
             "ep_weighted_rows",
             "ep_bench_gate",
+            "ep_bench_nothing",
+            "ep_bench_exchange",
         ],
     ),
 ];

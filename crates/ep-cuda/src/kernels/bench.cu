@@ -62,3 +62,33 @@ extern "C" __global__ void ep_bench_gate(const u64* flag_ptrs, int rank, int n_r
     u64 released = ep_globaltimer();
     while (ep_globaltimer() - released < hold_ns) __nanosleep(256);
 }
+
+// The latency floors of a phase, timed like one (behind a start gate): a kernel that does
+// nothing, and the least a phase that moves data between ranks does: every rank copies `n16`
+// 16-byte words to each peer (dst_ptrs[j]: its slot there, as ep_copy_to_peers), makes them
+// visible (one system fence), raises flag `epoch` at every rank (flags[p][rank]) and waits for
+// every rank's flag here. With n16 = 0 it is the flag exchange alone. One block; a flag that never
+// comes sets flags[rank][n_ranks], as the gate does.
+extern "C" __global__ void ep_bench_nothing() {}
+
+extern "C" __global__ void ep_bench_exchange(const uint4* src, const u64* dst_ptrs, u64 n16, const u64* flag_ptrs,
+                                             int rank, int n_ranks, u64 epoch, u64 timeout_ns) {
+    for (int j = 0; j < n_ranks - 1; j++) {
+        uint4* dst = (uint4*)dst_ptrs[j];
+        for (u64 i = threadIdx.x; i < n16; i += blockDim.x) dst[i] = src[(u64)j * n16 + i];
+    }
+    __syncthreads();
+    if (threadIdx.x != 0) return;
+    ep_fence_acq_rel();
+    for (int p = 0; p < n_ranks; p++) ep_store_relaxed_sys((u64*)flag_ptrs[p] + rank, epoch);
+    u64* mine = (u64*)flag_ptrs[rank];
+    u64 start = ep_globaltimer();
+    for (int p = 0; p < n_ranks; p++) {
+        while (ep_load_acquire(mine + p) < epoch) {
+            if (ep_globaltimer() - start > timeout_ns) {
+                mine[n_ranks] = 1;
+                return;
+            }
+        }
+    }
+}

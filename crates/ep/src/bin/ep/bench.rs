@@ -212,7 +212,7 @@ pub fn main(args: Args) -> Result<ExitCode, String> {
         header(&device, args.target.backend.name(), &shape, scenarios.len())
     );
 
-    let ceiling = measure_ceiling(args.target.backend, ranks)?;
+    let ceiling = measure_ceiling(args.target.backend, ranks, args.hidden)?;
     println!("ceiling: {}", ceiling_text(&ceiling));
     let passes = args.passes.max(1);
     let bar = indicatif::ProgressBar::new((scenarios.len() * passes) as u64);
@@ -359,7 +359,7 @@ fn pairs(cfg: &EpConfig, inputs: &RoundInputs) -> (f64, f64) {
     )
 }
 
-fn measure_ceiling(kind: BackendKind, ranks: usize) -> Result<Value, String> {
+fn measure_ceiling(kind: BackendKind, ranks: usize, hidden: usize) -> Result<Value, String> {
     match kind {
         BackendKind::Sim => {
             // One thread per rank copying its own 256 MiB, as the ranks would.
@@ -387,14 +387,25 @@ fn measure_ceiling(kind: BackendKind, ranks: usize) -> Result<Value, String> {
         }
         #[cfg(feature = "cuda")]
         BackendKind::Cuda => {
-            let c =
-                ep::cuda::bench::measure_ceilings(1 << 30, 20, ranks).map_err(|e| e.to_string())?;
-            Ok(json!({
+            // A 1-token BF16 row for the row exchange floor.
+            let c = ep::cuda::bench::measure_ceilings(1 << 30, 20, ranks, hidden * 2)
+                .map_err(|e| e.to_string())?;
+            let mut v = json!({
                 "kind": "16-byte copy kernels, 1 GiB: every GPU of the run pushing an equal share to each other GPU at once (all_to_all, GB/s each GPU sends; the ceiling), GPU0 pushing to GPU1 (p2p, one way) and inside GPU0 (local)",
                 "all_to_all_gbps": c.all_to_all_gbps,
                 "p2p_gbps": c.p2p_gbps,
                 "local_gbps": c.local_gbps,
-            }))
+            });
+            if let Some(f) = c.floors {
+                v["floors"] = json!({
+                    "kind": "one block per GPU, timed as a phase (behind the start gate, slowest GPU, median): an empty kernel; every GPU raising a flag at every GPU and waiting for all (flag exchange); the same after copying a BF16 row of hidden to every peer and fencing (row exchange: the least a 1-token dispatch takes)",
+                    "empty_kernel_us": f.empty_kernel_us,
+                    "flag_exchange_us": f.flag_exchange_us,
+                    "row_exchange_us": f.row_exchange_us,
+                    "row_bytes": f.row_bytes,
+                });
+            }
+            Ok(v)
         }
         #[cfg(not(feature = "cuda"))]
         BackendKind::Cuda => Err("this build has no cuda backend".into()),
@@ -422,7 +433,18 @@ fn ceiling_text(c: &Value) -> String {
             let a = c["all_to_all_gbps"].as_f64().map_or(String::new(), |a| {
                 format!("all-to-all copy {a:.0} GB/s sent per GPU (the ceiling), ")
             });
-            format!("{a}peer-to-peer copy {p:.0} GB/s one way, local copy {l:.0} GB/s")
+            let f = &c["floors"];
+            let floors = match (
+                f["empty_kernel_us"].as_f64(),
+                f["flag_exchange_us"].as_f64(),
+                f["row_exchange_us"].as_f64(),
+            ) {
+                (Some(e), Some(x), Some(r)) => format!(
+                    "\nfloor: empty kernel {e:.1} us, flag exchange {x:.1} us, row + flag exchange {r:.1} us (the least a 1-token phase takes)"
+                ),
+                _ => String::new(),
+            };
+            format!("{a}peer-to-peer copy {p:.0} GB/s one way, local copy {l:.0} GB/s{floors}")
         }
         (None, Some(l), _) => format!("local copy {l:.0} GB/s (one GPU)"),
         (_, _, Some(m)) => format!("memcpy {m:.1} GB/s"),
