@@ -48,10 +48,16 @@ fn format_id(f: Format) -> i32 {
 /// dependent loads each starts with, are much of the phase (2x H200: 1 token 22.8 -> 20.7 us,
 /// 128 tokens 49.0 -> 43.6 us). `EP_CUDA_SINGLE_COMBINE_MAX_TOKENS` overrides it (0: never).
 const SINGLE_COMBINE_MAX_TOKENS: usize = 128;
-/// The same for the dispatch (`ep_dispatch_single`), off by default: measured on 2x H200 it is
-/// slower than the four-kernel path from 32 tokens and for FP8 (docs/perf.md, v13).
-/// `EP_CUDA_SINGLE_DISPATCH_MAX_TOKENS` turns it on up to that many tokens.
-const SINGLE_DISPATCH_MAX_TOKENS: usize = 0;
+/// The same for the dispatch (`ep_dispatch_single`, its counts published before the payload
+/// since v15). Measured on 2x H200 against the four-kernel path (docs/perf.md, v15): 1 token
+/// 30.8 -> 23.8 us (BF16), 34.4 -> 28.9 (FP8); 32 tokens 31.7 -> 26.9 (BF16), FP8 within 1%;
+/// 128 tokens 40.6 -> 36.5 (BF16), FP8 within 1%. `EP_CUDA_SINGLE_DISPATCH_MAX_TOKENS` overrides
+/// it (0: never).
+const SINGLE_DISPATCH_MAX_TOKENS: usize = 128;
+/// The same for a rank that shares its GPU with other ranks, whose persistent grid gets a share
+/// of the SMs: on one H100 with two ranks, 1 token 27.7 -> 20.1 us (BF16), but 32 tokens 30.9 ->
+/// 41.2 and 128 tokens 41.1 -> 79.0.
+const SINGLE_DISPATCH_MAX_TOKENS_SHARED_GPU: usize = 1;
 /// From this many tokens on a rank, a dispatch inside one node overlaps its copy-out with the
 /// transfer (dispatch.cu: the counts go out before the payload, each message is marked landed, a
 /// persistent copy-out grid on a second stream expands messages as they land). Measured on 2x
@@ -395,14 +401,18 @@ impl CudaComm {
         Ok(())
     }
 
-    /// This round's dispatch is one launch (`ep_dispatch_single`): one node, few tokens here.
+    /// This round's dispatch is one launch (`ep_dispatch_single`): one node, few tokens here,
+    /// and room for a sending block and the counting block.
     pub(crate) fn single_dispatch(&self) -> bool {
         static MAX: OnceLock<usize> = OnceLock::new();
-        self.single_launch(tokens_from_env(
-            &MAX,
-            "EP_CUDA_SINGLE_DISPATCH_MAX_TOKENS",
-            SINGLE_DISPATCH_MAX_TOKENS,
-        ))
+        static MAX_SHARED: OnceLock<usize> = OnceLock::new();
+        let var = "EP_CUDA_SINGLE_DISPATCH_MAX_TOKENS";
+        let max = if self.world.shares_gpu(self.rank) {
+            tokens_from_env(&MAX_SHARED, var, SINGLE_DISPATCH_MAX_TOKENS_SHARED_GPU)
+        } else {
+            tokens_from_env(&MAX, var, SINGLE_DISPATCH_MAX_TOKENS)
+        };
+        self.world.single_launch_blocks[self.rank] >= 2 && self.single_launch(max)
     }
 
     /// This round's combine is one launch (`ep_combine_single`): one node, few tokens here, and
@@ -578,7 +588,7 @@ impl CudaComm {
     }
 
     /// The whole dispatch in one launch (`ep_dispatch_single` in dispatch.cu): a persistent grid
-    /// no larger than the GPU holds at once, a block per token up to that.
+    /// no larger than the GPU holds at once, a block per token up to that and one that counts.
     fn issue_dispatch_single(&self) -> Result<()> {
         let cfg = &self.cfg;
         let b = self.bufs();
@@ -599,9 +609,13 @@ impl CudaComm {
         .max()
         .unwrap_or(0) as u32;
         let row_multiple = cfg.format.group_row_multiple() as i32;
-        let grid = t
+        // A block per message this rank may receive (the copy-out's unit; the first `t` also
+        // send a token each), then the block that counts and publishes; all resident at once
+        // (`single_dispatch` leaves room for two).
+        let senders = (t * ranks)
             .max(ranks)
-            .min(self.world.single_launch_blocks[self.rank] as usize) as u32;
+            .min(self.world.single_launch_blocks[self.rank] as usize - 1);
+        let grid = (senders + 1) as u32;
         let args: [&dyn crate::kernels::KernelArg; DISPATCH_SINGLE_ARGS] = [
             &b.tokens.ptr,
             &b.scales_in.ptr,

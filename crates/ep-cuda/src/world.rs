@@ -86,6 +86,12 @@ pub struct World {
 }
 
 impl World {
+    /// Whether rank `rank` shares its GPU with other ranks.
+    pub(crate) fn shares_gpu(&self, rank: usize) -> bool {
+        let d = self.device_of[rank];
+        self.device_of.iter().filter(|&&e| e == d).count() > 1
+    }
+
     /// Places `cfg.n_ranks()` ranks on the visible GPUs, `ranks_per_gpu` each (default: as few
     /// per GPU as fit), and allocates everything.
     pub fn new(cfg: &EpConfig, ranks_per_gpu: Option<usize>) -> Result<World> {

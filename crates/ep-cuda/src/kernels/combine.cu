@@ -108,52 +108,76 @@ __device__ __forceinline__ int ep_routed_slot(const int* ids, int k, int rank, i
     return k;
 }
 
-// Token t's reduction, by the whole block: acc = 0; acc += w[k] * y[k] for k ascending (each
-// product and sum rounded), the shared expert's row added last, one rounding to bf16, then the
-// epilogue. The contributing slots are listed once in shared memory; then each thread takes 8
-// columns at a time (16-byte loads of every contributing row, issued together), so a token costs
-// a few memory latencies rather than one per (column, slot). `row` (dynamic shared memory, the
-// row in f32) is only needed by the FP8 and device epilogues. Returns with a barrier passed.
-__device__ void ep_reduce_token(int t, float* row, const u16* recv, const int* ids, const float* weights, int top_k,
-                                int hidden, int rank, int n_local, int skip_a2a, const u16* shared_rows,
-                                int shared_start, int shared_end, int epilogue, const u16* residual, float scale,
-                                u16* out, u8* fp8_payload, float* fp8_scales) {
-    __shared__ int slot_row[EP_MAX_TOP_K];
-    __shared__ float slot_w[EP_MAX_TOP_K];
-    __shared__ int tid[EP_MAX_TOP_K];
-    __shared__ float tw[EP_MAX_TOP_K];
-    __shared__ int n_slots;
-    // The token's ids and weights in one round of loads, then the list from shared memory (from
-    // global memory, one thread's loads waited on each other and on its stores).
+// The slots that contribute to a token's sum, in ascending k: each one's row in the combine
+// receive buffer (its first slot naming the expert) and weight. Shared memory of the block that
+// reduces the token.
+struct EpSlots {
+    int row[EP_MAX_TOP_K];
+    float w[EP_MAX_TOP_K];
+    int id[EP_MAX_TOP_K]; // staging: the token's ids and weights
+    float tw[EP_MAX_TOP_K];
+    int n;
+};
+
+// Token t's slot list: its ids and weights in one round of loads, then the list from shared
+// memory (from global memory, one thread's loads waited on each other and on its stores). Every
+// thread calls it; returns with a barrier passed.
+__device__ void ep_list_slots(EpSlots& sl, int t, const int* ids, const float* weights, int top_k, int rank,
+                              int n_local, int skip_a2a) {
     for (int k = threadIdx.x; k < top_k; k += blockDim.x) {
-        tid[k] = ids[(u64)t * top_k + k];
-        tw[k] = weights[(u64)t * top_k + k];
+        sl.id[k] = ids[(u64)t * top_k + k];
+        sl.tw[k] = weights[(u64)t * top_k + k];
     }
     __syncthreads();
     if (threadIdx.x == 0) {
         int n = 0;
         for (int k = 0; k < top_k; k++) {
-            int k0 = ep_routed_slot(tid, k, rank, n_local, skip_a2a);
+            int k0 = ep_routed_slot(sl.id, k, rank, n_local, skip_a2a);
             if (k0 < 0) continue;
-            slot_row[n] = k0;
-            slot_w[n] = tw[k];
+            sl.row[n] = k0;
+            sl.w[n] = sl.tw[k];
             n++;
         }
-        n_slots = n;
+        sl.n = n;
     }
     __syncthreads();
-    int n = n_slots;
+}
+
+// Token t's reduction from its slot list (ep_list_slots), by the whole block: acc = 0; acc +=
+// w[k] * y[k] for k ascending (each product and sum rounded), the shared expert's row added last,
+// one rounding to bf16, then the epilogue. Each thread takes 8 columns at a time, with the 16-byte
+// loads of up to `Batch` contributing rows issued together, so a token costs a few memory
+// latencies rather than one per (column, slot) (8 in the single-launch kernel; 4 in the reduce
+// kernel, whose 1024-thread blocks have no registers for 8). `row` (dynamic shared memory, the row in f32) is only
+// needed by the FP8 and device epilogues, which take the whole row (`part` 0 of 1). Otherwise the
+// row may be cut into `parts` column ranges of whole 8-column groups, this block reducing range
+// `part` (at decode sizes, several blocks to a token: one pass of loads each). Returns with a
+// barrier passed.
+template <int Batch>
+__device__ void ep_reduce_token(int t, int part, int parts, const EpSlots& sl, float* row, const u16* recv,
+                                int top_k, int hidden, const u16* shared_rows, int shared_start, int shared_end,
+                                int epilogue, const u16* residual, float scale, u16* out, u8* fp8_payload,
+                                float* fp8_scales) {
+    int n = sl.n;
     bool has_shared = shared_rows != 0 && t >= shared_start && t < shared_end;
     int w8 = hidden / 8; // hidden is a multiple of 8 for every format
     const uint4* rows = (const uint4*)(recv + (u64)t * top_k * hidden);
     bool whole_row = epilogue == EP_EPI_FP8 || epilogue == EP_EPI_DEVICE; // kept in `row`, not stored
-    for (int c8 = threadIdx.x; c8 < w8; c8 += blockDim.x) {
+    int per = (w8 + parts - 1) / parts, c_end = min(w8, (part + 1) * per);
+    for (int c8 = part * per + threadIdx.x; c8 < c_end; c8 += blockDim.x) {
         float acc[8], y[8];
         for (int i = 0; i < 8; i++) acc[i] = 0.0f;
-#pragma unroll 4
-        for (int j = 0; j < n; j++) {
-            ep_unpack_bf16x8(rows[(u64)slot_row[j] * w8 + c8], y);
-            for (int i = 0; i < 8; i++) acc[i] = __fadd_rn(acc[i], __fmul_rn(slot_w[j], y[i]));
+        for (int j0 = 0; j0 < n; j0 += Batch) {
+            uint4 v[Batch];
+#pragma unroll
+            for (int j = 0; j < Batch; j++)
+                if (j0 + j < n) v[j] = rows[(u64)sl.row[j0 + j] * w8 + c8];
+#pragma unroll
+            for (int j = 0; j < Batch; j++) {
+                if (j0 + j >= n) break;
+                ep_unpack_bf16x8(v[j], y);
+                for (int i = 0; i < 8; i++) acc[i] = __fadd_rn(acc[i], __fmul_rn(sl.w[j0 + j], y[i]));
+            }
         }
         if (has_shared) {
             ep_unpack_bf16x8(((const uint4*)(shared_rows + (u64)(t - shared_start) * hidden))[c8], y);
@@ -202,7 +226,9 @@ extern "C" __global__ void __launch_bounds__(1024) ep_combine_reduce(const u16* 
                                              u8* fp8_payload, float* fp8_scales, const u32* status) {
     if (status[0] != EP_OK) return; // launched with the wait, before the host knows it completed
     extern __shared__ float smem_f[];
-    ep_reduce_token(blockIdx.x, smem_f, recv, ids, weights, top_k, hidden, rank, n_local, skip_a2a, shared_rows,
+    __shared__ EpSlots sl;
+    ep_list_slots(sl, blockIdx.x, ids, weights, top_k, rank, n_local, skip_a2a);
+    ep_reduce_token<4>(blockIdx.x, 0, 1, sl, smem_f, recv, top_k, hidden, shared_rows,
                     shared_start, shared_end, epilogue, residual, scale, out, fp8_payload, fp8_scales);
 }
 
@@ -225,8 +251,11 @@ extern "C" __global__ void ep_combine_unreduced(const u16* recv, const int* ids,
 // As ep_dispatch_single: the whole combine inside one node in one launch, a persistent grid whose
 // blocks are all resident. Each block sends its share of the rows back, the last publishes the
 // row counts, then every block waits for every count, checks it, and reduces its share of the
-// tokens (with weights; the unreduced output takes the kernels above). Dynamic shared memory:
-// the larger of 8 * n_local * n_ranks (the counts) and the row in f32 for the FP8 and device
+// tokens (with weights; the unreduced output takes the kernels above). What does not depend on
+// the rows coming back is done while the rows' stores drain: the counts to publish are loaded,
+// and a block with one token (or part of one) to reduce lists its slots. The last block of the
+// grid resets the counts at its end (ep_reset_counts_when_read). Dynamic shared memory: the
+// larger of 8 * n_local * n_ranks (the counts) and the row in f32 for the FP8 and device
 // epilogues. `ticket` holds two words, as ep_dispatch_single's.
 extern "C" __global__ void __launch_bounds__(512) ep_combine_single(
     const u16* expert_out, const int* src_info, const int* row_src, const u32* rows_end, int hidden, int top_k,
@@ -235,27 +264,45 @@ extern "C" __global__ void __launch_bounds__(512) ep_combine_single(
     const float* weights, int n_tokens, const u16* shared_rows, int shared_start, int shared_end, int epilogue,
     const u16* residual, float scale, u16* out, u8* fp8_payload, float* fp8_scales) {
     extern __shared__ uint4 smem_u4[];
+    __shared__ EpSlots sl;
     EP_STAMPS
     u64 rows = *rows_end;
     for (u64 row = blockIdx.x; row < rows; row += gridDim.x) {
         ep_send_row(row, expert_out, src_info, row_src, hidden, top_k, recv_ptrs, rank, n_ranks, nullptr);
     }
     EP_STAMP(1);
+    // While the stores drain (before them, these loads held the sends back ~2.5 us at 1 token).
+    int n = n_local * n_ranks;
+    u64* cnt = (u64*)smem_u4; // the counts to publish, then the counts that came
+    for (int i = threadIdx.x; i < n; i += blockDim.x) cnt[i] = dispatch_counts[i];
+    // Tokens cut into column ranges of a block's pass each while the grid has blocks to spare
+    // (a whole row per block for the epilogues that need one).
+    int whole = epilogue == EP_EPI_FP8 || epilogue == EP_EPI_DEVICE;
+    int passes = (hidden / 8 + blockDim.x - 1) / blockDim.x;
+    int parts = whole || n_tokens == 0 ? 1 : max(1, min(passes, (int)gridDim.x / n_tokens));
+    int items = n_tokens * parts;
+    bool one_item = (int)blockIdx.x < items && (int)(blockIdx.x + gridDim.x) >= items;
+    if (one_item) ep_list_slots(sl, blockIdx.x / parts, ids, weights, top_k, rank, n_local, skip_a2a);
     bool published = ep_last_block(ticket);
     EP_STAMP(2);
-    if (published) ep_publish_rows(dispatch_counts, n_local, n_ranks, rank, skip_a2a, count_ptrs);
+    if (published) ep_publish_rows(cnt, n_local, n_ranks, rank, skip_a2a, count_ptrs);
     EP_STAMP(3);
 
-    int n = n_local * n_ranks;
-    u32 outcome = ep_poll_counts(counts, n, rank, n_ranks, skip_a2a, slice_ns, (u64*)smem_u4, nullptr,
+    u32 outcome = ep_poll_counts(counts, n, rank, n_ranks, skip_a2a, slice_ns, cnt, nullptr,
                                  EpRowsMatch{sent, n_local, n_ranks});
     EP_STAMP(4);
-    ep_finish_single_wait(outcome, ticket + 1, counts, n, rank, n_ranks, skip_a2a, status);
-    if (outcome != EP_OK) return;
+    bool resetter = blockIdx.x == gridDim.x - 1;
+    if (!resetter) ep_counts_read(outcome, ticket + 1, status);
+    if (outcome == EP_OK) {
+        for (int i = blockIdx.x; i < items; i += gridDim.x) {
+            if (!one_item) ep_list_slots(sl, i / parts, ids, weights, top_k, rank, n_local, skip_a2a);
+            ep_reduce_token<8>(i / parts, i % parts, parts, sl, (float*)smem_u4, recv, top_k, hidden, shared_rows,
+                            shared_start, shared_end, epilogue, residual, scale, out, fp8_payload, fp8_scales);
+        }
+    }
     EP_STAMP(5);
-    for (int t = blockIdx.x; t < n_tokens; t += gridDim.x)
-        ep_reduce_token(t, (float*)smem_u4, recv, ids, weights, top_k, hidden, rank, n_local, skip_a2a, shared_rows,
-                        shared_start, shared_end, epilogue, residual, scale, out, fp8_payload, fp8_scales);
+    if (resetter)
+        ep_reset_counts_when_read(outcome, ticket + 1, gridDim.x - 1, counts, n, rank, n_ranks, skip_a2a, status);
     EP_STAMP(6);
     EP_STAMPS_PRINT("combine", rank, published);
 }

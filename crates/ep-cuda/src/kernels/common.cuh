@@ -490,17 +490,48 @@ __device__ bool ep_wait_counts(u64* counts, int n, int rank, int n_ranks, int sk
     return outcome == EP_OK;
 }
 
+__device__ __forceinline__ void ep_red_release_gpu(u32* p, u32 v) {
+    asm volatile("red.release.gpu.global.add.u32 [%0], %1;" :: "l"(p), "r"(v) : "memory");
+}
+__device__ __forceinline__ u32 ep_load_acquire_gpu(const u32* p) {
+    u32 v;
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+
 // The end of a single-launch phase's wait (ep_dispatch_single, ep_combine_single), where every
-// block polled the same counts: a block whose outcome is not EP_OK stores it, then the last block
-// to get here resets the counts, unless some block's slice ran out (status[0] EP_PENDING, stored
-// before that block took its ticket): then the wait kernels the host launches next read and
-// reset them. The status word is EP_OK when a round starts (every wait leaves it so, or the rank
-// is poisoned). `ticket` is the phase's second ticket word.
-__device__ void ep_finish_single_wait(u32 outcome, u32* ticket, u64* counts, int n, int rank, int n_ranks,
-                                      int skip_a2a, u32* status) {
-    if (threadIdx.x == 0 && outcome != EP_OK) status[0] = outcome;
-    if (ep_last_block(ticket, true) && *(volatile const u32*)status == EP_OK)
-        ep_reset_counts(counts, n, rank, n_ranks, skip_a2a);
+// block polls the same counts and one block (the resetter) resets them for the next round, off
+// the others' path: each other block, right after its poll, stores an outcome that is not EP_OK
+// and reports that it has read the counts (a release reduction on `ticket`, the phase's second
+// ticket word, that the thread does not wait for: a ticket taken here cost every block ~1 us
+// before its copy-out). A failed poll's EP_PENDING or count error overwrites whatever the status
+// holds (EP_PENDING makes the host launch the wait kernels, which read and reset the counts
+// themselves); a message that did not land only replaces EP_OK (ep_message_landed). The status
+// word is EP_OK when a round starts (every wait leaves it so, or the rank is poisoned).
+__device__ void ep_counts_read(u32 outcome, u32* ticket, u32* status) {
+    if (threadIdx.x == 0) {
+        if (outcome != EP_OK) atomicExch(status, outcome);
+        ep_red_release_gpu(ticket, 1);
+    }
+}
+
+// The resetter, once its own work is done (every path through the kernel must get here): its
+// own outcome stored, it waits for the other `others` blocks' reports (all resident, each
+// reported right after a poll with a deadline, so the wait ends), sets the ticket back to 0 and
+// resets the counts unless a poll failed. Returns with a barrier passed.
+__device__ void ep_reset_counts_when_read(u32 outcome, u32* ticket, u32 others, u64* counts, int n, int rank,
+                                          int n_ranks, int skip_a2a, u32* status) {
+    __shared__ u32 st;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        if (outcome != EP_OK) atomicExch(status, outcome);
+        while (ep_load_acquire_gpu(ticket) != others) {
+        }
+        *ticket = 0;
+        st = *(volatile const u32*)status;
+    }
+    __syncthreads();
+    if (st == EP_OK || st == EP_MESSAGES_PENDING) ep_reset_counts(counts, n, rank, n_ranks, skip_a2a);
     __syncthreads();
 }
 

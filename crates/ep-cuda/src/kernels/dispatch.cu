@@ -116,8 +116,9 @@ __device__ void ep_assign_block(const int* ids, int n_tokens, int top_k, int n_e
 // each rank (with EP_NMSG_EARLY when `early`), published by the calling threads of one block: the
 // message counts are stored, the block passes a barrier, then every count address and value is
 // loaded, each warp fences once and stores (ep_publish), so a receiver that sees the counts sees
-// the message count too.
-__device__ void ep_publish_counts(const u64* sent, const u32* msgs_to, int n_experts, int n_local, int n_ranks,
+// the message count too. `sent` is global (u64) or, from the block that counted, shared (u32).
+template <typename Sent>
+__device__ void ep_publish_counts(const Sent* sent, const u32* msgs_to, int n_experts, int n_local, int n_ranks,
                                   int rank, int skip_a2a, const u64* count_ptrs, const u64* nmsg_ptrs, int early) {
     for (int p = threadIdx.x; p < n_ranks; p += blockDim.x)
         if (!skip_a2a || p == rank) ((u32*)nmsg_ptrs[p])[rank] = msgs_to[p] | (early ? EP_NMSG_EARLY : 0u);
@@ -128,7 +129,7 @@ __device__ void ep_publish_counts(const u64* sent, const u32* msgs_to, int n_exp
         u64 v = 0;
         if (e < n_experts && ep_routes_to(skip_a2a, rank, e, n_local)) {
             at = (u64*)count_ptrs[e / n_local] + (u64)(e % n_local) * n_ranks + rank;
-            v = sent[e];
+            v = (u64)sent[e];
         }
         ep_publish(at, v);
     }
@@ -332,23 +333,33 @@ extern "C" __global__ void ep_dispatch_wait(u64* counts, int n_local, int n_rank
     for (int g = threadIdx.x; g <= n_groups; g += blockDim.x) row_offsets[g] = start[g];
 }
 
-// Marks token t's messages inside this node landed for round `seq` (an overlapped round, above):
-// the block's stores are ordered before one fence, then a system-scope store per message. Every
-// thread calls it.
+// Marks token t's messages inside this node, and its shared-expert message (`shared_msg`, null
+// when it has none), landed for round `seq` (a sender that published early, above): the block's
+// stores are ordered before one fence, then a system-scope store per message. Every thread calls
+// it.
 __device__ void ep_mark_landed(const EpRoute& r, int top_k, MsgLayout m, const u64* recv_ptrs, int rank, int n_local,
-                               int gpus_per_node, int max_tokens, u32 seq) {
+                               int gpus_per_node, int max_tokens, u32 seq, u8* shared_msg) {
     __syncthreads();
     if (threadIdx.x != 0) return;
     int node = rank / gpus_per_node;
     bool fenced = false;
-    for (int k = 0; k < top_k; k++) {
-        int dest = r.id[k] / n_local;
-        if (!r.carries[k] || dest / gpus_per_node != node) continue;
+    for (int k = -1; k < top_k; k++) {
+        u8* msg = shared_msg;
+        if (k >= 0) {
+            int dest = r.id[k] / n_local;
+            if (!r.carries[k] || dest / gpus_per_node != node) continue;
+            msg = (u8*)recv_ptrs[dest] + ep_recv_offset(rank, max_tokens, r.msg_at[k], m.bytes);
+        }
+        if (!msg) continue;
         if (!fenced) ep_fence_acq_rel();
         fenced = true;
-        u8* msg = (u8*)recv_ptrs[dest] + ep_recv_offset(rank, max_tokens, r.msg_at[k], m.bytes);
         ep_store_relaxed_sys(ep_landed_flag(msg, m), seq);
     }
+}
+
+// Token t's shared-expert message (null when the token has none).
+__device__ __forceinline__ u8* ep_shared_msg(int t, int shared_start, int shared_end, u8* shared_msgs, MsgLayout m) {
+    return t >= shared_start && t < shared_end ? shared_msgs + (u64)(t - shared_start) * m.bytes : nullptr;
 }
 
 // One block per token (at least one block, for a rank without tokens): the token's route, then
@@ -370,7 +381,9 @@ extern "C" __global__ void __launch_bounds__(512) ep_dispatch_send(const u16* to
         ep_load_route(route, t, ids, slots, rank_slots, top_k, n_local, n_ranks);
         ep_send_token(t, route, tokens, input_scales, hidden, top_k, fmt, m, recv_ptrs, rank, n_local,
                       gpus_per_node, max_tokens, staging, shared_start, shared_end, shared_msgs);
-        if (early) ep_mark_landed(route, top_k, m, recv_ptrs, rank, n_local, gpus_per_node, max_tokens, seq);
+        if (early)
+            ep_mark_landed(route, top_k, m, recv_ptrs, rank, n_local, gpus_per_node, max_tokens, seq,
+                           ep_shared_msg(t, shared_start, shared_end, shared_msgs, m));
     }
     if (!early && signal && ep_last_block(ticket))
         ep_publish_counts(sent, msgs_to, n_experts, n_local, n_ranks, rank, skip_a2a, count_ptrs, nmsg_ptrs, 0);
@@ -451,7 +464,7 @@ __device__ bool ep_message_landed(const u8* msg, int s, MsgLayout m, EpLanding l
     }
     if (!there) {
         for (int g = 0; g < n_local; g++) status[1 + g * n_ranks + s] = 1;
-        atomicExch(status, (u32)EP_MESSAGES_PENDING);
+        atomicCAS(status, (u32)EP_OK, (u32)EP_MESSAGES_PENDING); // a failed poll's code stays
     }
     return there;
 }
@@ -510,13 +523,15 @@ __device__ bool ep_copy_message(int s, u32 j, u32 nmsg_s, EpLanding landing, con
     return true;
 }
 
-// A padding row: zero payload and scales, src_info (-1, -1), no source rank.
+// A padding row, by the block or (Warp) the calling warp: zero payload and scales, src_info
+// (-1, -1), no source rank.
+template <bool Warp>
 __device__ void ep_pad_row(u64 row, u64 rows, int hidden, int fmt, MsgLayout m, u8* recv_tokens, u8* recv_scales,
                            int* src_info, int* row_src) {
     u8* out = recv_tokens + row * m.payload_bytes;
-    for (int i = threadIdx.x; i < m.payload_bytes / 4; i += blockDim.x) ((u32*)out)[i] = 0;
-    ep_place_scales<false>(fmt, hidden, rows, row, nullptr, recv_scales);
-    if (threadIdx.x == 0) { src_info[2 * row] = -1; src_info[2 * row + 1] = -1; row_src[row] = -1; }
+    for (int i = ep_team_id<Warp>(); i < m.payload_bytes / 4; i += ep_team_size<Warp>()) ((u32*)out)[i] = 0;
+    ep_place_scales<Warp>(fmt, hidden, rows, row, nullptr, recv_scales);
+    if (ep_team_id<Warp>() == 0) { src_info[2 * row] = -1; src_info[2 * row + 1] = -1; row_src[row] = -1; }
 }
 
 // Row `first + i` of the fused shared expert (group 0): this rank's token shared_start + i, from
@@ -574,7 +589,8 @@ extern "C" __global__ void ep_dispatch_copy_out(const u8* recv, const u32* nmsg,
     if (b < padding_blocks) {
         int g = b / (row_multiple - 1);
         u64 row = src_offsets[g * (n_ranks + 1) + n_ranks] + b % (row_multiple - 1);
-        if (row < row_offsets[g + 1]) ep_pad_row(row, rows, hidden, fmt, m, recv_tokens, recv_scales, src_info, row_src);
+        if (row < row_offsets[g + 1])
+            ep_pad_row<false>(row, rows, hidden, fmt, m, recv_tokens, recv_scales, src_info, row_src);
         return;
     }
     b -= padding_blocks;
@@ -621,12 +637,16 @@ extern "C" __global__ void __launch_bounds__(512, 2)
 
 // ---- the single-launch dispatch (decode sizes) ------------------------------------------------
 //
-// At decode sizes every kernel of the path above does almost no work, and the launches and their
-// dependent loads are the phase's time. ep_dispatch_single does the whole phase in one launch: a
-// persistent grid whose blocks are all resident (comm.rs sizes it from the occupancy), each block
-// finding its tokens' slots itself, sending them, then, after the last block has published the
-// counts, waiting for every count and writing its share of the output. Same wire messages,
-// counts, signals and outputs as the path above, so ranks on either path talk to each other.
+// At decode sizes every kernel of the path above does almost no work, and the chain of dependent
+// memory and NVLink round trips is the phase's time. ep_dispatch_single does the whole phase in
+// one launch of a persistent grid whose blocks are all resident (comm.rs sizes it from the
+// occupancy), with the counts off the payload's path, as an overlapped round has them: the last
+// block counts the round's rows and publishes the counts first (EP_NMSG_EARLY), while the others
+// each find their tokens' slots themselves, send them and mark each message landed. Every block
+// then waits for every count, lays out the groups and writes its share of the output, awaiting
+// each message's mark. Same wire messages, counts and outputs as the paths above, so ranks on
+// any path talk to each other. (Up to v14 the counts went after the payload: a ticket after
+// every block's stores, then the last block counted and published, ~6 us more at 1 token.)
 
 // Ids of tokens first .. first + n and the rank of each (-1: masked), staged in shared memory by
 // the whole block (n * top_k <= EP_STAGE_INTS): one round of coalesced loads, and each division
@@ -742,10 +762,67 @@ __device__ void ep_count_sent(const int* ids, int n_tokens, int top_k, int n_exp
     __syncthreads();
 }
 
-// The whole dispatch inside one node, in one launch (see above). Dynamic shared memory: the
+// Block b of `blocks`' share of a single-launch dispatch's output, once the groups are laid out
+// (`start`, `src_off` from the counts `got`; `msgs` is scratch for n_ranks words): block 0 stores
+// the layout, then the messages, numbered across sources in rank order, a block each; padding
+// rows, a group per warp; the shared expert's rows, a block each. A message (or shared-expert
+// message) is awaited for its mark; when one does not come the block stops there (the status
+// says EP_MESSAGES_PENDING and the host launches the copy-out again). (A warp per message when
+// there were more messages than blocks was slower, 32 tokens BF16 30.5 -> 42.5 us on 2x H200.)
+__device__ void ep_single_copy_out(const u64* got, const u32* start, const u32* src_off, u32* msgs, u32 b,
+                                   u32 blocks, int shared_start, int shared_end, const u8* shared_msgs,
+                                   int row_multiple, EpLanding landing, const u8* recv, const u32* nmsg, int n_local,
+                                   int n_ranks, int rank, int skip_a2a, int shared_groups, int max_tokens, int hidden,
+                                   int fmt, MsgLayout m, u8* recv_tokens, u8* recv_scales, int* src_info, int* row_src,
+                                   u32* status, u64* snapshot, u32* row_offsets, u32* src_offsets, EpRows& scratch) {
+    int n = n_local * n_ranks, n_groups = n_local + shared_groups;
+    u64 rows = start[n_groups];
+    if (b == 0) {
+        for (int g = threadIdx.x; g <= n_groups; g += blockDim.x) row_offsets[g] = start[g];
+        for (int i = threadIdx.x; i < n_groups * (n_ranks + 1); i += blockDim.x) src_offsets[i] = src_off[i];
+        for (int i = threadIdx.x; i < n; i += blockDim.x) snapshot[i] = got[i];
+    }
+    for (int s = threadIdx.x; s < n_ranks; s += blockDim.x)
+        // As the copy-out's grid bounds it.
+        msgs[s] = skip_a2a && s != rank ? 0 : min(nmsg[s] & ~EP_NMSG_EARLY, (u32)max_tokens);
+    __syncthreads();
+    u32 total = 0;
+    for (int s = 0; s < n_ranks; s++) total += msgs[s];
+    for (u32 i = b; i < total; i += blocks) {
+        int s = 0;
+        u32 j = i;
+        while (j >= msgs[s]) j -= msgs[s++];
+        if (!ep_copy_message<false>(s, j, nmsg[s], landing, recv, src_off, rows, n_local, n_ranks, rank,
+                                    shared_groups, max_tokens, hidden, fmt, m, recv_tokens, recv_scales, src_info,
+                                    row_src, status, scratch))
+            return;
+    }
+    if (row_multiple > 1) {
+        int warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+        for (int g = b * warps + warp; g < n_groups; g += blocks * warps)
+            for (u64 row = src_off[g * (n_ranks + 1) + n_ranks]; row < start[g + 1]; row++)
+                ep_pad_row<true>(row, rows, hidden, fmt, m, recv_tokens, recv_scales, src_info, row_src);
+    }
+    if (shared_groups > 0) {
+        u64 first = src_off[rank];
+        for (int i = b; i < shared_end - shared_start; i += blocks) {
+            const u8* msg = shared_msgs + (u64)i * m.bytes;
+            // Written by the block that sent token shared_start + i, which may still be at it.
+            if (!ep_team_first<false>(threadIdx.x == 0 &&
+                                      ep_message_landed(msg, rank, m, landing, n_local, n_ranks, status)))
+                return;
+            ep_copy_shared_row(first, i, rows, shared_msgs, hidden, fmt, m, recv_tokens, recv_scales, src_info,
+                               row_src, scratch);
+        }
+    }
+}
+
+// The whole dispatch inside one node, in one launch (see above): blocks 0 .. gridDim.x - 2 send
+// the tokens, the last block counts and publishes (gridDim.x >= 2). Dynamic shared memory: the
 // largest of the send's (message + row in f32), the totals' (4 * (n_experts + n_ranks)) and the
 // layout's (8 * n + 4 * (n_groups + 1 + n_groups * (n_ranks + 1) + n_ranks)), n = n_local *
-// n_ranks. `ticket` holds two words: the send's and the counts' reset (ep_finish_single_wait).
+// n_ranks. `ticket` holds two words; the second counts the blocks that have read the counts, which
+// the counting block resets at its end (ep_reset_counts_when_read).
 extern "C" __global__ void __launch_bounds__(512) ep_dispatch_single(
     const u16* tokens, const float* input_scales, int n_tokens, int hidden, int fmt, const int* ids, int top_k,
     MsgLayout m, const u64* recv_ptrs, int rank, int n_ranks, int n_local, int max_tokens, int shared_start,
@@ -756,25 +833,28 @@ extern "C" __global__ void __launch_bounds__(512) ep_dispatch_single(
     __shared__ EpRoute route;
     __shared__ EpRows scratch;
     EP_STAMPS
-    for (int t = blockIdx.x; t < n_tokens; t += gridDim.x) {
+    int senders = gridDim.x - 1;
+    bool counter = blockIdx.x == senders;
+    if (counter) {
+        u32* hist = (u32*)smem_u4;
+        ep_count_sent(ids, n_tokens, top_k, n_experts, n_local, n_ranks, rank, skip_a2a, hist, sent, msgs_to);
+        EP_STAMP(1);
+        ep_publish_counts(hist, hist + n_experts, n_experts, n_local, n_ranks, rank, skip_a2a, count_ptrs, nmsg_ptrs,
+                          1);
+        EP_STAMP(2);
+    }
+    for (int t = blockIdx.x; !counter && t < n_tokens; t += senders) {
         ep_own_route(route, t, ids, top_k, n_local, rank, skip_a2a);
-        if (t == blockIdx.x) EP_STAMP(1); else EP_STAMP(10);
+        if (t == blockIdx.x) EP_STAMP(1);
         ep_send_token(t, route, tokens, input_scales, hidden, top_k, fmt, m, recv_ptrs, rank, n_local, n_ranks,
                       max_tokens, nullptr, shared_start, shared_end, shared_msgs);
-        if (t != blockIdx.x) EP_STAMP(11);
+        ep_mark_landed(route, top_k, m, recv_ptrs, rank, n_local, n_ranks, max_tokens, seq,
+                       ep_shared_msg(t, shared_start, shared_end, shared_msgs, m));
+        if (t == blockIdx.x) EP_STAMP(2);
         __syncthreads(); // the route and the message in shared memory are the next token's
     }
-    EP_STAMP(2);
-    bool published = ep_last_block(ticket);
-    EP_STAMP(3);
-    if (published) {
-        ep_count_sent(ids, n_tokens, top_k, n_experts, n_local, n_ranks, rank, skip_a2a, (u32*)smem_u4, sent,
-                      msgs_to);
-        EP_STAMP(4);
-        ep_publish_counts(sent, msgs_to, n_experts, n_local, n_ranks, rank, skip_a2a, count_ptrs, nmsg_ptrs, 0);
-    }
     __syncthreads();
-    EP_STAMP(5);
+    EP_STAMP(3);
 
     int n = n_local * n_ranks, n_groups = n_local + shared_groups;
     u64* got = (u64*)smem_u4;                       // [n]
@@ -783,48 +863,19 @@ extern "C" __global__ void __launch_bounds__(512) ep_dispatch_single(
     u32* msgs = src_off + n_groups * (n_ranks + 1); // [n_ranks]
     u32 outcome = ep_poll_counts(counts, n, rank, n_ranks, skip_a2a, slice_ns, got, nullptr,
                                  EpCountFits{(u64)max_tokens});
+    EP_STAMP(4);
+    if (!counter) ep_counts_read(outcome, ticket + 1, status);
+    if (outcome == EP_OK) {
+        ep_layout_groups(got, n_local, n_ranks, rank, shared_groups, shared_end - shared_start, row_multiple, start,
+                         src_off);
+        EP_STAMP(5);
+        ep_single_copy_out(got, start, src_off, msgs, blockIdx.x, gridDim.x, shared_start, shared_end, shared_msgs,
+                           row_multiple, EpLanding{seq, slice_ns}, recv, nmsg, n_local, n_ranks, rank, skip_a2a,
+                           shared_groups, max_tokens, hidden, fmt, m, recv_tokens, recv_scales, src_info, row_src,
+                           status, snapshot, row_offsets, src_offsets, scratch);
+    }
     EP_STAMP(6);
-    ep_finish_single_wait(outcome, ticket + 1, counts, n, rank, n_ranks, skip_a2a, status);
-    if (outcome != EP_OK) return;
-
-    int shared_len = shared_end - shared_start;
+    if (counter) ep_reset_counts_when_read(outcome, ticket + 1, senders, counts, n, rank, n_ranks, skip_a2a, status);
     EP_STAMP(7);
-    ep_layout_groups(got, n_local, n_ranks, rank, shared_groups, shared_len, row_multiple, start, src_off);
-    EP_STAMP(8);
-    u64 rows = start[n_groups];
-    if (blockIdx.x == 0) {
-        for (int g = threadIdx.x; g <= n_groups; g += blockDim.x) row_offsets[g] = start[g];
-        for (int i = threadIdx.x; i < n_groups * (n_ranks + 1); i += blockDim.x) src_offsets[i] = src_off[i];
-        for (int i = threadIdx.x; i < n; i += blockDim.x) snapshot[i] = got[i];
-    }
-    // Messages, numbered across sources in rank order; then padding rows a group at a time; then
-    // the shared expert's rows.
-    u32 total = 0;
-    for (int s = threadIdx.x; s < n_ranks; s += blockDim.x)
-        msgs[s] = skip_a2a && s != rank ? 0 : min(nmsg[s] & ~EP_NMSG_EARLY, (u32)max_tokens); // as the copy-out's grid bounds it
-    __syncthreads();
-    for (int s = 0; s < n_ranks; s++) total += msgs[s];
-    // A sender with many tokens may have overlapped its round: its messages are awaited.
-    for (u32 i = blockIdx.x; i < total; i += gridDim.x) {
-        int s = 0;
-        u32 j = i;
-        while (j >= msgs[s]) j -= msgs[s++];
-        if (!ep_copy_message<false>(s, j, nmsg[s], EpLanding{seq, slice_ns}, recv, src_off, rows, n_local, n_ranks,
-                                    rank, shared_groups, max_tokens, hidden, fmt, m, recv_tokens, recv_scales,
-                                    src_info, row_src, status, scratch))
-            return;
-    }
-    if (row_multiple > 1) {
-        for (int g = blockIdx.x; g < n_groups; g += gridDim.x)
-            for (u64 row = src_off[g * (n_ranks + 1) + n_ranks]; row < start[g + 1]; row++)
-                ep_pad_row(row, rows, hidden, fmt, m, recv_tokens, recv_scales, src_info, row_src);
-    }
-    if (shared_groups > 0) {
-        u64 first = src_off[rank];
-        for (int i = blockIdx.x; i < shared_len; i += gridDim.x)
-            ep_copy_shared_row(first, i, rows, shared_msgs, hidden, fmt, m, recv_tokens, recv_scales, src_info,
-                               row_src, scratch);
-    }
-    EP_STAMP(9);
-    EP_STAMPS_PRINT("dispatch", rank, published);
+    EP_STAMPS_PRINT("dispatch", rank, counter);
 }
