@@ -38,37 +38,42 @@ extern "C" __global__ void ep_weighted_rows(const u16* rows, const int* index, c
     }
 }
 
-// The start of a timed phase on each rank's stream: the rank raises flag `epoch` at every peer
-// (flags[p][rank]), waits until every peer's flag here has reached `epoch`, then holds the
-// stream `hold_ns` longer. The phase's launches queue up behind it meanwhile, so the ranks start
-// within a flag's latency of each other and what the events around the phase time is device
-// work, not host launch cadence or host threads waking at different times. flags[rank][n_ranks]
-// is set to 1 when a peer never came (after `timeout_ns`).
-extern "C" __global__ void ep_bench_gate(const u64* flag_ptrs, int rank, int n_ranks, u64 epoch, u64 hold_ns,
-                                         u64 timeout_ns) {
-    if (threadIdx.x != 0) return;
-    for (int p = 0; p < n_ranks; p++) ep_store_release((u64*)flag_ptrs[p] + rank, epoch);
+// Thread 0 of a rank's kernel: raises flag `epoch` at every rank (flags[p][rank]; one fence
+// first, so what the block wrote before its barrier is visible before the flags), then waits
+// until every rank's flag here has reached `epoch` (napping between polls with `nap`). A flag
+// that does not come within `timeout_ns` sets flags[rank][n_ranks] and returns false.
+__device__ bool ep_bench_meet(const u64* flag_ptrs, int rank, int n_ranks, u64 epoch, u64 timeout_ns, bool nap) {
+    ep_fence_acq_rel();
+    for (int p = 0; p < n_ranks; p++) ep_store_relaxed_sys((u64*)flag_ptrs[p] + rank, epoch);
     u64* mine = (u64*)flag_ptrs[rank];
     u64 start = ep_globaltimer();
     for (int p = 0; p < n_ranks; p++) {
         while (ep_load_acquire(mine + p) < epoch) {
             if (ep_globaltimer() - start > timeout_ns) {
                 mine[n_ranks] = 1;
-                return;
+                return false;
             }
-            __nanosleep(64);
+            if (nap) __nanosleep(64);
         }
     }
+    return true;
+}
+
+// The start of a timed phase on each rank's stream: the ranks meet (ep_bench_meet), then the
+// stream is held `hold_ns` longer. The phase's launches queue up behind it meanwhile, so the
+// ranks start within a flag's latency of each other and what the events around the phase time is
+// device work, not host launch cadence or host threads waking at different times.
+extern "C" __global__ void ep_bench_gate(const u64* flag_ptrs, int rank, int n_ranks, u64 epoch, u64 hold_ns,
+                                         u64 timeout_ns) {
+    if (threadIdx.x != 0 || !ep_bench_meet(flag_ptrs, rank, n_ranks, epoch, timeout_ns, true)) return;
     u64 released = ep_globaltimer();
     while (ep_globaltimer() - released < hold_ns) __nanosleep(256);
 }
 
 // The latency floors of a phase, timed like one (behind a start gate): a kernel that does
 // nothing, and the least a phase that moves data between ranks does: every rank copies `n16`
-// 16-byte words to each peer (dst_ptrs[j]: its slot there, as ep_copy_to_peers), makes them
-// visible (one system fence), raises flag `epoch` at every rank (flags[p][rank]) and waits for
-// every rank's flag here. With n16 = 0 it is the flag exchange alone. One block; a flag that never
-// comes sets flags[rank][n_ranks], as the gate does.
+// 16-byte words to each peer (dst_ptrs[j]: its slot there, as ep_copy_to_peers), then the ranks
+// meet without napping. With n16 = 0 it is the flag exchange alone. One block.
 extern "C" __global__ void ep_bench_nothing() {}
 
 extern "C" __global__ void ep_bench_exchange(const uint4* src, const u64* dst_ptrs, u64 n16, const u64* flag_ptrs,
@@ -78,17 +83,5 @@ extern "C" __global__ void ep_bench_exchange(const uint4* src, const u64* dst_pt
         for (u64 i = threadIdx.x; i < n16; i += blockDim.x) dst[i] = src[(u64)j * n16 + i];
     }
     __syncthreads();
-    if (threadIdx.x != 0) return;
-    ep_fence_acq_rel();
-    for (int p = 0; p < n_ranks; p++) ep_store_relaxed_sys((u64*)flag_ptrs[p] + rank, epoch);
-    u64* mine = (u64*)flag_ptrs[rank];
-    u64 start = ep_globaltimer();
-    for (int p = 0; p < n_ranks; p++) {
-        while (ep_load_acquire(mine + p) < epoch) {
-            if (ep_globaltimer() - start > timeout_ns) {
-                mine[n_ranks] = 1;
-                return;
-            }
-        }
-    }
+    if (threadIdx.x == 0) ep_bench_meet(flag_ptrs, rank, n_ranks, epoch, timeout_ns, false);
 }
