@@ -305,15 +305,15 @@ pub fn measure_ceilings(
     let (all_to_all, floors) = if n > 1 {
         let a = AllToAll::new(&ks, bytes)?;
         let row_bytes = row_bytes.div_ceil(16) * 16;
-        let floor = |kernel: &str, row_bytes: usize| -> Result<f64> {
+        let floor = |kernel: FloorKernel| -> Result<f64> {
             // Short and noisy next to the copies: more samples.
             let n = iters * 5;
-            Ok(a.time(n, |g, stream| a.floor_kernel(g, stream, kernel, row_bytes))? * 1e3)
+            Ok(a.time(n, |g, stream| a.floor_kernel(g, stream, kernel))? * 1e3)
         };
         let floors = Floors {
-            empty_kernel_us: floor("ep_bench_nothing", 0)?,
-            flag_exchange_us: floor("ep_bench_exchange", 0)?,
-            row_exchange_us: floor("ep_bench_exchange", row_bytes)?,
+            empty_kernel_us: floor(FloorKernel::Nothing)?,
+            flag_exchange_us: floor(FloorKernel::Exchange { row_bytes: 0 })?,
+            row_exchange_us: floor(FloorKernel::Exchange { row_bytes })?,
             row_bytes,
         };
         (Some(a.gbps(iters, sms)?), Some(floors))
@@ -326,6 +326,15 @@ pub fn measure_ceilings(
         local_gbps: local,
         floors,
     })
+}
+
+/// The kernels of the latency floors (bench.cu).
+#[derive(Clone, Copy)]
+enum FloorKernel {
+    /// `ep_bench_nothing`.
+    Nothing,
+    /// `ep_bench_exchange` with `row_bytes` to each peer (0: the flag exchange alone).
+    Exchange { row_bytes: usize },
 }
 
 /// Every GPU of a run sending a slice of its buffer to each of the others, each GPU's slot at a
@@ -443,19 +452,15 @@ impl<'a> AllToAll<'a> {
         Ok((self.slice * peers) as f64 / (ms * 1e-3) / 1e9)
     }
 
-    /// One block of a floor kernel (bench.cu) on GPU `g`: `ep_bench_nothing`, or
-    /// `ep_bench_exchange` with `row_bytes` to each peer.
-    fn floor_kernel(
-        &self,
-        g: usize,
-        stream: &CudaStream,
-        kernel: &str,
-        row_bytes: usize,
-    ) -> Result<()> {
-        let f = self.ks[g].get(kernel);
-        if kernel == "ep_bench_nothing" {
-            return launch(stream, f, 1, 32, 0, &[]);
-        }
+    /// One block of a floor kernel (bench.cu) on GPU `g`.
+    fn floor_kernel(&self, g: usize, stream: &CudaStream, kernel: FloorKernel) -> Result<()> {
+        let row_bytes = match kernel {
+            FloorKernel::Nothing => {
+                return launch(stream, self.ks[g].get("ep_bench_nothing"), 1, 32, 0, &[])
+            }
+            FloorKernel::Exchange { row_bytes } => row_bytes,
+        };
+        let f = self.ks[g].get("ep_bench_exchange");
         let (n, n16) = (
             self.ks.len() as i32,
             (row_bytes.min(self.slice) / 16) as u64,

@@ -71,22 +71,43 @@ const OVERLAP_MIN_TOKENS: usize = 2048;
 /// a quarter for the formats the send encodes (which need the send's blocks more), the best of
 /// 1/8 to all of the SMs at 4096 tokens on 2x H200. `EP_CUDA_OVERLAP_COPY_BLOCKS` sets it.
 const OVERLAP_COPY_THREADS: u32 = 512;
-/// Status codes the wait and copy-out kernels leave (common.cuh's; a test checks they agree).
-const EP_OK: u32 = 0;
-const EP_PENDING: u32 = 1;
-const EP_COUNT_OVERFLOW: u32 = 2;
-const EP_COUNT_MISMATCH: u32 = 3;
-const EP_MESSAGES_PENDING: u32 = 4;
+/// The status word the wait and copy-out kernels leave: common.cuh's `EP_*` codes (a test checks
+/// that they agree).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[repr(u32)]
+enum WaitStatus {
+    Ok = 0,
+    /// A wait slice ran out with counts missing.
+    Pending = 1,
+    CountOverflow = 2,
+    CountMismatch = 3,
+    /// The counts were there, a message of an overlapped sender was not: the copy-out again.
+    MessagesPending = 4,
+}
 
-/// A token count from the environment variable `var`, read once into `cell`, or `default` (with
-/// a warning when the variable is set but not a number).
-fn tokens_from_env(cell: &OnceLock<usize>, var: &str, default: usize) -> usize {
+impl WaitStatus {
+    const ALL: [WaitStatus; 5] = [
+        WaitStatus::Ok,
+        WaitStatus::Pending,
+        WaitStatus::CountOverflow,
+        WaitStatus::CountMismatch,
+        WaitStatus::MessagesPending,
+    ];
+
+    fn from_word(w: u32) -> Option<WaitStatus> {
+        Self::ALL.into_iter().find(|&s| s as u32 == w)
+    }
+}
+
+/// A token count set by the environment variable `var`, read once into `cell` (`None` when unset,
+/// or with a warning when it is not a number): it overrides the tunable's default.
+fn tokens_from_env(cell: &OnceLock<Option<usize>>, var: &str) -> Option<usize> {
     *cell.get_or_init(|| match std::env::var(var).as_deref().map(str::parse) {
-        Err(_) => default,
-        Ok(Ok(n)) => n,
+        Err(_) => None,
+        Ok(Ok(n)) => Some(n),
         Ok(Err(_)) => {
-            eprintln!("ep-cuda: {var} is not a number; using {default}");
-            default
+            eprintln!("ep-cuda: {var} is not a number; the default applies");
+            None
         }
     })
 }
@@ -99,7 +120,7 @@ const COPY_OUT_ARGS: usize = 23;
 /// `ep_dispatch_copy_messages` takes the first of `ep_dispatch_copy_out`'s.
 const COPY_MESSAGES_ARGS: usize = 20;
 const COMBINE_SEND_ARGS: usize = 17;
-const DISPATCH_SINGLE_ARGS: usize = 38;
+const DISPATCH_SINGLE_ARGS: usize = 37;
 const COMBINE_SINGLE_ARGS: usize = 31;
 
 /// Which copy-out `CudaComm::issue_copy` launches.
@@ -121,8 +142,8 @@ struct RoundData {
     rows: usize,
     reduced: bool,
     epilogue: Option<Epilogue>,
-    /// The status code the last wait slice left (EP_MESSAGES_PENDING: only the copy-out again).
-    pending: u32,
+    /// The last wait slice had every count but not every message: only the copy-out again.
+    messages_pending: bool,
 }
 
 /// The scalars every kernel of a rank takes, as the kernels' `int`/`u64` parameters.
@@ -340,12 +361,13 @@ impl CudaComm {
         // for the error.
         let mut code = [0u32];
         self.bufs().status.download(&mut code, &self.stream)?;
-        self.round.pending = code[0];
+        let status = WaitStatus::from_word(code[0]);
+        self.round.messages_pending = status == Some(WaitStatus::MessagesPending);
         let rank = self.rank;
-        let err = match code[0] {
-            EP_OK => return Ok(true),
-            EP_PENDING | EP_MESSAGES_PENDING if !give_up => return Ok(false),
-            EP_PENDING | EP_MESSAGES_PENDING => {
+        let err = match status {
+            Some(WaitStatus::Ok) => return Ok(true),
+            Some(WaitStatus::Pending | WaitStatus::MessagesPending) if !give_up => return Ok(false),
+            Some(WaitStatus::Pending | WaitStatus::MessagesPending) => {
                 let mut status = vec![0u32; 1 + l * n];
                 self.bufs().status.download(&mut status, &self.stream)?;
                 let missing = (0..l * n)
@@ -361,9 +383,9 @@ impl CudaComm {
                 let waited_ms = start.elapsed().as_millis() as u64;
                 EpError::Timeout { rank, phase, waited_ms, missing }
             }
-            EP_COUNT_OVERFLOW => EpError::Backend(format!("rank {rank}: a receive count exceeds max_tokens_per_rank; the buffer protocol was violated")),
-            EP_COUNT_MISMATCH => EpError::Backend(format!("rank {rank}: combine received other row counts than this rank sent")),
-            other => EpError::Backend(format!("rank {rank}: unknown wait status {other}")),
+            Some(WaitStatus::CountOverflow) => EpError::Backend(format!("rank {rank}: a receive count exceeds max_tokens_per_rank; the buffer protocol was violated")),
+            Some(WaitStatus::CountMismatch) => EpError::Backend(format!("rank {rank}: combine received other row counts than this rank sent")),
+            None => EpError::Backend(format!("rank {rank}: unknown wait status {}", code[0])),
         };
         Err(self.fail(err))
     }
@@ -404,35 +426,32 @@ impl CudaComm {
     /// This round's dispatch is one launch (`ep_dispatch_single`): one node, few tokens here,
     /// and room for a sending block and the counting block.
     pub(crate) fn single_dispatch(&self) -> bool {
-        static MAX: OnceLock<usize> = OnceLock::new();
-        static MAX_SHARED: OnceLock<usize> = OnceLock::new();
-        let var = "EP_CUDA_SINGLE_DISPATCH_MAX_TOKENS";
-        let max = if self.world.shares_gpu(self.rank) {
-            tokens_from_env(&MAX_SHARED, var, SINGLE_DISPATCH_MAX_TOKENS_SHARED_GPU)
-        } else {
-            tokens_from_env(&MAX, var, SINGLE_DISPATCH_MAX_TOKENS)
-        };
+        static MAX: OnceLock<Option<usize>> = OnceLock::new();
+        let max = tokens_from_env(&MAX, "EP_CUDA_SINGLE_DISPATCH_MAX_TOKENS").unwrap_or(
+            if self.world.shares_gpu[self.rank] {
+                SINGLE_DISPATCH_MAX_TOKENS_SHARED_GPU
+            } else {
+                SINGLE_DISPATCH_MAX_TOKENS
+            },
+        );
         self.world.single_launch_blocks[self.rank] >= 2 && self.single_launch(max)
     }
 
     /// This round's combine is one launch (`ep_combine_single`): one node, few tokens here, and
     /// a reduction with weights.
     pub(crate) fn single_combine(&self) -> bool {
-        static MAX: OnceLock<usize> = OnceLock::new();
-        self.round.reduced
-            && self.single_launch(tokens_from_env(
-                &MAX,
-                "EP_CUDA_SINGLE_COMBINE_MAX_TOKENS",
-                SINGLE_COMBINE_MAX_TOKENS,
-            ))
+        static MAX: OnceLock<Option<usize>> = OnceLock::new();
+        let max = tokens_from_env(&MAX, "EP_CUDA_SINGLE_COMBINE_MAX_TOKENS")
+            .unwrap_or(SINGLE_COMBINE_MAX_TOKENS);
+        self.round.reduced && self.single_launch(max)
     }
 
     /// This round's dispatch overlaps its copy-out with the transfer: one node, many tokens here
     /// (`OVERLAP_MIN_TOKENS`). Ranks decide for themselves; a receiver awaits the messages of
     /// whichever senders overlapped (dispatch.cu).
     fn overlap_dispatch(&self) -> bool {
-        static MIN: OnceLock<usize> = OnceLock::new();
-        let min = tokens_from_env(&MIN, "EP_CUDA_OVERLAP_MIN_TOKENS", OVERLAP_MIN_TOKENS);
+        static MIN: OnceLock<Option<usize>> = OnceLock::new();
+        let min = tokens_from_env(&MIN, "EP_CUDA_OVERLAP_MIN_TOKENS").unwrap_or(OVERLAP_MIN_TOKENS);
         self.persistent_grids() && min > 0 && self.round.n_tokens >= min && !self.single_dispatch()
     }
 
@@ -468,7 +487,7 @@ impl CudaComm {
     /// sizes inside one node, also the first slice of the wait and the copy-out, overlapped.
     pub(crate) fn issue_dispatch_send(&mut self) -> Result<()> {
         self.seq = self.seq.wrapping_add(1).max(1);
-        self.round.pending = EP_OK;
+        self.round.messages_pending = false;
         if self.single_dispatch() {
             return self.issue_dispatch_single();
         }
@@ -603,7 +622,7 @@ impl CudaComm {
         let smem = [
             m.bytes as usize + cfg.hidden * 4,
             4 * (cfg.n_experts + ranks),
-            8 * counts + 4 * (groups + 1 + groups * (ranks + 1) + ranks),
+            8 * counts + 4 * (groups + 1 + groups * (ranks + 1)),
         ]
         .into_iter()
         .max()
@@ -635,7 +654,6 @@ impl CudaComm {
             &b.shared_msgs.ptr,
             &b.d_ticket.ptr,
             &b.sent.ptr,
-            &b.msgs_to.ptr,
             &sc.experts,
             &sc.skip,
             &b.d_count_ptrs.ptr,
@@ -665,7 +683,7 @@ impl CudaComm {
     /// (EP_MESSAGES_PENDING), the copy-out alone again: the counts are taken.
     pub(crate) fn issue_dispatch_wait(&self, slice_ns: u64) -> Result<()> {
         self.bind()?;
-        if self.round.pending == EP_MESSAGES_PENDING {
+        if self.round.messages_pending {
             let b = self.bufs();
             b.status.fill_async(0, b.status.len, &self.stream)?;
         } else {
@@ -744,10 +762,11 @@ impl CudaComm {
             &first_block,
         ];
         if what == CopyOut::Messages {
-            static BLOCKS: OnceLock<usize> = OnceLock::new();
+            static BLOCKS: OnceLock<Option<usize>> = OnceLock::new();
             let most = self.world.single_launch_blocks[self.rank] as usize;
             let share = if cfg.format == Format::Bf16 { 2 } else { 4 };
-            let grid = tokens_from_env(&BLOCKS, "EP_CUDA_OVERLAP_COPY_BLOCKS", most / share)
+            let grid = tokens_from_env(&BLOCKS, "EP_CUDA_OVERLAP_COPY_BLOCKS")
+                .unwrap_or(most / share)
                 .clamp(1, most);
             let f = self.k().get("ep_dispatch_copy_messages");
             return launch(
@@ -1265,12 +1284,9 @@ mod tests {
     use crate::kernels::tests::parameter_names;
     use crate::kernels::{COMBINE, DISPATCH};
 
-    /// The argument lists built here have as many entries as the kernels declare, and the put
-    /// kernels take a slice of their send kernel's list (comm.rs passes `send[a..b]`), so their
-    /// parameters must be that slice, name for name.
+    /// Each status code is common.cuh's `EP_` + the variant's name in upper snake case.
     #[test]
     fn status_codes_match_common_cuh() {
-        use super::{EP_COUNT_MISMATCH, EP_COUNT_OVERFLOW, EP_MESSAGES_PENDING, EP_OK, EP_PENDING};
         let defined = |name: &str| -> u32 {
             let line = crate::kernels::COMMON
                 .lines()
@@ -1278,17 +1294,22 @@ mod tests {
                 .unwrap_or_else(|| panic!("{name} not in common.cuh"));
             line.split_whitespace().nth(2).unwrap().parse().unwrap()
         };
-        for (name, v) in [
-            ("EP_OK", EP_OK),
-            ("EP_PENDING", EP_PENDING),
-            ("EP_COUNT_OVERFLOW", EP_COUNT_OVERFLOW),
-            ("EP_COUNT_MISMATCH", EP_COUNT_MISMATCH),
-            ("EP_MESSAGES_PENDING", EP_MESSAGES_PENDING),
-        ] {
-            assert_eq!(defined(name), v, "{name}");
+        for status in super::WaitStatus::ALL {
+            let mut name = String::from("EP");
+            for c in format!("{status:?}").chars() {
+                if c.is_uppercase() {
+                    name.push('_');
+                }
+                name.push(c.to_ascii_uppercase());
+            }
+            assert_eq!(defined(&name), status as u32, "{name}");
+            assert_eq!(super::WaitStatus::from_word(status as u32), Some(status));
         }
     }
 
+    /// The argument lists built here have as many entries as the kernels declare, and the put
+    /// kernels take a slice of their send kernel's list (comm.rs passes `send[a..b]`), so their
+    /// parameters must be that slice, name for name.
     #[test]
     fn argument_lists_match_the_kernels() {
         use super::{

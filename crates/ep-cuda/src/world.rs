@@ -83,15 +83,12 @@ pub struct World {
     /// overlapped dispatch's copy-out grid, whose blocks wait for the send's messages, is
     /// sized from it too.
     pub single_launch_blocks: Vec<u32>,
+    /// Per rank: whether other ranks share its GPU (which gives its persistent grids a share of
+    /// the SMs, and changes which phases are one launch: comm.rs).
+    pub shares_gpu: Vec<bool>,
 }
 
 impl World {
-    /// Whether rank `rank` shares its GPU with other ranks.
-    pub(crate) fn shares_gpu(&self, rank: usize) -> bool {
-        let d = self.device_of[rank];
-        self.device_of.iter().filter(|&&e| e == d).count() > 1
-    }
-
     /// Places `cfg.n_ranks()` ranks on the visible GPUs, `ranks_per_gpu` each (default: as few
     /// per GPU as fit), and allocates everything.
     pub fn new(cfg: &EpConfig, ranks_per_gpu: Option<usize>) -> Result<World> {
@@ -162,6 +159,7 @@ impl World {
         }
         let kernels: Vec<Arc<Kernels>> = device_of.iter().map(|d| Arc::clone(&loaded[d])).collect();
         let mut single_launch_blocks = Vec::with_capacity(n);
+        let mut shares_gpu = Vec::with_capacity(n);
         for &d in &device_of {
             let sms = ctxs[&d]
                 .attribute(
@@ -173,9 +171,11 @@ impl World {
             let sharing = device_of.iter().filter(|&&e| e == d).count();
             let share = if sharing > 1 { 2 * sharing } else { 1 };
             single_launch_blocks.push((sms / share) as u32);
+            shares_gpu.push(sharing > 1);
         }
         Ok(World {
             single_launch_blocks,
+            shares_gpu,
             cfg: cfg.clone(),
             msg,
             gate: crate::bench::StartGate::new(kernels.clone())?,

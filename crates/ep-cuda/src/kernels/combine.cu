@@ -11,6 +11,11 @@
 #define EP_EPI_FP8 3
 #define EP_EPI_DEVICE 4
 
+// The epilogues that take a token's whole row in f32 (dynamic shared memory) from one block.
+__device__ __forceinline__ bool ep_whole_row(int epilogue) {
+    return epilogue == EP_EPI_FP8 || epilogue == EP_EPI_DEVICE;
+}
+
 // For each (local expert g, destination rank): the rows the dispatch brought from that rank,
 // which are exactly the rows going back. Published at index g * n_ranks + rank of the
 // destination's combine counts, like the dispatch counts (ep_publish).
@@ -148,11 +153,11 @@ __device__ void ep_list_slots(EpSlots& sl, int t, const int* ids, const float* w
 // one rounding to bf16, then the epilogue. Each thread takes 8 columns at a time, with the 16-byte
 // loads of up to `Batch` contributing rows issued together, so a token costs a few memory
 // latencies rather than one per (column, slot) (8 in the single-launch kernel; 4 in the reduce
-// kernel, whose 1024-thread blocks have no registers for 8). `row` (dynamic shared memory, the row in f32) is only
-// needed by the FP8 and device epilogues, which take the whole row (`part` 0 of 1). Otherwise the
-// row may be cut into `parts` column ranges of whole 8-column groups, this block reducing range
-// `part` (at decode sizes, several blocks to a token: one pass of loads each). Returns with a
-// barrier passed.
+// kernel, whose 1024-thread blocks have no registers for 8). `row` (dynamic shared memory, the
+// row in f32) is only needed by the epilogues that take the whole row (ep_whole_row; `part` 0 of
+// 1). Otherwise the row may be cut into `parts` column ranges of whole 8-column groups, this block
+// reducing range `part` (at decode sizes, several blocks to a token: one pass of loads each).
+// Returns with a barrier passed.
 template <int Batch>
 __device__ void ep_reduce_token(int t, int part, int parts, const EpSlots& sl, float* row, const u16* recv,
                                 int top_k, int hidden, const u16* shared_rows, int shared_start, int shared_end,
@@ -162,7 +167,7 @@ __device__ void ep_reduce_token(int t, int part, int parts, const EpSlots& sl, f
     bool has_shared = shared_rows != 0 && t >= shared_start && t < shared_end;
     int w8 = hidden / 8; // hidden is a multiple of 8 for every format
     const uint4* rows = (const uint4*)(recv + (u64)t * top_k * hidden);
-    bool whole_row = epilogue == EP_EPI_FP8 || epilogue == EP_EPI_DEVICE; // kept in `row`, not stored
+    bool whole_row = ep_whole_row(epilogue); // kept in `row`, not stored
     int per = (w8 + parts - 1) / parts, c_end = min(w8, (part + 1) * per);
     for (int c8 = part * per + threadIdx.x; c8 < c_end; c8 += blockDim.x) {
         float acc[8], y[8];
@@ -277,9 +282,8 @@ extern "C" __global__ void __launch_bounds__(512) ep_combine_single(
     for (int i = threadIdx.x; i < n; i += blockDim.x) cnt[i] = dispatch_counts[i];
     // Tokens cut into column ranges of a block's pass each while the grid has blocks to spare
     // (a whole row per block for the epilogues that need one).
-    int whole = epilogue == EP_EPI_FP8 || epilogue == EP_EPI_DEVICE;
     int passes = (hidden / 8 + blockDim.x - 1) / blockDim.x;
-    int parts = whole || n_tokens == 0 ? 1 : max(1, min(passes, (int)gridDim.x / n_tokens));
+    int parts = ep_whole_row(epilogue) || n_tokens == 0 ? 1 : max(1, min(passes, (int)gridDim.x / n_tokens));
     int items = n_tokens * parts;
     bool one_item = (int)blockIdx.x < items && (int)(blockIdx.x + gridDim.x) >= items;
     if (one_item) ep_list_slots(sl, blockIdx.x / parts, ids, weights, top_k, rank, n_local, skip_a2a);
@@ -291,8 +295,7 @@ extern "C" __global__ void __launch_bounds__(512) ep_combine_single(
     u32 outcome = ep_poll_counts(counts, n, rank, n_ranks, skip_a2a, slice_ns, cnt, nullptr,
                                  EpRowsMatch{sent, n_local, n_ranks});
     EP_STAMP(4);
-    bool resetter = blockIdx.x == gridDim.x - 1;
-    if (!resetter) ep_counts_read(outcome, ticket + 1, status);
+    ep_counts_read(outcome, ticket + 1, status);
     if (outcome == EP_OK) {
         for (int i = blockIdx.x; i < items; i += gridDim.x) {
             if (!one_item) ep_list_slots(sl, i / parts, ids, weights, top_k, rank, n_local, skip_a2a);
@@ -301,8 +304,8 @@ extern "C" __global__ void __launch_bounds__(512) ep_combine_single(
         }
     }
     EP_STAMP(5);
-    if (resetter)
-        ep_reset_counts_when_read(outcome, ticket + 1, gridDim.x - 1, counts, n, rank, n_ranks, skip_a2a, status);
+    if (blockIdx.x == gridDim.x - 1)
+        ep_reset_counts_when_read(ticket + 1, gridDim.x, counts, n, rank, n_ranks, skip_a2a, status);
     EP_STAMP(6);
     EP_STAMPS_PRINT("combine", rank, published);
 }

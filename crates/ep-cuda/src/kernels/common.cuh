@@ -321,10 +321,6 @@ __device__ __forceinline__ void ep_store_relaxed_sys(u64* p, u64 v) {
     asm volatile("st.relaxed.sys.global.u64 [%0], %1;" :: "l"(p), "l"(v) : "memory");
 }
 
-__device__ __forceinline__ void ep_store_release(u64* p, u64 v) {
-    asm volatile("st.release.sys.global.u64 [%0], %1;" :: "l"(p), "l"(v) : "memory");
-}
-
 __device__ __forceinline__ u64 ep_globaltimer() {
     u64 t;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
@@ -501,11 +497,11 @@ __device__ __forceinline__ u32 ep_load_acquire_gpu(const u32* p) {
 
 // The end of a single-launch phase's wait (ep_dispatch_single, ep_combine_single), where every
 // block polls the same counts and one block (the resetter) resets them for the next round, off
-// the others' path: each other block, right after its poll, stores an outcome that is not EP_OK
-// and reports that it has read the counts (a release reduction on `ticket`, the phase's second
-// ticket word, that the thread does not wait for: a ticket taken here cost every block ~1 us
-// before its copy-out). A failed poll's EP_PENDING or count error overwrites whatever the status
-// holds (EP_PENDING makes the host launch the wait kernels, which read and reset the counts
+// the others' path. Each block, right after its poll, stores an outcome that is not EP_OK and
+// reports that it has read the counts: a release reduction on `ticket` (the phase's second ticket
+// word) that the thread does not wait for (a ticket taken here cost every block ~1 us before its
+// copy-out). A failed poll's EP_PENDING or count error overwrites whatever the status holds
+// (EP_PENDING makes the host launch the wait kernels, which read and reset the counts
 // themselves); a message that did not land only replaces EP_OK (ep_message_landed). The status
 // word is EP_OK when a round starts (every wait leaves it so, or the rank is poisoned).
 __device__ void ep_counts_read(u32 outcome, u32* ticket, u32* status) {
@@ -515,17 +511,16 @@ __device__ void ep_counts_read(u32 outcome, u32* ticket, u32* status) {
     }
 }
 
-// The resetter, once its own work is done (every path through the kernel must get here): its
-// own outcome stored, it waits for the other `others` blocks' reports (all resident, each
-// reported right after a poll with a deadline, so the wait ends), sets the ticket back to 0 and
-// resets the counts unless a poll failed. Returns with a barrier passed.
-__device__ void ep_reset_counts_when_read(u32 outcome, u32* ticket, u32 others, u64* counts, int n, int rank,
-                                          int n_ranks, int skip_a2a, u32* status) {
+// The resetter, once its own work is done (every path through the kernel must get here): waits
+// for the reports of all `blocks` blocks, its own included (all resident, each reported right
+// after a poll with a deadline, so the wait ends), sets the ticket back to 0 and resets the
+// counts unless a poll failed. Returns with a barrier passed.
+__device__ void ep_reset_counts_when_read(u32* ticket, u32 blocks, u64* counts, int n, int rank, int n_ranks,
+                                          int skip_a2a, u32* status) {
     __shared__ u32 st;
     __syncthreads();
     if (threadIdx.x == 0) {
-        if (outcome != EP_OK) atomicExch(status, outcome);
-        while (ep_load_acquire_gpu(ticket) != others) {
+        while (ep_load_acquire_gpu(ticket) != blocks) {
         }
         *ticket = 0;
         st = *(volatile const u32*)status;

@@ -35,6 +35,12 @@ __device__ __forceinline__ u64 ep_recv_offset(int src, int max_tokens, u64 pos, 
 #define EP_NMSG_EARLY 0x80000000u
 __device__ __forceinline__ u32* ep_landed_flag(u8* msg, MsgLayout m) { return (u32*)(msg + m.src_off + 8); }
 
+// How many of rank s's messages this rank copies out, from s's message count word `nm`: none
+// from another rank with skip_a2a; never more than its buffer holds.
+__device__ __forceinline__ u32 ep_messages_from(u32 nm, int s, int rank, int skip_a2a, int max_tokens) {
+    return skip_a2a && s != rank ? 0 : min(nm & ~EP_NMSG_EARLY, (u32)max_tokens);
+}
+
 // Block-wide running position: each thread flags one item of a chunk of blockDim.x consecutive
 // items; returns the flagged item's position among all flagged items so far (chunks included),
 // -1 for the others. `base` (shared, 0 before the first chunk) carries the total across chunks.
@@ -535,10 +541,18 @@ __device__ void ep_pad_row(u64 row, u64 rows, int hidden, int fmt, MsgLayout m, 
 }
 
 // Row `first + i` of the fused shared expert (group 0): this rank's token shared_start + i, from
-// `shared_msgs` (slot -1, no source rank: these rows never travel back).
-__device__ void ep_copy_shared_row(u64 first, u64 i, u64 rows, const u8* shared_msgs, int hidden, int fmt,
-                                   MsgLayout m, u8* recv_tokens, u8* recv_scales, int* src_info, int* row_src,
+// `shared_msgs` (slot -1, no source rank: these rows never travel back). The rank's own message
+// count word `nm_own` says whether it published early; then, as any message from such a sender,
+// the shared-expert message is awaited for its mark (in the single-launch dispatch the block that
+// sends the token may still be writing it). Returns false when the mark did not come.
+__device__ bool ep_copy_shared_row(u64 first, u64 i, u64 rows, const u8* shared_msgs, u32 nm_own, EpLanding landing,
+                                   int rank, int n_local, int n_ranks, int hidden, int fmt, MsgLayout m,
+                                   u8* recv_tokens, u8* recv_scales, int* src_info, int* row_src, u32* status,
                                    EpRows& r) {
+    const u8* msg = shared_msgs + i * m.bytes;
+    if ((nm_own & EP_NMSG_EARLY) &&
+        !ep_team_first<false>(threadIdx.x == 0 && ep_message_landed(msg, rank, m, landing, n_local, n_ranks, status)))
+        return false;
     if (threadIdx.x == 0) {
         r.row[0] = first + i;
         r.dst[0] = recv_tokens + (first + i) * m.payload_bytes;
@@ -546,8 +560,9 @@ __device__ void ep_copy_shared_row(u64 first, u64 i, u64 rows, const u8* shared_
         r.n = 1;
     }
     __syncthreads();
-    ep_copy_rows<false>(r, rows, shared_msgs + i * m.bytes, -1, hidden, fmt, m, recv_scales, src_info, row_src);
+    ep_copy_rows<false>(r, rows, msg, -1, hidden, fmt, m, recv_scales, src_info, row_src);
     __syncthreads();
+    return true;
 }
 
 // The copy-out into the per-expert layout, launched with the wait (it does nothing unless the
@@ -578,7 +593,7 @@ extern "C" __global__ void ep_dispatch_copy_out(const u8* recv, const u32* nmsg,
     if (b < message_blocks) {
         int s = b / max_tokens;
         u32 j = b % max_tokens, nm = nmsg[s];
-        if ((skip_a2a && s != rank) || j >= (nm & ~EP_NMSG_EARLY)) return;
+        if (j >= ep_messages_from(nm, s, rank, skip_a2a, max_tokens)) return;
         ep_copy_message<false>(s, j, nm, EpLanding{seq, slice_ns}, recv, src_offsets, rows, n_local, n_ranks, rank,
                                shared_groups, max_tokens, hidden, fmt, m, recv_tokens, recv_scales, src_info, row_src,
                                status, scratch);
@@ -597,8 +612,31 @@ extern "C" __global__ void ep_dispatch_copy_out(const u8* recv, const u32* nmsg,
     if (shared_groups == 0) return;
     u64 first = src_offsets[rank], end = src_offsets[rank + 1];
     if (first + b < end)
-        ep_copy_shared_row(first, b, rows, shared_msgs, hidden, fmt, m, recv_tokens, recv_scales, src_info, row_src,
-                           scratch);
+        ep_copy_shared_row(first, b, rows, shared_msgs, nmsg[rank], EpLanding{seq, slice_ns}, rank, n_local, n_ranks,
+                           hidden, fmt, m, recv_tokens, recv_scales, src_info, row_src, status, scratch);
+}
+
+// Messages first, first + step, ... of a walk over every received message in the order they are
+// sent, every sender's j-th message before any j+1-th (item w: sender w % n_ranks, its message
+// w / n_ranks), each by the block or (Warp) the calling warp (ep_copy_message). Returns false when
+// a message's mark did not come.
+template <bool Warp>
+__device__ bool ep_copy_messages(u64 first, u64 step, const u8* recv, const u32* nmsg, const u32* src_offsets,
+                                 u64 rows, int n_local, int n_ranks, int rank, int skip_a2a, int shared_groups,
+                                 int max_tokens, int hidden, int fmt, MsgLayout m, u8* recv_tokens, u8* recv_scales,
+                                 int* src_info, int* row_src, u32* status, EpLanding landing, EpRows& scratch) {
+    u32 most = 0;
+    for (int s = 0; s < n_ranks; s++) most = max(most, ep_messages_from(nmsg[s], s, rank, skip_a2a, max_tokens));
+    for (u64 w = first; w < (u64)most * n_ranks; w += step) {
+        int s = w % n_ranks;
+        u32 j = w / n_ranks, nm = nmsg[s];
+        if (j >= ep_messages_from(nm, s, rank, skip_a2a, max_tokens)) continue;
+        if (!ep_copy_message<Warp>(s, j, nm, landing, recv, src_offsets, rows, n_local, n_ranks, rank, shared_groups,
+                                   max_tokens, hidden, fmt, m, recv_tokens, recv_scales, src_info, row_src, status,
+                                   scratch))
+            return false;
+    }
+    return true;
 }
 
 // Up to this many warps in a block of ep_dispatch_copy_messages.
@@ -609,9 +647,9 @@ extern "C" __global__ void ep_dispatch_copy_out(const u8* recv, const u32* nmsg,
 // counts. A persistent grid (comm.rs: at most a block per SM, each within half an SM's registers,
 // so a send block still fits beside it) gives each warp a message at a time (a block per message
 // left each SM one message in flight: a chain of round trips per message, 3x slower than the
-// send), walking the messages in the order they are sent, every sender's j-th message before any
-// j+1-th, and waiting for each one's mark. The padding and shared-expert rows follow on the main
-// stream (ep_dispatch_copy_out with first_block past the messages).
+// send), in the order they are sent (ep_copy_messages), waiting for each one's mark. The padding
+// and shared-expert rows follow on the main stream (ep_dispatch_copy_out with first_block past
+// the messages).
 extern "C" __global__ void __launch_bounds__(512, 2)
     ep_dispatch_copy_messages(const u8* recv, const u32* nmsg, const u32* row_offsets, const u32* src_offsets,
                               int n_local, int n_ranks, int rank, int skip_a2a, int shared_groups, int max_tokens,
@@ -620,19 +658,10 @@ extern "C" __global__ void __launch_bounds__(512, 2)
     __shared__ EpRows scratch[EP_COPY_WARPS];
     if (status[0] != EP_OK) return;
     u64 rows = row_offsets[n_local + shared_groups];
-    u32 most = 0;
-    for (int s = 0; s < n_ranks; s++)
-        if (!skip_a2a || s == rank) most = max(most, min(nmsg[s] & ~EP_NMSG_EARLY, (u32)max_tokens));
     int warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
-    for (u64 w = (u64)blockIdx.x * warps + warp; w < (u64)most * n_ranks; w += (u64)gridDim.x * warps) {
-        int s = w % n_ranks;
-        u32 j = w / n_ranks, nm = nmsg[s];
-        if ((skip_a2a && s != rank) || j >= (nm & ~EP_NMSG_EARLY)) continue;
-        if (!ep_copy_message<true>(s, j, nm, EpLanding{seq, slice_ns}, recv, src_offsets, rows, n_local, n_ranks,
-                                   rank, shared_groups, max_tokens, hidden, fmt, m, recv_tokens, recv_scales,
-                                   src_info, row_src, status, scratch[warp]))
-            return;
-    }
+    ep_copy_messages<true>((u64)blockIdx.x * warps + warp, (u64)gridDim.x * warps, recv, nmsg, src_offsets, rows,
+                           n_local, n_ranks, rank, skip_a2a, shared_groups, max_tokens, hidden, fmt, m, recv_tokens,
+                           recv_scales, src_info, row_src, status, EpLanding{seq, slice_ns}, scratch[warp]);
 }
 
 // ---- the single-launch dispatch (decode sizes) ------------------------------------------------
@@ -731,10 +760,11 @@ __device__ void ep_own_route(EpRoute& r, int t, const int* ids, int top_k, int n
     __syncthreads();
 }
 
-// The totals ep_assign_slots leaves: rows sent to each expert (`sent`) and messages to each rank
-// (`msgs_to`), counted by one block in `hist` (shared memory, n_experts + n_ranks words).
+// The totals ep_assign_slots leaves, counted by one block in `hist` (shared memory): rows sent to
+// each expert (hist[0 .. n_experts), also stored in `sent`, which the combine checks its counts
+// against) and messages to each rank (hist[n_experts ..), which only the publish reads).
 __device__ void ep_count_sent(const int* ids, int n_tokens, int top_k, int n_experts, int n_local, int n_ranks,
-                              int rank, int skip_a2a, u32* hist, u64* sent, u32* msgs_to) {
+                              int rank, int skip_a2a, u32* hist, u64* sent) {
     for (int i = threadIdx.x; i < n_experts + n_ranks; i += blockDim.x) hist[i] = 0;
     int chunk = EP_STAGE_INTS / top_k;
     for (int c0 = 0; c0 < n_tokens; c0 += chunk) {
@@ -758,23 +788,22 @@ __device__ void ep_count_sent(const int* ids, int n_tokens, int top_k, int n_exp
     }
     __syncthreads();
     for (int e = threadIdx.x; e < n_experts; e += blockDim.x) sent[e] = hist[e];
-    for (int p = threadIdx.x; p < n_ranks; p += blockDim.x) msgs_to[p] = hist[n_experts + p];
     __syncthreads();
 }
 
 // Block b of `blocks`' share of a single-launch dispatch's output, once the groups are laid out
-// (`start`, `src_off` from the counts `got`; `msgs` is scratch for n_ranks words): block 0 stores
-// the layout, then the messages, numbered across sources in rank order, a block each; padding
-// rows, a group per warp; the shared expert's rows, a block each. A message (or shared-expert
-// message) is awaited for its mark; when one does not come the block stops there (the status
-// says EP_MESSAGES_PENDING and the host launches the copy-out again). (A warp per message when
-// there were more messages than blocks was slower, 32 tokens BF16 30.5 -> 42.5 us on 2x H200.)
-__device__ void ep_single_copy_out(const u64* got, const u32* start, const u32* src_off, u32* msgs, u32 b,
-                                   u32 blocks, int shared_start, int shared_end, const u8* shared_msgs,
-                                   int row_multiple, EpLanding landing, const u8* recv, const u32* nmsg, int n_local,
-                                   int n_ranks, int rank, int skip_a2a, int shared_groups, int max_tokens, int hidden,
-                                   int fmt, MsgLayout m, u8* recv_tokens, u8* recv_scales, int* src_info, int* row_src,
-                                   u32* status, u64* snapshot, u32* row_offsets, u32* src_offsets, EpRows& scratch) {
+// (`start`, `src_off` from the counts `got`): block 0 stores the layout, then the messages, a
+// block each in the order they are sent (ep_copy_messages); padding rows, a group per warp; the
+// shared expert's rows, a block each. A message (or shared-expert message) is awaited for its
+// mark; when one does not come the block stops there (the status says EP_MESSAGES_PENDING and
+// the host launches the copy-out again). (A warp per message when there were more messages than
+// blocks was slower: 32 tokens BF16 30.5 -> 42.5 us on 2x H200.)
+__device__ void ep_single_copy_out(const u64* got, const u32* start, const u32* src_off, u32 b, u32 blocks,
+                                   int shared_len, const u8* shared_msgs, int row_multiple, EpLanding landing,
+                                   const u8* recv, const u32* nmsg, int n_local, int n_ranks, int rank, int skip_a2a,
+                                   int shared_groups, int max_tokens, int hidden, int fmt, MsgLayout m,
+                                   u8* recv_tokens, u8* recv_scales, int* src_info, int* row_src, u32* status,
+                                   u64* snapshot, u32* row_offsets, u32* src_offsets, EpRows& scratch) {
     int n = n_local * n_ranks, n_groups = n_local + shared_groups;
     u64 rows = start[n_groups];
     if (b == 0) {
@@ -782,51 +811,33 @@ __device__ void ep_single_copy_out(const u64* got, const u32* start, const u32* 
         for (int i = threadIdx.x; i < n_groups * (n_ranks + 1); i += blockDim.x) src_offsets[i] = src_off[i];
         for (int i = threadIdx.x; i < n; i += blockDim.x) snapshot[i] = got[i];
     }
-    for (int s = threadIdx.x; s < n_ranks; s += blockDim.x)
-        // As the copy-out's grid bounds it.
-        msgs[s] = skip_a2a && s != rank ? 0 : min(nmsg[s] & ~EP_NMSG_EARLY, (u32)max_tokens);
-    __syncthreads();
-    u32 total = 0;
-    for (int s = 0; s < n_ranks; s++) total += msgs[s];
-    for (u32 i = b; i < total; i += blocks) {
-        int s = 0;
-        u32 j = i;
-        while (j >= msgs[s]) j -= msgs[s++];
-        if (!ep_copy_message<false>(s, j, nmsg[s], landing, recv, src_off, rows, n_local, n_ranks, rank,
-                                    shared_groups, max_tokens, hidden, fmt, m, recv_tokens, recv_scales, src_info,
-                                    row_src, status, scratch))
-            return;
-    }
+    if (!ep_copy_messages<false>(b, blocks, recv, nmsg, src_off, rows, n_local, n_ranks, rank, skip_a2a,
+                                 shared_groups, max_tokens, hidden, fmt, m, recv_tokens, recv_scales, src_info,
+                                 row_src, status, landing, scratch))
+        return;
     if (row_multiple > 1) {
         int warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
         for (int g = b * warps + warp; g < n_groups; g += blocks * warps)
             for (u64 row = src_off[g * (n_ranks + 1) + n_ranks]; row < start[g + 1]; row++)
                 ep_pad_row<true>(row, rows, hidden, fmt, m, recv_tokens, recv_scales, src_info, row_src);
     }
-    if (shared_groups > 0) {
-        u64 first = src_off[rank];
-        for (int i = b; i < shared_end - shared_start; i += blocks) {
-            const u8* msg = shared_msgs + (u64)i * m.bytes;
-            // Written by the block that sent token shared_start + i, which may still be at it.
-            if (!ep_team_first<false>(threadIdx.x == 0 &&
-                                      ep_message_landed(msg, rank, m, landing, n_local, n_ranks, status)))
-                return;
-            ep_copy_shared_row(first, i, rows, shared_msgs, hidden, fmt, m, recv_tokens, recv_scales, src_info,
-                               row_src, scratch);
-        }
-    }
+    u64 first = src_off[rank];
+    for (int i = b; shared_groups > 0 && i < shared_len; i += blocks)
+        if (!ep_copy_shared_row(first, i, rows, shared_msgs, nmsg[rank], landing, rank, n_local, n_ranks, hidden,
+                                fmt, m, recv_tokens, recv_scales, src_info, row_src, status, scratch))
+            return;
 }
 
 // The whole dispatch inside one node, in one launch (see above): blocks 0 .. gridDim.x - 2 send
 // the tokens, the last block counts and publishes (gridDim.x >= 2). Dynamic shared memory: the
 // largest of the send's (message + row in f32), the totals' (4 * (n_experts + n_ranks)) and the
-// layout's (8 * n + 4 * (n_groups + 1 + n_groups * (n_ranks + 1) + n_ranks)), n = n_local *
-// n_ranks. `ticket` holds two words; the second counts the blocks that have read the counts, which
-// the counting block resets at its end (ep_reset_counts_when_read).
+// layout's (8 * n + 4 * (n_groups + 1 + n_groups * (n_ranks + 1))), n = n_local * n_ranks.
+// `ticket` holds two words; the second counts the blocks that have read the counts, which the
+// counting block resets at its end (ep_counts_read, ep_reset_counts_when_read).
 extern "C" __global__ void __launch_bounds__(512) ep_dispatch_single(
     const u16* tokens, const float* input_scales, int n_tokens, int hidden, int fmt, const int* ids, int top_k,
     MsgLayout m, const u64* recv_ptrs, int rank, int n_ranks, int n_local, int max_tokens, int shared_start,
-    int shared_end, u8* shared_msgs, u32* ticket, u64* sent, u32* msgs_to, int n_experts, int skip_a2a,
+    int shared_end, u8* shared_msgs, u32* ticket, u64* sent, int n_experts, int skip_a2a,
     const u64* count_ptrs, const u64* nmsg_ptrs, u64* counts, u64 slice_ns, int shared_groups, int row_multiple,
     u32* status, u64* snapshot, u32* row_offsets, u32* src_offsets, const u8* recv, const u32* nmsg,
     u8* recv_tokens, u8* recv_scales, int* src_info, int* row_src, u32 seq) {
@@ -837,7 +848,7 @@ extern "C" __global__ void __launch_bounds__(512) ep_dispatch_single(
     bool counter = blockIdx.x == senders;
     if (counter) {
         u32* hist = (u32*)smem_u4;
-        ep_count_sent(ids, n_tokens, top_k, n_experts, n_local, n_ranks, rank, skip_a2a, hist, sent, msgs_to);
+        ep_count_sent(ids, n_tokens, top_k, n_experts, n_local, n_ranks, rank, skip_a2a, hist, sent);
         EP_STAMP(1);
         ep_publish_counts(hist, hist + n_experts, n_experts, n_local, n_ranks, rank, skip_a2a, count_ptrs, nmsg_ptrs,
                           1);
@@ -857,25 +868,24 @@ extern "C" __global__ void __launch_bounds__(512) ep_dispatch_single(
     EP_STAMP(3);
 
     int n = n_local * n_ranks, n_groups = n_local + shared_groups;
-    u64* got = (u64*)smem_u4;                       // [n]
-    u32* start = (u32*)(got + n);                   // [n_groups + 1]
-    u32* src_off = start + n_groups + 1;            // [n_groups, n_ranks + 1]
-    u32* msgs = src_off + n_groups * (n_ranks + 1); // [n_ranks]
+    u64* got = (u64*)smem_u4;            // [n]
+    u32* start = (u32*)(got + n);        // [n_groups + 1]
+    u32* src_off = start + n_groups + 1; // [n_groups, n_ranks + 1]
     u32 outcome = ep_poll_counts(counts, n, rank, n_ranks, skip_a2a, slice_ns, got, nullptr,
                                  EpCountFits{(u64)max_tokens});
     EP_STAMP(4);
-    if (!counter) ep_counts_read(outcome, ticket + 1, status);
+    ep_counts_read(outcome, ticket + 1, status);
     if (outcome == EP_OK) {
-        ep_layout_groups(got, n_local, n_ranks, rank, shared_groups, shared_end - shared_start, row_multiple, start,
-                         src_off);
+        int shared_len = shared_end - shared_start;
+        ep_layout_groups(got, n_local, n_ranks, rank, shared_groups, shared_len, row_multiple, start, src_off);
         EP_STAMP(5);
-        ep_single_copy_out(got, start, src_off, msgs, blockIdx.x, gridDim.x, shared_start, shared_end, shared_msgs,
-                           row_multiple, EpLanding{seq, slice_ns}, recv, nmsg, n_local, n_ranks, rank, skip_a2a,
-                           shared_groups, max_tokens, hidden, fmt, m, recv_tokens, recv_scales, src_info, row_src,
-                           status, snapshot, row_offsets, src_offsets, scratch);
+        ep_single_copy_out(got, start, src_off, blockIdx.x, gridDim.x, shared_len, shared_msgs, row_multiple,
+                           EpLanding{seq, slice_ns}, recv, nmsg, n_local, n_ranks, rank, skip_a2a, shared_groups,
+                           max_tokens, hidden, fmt, m, recv_tokens, recv_scales, src_info, row_src, status, snapshot,
+                           row_offsets, src_offsets, scratch);
     }
     EP_STAMP(6);
-    if (counter) ep_reset_counts_when_read(outcome, ticket + 1, senders, counts, n, rank, n_ranks, skip_a2a, status);
+    if (counter) ep_reset_counts_when_read(ticket + 1, gridDim.x, counts, n, rank, n_ranks, skip_a2a, status);
     EP_STAMP(7);
     EP_STAMPS_PRINT("dispatch", rank, counter);
 }
