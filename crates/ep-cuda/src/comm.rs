@@ -55,8 +55,8 @@ const SINGLE_COMBINE_MAX_TOKENS: usize = 128;
 /// it (0: never).
 const SINGLE_DISPATCH_MAX_TOKENS: usize = 128;
 /// The same for a rank that shares its GPU with other ranks, whose persistent grid gets a share
-/// of the SMs: on one H100 with two ranks, 1 token 27.7 -> 20.1 us (BF16), but 32 tokens 30.9 ->
-/// 41.2 and 128 tokens 41.1 -> 79.0.
+/// of the SMs: on one H100 with two ranks, 1 token 27.6 -> 19.7 us (BF16), 31.2 -> 25.1 (FP8), but
+/// 32 tokens FP8 34.1 -> 37.0 and 128 tokens 40.2 -> 84.2 (BF16), 46.1 -> 112.1 (FP8).
 const SINGLE_DISPATCH_MAX_TOKENS_SHARED_GPU: usize = 1;
 /// From this many tokens on a rank, a dispatch inside one node overlaps its copy-out with the
 /// transfer (dispatch.cu: the counts go out before the payload, each message is marked landed, a
