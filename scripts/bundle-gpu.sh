@@ -9,6 +9,8 @@ out=${1:-.gpu-bundle}
 cargo build --release -p ep --features cuda
 mkdir -p "$out"
 cp target/release/ep "$out/ep"
+# Symbols are most of the binary (27 MB -> 3 MB); device calls carry the bundle.
+strip "$out/ep" 2>/dev/null || true
 cp scripts/ep-gpu.sh "$out/ep-gpu"
 chmod +x "$out/ep" "$out/ep-gpu"
 echo "bundle in $out: $(du -sh "$out" | cut -f1)"

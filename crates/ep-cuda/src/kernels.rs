@@ -107,6 +107,9 @@ pub fn arch_name(major: i32, minor: i32) -> &'static str {
         .or_insert_with(|| Box::leak(format!("sm_{major}{minor}").into_boxed_str()))
 }
 
+/// The printf buffer under EP_CUDA_TRACE: every block of a decode grid prints a line per launch.
+const TRACE_PRINTF_BYTES: usize = 256 << 20;
+
 /// The loaded kernels of one device.
 pub struct Kernels {
     pub ctx: Arc<CudaContext>,
@@ -123,10 +126,25 @@ impl Kernels {
         let arch = arch_name(major, minor);
         let mut functions = HashMap::new();
         let mut modules = Vec::new();
-        // EP_CUDA_TRACE: the single-launch kernels print where their time goes (common.cuh).
+        // EP_CUDA_TRACE: the single-launch kernels print where their time goes (common.cuh); `all`:
+        // every block prints, not only block 0 and the publishing one; EP_CUDA_TRACE_RANK=r: only
+        // rank r prints.
         let mut prelude = String::new();
-        if std::env::var_os("EP_CUDA_TRACE").is_some() {
+        if let Some(trace) = std::env::var_os("EP_CUDA_TRACE") {
             prelude += "#define EP_TRACE 1\n";
+            if trace == "all" {
+                prelude += "#define EP_TRACE_ALL 1\n";
+            }
+            // Ranks of one process print through one stdout, interleaved mid-line: one at a time.
+            let only_rank = std::env::var("EP_CUDA_TRACE_RANK").ok();
+            let only_rank = only_rank.and_then(|r| r.parse::<i32>().ok()).unwrap_or(-1);
+            prelude += &format!("#define EP_TRACE_RANK {only_rank}\n");
+            // Rounds queued back to back print more than the default 1 MB holds between syncs.
+            ctx.set_limit(
+                cudarc::driver::sys::CUlimit::CU_LIMIT_PRINTF_FIFO_SIZE,
+                TRACE_PRINTF_BYTES,
+            )
+            .map_err(cuda)?;
         }
 
         for (_, body, names) in PROGRAMS {

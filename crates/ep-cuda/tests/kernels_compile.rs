@@ -50,11 +50,16 @@ fn main() {
         ),
         &["ep_combine_reduce", "ep_combine_single"],
     );
-    // With the single-launch kernels' timing stamps (EP_CUDA_TRACE).
+    // With the single-launch kernels' timing stamps (EP_CUDA_TRACE, and =all).
     for (name, body, entries) in PROGRAMS {
         check(
             &format!("{name} + trace stamps"),
             source(body, "#define EP_TRACE 1\n"),
+            entries,
+        );
+        check(
+            &format!("{name} + trace stamps, every block"),
+            source(body, "#define EP_TRACE 1\n#define EP_TRACE_ALL 1\n"),
             entries,
         );
     }

@@ -270,6 +270,8 @@ extern "C" __global__ void __launch_bounds__(512) ep_combine_single(
     const u16* residual, float scale, u16* out, u8* fp8_payload, float* fp8_scales) {
     extern __shared__ uint4 smem_u4[];
     __shared__ EpSlots sl;
+    // Stamps (EP_CUDA_TRACE): 1 rows sent, 2 ticket, 3 counts published, 4 every count here,
+    // 5 reduced, 6 counts reset.
     EP_STAMPS
     u64 rows = *rows_end;
     for (u64 row = blockIdx.x; row < rows; row += gridDim.x) {

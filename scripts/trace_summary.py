@@ -1,0 +1,76 @@
+#!/usr/bin/env python3
+"""Summarises the stamps the single-launch kernels print under EP_CUDA_TRACE (common.cuh).
+
+Usage: EP_CUDA_TRACE=all ep bench --backend cuda --tokens N --passes 1 --rounds 40 > trace.txt
+       python3 scripts/trace_summary.py trace.txt
+
+Each printed line is one block of one launch: its start (%globaltimer, ns) and the µs from there
+to each stamp (-1: not reached). Lines are grouped into launches per (kernel, rank) by their start
+times. For every launch the times are taken from the launch's first block start, so that a block
+that starts late, or waits long, shows; then the medians over the launches are printed: for each
+stamp, the median over the blocks and the last block to reach it. With EP_CUDA_TRACE=1 (block 0
+and the publishing block only) the same table covers those two blocks.
+"""
+import collections
+import re
+import statistics as st
+import sys
+
+LINE = re.compile(r"trace (\w+) rank (\d+) block (\d+) pub (\d) start (\d+): ((?:-?\d+\.\d+ ?){11})")
+LAUNCH_GAP_NS = 20_000  # blocks of one launch start within a few µs; rounds are further apart
+
+
+def launches(blocks):
+    """Splits one (kernel, rank)'s blocks, sorted by start, where the starts jump."""
+    out, cur = [], []
+    for b in sorted(blocks, key=lambda b: b[1]):
+        if cur and b[1] - cur[0][1] > LAUNCH_GAP_NS:
+            out.append(cur)
+            cur = []
+        cur.append(b)
+    if cur:
+        out.append(cur)
+    return out
+
+
+def main(path):
+    text = open(path, errors="replace").read()
+    per = collections.defaultdict(list)
+    for m in LINE.finditer(text):
+        stamps = [float(x) for x in m.group(6).split()]
+        per[(m.group(1), int(m.group(2)))].append((int(m.group(3)), int(m.group(5)), int(m.group(4)), stamps))
+    for (kernel, rank), blocks in sorted(per.items()):
+        runs = launches(blocks)
+        n_stamps = max(i + 1 for b in blocks for i, x in enumerate(b[3]) if x >= 0)
+        med = [[] for _ in range(n_stamps)]
+        last = [[] for _ in range(n_stamps)]
+        last_block = [collections.Counter() for _ in range(n_stamps)]
+        spans, start_spread, sizes = [], [], []
+        for run in runs:
+            t0 = run[0][1]
+            sizes.append(len(run))
+            start_spread.append((run[-1][1] - t0) * 1e-3)
+            ends = []
+            for i in range(n_stamps):
+                at = [((b[1] - t0) * 1e-3 + b[3][i], b[0]) for b in run if b[3][i] >= 0]
+                if not at:
+                    continue
+                med[i].append(st.median(a for a, _ in at))
+                worst = max(at)
+                last[i].append(worst[0])
+                last_block[i][worst[1]] += 1
+                ends.append(worst[0])
+            spans.append(max(ends))
+        print(f"{kernel} rank {rank}: {len(runs)} launches of {st.median(sizes):.0f} printing blocks; "
+              f"span (first start to last stamp) {st.median(spans):.2f} us, block starts spread over "
+              f"{st.median(start_spread):.2f} us (medians over launches)")
+        print("  stamp   median block   last block   (most often the last)")
+        for i in range(n_stamps):
+            if not med[i]:
+                continue
+            common = ", ".join(f"{b} x{c}" for b, c in last_block[i].most_common(3))
+            print(f"  {i + 1:5}   {st.median(med[i]):12.2f}   {st.median(last[i]):10.2f}   ({common})")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
