@@ -16,7 +16,7 @@ use ep_core::{
 use ndarray::{Array2, Array3, ArrayView2};
 
 use crate::driver::cuda;
-use crate::kernels::{launch, Kernels};
+use crate::kernels::{launch, Kernels, MsgLayout};
 use crate::memory::DevBuf;
 use crate::world::{RankBuffers, World};
 use cudarc::driver::{CudaEvent, CudaFunction};
@@ -40,6 +40,15 @@ fn format_id(f: Format) -> i32 {
         Format::Mxfp4 => 2,
         Format::Nvfp4 => 3,
         _ => unreachable!("every format of ep-core has a kernel path"),
+    }
+}
+
+/// Dynamic shared memory a block needs to send a token (dispatch.cu, `ep_send_token`): the
+/// message; for the formats that encode, also the row in f32 and the row as fetched (bf16).
+fn send_smem(format: Format, m: &MsgLayout, hidden: usize) -> usize {
+    match format {
+        Format::Bf16 => m.bytes as usize,
+        _ => m.bytes as usize + hidden * (4 + 2),
     }
 }
 
@@ -534,7 +543,7 @@ impl CudaComm {
             self.launch_dispatch_wait(&self.copy_stream, slice)?;
             self.issue_copy(CopyOut::Messages, slice)?;
         }
-        let smem = (m.bytes as usize + cfg.hidden * 4) as u32;
+        let smem = send_smem(cfg.format, &m, cfg.hidden) as u32;
         let send: [&dyn crate::kernels::KernelArg; SEND_ARGS] = [
             &b.tokens.ptr,
             &b.scales_in.ptr,
@@ -617,10 +626,10 @@ impl CudaComm {
         let m = self.world.msg;
         let (ranks, groups) = (cfg.n_ranks(), cfg.n_groups());
         let counts = cfg.n_local_experts() * ranks;
-        // The kernel's phases share its dynamic shared memory: the message and the row in f32,
-        // the totals, the counts and layout.
+        // The kernel's phases share its dynamic shared memory: the send's, the totals, the
+        // counts and layout.
         let smem = [
-            m.bytes as usize + cfg.hidden * 4,
+            send_smem(cfg.format, &m, cfg.hidden),
             4 * (cfg.n_experts + ranks),
             8 * counts + 4 * (groups + 1 + groups * (ranks + 1)),
         ]

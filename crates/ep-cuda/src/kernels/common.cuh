@@ -370,6 +370,25 @@ __device__ __forceinline__ void ep_block_copy(u8* dst, const u8* src, u64 bytes)
     ep_block_copy_to(&dst, 1, src, bytes);
 }
 
+// 16 bytes from global to shared memory without passing through registers (cp.async, sm_80 and
+// later; a plain copy before), so that a block can go on with other work while they load.
+// Complete, for the calling thread's copies, after ep_async_wait; a barrier then makes every
+// thread's visible to the block.
+__device__ __forceinline__ void ep_async_copy16(void* smem_dst, const void* gmem_src) {
+#if __CUDA_ARCH__ >= 800
+    u32 d = (u32)__cvta_generic_to_shared(smem_dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d), "l"(gmem_src) : "memory");
+#else
+    *(uint4*)smem_dst = *(const uint4*)gmem_src;
+#endif
+}
+
+__device__ __forceinline__ void ep_async_wait() {
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.wait_all;" ::: "memory");
+#endif
+}
+
 // A system-scope acquire-release fence: with a later store it is a release, with an earlier
 // load or atomic an acquire (the PTX memory model's patterns), which is all the protocol needs.
 // __threadfence_system() is the sequentially consistent fence, stronger and slower; the send
@@ -532,26 +551,40 @@ __device__ void ep_reset_counts_when_read(u32* ticket, u32 blocks, u64* counts, 
 
 // Stamps inside the single-launch kernels, to find where a decode phase's time goes: compiled in
 // only when the process runs with EP_CUDA_TRACE set (kernels.rs), then block 0 and the block that
-// published the counts print, every launch, the µs from the block's start to each stamp.
+// published the counts print, every launch, the block's start (%globaltimer, ns) and the µs from
+// it to each stamp; with EP_CUDA_TRACE=all every block prints, so that scripts/trace_summary.py
+// can find the launch's last block and what held it (EP_CUDA_TRACE_RANK: one rank prints).
 #ifdef EP_TRACE
+#ifndef EP_TRACE_RANK
+#define EP_TRACE_RANK -1
+#endif
+#ifdef EP_TRACE_ALL
+#define EP_TRACE_PRINTS(rank, published) (EP_TRACE_RANK < 0 || (rank) == EP_TRACE_RANK)
+#else
+#define EP_TRACE_PRINTS(rank, published) \
+    ((EP_TRACE_RANK < 0 || (rank) == EP_TRACE_RANK) && (blockIdx.x == 0 || (published)))
+#endif
+__shared__ u64 ep_stamp[12]; // at file scope: the device functions a kernel calls stamp too
 #define EP_STAMPS                                                          \
-    __shared__ u64 ep_stamp[12];                                           \
     if (threadIdx.x < 12) ep_stamp[threadIdx.x] = 0;                       \
     __syncthreads();                                                       \
     if (threadIdx.x == 0) ep_stamp[0] = ep_globaltimer();
 #define EP_STAMP(i) do { if (threadIdx.x == 0) ep_stamp[i] = ep_globaltimer(); } while (0)
+// The first time only (a step inside a loop), by any one thread.
+#define EP_STAMP_FIRST(i) do { if (ep_stamp[i] == 0) ep_stamp[i] = ep_globaltimer(); } while (0)
 #define EP_STAMPS_PRINT(what, rank, published)                                                         \
     do {                                                                                               \
-        if (threadIdx.x == 0 && (blockIdx.x == 0 || (published))) {                                    \
+        if (threadIdx.x == 0 && EP_TRACE_PRINTS(rank, published)) {                                   \
             float d[12];                                                                               \
             for (int i = 0; i < 12; i++) d[i] = ep_stamp[i] ? (ep_stamp[i] - ep_stamp[0]) * 1e-3f : -1.0f; \
             printf("trace %s rank %d block %d pub %d start %llu: %.2f %.2f %.2f %.2f %.2f %.2f %.2f %.2f %.2f %.2f %.2f\n", \
-                   what, rank, blockIdx.x, (int)(published), ep_stamp[0] % 100000000ull, d[1], d[2], d[3],    \
+                   what, rank, blockIdx.x, (int)(published), ep_stamp[0], d[1], d[2], d[3],    \
                    d[4], d[5], d[6], d[7], d[8], d[9], d[10], d[11]);                                          \
         }                                                                                              \
     } while (0)
 #else
 #define EP_STAMPS
 #define EP_STAMP(i) do {} while (0)
+#define EP_STAMP_FIRST(i) do {} while (0)
 #define EP_STAMPS_PRINT(what, rank, published) do {} while (0)
 #endif

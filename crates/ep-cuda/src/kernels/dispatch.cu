@@ -194,15 +194,35 @@ __device__ void ep_load_route(EpRoute& r, int t, const int* ids, const int* slot
     ep_route_carries(r, top_k, n_local);
 }
 
-// One block per token: encode the message once in shared memory, then store it at every rank of
-// this node the token reaches (16-byte stores). Messages for another node are staged for
-// ep_dispatch_put; the shared expert's tokens are kept in `shared_msgs`.
-__device__ void ep_send_token(int t, const EpRoute& r, const u16* tokens, const float* input_scales, int hidden,
+// Where ep_fetch_row puts a token's row in the block's dynamic shared memory: BF16 straight into
+// the message's payload; other formats as bf16 after the message and the row in f32 (which the
+// encoder reads).
+__device__ __forceinline__ u8* ep_fetched_row(int fmt, MsgLayout m, int hidden) {
+    u8* msg = (u8*)smem_u4;
+    return fmt == EP_FMT_BF16 ? msg : msg + m.bytes + 4 * hidden;
+}
+
+// Starts loading token t's row into shared memory (ep_fetched_row) and returns at once: issued
+// before the block works out the token's route, so that the row's load and the route's overlap.
+// ep_send_token waits for it. Every thread calls it.
+__device__ void ep_fetch_row(int t, const u16* tokens, int hidden, int fmt, MsgLayout m) {
+    u8* dst = ep_fetched_row(fmt, m, hidden);
+    const uint4* src = (const uint4*)(tokens + (u64)t * hidden);
+    for (int i = threadIdx.x; i < hidden / 8; i += blockDim.x) ep_async_copy16(dst + 16 * i, src + i);
+}
+
+// One block per token, its row fetched (ep_fetch_row): encode the message once in shared memory,
+// then store it at every rank of this node the token reaches (16-byte stores). Messages for
+// another node are staged for ep_dispatch_put; the shared expert's tokens are kept in
+// `shared_msgs`.
+__device__ void ep_send_token(int t, const EpRoute& r, const float* input_scales, int hidden,
                               int top_k, int fmt, MsgLayout m, const u64* recv_ptrs, int rank, int n_local,
                               int gpus_per_node, int max_tokens, u8* staging, int shared_start, int shared_end,
                               u8* shared_msgs) {
     u8* msg = (u8*)smem_u4;
     float* x = (float*)(msg + m.bytes);
+    ep_async_wait(); // the fetched row, before anything returns or reads it
+    __syncthreads();
     bool shared = t >= shared_start && t < shared_end;
     bool any = shared;
     for (int k = 0; k < top_k; k++) any = any || r.slot[k] >= 0;
@@ -211,12 +231,11 @@ __device__ void ep_send_token(int t, const EpRoute& r, const u16* tokens, const 
     // Everything after the payload (scales, padding, header) starts zeroed.
     for (int i = m.payload_bytes / 4 + threadIdx.x; i < m.bytes / 4; i += blockDim.x) ((u32*)msg)[i] = 0;
     if (fmt == EP_FMT_BF16) {
-        // The payload is the row itself, 16 bytes at a time; only a NaN changes (it gains the
+        // The payload is the row itself, fetched in place; only a NaN changes (it gains the
         // quiet bit, as bf16(f32(x)) does).
-        const uint4* src = (const uint4*)(tokens + (u64)t * hidden);
         uint4* dst = (uint4*)msg;
         for (int i = threadIdx.x; i < hidden / 8; i += blockDim.x) {
-            uint4 v = src[i];
+            uint4 v = dst[i];
             u32* w = (u32*)&v;
             for (int j = 0; j < 4; j++) {
                 u32 lo = w[j] & 0xffffu, hi = w[j] >> 16;
@@ -228,7 +247,8 @@ __device__ void ep_send_token(int t, const EpRoute& r, const u16* tokens, const 
         }
         __syncthreads();
     } else {
-        for (int i = threadIdx.x; i < hidden; i += blockDim.x) x[i] = bf16_to_f32(tokens[(u64)t * hidden + i]);
+        const u16* row = (const u16*)ep_fetched_row(fmt, m, hidden);
+        for (int i = threadIdx.x; i < hidden; i += blockDim.x) x[i] = bf16_to_f32(row[i]);
         __syncthreads();
         ep_encode_row(fmt, x, hidden, input_scales[t], msg, msg + m.scales_off);
     }
@@ -384,8 +404,9 @@ extern "C" __global__ void __launch_bounds__(512) ep_dispatch_send(const u16* to
     __shared__ EpRoute route;
     int t = blockIdx.x;
     if (t < n_tokens) {
+        ep_fetch_row(t, tokens, hidden, fmt, m);
         ep_load_route(route, t, ids, slots, rank_slots, top_k, n_local, n_ranks);
-        ep_send_token(t, route, tokens, input_scales, hidden, top_k, fmt, m, recv_ptrs, rank, n_local,
+        ep_send_token(t, route, input_scales, hidden, top_k, fmt, m, recv_ptrs, rank, n_local,
                       gpus_per_node, max_tokens, staging, shared_start, shared_end, shared_msgs);
         if (early)
             ep_mark_landed(route, top_k, m, recv_ptrs, rank, n_local, gpus_per_node, max_tokens, seq,
@@ -500,6 +521,7 @@ __device__ bool ep_copy_message(int s, u32 j, u32 nmsg_s, EpLanding landing, con
     if ((nmsg_s & EP_NMSG_EARLY) &&
         !ep_team_first<Warp>(ep_team_id<Warp>() == 0 && ep_message_landed(msg, s, m, landing, n_local, n_ranks, status)))
         return false;
+    if (threadIdx.x == 0) EP_STAMP_FIRST(9);
     if (Warp || threadIdx.x < 32) {
         int lane = threadIdx.x & 31, n = 0;
         for (int k0 = 0; k0 < m.top_k; k0 += 32) {
@@ -535,7 +557,11 @@ template <bool Warp>
 __device__ void ep_pad_row(u64 row, u64 rows, int hidden, int fmt, MsgLayout m, u8* recv_tokens, u8* recv_scales,
                            int* src_info, int* row_src) {
     u8* out = recv_tokens + row * m.payload_bytes;
-    for (int i = ep_team_id<Warp>(); i < m.payload_bytes / 4; i += ep_team_size<Warp>()) ((u32*)out)[i] = 0;
+    if (m.payload_bytes % 16 == 0) // every row 16-byte aligned
+        for (int i = ep_team_id<Warp>(); i < m.payload_bytes / 16; i += ep_team_size<Warp>())
+            ((uint4*)out)[i] = make_uint4(0, 0, 0, 0);
+    else
+        for (int i = ep_team_id<Warp>(); i < m.payload_bytes / 4; i += ep_team_size<Warp>()) ((u32*)out)[i] = 0;
     ep_place_scales<Warp>(fmt, hidden, rows, row, nullptr, recv_scales);
     if (ep_team_id<Warp>() == 0) { src_info[2 * row] = -1; src_info[2 * row + 1] = -1; row_src[row] = -1; }
 }
@@ -701,12 +727,18 @@ __device__ void ep_own_route(EpRoute& r, int t, const int* ids, int top_k, int n
     // The sending slots, compacted: expert, its rank, its slot k.
     __shared__ int s_id[EP_MAX_TOP_K], s_rank[EP_MAX_TOP_K], s_k[EP_MAX_TOP_K];
     __shared__ int n_send;
-    ep_stage_ids(ids, t, 1, top_k, n_local);
+    // The token's ids, staged with the earlier tokens' when they fit (one round of loads).
+    int chunk = EP_STAGE_INTS / top_k;
+    bool all_staged = t < chunk;
+    ep_stage_ids(ids, all_staged ? 0 : t, all_staged ? t + 1 : 1, top_k, n_local);
+    const int* own = ep_stage + (all_staged ? t * top_k : 0);
+    const int* own_rank = ep_stage_rank + (all_staged ? t * top_k : 0);
+    if (threadIdx.x == 0) EP_STAMP_FIRST(11);
     // A slot sends when its expert is routed here and no earlier slot names it (ep_assign_slots).
     for (int k = threadIdx.x; k < top_k; k += blockDim.x) {
-        int id = ep_stage[k];
-        bool sends = id >= 0 && (!skip_a2a || ep_stage_rank[k] == rank);
-        for (int j = 0; j < k; j++) sends = sends && ep_stage[j] != id;
+        int id = own[k];
+        bool sends = id >= 0 && (!skip_a2a || own_rank[k] == rank);
+        for (int j = 0; j < k; j++) sends = sends && own[j] != id;
         r.id[k] = id;
         r.slot[k] = sends ? 0 : -1;
         names[k] = 0;
@@ -717,7 +749,7 @@ __device__ void ep_own_route(EpRoute& r, int t, const int* ids, int top_k, int n
     if (threadIdx.x == 0) {
         int n = 0;
         for (int k = 0; k < top_k; k++)
-            if (r.slot[k] >= 0) { s_id[n] = r.id[k]; s_rank[n] = ep_stage_rank[k]; s_k[n] = k; n++; }
+            if (r.slot[k] >= 0) { s_id[n] = r.id[k]; s_rank[n] = own_rank[k]; s_k[n] = k; n++; }
         n_send = n;
     }
     __syncthreads();
@@ -725,12 +757,12 @@ __device__ void ep_own_route(EpRoute& r, int t, const int* ids, int top_k, int n
     // Earlier tokens, a thread each, a chunk at a time: bit i of `named` when the token names
     // sending slot i's expert, of `reached` when it reaches that slot's rank (a routed expert
     // there; the slot's own expert is routed, so any expert of that rank is). Counted per warp
-    // with ballots.
+    // with ballots. (A thread per (token, slot) pair, 8x the threads, was no faster at 128
+    // tokens and slower for the last tokens: every warp then took its shared atomics.)
     int lane = threadIdx.x & 31;
-    int chunk = EP_STAGE_INTS / top_k;
     for (int c0 = 0; c0 < t; c0 += chunk) {
         int nc = min(chunk, t - c0);
-        ep_stage_ids(ids, c0, nc, top_k, n_local);
+        if (!all_staged) ep_stage_ids(ids, c0, nc, top_k, n_local);
         for (int u0 = 0; u0 < nc; u0 += blockDim.x) {
             int u = u0 + threadIdx.x;
             u64 named = 0, reached = 0;
@@ -792,11 +824,12 @@ __device__ void ep_count_sent(const int* ids, int n_tokens, int top_k, int n_exp
 }
 
 // Block b of `blocks`' share of a single-launch dispatch's output, once the groups are laid out
-// (`start`, `src_off` from the counts `got`): block 0 stores the layout, then the messages, a
-// block each in the order they are sent (ep_copy_messages); padding rows, a group per warp; the
-// shared expert's rows, a block each. A message (or shared-expert message) is awaited for its
-// mark; when one does not come the block stops there (the status says EP_MESSAGES_PENDING and
-// the host launches the copy-out again). (A warp per message when there were more messages than
+// (`start`, `src_off` from the counts `got`): block 0 stores the layout; padding rows, a row per
+// warp over the grid, first (they wait for nothing; a group per warp after the messages made
+// the blocks with padding the last by ~3 us at 128 tokens FP8); then the messages, a block each
+// in the order they are sent (ep_copy_messages); the shared expert's rows, a block each. A
+// message (or shared-expert message) is awaited for its mark; when one does not come the block
+// stops there (the status says EP_MESSAGES_PENDING and the host launches the copy-out again). (A warp per message when there were more messages than
 // blocks was slower: 32 tokens BF16 30.5 -> 42.5 us on 2x H200.)
 __device__ void ep_single_copy_out(const u64* got, const u32* start, const u32* src_off, u32 b, u32 blocks,
                                    int shared_len, const u8* shared_msgs, int row_multiple, EpLanding landing,
@@ -811,16 +844,21 @@ __device__ void ep_single_copy_out(const u64* got, const u32* start, const u32* 
         for (int i = threadIdx.x; i < n_groups * (n_ranks + 1); i += blockDim.x) src_offsets[i] = src_off[i];
         for (int i = threadIdx.x; i < n; i += blockDim.x) snapshot[i] = got[i];
     }
+    if (row_multiple > 1) {
+        // Item (g, i): group g's i-th padding row, when it has one.
+        u64 warp = threadIdx.x >> 5, warps = blockDim.x >> 5, per = row_multiple - 1;
+        for (u64 item = b * warps + warp; item < n_groups * per; item += blocks * warps) {
+            u64 g = item / per, row = src_off[g * (n_ranks + 1) + n_ranks] + item % per;
+            if (row < start[g + 1])
+                ep_pad_row<true>(row, rows, hidden, fmt, m, recv_tokens, recv_scales, src_info, row_src);
+        }
+    }
+    EP_STAMP(8);
     if (!ep_copy_messages<false>(b, blocks, recv, nmsg, src_off, rows, n_local, n_ranks, rank, skip_a2a,
                                  shared_groups, max_tokens, hidden, fmt, m, recv_tokens, recv_scales, src_info,
                                  row_src, status, landing, scratch))
         return;
-    if (row_multiple > 1) {
-        int warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
-        for (int g = b * warps + warp; g < n_groups; g += blocks * warps)
-            for (u64 row = src_off[g * (n_ranks + 1) + n_ranks]; row < start[g + 1]; row++)
-                ep_pad_row<true>(row, rows, hidden, fmt, m, recv_tokens, recv_scales, src_info, row_src);
-    }
+    EP_STAMP(10);
     u64 first = src_off[rank];
     for (int i = b; shared_groups > 0 && i < shared_len; i += blocks)
         if (!ep_copy_shared_row(first, i, rows, shared_msgs, nmsg[rank], landing, rank, n_local, n_ranks, hidden,
@@ -843,6 +881,10 @@ extern "C" __global__ void __launch_bounds__(512) ep_dispatch_single(
     u8* recv_tokens, u8* recv_scales, int* src_info, int* row_src, u32 seq) {
     __shared__ EpRoute route;
     __shared__ EpRows scratch;
+    // Stamps (EP_CUDA_TRACE, scripts/trace_summary.py): 11 the token's ids staged, 1 its route,
+    // 2 its messages sent and marked (the counting block: 1 counted, 2 published), 3 the block's
+    // tokens sent, 4 every count here, 5 the layout, 8 padding rows, 9 the first message's mark
+    // seen, 10 messages copied, 6 copy-out done, 7 counts reset.
     EP_STAMPS
     int senders = gridDim.x - 1;
     bool counter = blockIdx.x == senders;
@@ -855,9 +897,10 @@ extern "C" __global__ void __launch_bounds__(512) ep_dispatch_single(
         EP_STAMP(2);
     }
     for (int t = blockIdx.x; !counter && t < n_tokens; t += senders) {
+        ep_fetch_row(t, tokens, hidden, fmt, m);
         ep_own_route(route, t, ids, top_k, n_local, rank, skip_a2a);
         if (t == blockIdx.x) EP_STAMP(1);
-        ep_send_token(t, route, tokens, input_scales, hidden, top_k, fmt, m, recv_ptrs, rank, n_local, n_ranks,
+        ep_send_token(t, route, input_scales, hidden, top_k, fmt, m, recv_ptrs, rank, n_local, n_ranks,
                       max_tokens, nullptr, shared_start, shared_end, shared_msgs);
         ep_mark_landed(route, top_k, m, recv_ptrs, rank, n_local, n_ranks, max_tokens, seq,
                        ep_shared_msg(t, shared_start, shared_end, shared_msgs, m));
