@@ -507,6 +507,19 @@ __device__ bool ep_team_first(bool v) {
     return first;
 }
 
+// Whether message `msg` from rank `s` may be read, in every thread of the team: at once when its
+// sender published after its last store (`nm`, its message count word, without EP_NMSG_EARLY),
+// otherwise once its mark is there (ep_message_landed, by the team's first thread).
+template <bool Warp>
+__device__ bool ep_message_ready(const u8* msg, int s, u32 nm, MsgLayout m, EpLanding landing, int n_local,
+                                 int n_ranks, u32* status) {
+    bool there = !(nm & EP_NMSG_EARLY) ||
+                 ep_team_first<Warp>(ep_team_id<Warp>() == 0 &&
+                                     ep_message_landed(msg, s, m, landing, n_local, n_ranks, status));
+    if (there && threadIdx.x == 0) EP_STAMP_FIRST(9);
+    return there;
+}
+
 // Message `j` from rank `s` (its message count word `nmsg_s`), by the block or (Warp) the calling
 // warp: this rank's rows of it (slots with a row slot whose expert is here, row = the group's
 // start for the source + the row slot the message carries; every real row has exactly one), found
@@ -518,10 +531,7 @@ __device__ bool ep_copy_message(int s, u32 j, u32 nmsg_s, EpLanding landing, con
                                 int shared_groups, int max_tokens, int hidden, int fmt, MsgLayout m, u8* recv_tokens,
                                 u8* recv_scales, int* src_info, int* row_src, u32* status, EpRows& r) {
     const u8* msg = recv + ep_recv_offset(s, max_tokens, j, m.bytes);
-    if ((nmsg_s & EP_NMSG_EARLY) &&
-        !ep_team_first<Warp>(ep_team_id<Warp>() == 0 && ep_message_landed(msg, s, m, landing, n_local, n_ranks, status)))
-        return false;
-    if (threadIdx.x == 0) EP_STAMP_FIRST(9);
+    if (!ep_message_ready<Warp>(msg, s, nmsg_s, m, landing, n_local, n_ranks, status)) return false;
     if (Warp || threadIdx.x < 32) {
         int lane = threadIdx.x & 31, n = 0;
         for (int k0 = 0; k0 < m.top_k; k0 += 32) {
@@ -551,6 +561,16 @@ __device__ bool ep_copy_message(int s, u32 j, u32 nmsg_s, EpLanding landing, con
     return true;
 }
 
+// Padding item `item` of n_groups * (row_multiple - 1): group g = item / (row_multiple - 1)'s
+// i-th padding row, i = item % (row_multiple - 1), which it has when the row is before the next
+// group's start (`src_offsets` [n_groups, n_ranks + 1]: column n_ranks is where its padding
+// starts). Returns the row, or -1 when the group has fewer padding rows.
+__device__ __forceinline__ long long ep_padding_row(u64 item, int row_multiple, const u32* src_offsets,
+                                                    const u32* row_offsets, int n_ranks) {
+    u64 per = row_multiple - 1, g = item / per, row = src_offsets[g * (n_ranks + 1) + n_ranks] + item % per;
+    return row < row_offsets[g + 1] ? (long long)row : -1;
+}
+
 // A padding row, by the block or (Warp) the calling warp: zero payload and scales, src_info
 // (-1, -1), no source rank.
 template <bool Warp>
@@ -576,9 +596,7 @@ __device__ bool ep_copy_shared_row(u64 first, u64 i, u64 rows, const u8* shared_
                                    u8* recv_tokens, u8* recv_scales, int* src_info, int* row_src, u32* status,
                                    EpRows& r) {
     const u8* msg = shared_msgs + i * m.bytes;
-    if ((nm_own & EP_NMSG_EARLY) &&
-        !ep_team_first<false>(threadIdx.x == 0 && ep_message_landed(msg, rank, m, landing, n_local, n_ranks, status)))
-        return false;
+    if (!ep_message_ready<false>(msg, rank, nm_own, m, landing, n_local, n_ranks, status)) return false;
     if (threadIdx.x == 0) {
         r.row[0] = first + i;
         r.dst[0] = recv_tokens + (first + i) * m.payload_bytes;
@@ -628,10 +646,8 @@ extern "C" __global__ void ep_dispatch_copy_out(const u8* recv, const u32* nmsg,
     b -= message_blocks;
     u64 padding_blocks = (u64)n_groups * (row_multiple - 1);
     if (b < padding_blocks) {
-        int g = b / (row_multiple - 1);
-        u64 row = src_offsets[g * (n_ranks + 1) + n_ranks] + b % (row_multiple - 1);
-        if (row < row_offsets[g + 1])
-            ep_pad_row<false>(row, rows, hidden, fmt, m, recv_tokens, recv_scales, src_info, row_src);
+        long long row = ep_padding_row(b, row_multiple, src_offsets, row_offsets, n_ranks);
+        if (row >= 0) ep_pad_row<false>(row, rows, hidden, fmt, m, recv_tokens, recv_scales, src_info, row_src);
         return;
     }
     b -= padding_blocks;
@@ -829,8 +845,9 @@ __device__ void ep_count_sent(const int* ids, int n_tokens, int top_k, int n_exp
 // the blocks with padding the last by ~3 us at 128 tokens FP8); then the messages, a block each
 // in the order they are sent (ep_copy_messages); the shared expert's rows, a block each. A
 // message (or shared-expert message) is awaited for its mark; when one does not come the block
-// stops there (the status says EP_MESSAGES_PENDING and the host launches the copy-out again). (A warp per message when there were more messages than
-// blocks was slower: 32 tokens BF16 30.5 -> 42.5 us on 2x H200.)
+// stops there (the status says EP_MESSAGES_PENDING and the host launches the copy-out again).
+// (A warp per message when there were more messages than blocks was slower: 32 tokens BF16 30.5
+// -> 42.5 us on 2x H200.)
 __device__ void ep_single_copy_out(const u64* got, const u32* start, const u32* src_off, u32 b, u32 blocks,
                                    int shared_len, const u8* shared_msgs, int row_multiple, EpLanding landing,
                                    const u8* recv, const u32* nmsg, int n_local, int n_ranks, int rank, int skip_a2a,
@@ -844,14 +861,10 @@ __device__ void ep_single_copy_out(const u64* got, const u32* start, const u32* 
         for (int i = threadIdx.x; i < n_groups * (n_ranks + 1); i += blockDim.x) src_offsets[i] = src_off[i];
         for (int i = threadIdx.x; i < n; i += blockDim.x) snapshot[i] = got[i];
     }
-    if (row_multiple > 1) {
-        // Item (g, i): group g's i-th padding row, when it has one.
-        u64 warp = threadIdx.x >> 5, warps = blockDim.x >> 5, per = row_multiple - 1;
-        for (u64 item = b * warps + warp; item < n_groups * per; item += blocks * warps) {
-            u64 g = item / per, row = src_off[g * (n_ranks + 1) + n_ranks] + item % per;
-            if (row < start[g + 1])
-                ep_pad_row<true>(row, rows, hidden, fmt, m, recv_tokens, recv_scales, src_info, row_src);
-        }
+    u64 warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+    for (u64 item = b * warps + warp; item < (u64)n_groups * (row_multiple - 1); item += blocks * warps) {
+        long long row = ep_padding_row(item, row_multiple, src_off, start, n_ranks);
+        if (row >= 0) ep_pad_row<true>(row, rows, hidden, fmt, m, recv_tokens, recv_scales, src_info, row_src);
     }
     EP_STAMP(8);
     if (!ep_copy_messages<false>(b, blocks, recv, nmsg, src_off, rows, n_local, n_ranks, rank, skip_a2a,
