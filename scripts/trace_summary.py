@@ -45,6 +45,7 @@ def main(path):
         med = [[] for _ in range(n_stamps)]
         last = [[] for _ in range(n_stamps)]
         last_block = [collections.Counter() for _ in range(n_stamps)]
+        pub = [[] for _ in range(n_stamps)]  # the publishing (counting) block, which runs apart
         spans, start_spread, sizes = [], [], []
         for run in runs:
             t0 = run[0][1]
@@ -56,6 +57,7 @@ def main(path):
                 if not at:
                     continue
                 med[i].append(st.median(a for a, _ in at))
+                pub[i] += [(b[1] - t0) * 1e-3 + b[3][i] for b in run if b[2] and b[3][i] >= 0]
                 worst = max(at)
                 last[i].append(worst[0])
                 last_block[i][worst[1]] += 1
@@ -64,12 +66,13 @@ def main(path):
         print(f"{kernel} rank {rank}: {len(runs)} launches of {st.median(sizes):.0f} printing blocks; "
               f"span (first start to last stamp) {st.median(spans):.2f} us, block starts spread over "
               f"{st.median(start_spread):.2f} us (medians over launches)")
-        print("  stamp   median block   last block   (most often the last)")
+        print("  stamp   median block   last block   publishing block   (most often the last)")
         for i in range(n_stamps):
             if not med[i]:
                 continue
             common = ", ".join(f"{b} x{c}" for b, c in last_block[i].most_common(3))
-            print(f"  {i + 1:5}   {st.median(med[i]):12.2f}   {st.median(last[i]):10.2f}   ({common})")
+            p = f"{st.median(pub[i]):16.2f}" if pub[i] else " " * 16
+            print(f"  {i + 1:5}   {st.median(med[i]):12.2f}   {st.median(last[i]):10.2f}   {p}   ({common})")
 
 
 if __name__ == "__main__":

@@ -160,22 +160,23 @@ extern __shared__ uint4 smem_u4[];
 // One token's routing, in shared memory for the block that sends it, so the send loop reads no
 // global memory (with the ids and slots in global memory every step waited on a load that the
 // stores before it might have changed). Per slot k: the expert id (-1 masked), its row slot (-1:
-// nothing goes for this slot), whether it carries the token's message to its rank (the first
-// sending slot for that rank), and the message's slot at that rank.
+// nothing goes for this slot), the expert's rank (divided once: an integer division is a long
+// instruction sequence), whether it carries the token's message to its rank (the first sending
+// slot for that rank), and the message's slot at that rank.
 struct EpRoute {
     int id[EP_MAX_TOP_K];
+    int dest[EP_MAX_TOP_K];
     int slot[EP_MAX_TOP_K];
     int msg_at[EP_MAX_TOP_K];
     bool carries[EP_MAX_TOP_K];
 };
 
 // Which sending slots carry the token's message to their rank: the first sending slot for each
-// rank. Every thread calls it, with r.id and r.slot set; returns with a barrier passed.
-__device__ void ep_route_carries(EpRoute& r, int top_k, int n_local) {
+// rank. Every thread calls it, with r.id, r.dest and r.slot set; returns with a barrier passed.
+__device__ void ep_route_carries(EpRoute& r, int top_k) {
     for (int k = threadIdx.x; k < top_k; k += blockDim.x) {
         bool carries = r.slot[k] >= 0;
-        for (int j = 0; j < k; j++)
-            carries = carries && !(r.slot[j] >= 0 && r.id[j] / n_local == r.id[k] / n_local);
+        for (int j = 0; j < k; j++) carries = carries && !(r.slot[j] >= 0 && r.dest[j] == r.dest[k]);
         r.carries[k] = carries;
     }
     __syncthreads();
@@ -186,12 +187,14 @@ __device__ void ep_load_route(EpRoute& r, int t, const int* ids, const int* slot
                               int n_local, int n_ranks) {
     for (int k = threadIdx.x; k < top_k; k += blockDim.x) {
         int id = ids[(u64)t * top_k + k], slot = slots[(u64)t * top_k + k];
+        int dest = id >= 0 ? id / n_local : -1;
         r.id[k] = id;
+        r.dest[k] = dest;
         r.slot[k] = slot;
-        r.msg_at[k] = slot >= 0 ? rank_slots[(u64)t * n_ranks + id / n_local] : -1;
+        r.msg_at[k] = slot >= 0 ? rank_slots[(u64)t * n_ranks + dest] : -1;
     }
     __syncthreads();
-    ep_route_carries(r, top_k, n_local);
+    ep_route_carries(r, top_k);
 }
 
 // Where ep_fetch_row puts a token's row in the block's dynamic shared memory: BF16 straight into
@@ -263,7 +266,7 @@ __device__ void ep_send_token(int t, const EpRoute& r, const float* input_scales
     bool staged = false;
     for (int k = 0; k < top_k; k++) {
         if (!r.carries[k]) continue;
-        int dest = r.id[k] / n_local;
+        int dest = r.dest[k];
         if (dest / gpus_per_node == node) {
             ep_block_copy((u8*)recv_ptrs[dest] + ep_recv_offset(rank, max_tokens, r.msg_at[k], m.bytes), msg, m.bytes);
         } else if (!staged) {
@@ -372,7 +375,7 @@ __device__ void ep_mark_landed(const EpRoute& r, int top_k, MsgLayout m, const u
     for (int k = -1; k < top_k; k++) {
         u8* msg = shared_msg;
         if (k >= 0) {
-            int dest = r.id[k] / n_local;
+            int dest = r.dest[k];
             if (!r.carries[k] || dest / gpus_per_node != node) continue;
             msg = (u8*)recv_ptrs[dest] + ep_recv_offset(rank, max_tokens, r.msg_at[k], m.bytes);
         }
@@ -426,7 +429,7 @@ extern "C" __global__ void ep_dispatch_put(const int* ids, const int* slots, con
     ep_load_route(route, t, ids, slots, rank_slots, top_k, n_local, n_ranks);
     int node = rank / gpus_per_node;
     for (int k = 0; k < top_k; k++) {
-        int dest = route.id[k] / n_local;
+        int dest = route.dest[k];
         if (!route.carries[k] || dest / gpus_per_node == node) continue;
         ep_block_copy((u8*)recv_ptrs[dest] + ep_recv_offset(rank, max_tokens, route.msg_at[k], m.bytes),
                       staging + (u64)t * m.bytes, m.bytes);
@@ -724,7 +727,7 @@ extern "C" __global__ void __launch_bounds__(512, 2)
 // done once (an integer division is a long instruction sequence on the GPU; in the loops below it
 // cost ~8 us a token at 128 tokens). Returns with a barrier passed.
 #define EP_STAGE_INTS 2048
-__shared__ int ep_stage[EP_STAGE_INTS], ep_stage_rank[EP_STAGE_INTS];
+__shared__ __align__(16) int ep_stage[EP_STAGE_INTS], ep_stage_rank[EP_STAGE_INTS];
 __device__ void ep_stage_ids(const int* ids, int first, int n, int top_k, int n_local) {
     __syncthreads(); // the previous chunk is read
     for (int i = threadIdx.x; i < n * top_k; i += blockDim.x) {
@@ -733,6 +736,27 @@ __device__ void ep_stage_ids(const int* ids, int first, int n, int top_k, int n_
         ep_stage_rank[i] = x >= 0 ? x / n_local : -1;
     }
     __syncthreads();
+}
+
+// Whether staged token u (ep_stage) names expert `id` and whether it reaches rank `dest`, ORed
+// into the flags: 16-byte loads when a token's ids are whole 16-byte pieces.
+__device__ __forceinline__ void ep_staged_token_meets(int u, int top_k, int id, int dest, bool& named,
+                                                      bool& reached) {
+    const int* x = ep_stage + u * top_k;
+    const int* xr = ep_stage_rank + u * top_k;
+    if (top_k % 4 == 0) {
+#pragma unroll 2
+        for (int j = 0; j < top_k / 4; j++) {
+            int4 a = ((const int4*)x)[j], b = ((const int4*)xr)[j];
+            named = named || a.x == id || a.y == id || a.z == id || a.w == id;
+            reached = reached || b.x == dest || b.y == dest || b.z == dest || b.w == dest;
+        }
+    } else {
+        for (int j = 0; j < top_k; j++) {
+            named = named || x[j] == id;
+            reached = reached || xr[j] == dest;
+        }
+    }
 }
 
 // Token t's route, worked out by its own block from the ids (no ep_assign_slots): a slot's row
@@ -756,47 +780,49 @@ __device__ void ep_own_route(EpRoute& r, int t, const int* ids, int top_k, int n
         bool sends = id >= 0 && (!skip_a2a || own_rank[k] == rank);
         for (int j = 0; j < k; j++) sends = sends && own[j] != id;
         r.id[k] = id;
+        r.dest[k] = own_rank[k];
         r.slot[k] = sends ? 0 : -1;
         names[k] = 0;
         reaches[k] = 0;
     }
     __syncthreads();
-    ep_route_carries(r, top_k, n_local);
-    if (threadIdx.x == 0) {
-        int n = 0;
-        for (int k = 0; k < top_k; k++)
-            if (r.slot[k] >= 0) { s_id[n] = r.id[k]; s_rank[n] = own_rank[k]; s_k[n] = k; n++; }
-        n_send = n;
-    }
-    __syncthreads();
-    int ns = n_send;
-    // Earlier tokens, a thread each, a chunk at a time: bit i of `named` when the token names
-    // sending slot i's expert, of `reached` when it reaches that slot's rank (a routed expert
-    // there; the slot's own expert is routed, so any expert of that rank is). Counted per warp
-    // with ballots. (A thread per (token, slot) pair, 8x the threads, was no faster at 128
-    // tokens and slower for the last tokens: every warp then took its shared atomics.)
+    // Warp 0 compacts the sending slots (a ballot per 32 slots) while the carrying slots are
+    // found.
     int lane = threadIdx.x & 31;
+    if (threadIdx.x < 32) {
+        int n = 0;
+        for (int k0 = 0; k0 < top_k; k0 += 32) {
+            int k = k0 + lane;
+            bool sends = k < top_k && r.slot[k] >= 0;
+            u32 ballot = __ballot_sync(0xffffffffu, sends);
+            if (sends) {
+                int i = n + __popc(ballot & ((1u << lane) - 1));
+                s_id[i] = r.id[k];
+                s_rank[i] = r.dest[k];
+                s_k[i] = k;
+            }
+            n += __popc(ballot);
+        }
+        if (lane == 0) n_send = n;
+    }
+    ep_route_carries(r, top_k);
+    int ns = n_send;
+    // Earlier tokens: a thread per (sending slot i, earlier token u), slot-major in whole warps,
+    // so that every warp counts for one slot: a ballot for "names the slot's expert", one for
+    // "reaches its rank" (a routed expert there; the slot's own expert is routed, so any expert
+    // of that rank is), one shared atomic each. Up to v16 a thread took an earlier token against
+    // every sending slot: 64 dependent steps a thread, ~4.5 us whatever the number of tokens.
     for (int c0 = 0; c0 < t; c0 += chunk) {
         int nc = min(chunk, t - c0);
         if (!all_staged) ep_stage_ids(ids, c0, nc, top_k, n_local);
-        for (int u0 = 0; u0 < nc; u0 += blockDim.x) {
-            int u = u0 + threadIdx.x;
-            u64 named = 0, reached = 0;
-            if (u < nc) {
-                for (int j = 0; j < top_k; j++) {
-                    int x = ep_stage[u * top_k + j], xr = ep_stage_rank[u * top_k + j];
-                    for (int i = 0; i < ns; i++) {
-                        if (x == s_id[i]) named |= 1ull << i;
-                        if (xr == s_rank[i]) reached |= 1ull << i;
-                    }
-                }
-            }
-            for (int i = 0; i < ns; i++) {
-                u32 a = __popc(__ballot_sync(0xffffffffu, (named >> i) & 1));
-                u32 b = __popc(__ballot_sync(0xffffffffu, (reached >> i) & 1));
-                if (lane == 0 && a) atomicAdd(&names[s_k[i]], a);
-                if (lane == 0 && b) atomicAdd(&reaches[s_k[i]], b);
-            }
+        int span = (nc + 31) & ~31;
+        for (int p = threadIdx.x; p < ns * span; p += blockDim.x) {
+            int i = p / span, u = p - i * span;
+            bool named = false, reached = false;
+            if (u < nc) ep_staged_token_meets(u, top_k, s_id[i], s_rank[i], named, reached);
+            u32 a = __popc(__ballot_sync(0xffffffffu, named)), b = __popc(__ballot_sync(0xffffffffu, reached));
+            if (lane == 0 && a) atomicAdd(&names[s_k[i]], a);
+            if (lane == 0 && b) atomicAdd(&reaches[s_k[i]], b);
         }
     }
     __syncthreads();
@@ -818,20 +844,21 @@ __device__ void ep_count_sent(const int* ids, int n_tokens, int top_k, int n_exp
     for (int c0 = 0; c0 < n_tokens; c0 += chunk) {
         int nc = min(chunk, n_tokens - c0);
         ep_stage_ids(ids, c0, nc, top_k, n_local);
-        for (int u = threadIdx.x; u < nc; u += blockDim.x) {
+        // A thread per (token, slot): a thread per token took 8 slots' checks in a row, a chain
+        // of dependent steps as long as the whole count at decode sizes.
+        for (int q = threadIdx.x; q < nc * top_k; q += blockDim.x) {
+            int u = q / top_k, k = q - u * top_k;
             const int* row = ep_stage + u * top_k;
             const int* row_rank = ep_stage_rank + u * top_k;
-            for (int k = 0; k < top_k; k++) {
-                int id = row[k], p = row_rank[k];
-                if (id < 0 || (skip_a2a && p != rank)) continue;
-                bool first = true, first_at_rank = true;
-                for (int j = 0; j < k; j++) {
-                    first = first && row[j] != id;
-                    first_at_rank = first_at_rank && row_rank[j] != p;
-                }
-                if (first) atomicAdd(&hist[id], 1u);
-                if (first_at_rank) atomicAdd(&hist[n_experts + p], 1u);
+            int id = row[k], p = row_rank[k];
+            if (id < 0 || (skip_a2a && p != rank)) continue;
+            bool first = true, first_at_rank = true;
+            for (int j = 0; j < k; j++) {
+                first = first && row[j] != id;
+                first_at_rank = first_at_rank && row_rank[j] != p;
             }
+            if (first) atomicAdd(&hist[id], 1u);
+            if (first_at_rank) atomicAdd(&hist[n_experts + p], 1u);
         }
     }
     __syncthreads();
