@@ -282,13 +282,17 @@ template <bool Warp> __device__ __forceinline__ void ep_team_sync() {
 // Writes row `row`'s message scales (null: a padding row, zero scales) into the output scale
 // array of `rows` rows (TokenFormat::place_scales), by the team. NVFP4's scale columns padded to
 // a multiple of 4 are zero in every row.
+// `first_word` (FP8 only; null: none) is the thread's first word of msg_scales, loaded already.
 template <bool Warp>
-__device__ void ep_place_scales(int fmt, int width, u64 rows, u64 row, const u8* msg_scales, u8* out) {
+__device__ void ep_place_scales(int fmt, int width, u64 rows, u64 row, const u8* msg_scales, u8* out,
+                                const u32* first_word = nullptr) {
     const int id = ep_team_id<Warp>(), size = ep_team_size<Warp>();
     if (fmt == EP_FMT_FP8) {
         // One f32 word per block, moved whole (both sides are 4-byte aligned).
         for (int b = id; b < width / 128; b += size)
-            ((u32*)out)[(u64)b * rows + row] = msg_scales ? ((const u32*)msg_scales)[b] : 0;
+            ((u32*)out)[(u64)b * rows + row] = !msg_scales     ? 0
+                                               : b == id && first_word ? *first_word
+                                                                       : ((const u32*)msg_scales)[b];
     } else if (fmt == EP_FMT_MXFP4) {
         int n = width / 32;
         for (int c = id; c < n; c += size) out[row * n + c] = msg_scales ? msg_scales[c] : 0;
@@ -332,8 +336,9 @@ __device__ __forceinline__ u64 ep_globaltimer() {
 // destinations there are. Each thread issues up to 8 loads before their stores, so a row of a few
 // KB is one round trip to memory, not one per 16 bytes (the stores cannot be moved past the next
 // load by the compiler: a destination may alias `src` as far as it knows).
+// With `from` (16-byte pieces, all aligned) the team's first `from` pieces are copied already.
 template <bool Warp>
-__device__ __forceinline__ void ep_copy_to(u8* const* dst, int n_dst, const u8* src, u64 bytes) {
+__device__ __forceinline__ void ep_copy_to(u8* const* dst, int n_dst, const u8* src, u64 bytes, u64 from = 0) {
     const unsigned id = ep_team_id<Warp>(), size = ep_team_size<Warp>();
     bool vector = (u64)src % 16 == 0 && bytes % 16 == 0;
     for (int i = 0; i < n_dst; i++) vector = vector && (u64)dst[i] % 16 == 0;
@@ -341,7 +346,7 @@ __device__ __forceinline__ void ep_copy_to(u8* const* dst, int n_dst, const u8* 
         const uint4* s = (const uint4*)src;
         const int batch = 8;
         u64 n = bytes / 16, step = size;
-        for (u64 i0 = id; i0 < n; i0 += batch * step) {
+        for (u64 i0 = from + id; i0 < n; i0 += batch * step) {
             uint4 v[batch];
 #pragma unroll
             for (int u = 0; u < batch; u++)

@@ -453,19 +453,60 @@ struct EpRows {
     int n;
 };
 
-// Rows r.row[0 .. r.n) of the output (of `rows`) from message `msg`, by the block or (Warp) the
-// calling warp: the payload read once and stored to every row, then each row's scales, src_info
-// (source token, r.slot[i]) and source rank `src` (-1: none).
+// 16-byte payload pieces a thread of a block loads with a message's header (EpMsgHead); a warp
+// that copies a message takes neither pieces nor a scale word (its threads have ~14 pieces of a
+// row each to copy anyway, and the registers spilled in ep_dispatch_copy_messages).
+#define EP_COPY_FIRST 2
+template <bool Warp> __device__ __forceinline__ constexpr int ep_copy_first() { return Warp ? 0 : EP_COPY_FIRST; }
+
+// What a thread of the team copying message `msg` loads of it in one round, together with the
+// header (ep_load_message): its first payload pieces (when every row is 16-byte aligned), its
+// first FP8 scale word, the source token. Up to v16 these were three round trips after the
+// header's: the payload, then the token and the scales, reloaded after stores that might alias.
+struct EpMsgHead {
+    uint4 piece[EP_COPY_FIRST];
+    u32 scale;
+    int token;
+    bool vector;
+};
+
 template <bool Warp>
-__device__ void ep_copy_rows(const EpRows& r, u64 rows, const u8* msg, int src, int hidden, int fmt, MsgLayout m,
-                             u8* recv_scales, int* src_info, int* row_src) {
-    ep_copy_to<Warp>(r.dst, r.n, msg, m.payload_bytes);
-    int token = *(const int*)(msg + m.src_off);
+__device__ __forceinline__ EpMsgHead ep_load_message(const u8* msg, int hidden, int fmt, MsgLayout m,
+                                                     const u8* recv_tokens) {
+    const unsigned id = ep_team_id<Warp>(), size = ep_team_size<Warp>();
+    EpMsgHead h;
+    h.vector = ((u64)msg | (u64)recv_tokens | (u64)m.payload_bytes) % 16 == 0;
+    u64 n = m.payload_bytes / 16;
+#pragma unroll
+    for (int u = 0; u < ep_copy_first<Warp>(); u++)
+        if (h.vector && id + u * size < n) h.piece[u] = ((const uint4*)msg)[id + u * size];
+    h.scale = !Warp && fmt == EP_FMT_FP8 && (int)id < hidden / 128 ? ((const u32*)(msg + m.scales_off))[id] : 0;
+    h.token = *(const int*)(msg + m.src_off);
+    return h;
+}
+
+// Rows r.row[0 .. r.n) of the output (of `rows`) from message `msg`, whose first pieces are in
+// `h`, by the block or (Warp) the calling warp: the payload read once and stored to every row,
+// then each row's scales, src_info (source token, r.slot[i]) and source rank `src` (-1: none).
+template <bool Warp>
+__device__ void ep_copy_rows(const EpRows& r, const EpMsgHead& h, u64 rows, const u8* msg, int src, int hidden,
+                             int fmt, MsgLayout m, u8* recv_scales, int* src_info, int* row_src) {
+    const unsigned id = ep_team_id<Warp>(), size = ep_team_size<Warp>();
+    u64 from = 0;
+    if (h.vector) {
+        u64 n = m.payload_bytes / 16;
+        for (int i = 0; i < r.n; i++)
+#pragma unroll
+            for (int u = 0; u < ep_copy_first<Warp>(); u++)
+                if (id + u * size < n) ((uint4*)r.dst[i])[id + u * size] = h.piece[u];
+        from = (u64)ep_copy_first<Warp>() * size;
+    }
+    ep_copy_to<Warp>(r.dst, r.n, msg, m.payload_bytes, from);
     for (int i = 0; i < r.n; i++) {
         u64 row = r.row[i];
-        ep_place_scales<Warp>(fmt, hidden, rows, row, msg + m.scales_off, recv_scales);
-        if (ep_team_id<Warp>() == 0) {
-            src_info[2 * row] = token;
+        ep_place_scales<Warp>(fmt, hidden, rows, row, msg + m.scales_off, recv_scales, Warp ? nullptr : &h.scale);
+        if (id == 0) {
+            src_info[2 * row] = h.token;
             src_info[2 * row + 1] = r.slot[i];
             row_src[row] = src;
         }
@@ -526,7 +567,8 @@ __device__ bool ep_message_ready(const u8* msg, int s, u32 nm, MsgLayout m, EpLa
 // Message `j` from rank `s` (its message count word `nmsg_s`), by the block or (Warp) the calling
 // warp: this rank's rows of it (slots with a row slot whose expert is here, row = the group's
 // start for the source + the row slot the message carries; every real row has exactly one), found
-// by one warp with a ballot, then the payload read once and written to each. From an overlapped
+// by one warp with a ballot in the same round of loads as the payload's first pieces
+// (ep_load_message), then the payload read once and written to each. From an overlapped
 // sender it first waits for the message's mark; returns false when it did not come.
 template <bool Warp>
 __device__ bool ep_copy_message(int s, u32 j, u32 nmsg_s, EpLanding landing, const u8* recv,
@@ -535,6 +577,7 @@ __device__ bool ep_copy_message(int s, u32 j, u32 nmsg_s, EpLanding landing, con
                                 u8* recv_scales, int* src_info, int* row_src, u32* status, EpRows& r) {
     const u8* msg = recv + ep_recv_offset(s, max_tokens, j, m.bytes);
     if (!ep_message_ready<Warp>(msg, s, nmsg_s, m, landing, n_local, n_ranks, status)) return false;
+    EpMsgHead h = ep_load_message<Warp>(msg, hidden, fmt, m, recv_tokens);
     if (Warp || threadIdx.x < 32) {
         int lane = threadIdx.x & 31, n = 0;
         for (int k0 = 0; k0 < m.top_k; k0 += 32) {
@@ -559,7 +602,7 @@ __device__ bool ep_copy_message(int s, u32 j, u32 nmsg_s, EpLanding landing, con
         if (lane == 0) r.n = n;
     }
     ep_team_sync<Warp>();
-    ep_copy_rows<Warp>(r, rows, msg, s, hidden, fmt, m, recv_scales, src_info, row_src);
+    ep_copy_rows<Warp>(r, h, rows, msg, s, hidden, fmt, m, recv_scales, src_info, row_src);
     ep_team_sync<Warp>(); // `r` is the next message's
     return true;
 }
@@ -600,6 +643,7 @@ __device__ bool ep_copy_shared_row(u64 first, u64 i, u64 rows, const u8* shared_
                                    EpRows& r) {
     const u8* msg = shared_msgs + i * m.bytes;
     if (!ep_message_ready<false>(msg, rank, nm_own, m, landing, n_local, n_ranks, status)) return false;
+    EpMsgHead h = ep_load_message<false>(msg, hidden, fmt, m, recv_tokens);
     if (threadIdx.x == 0) {
         r.row[0] = first + i;
         r.dst[0] = recv_tokens + (first + i) * m.payload_bytes;
@@ -607,7 +651,7 @@ __device__ bool ep_copy_shared_row(u64 first, u64 i, u64 rows, const u8* shared_
         r.n = 1;
     }
     __syncthreads();
-    ep_copy_rows<false>(r, rows, msg, -1, hidden, fmt, m, recv_scales, src_info, row_src);
+    ep_copy_rows<false>(r, h, rows, msg, -1, hidden, fmt, m, recv_scales, src_info, row_src);
     __syncthreads();
     return true;
 }
