@@ -76,9 +76,11 @@ const SINGLE_DISPATCH_MAX_TOKENS_SHARED_GPU: usize = 1;
 const OVERLAP_MIN_TOKENS: usize = 2048;
 /// Threads of an overlapped copy-out block (16 warps, a message each). Its launch bounds keep it
 /// to half an SM's registers, so one fits beside one 512-thread send block, but every SM that
-/// holds one runs one send block instead of two. So the grid is a share of the SMs: half for BF16,
-/// a quarter for the formats the send encodes (which need the send's blocks more), the best of
-/// 1/8 to all of the SMs at 4096 tokens on 2x H200. `EP_CUDA_OVERLAP_COPY_BLOCKS` sets it.
+/// holds one runs one send block instead of two. So the grid is a share of the SMs: two thirds
+/// for BF16, a third for the formats the send encodes (which need the send's blocks more), the
+/// best of 1/8 to all of the SMs at 4096 tokens on 2x H200 (docs/perf.md, v17: FP8 a third 273
+/// us, a quarter 317; BF16 two thirds 304-308 us with p95 315, a half 291-335 with p95 338-372).
+/// `EP_CUDA_OVERLAP_COPY_BLOCKS` sets it.
 const OVERLAP_COPY_THREADS: u32 = 512;
 /// The status word the wait and copy-out kernels leave: common.cuh's `EP_*` codes (a test checks
 /// that they agree).
@@ -773,9 +775,9 @@ impl CudaComm {
         if what == CopyOut::Messages {
             static BLOCKS: OnceLock<Option<usize>> = OnceLock::new();
             let most = self.world.single_launch_blocks[self.rank] as usize;
-            let share = if cfg.format == Format::Bf16 { 2 } else { 4 };
+            let (num, den) = if cfg.format == Format::Bf16 { (2, 3) } else { (1, 3) };
             let grid = tokens_from_env(&BLOCKS, "EP_CUDA_OVERLAP_COPY_BLOCKS")
-                .unwrap_or(most / share)
+                .unwrap_or(most * num / den)
                 .clamp(1, most);
             let f = self.k().get("ep_dispatch_copy_messages");
             return launch(

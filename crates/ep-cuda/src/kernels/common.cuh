@@ -569,9 +569,10 @@ __device__ void ep_reset_counts_when_read(u32* ticket, u32 blocks, u64* counts, 
 #define EP_TRACE_PRINTS(rank, published) \
     ((EP_TRACE_RANK < 0 || (rank) == EP_TRACE_RANK) && (blockIdx.x == 0 || (published)))
 #endif
-__shared__ u64 ep_stamp[12]; // at file scope: the device functions a kernel calls stamp too
+#define EP_N_STAMPS 16
+__shared__ u64 ep_stamp[EP_N_STAMPS]; // at file scope: the device functions a kernel calls stamp too
 #define EP_STAMPS                                                          \
-    if (threadIdx.x < 12) ep_stamp[threadIdx.x] = 0;                       \
+    if (threadIdx.x < EP_N_STAMPS) ep_stamp[threadIdx.x] = 0;              \
     __syncthreads();                                                       \
     if (threadIdx.x == 0) ep_stamp[0] = ep_globaltimer();
 #define EP_STAMP(i) do { if (threadIdx.x == 0) ep_stamp[i] = ep_globaltimer(); } while (0)
@@ -580,11 +581,12 @@ __shared__ u64 ep_stamp[12]; // at file scope: the device functions a kernel cal
 #define EP_STAMPS_PRINT(what, rank, published)                                                         \
     do {                                                                                               \
         if (threadIdx.x == 0 && EP_TRACE_PRINTS(rank, published)) {                                   \
-            float d[12];                                                                               \
-            for (int i = 0; i < 12; i++) d[i] = ep_stamp[i] ? (ep_stamp[i] - ep_stamp[0]) * 1e-3f : -1.0f; \
-            printf("trace %s rank %d block %d pub %d start %llu: %.2f %.2f %.2f %.2f %.2f %.2f %.2f %.2f %.2f %.2f %.2f\n", \
-                   what, rank, blockIdx.x, (int)(published), ep_stamp[0], d[1], d[2], d[3],    \
-                   d[4], d[5], d[6], d[7], d[8], d[9], d[10], d[11]);                                          \
+            float d[EP_N_STAMPS];                                                                      \
+            for (int i = 0; i < EP_N_STAMPS; i++) d[i] = ep_stamp[i] ? (ep_stamp[i] - ep_stamp[0]) * 1e-3f : -1.0f; \
+            printf("trace %s rank %d block %d pub %d start %llu: %.2f %.2f %.2f %.2f %.2f %.2f %.2f %.2f %.2f %.2f " \
+                   "%.2f %.2f %.2f %.2f %.2f\n",                                                      \
+                   what, rank, blockIdx.x, (int)(published), ep_stamp[0], d[1], d[2], d[3], d[4], d[5], d[6], \
+                   d[7], d[8], d[9], d[10], d[11], d[12], d[13], d[14], d[15]);                         \
         }                                                                                              \
     } while (0)
 #else

@@ -162,13 +162,15 @@ extern __shared__ uint4 smem_u4[];
 // stores before it might have changed). Per slot k: the expert id (-1 masked), its row slot (-1:
 // nothing goes for this slot), the expert's rank (divided once: an integer division is a long
 // instruction sequence), whether it carries the token's message to its rank (the first sending
-// slot for that rank), and the message's slot at that rank.
+// slot for that rank), and the message's slot at that rank; ep_send_token adds where a carrying
+// slot's message goes inside this node.
 struct EpRoute {
     int id[EP_MAX_TOP_K];
     int dest[EP_MAX_TOP_K];
     int slot[EP_MAX_TOP_K];
     int msg_at[EP_MAX_TOP_K];
     bool carries[EP_MAX_TOP_K];
+    u8* at[EP_MAX_TOP_K];
 };
 
 // Which sending slots carry the token's message to their rank: the first sending slot for each
@@ -215,17 +217,26 @@ __device__ void ep_fetch_row(int t, const u16* tokens, int hidden, int fmt, MsgL
 }
 
 // One block per token, its row fetched (ep_fetch_row): encode the message once in shared memory,
-// then store it at every rank of this node the token reaches (16-byte stores). Messages for
-// another node are staged for ep_dispatch_put; the shared expert's tokens are kept in
-// `shared_msgs`.
-__device__ void ep_send_token(int t, const EpRoute& r, const float* input_scales, int hidden,
-                              int top_k, int fmt, MsgLayout m, const u64* recv_ptrs, int rank, int n_local,
-                              int gpus_per_node, int max_tokens, u8* staging, int shared_start, int shared_end,
-                              u8* shared_msgs) {
+// then store it at every rank of this node the token reaches (16-byte stores; r.at, which
+// ep_mark_landed reads too). Messages for another node are staged for ep_dispatch_put; the shared
+// expert's tokens are kept in `shared_msgs`.
+__device__ void ep_send_token(int t, EpRoute& r, const float* input_scales, int hidden, int top_k, int fmt,
+                              MsgLayout m, const u64* recv_ptrs, int rank, int gpus_per_node, int max_tokens,
+                              u8* staging, int shared_start, int shared_end, u8* shared_msgs) {
     u8* msg = (u8*)smem_u4;
     float* x = (float*)(msg + m.bytes);
+    int node = rank / gpus_per_node;
+    // The global loads the send needs besides the row, issued while the row's load completes:
+    // each carrying slot's peer buffer and the token's input scale (after the encode or the
+    // barrier they were a round trip each on the path).
+    for (int k = threadIdx.x; k < top_k; k += blockDim.x)
+        r.at[k] = r.carries[k] && r.dest[k] / gpus_per_node == node
+                      ? (u8*)recv_ptrs[r.dest[k]] + ep_recv_offset(rank, max_tokens, r.msg_at[k], m.bytes)
+                      : nullptr;
+    float input_scale = fmt == EP_FMT_BF16 ? 1.0f : input_scales[t];
     ep_async_wait(); // the fetched row, before anything returns or reads it
     __syncthreads();
+    if (threadIdx.x == 0) EP_STAMP_FIRST(12);
     bool shared = t >= shared_start && t < shared_end;
     bool any = shared;
     for (int k = 0; k < top_k; k++) any = any || r.slot[k] >= 0;
@@ -253,7 +264,7 @@ __device__ void ep_send_token(int t, const EpRoute& r, const float* input_scales
         const u16* row = (const u16*)ep_fetched_row(fmt, m, hidden);
         for (int i = threadIdx.x; i < hidden; i += blockDim.x) x[i] = bf16_to_f32(row[i]);
         __syncthreads();
-        ep_encode_row(fmt, x, hidden, input_scales[t], msg, msg + m.scales_off);
+        ep_encode_row(fmt, x, hidden, input_scale, msg, msg + m.scales_off);
     }
     if (threadIdx.x == 0) *(int*)(msg + m.src_off) = t;
     for (int k = threadIdx.x; k < top_k; k += blockDim.x) {
@@ -261,20 +272,20 @@ __device__ void ep_send_token(int t, const EpRoute& r, const float* input_scales
         ((int*)(msg + m.slots_off))[k] = r.slot[k];
     }
     __syncthreads();
+    if (threadIdx.x == 0) EP_STAMP_FIRST(13);
 
-    int node = rank / gpus_per_node;
     bool staged = false;
     for (int k = 0; k < top_k; k++) {
         if (!r.carries[k]) continue;
-        int dest = r.dest[k];
-        if (dest / gpus_per_node == node) {
-            ep_block_copy((u8*)recv_ptrs[dest] + ep_recv_offset(rank, max_tokens, r.msg_at[k], m.bytes), msg, m.bytes);
+        if (r.at[k]) {
+            ep_block_copy(r.at[k], msg, m.bytes);
         } else if (!staged) {
             ep_block_copy(staging + (u64)t * m.bytes, msg, m.bytes);
             staged = true;
         }
     }
     if (shared) ep_block_copy(shared_msgs + (u64)(t - shared_start) * m.bytes, msg, m.bytes);
+    if (threadIdx.x == 0) EP_STAMP_FIRST(14);
 }
 
 // In-place inclusive prefix sum of a[0 .. n) in shared memory, by the whole block (blockDim.x a
@@ -362,23 +373,16 @@ extern "C" __global__ void ep_dispatch_wait(u64* counts, int n_local, int n_rank
     for (int g = threadIdx.x; g <= n_groups; g += blockDim.x) row_offsets[g] = start[g];
 }
 
-// Marks token t's messages inside this node, and its shared-expert message (`shared_msg`, null
-// when it has none), landed for round `seq` (a sender that published early, above): the block's
-// stores are ordered before one fence, then a system-scope store per message. Every thread calls
-// it.
-__device__ void ep_mark_landed(const EpRoute& r, int top_k, MsgLayout m, const u64* recv_ptrs, int rank, int n_local,
-                               int gpus_per_node, int max_tokens, u32 seq, u8* shared_msg) {
+// Marks token t's messages inside this node (r.at, from ep_send_token), and its shared-expert
+// message (`shared_msg`, null when it has none), landed for round `seq` (a sender that published
+// early, above): the block's stores are ordered before one fence, then a system-scope store per
+// message. Every thread calls it.
+__device__ void ep_mark_landed(const EpRoute& r, int top_k, MsgLayout m, u32 seq, u8* shared_msg) {
     __syncthreads();
     if (threadIdx.x != 0) return;
-    int node = rank / gpus_per_node;
     bool fenced = false;
     for (int k = -1; k < top_k; k++) {
-        u8* msg = shared_msg;
-        if (k >= 0) {
-            int dest = r.dest[k];
-            if (!r.carries[k] || dest / gpus_per_node != node) continue;
-            msg = (u8*)recv_ptrs[dest] + ep_recv_offset(rank, max_tokens, r.msg_at[k], m.bytes);
-        }
+        u8* msg = k < 0 ? shared_msg : r.at[k];
         if (!msg) continue;
         if (!fenced) ep_fence_acq_rel();
         fenced = true;
@@ -409,11 +413,9 @@ extern "C" __global__ void __launch_bounds__(512) ep_dispatch_send(const u16* to
     if (t < n_tokens) {
         ep_fetch_row(t, tokens, hidden, fmt, m);
         ep_load_route(route, t, ids, slots, rank_slots, top_k, n_local, n_ranks);
-        ep_send_token(t, route, input_scales, hidden, top_k, fmt, m, recv_ptrs, rank, n_local,
-                      gpus_per_node, max_tokens, staging, shared_start, shared_end, shared_msgs);
-        if (early)
-            ep_mark_landed(route, top_k, m, recv_ptrs, rank, n_local, gpus_per_node, max_tokens, seq,
-                           ep_shared_msg(t, shared_start, shared_end, shared_msgs, m));
+        ep_send_token(t, route, input_scales, hidden, top_k, fmt, m, recv_ptrs, rank, gpus_per_node, max_tokens,
+                      staging, shared_start, shared_end, shared_msgs);
+        if (early) ep_mark_landed(route, top_k, m, seq, ep_shared_msg(t, shared_start, shared_end, shared_msgs, m));
     }
     if (!early && signal && ep_last_block(ticket))
         ep_publish_counts(sent, msgs_to, n_experts, n_local, n_ranks, rank, skip_a2a, count_ptrs, nmsg_ptrs, 0);
@@ -602,6 +604,7 @@ __device__ bool ep_copy_message(int s, u32 j, u32 nmsg_s, EpLanding landing, con
         if (lane == 0) r.n = n;
     }
     ep_team_sync<Warp>();
+    if (threadIdx.x == 0) EP_STAMP_FIRST(15);
     ep_copy_rows<Warp>(r, h, rows, msg, s, hidden, fmt, m, recv_scales, src_info, row_src);
     ep_team_sync<Warp>(); // `r` is the next message's
     return true;
@@ -966,9 +969,10 @@ extern "C" __global__ void __launch_bounds__(512) ep_dispatch_single(
     __shared__ EpRoute route;
     __shared__ EpRows scratch;
     // Stamps (EP_CUDA_TRACE, scripts/trace_summary.py): 11 the token's ids staged, 1 its route,
-    // 2 its messages sent and marked (the counting block: 1 counted, 2 published), 3 the block's
-    // tokens sent, 4 every count here, 5 the layout, 8 padding rows, 9 the first message's mark
-    // seen, 10 messages copied, 6 copy-out done, 7 counts reset.
+    // 12 its row here, 13 its message encoded, 14 its stores issued, 2 its messages marked (the
+    // counting block: 1 counted, 2 published), 3 the block's tokens sent, 4 every count here, 5
+    // the layout, 8 padding rows, 9 the first message's mark seen, 15 its rows found, 10 messages
+    // copied, 6 copy-out done, 7 counts reset.
     EP_STAMPS
     int senders = gridDim.x - 1;
     bool counter = blockIdx.x == senders;
@@ -984,10 +988,9 @@ extern "C" __global__ void __launch_bounds__(512) ep_dispatch_single(
         ep_fetch_row(t, tokens, hidden, fmt, m);
         ep_own_route(route, t, ids, top_k, n_local, rank, skip_a2a);
         if (t == blockIdx.x) EP_STAMP(1);
-        ep_send_token(t, route, input_scales, hidden, top_k, fmt, m, recv_ptrs, rank, n_local, n_ranks,
-                      max_tokens, nullptr, shared_start, shared_end, shared_msgs);
-        ep_mark_landed(route, top_k, m, recv_ptrs, rank, n_local, n_ranks, max_tokens, seq,
-                       ep_shared_msg(t, shared_start, shared_end, shared_msgs, m));
+        ep_send_token(t, route, input_scales, hidden, top_k, fmt, m, recv_ptrs, rank, n_ranks, max_tokens, nullptr,
+                      shared_start, shared_end, shared_msgs);
+        ep_mark_landed(route, top_k, m, seq, ep_shared_msg(t, shared_start, shared_end, shared_msgs, m));
         if (t == blockIdx.x) EP_STAMP(2);
         __syncthreads(); // the route and the message in shared memory are the next token's
     }
