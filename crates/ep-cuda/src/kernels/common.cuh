@@ -221,14 +221,31 @@ __device__ void ep_encode_block(int fmt, const float* x, int b, float input_scal
     }
 }
 
+// Elements i .. i + 3 of a row as f32, from f32 or from bf16 (a fetched row: one 8-byte load,
+// `i` a multiple of 4 and the row 8-byte aligned).
+__device__ __forceinline__ void ep_load4(const float* x, int i, float* v) {
+    for (int j = 0; j < 4; j++) v[j] = x[i + j];
+}
+__device__ __forceinline__ void ep_load4(const u16* x, int i, float* v) {
+    uint2 w = *(const uint2*)(x + i);
+    v[0] = bf16_to_f32((u16)(w.x & 0xffffu));
+    v[1] = bf16_to_f32((u16)(w.x >> 16));
+    v[2] = bf16_to_f32((u16)(w.y & 0xffffu));
+    v[3] = bf16_to_f32((u16)(w.y >> 16));
+}
+
 // FP8 blocks one warp each: lane i takes elements 4i..4i+3 of the 128, the block's amax (and
 // whether it holds a NaN or an infinity) comes from warp shuffles. A NaN or infinity makes the
 // block zero with a NaN scale; otherwise scale = max(amax, 1e-4) / 448 and each element is
-// e4m3(x / scale) (format/fp8.rs). blockDim.x is a multiple of 32.
-__device__ void ep_encode_fp8_warps(const float* x, int n, u8* payload, u8* scales) {
+// e4m3(x / scale) (format/fp8.rs). blockDim.x is a multiple of 32. The row is f32, or bf16 (the
+// dispatch's fetched row, read as is: a pass that widened it to f32 in shared memory first, and
+// its barrier, were ~1 us of a decode send).
+template <typename T>
+__device__ void ep_encode_fp8_warps(const T* x, int n, u8* payload, u8* scales) {
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
     for (int b = warp; b < n / 128; b += warps) {
-        const float* xs = x + b * 128 + lane * 4;
+        float xs[4];
+        ep_load4(x, b * 128 + lane * 4, xs);
         float amax = 0.0f;
         bool finite = true;
         for (int i = 0; i < 4; i++) {

@@ -201,7 +201,7 @@ __device__ void ep_load_route(EpRoute& r, int t, const int* ids, const int* slot
 
 // Where ep_fetch_row puts a token's row in the block's dynamic shared memory: BF16 straight into
 // the message's payload; other formats as bf16 after the message and the row in f32 (which the
-// encoder reads).
+// MXFP4 and NVFP4 encoders read; FP8 encodes from the bf16 row itself).
 __device__ __forceinline__ u8* ep_fetched_row(int fmt, MsgLayout m, int hidden) {
     u8* msg = (u8*)smem_u4;
     return fmt == EP_FMT_BF16 ? msg : msg + m.bytes + 4 * hidden;
@@ -260,6 +260,9 @@ __device__ void ep_send_token(int t, EpRoute& r, const float* input_scales, int 
             dst[i] = v;
         }
         __syncthreads();
+    } else if (fmt == EP_FMT_FP8) {
+        __syncthreads(); // the zeroed header, before the scales go in
+        ep_encode_fp8_warps((const u16*)ep_fetched_row(fmt, m, hidden), hidden, msg, msg + m.scales_off);
     } else {
         const u16* row = (const u16*)ep_fetched_row(fmt, m, hidden);
         for (int i = threadIdx.x; i < hidden; i += blockDim.x) x[i] = bf16_to_f32(row[i]);
