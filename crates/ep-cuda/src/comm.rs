@@ -775,7 +775,11 @@ impl CudaComm {
         if what == CopyOut::Messages {
             static BLOCKS: OnceLock<Option<usize>> = OnceLock::new();
             let most = self.world.single_launch_blocks[self.rank] as usize;
-            let (num, den) = if cfg.format == Format::Bf16 { (2, 3) } else { (1, 3) };
+            let (num, den) = if cfg.format == Format::Bf16 {
+                (2, 3)
+            } else {
+                (1, 3)
+            };
             let grid = tokens_from_env(&BLOCKS, "EP_CUDA_OVERLAP_COPY_BLOCKS")
                 .unwrap_or(most * num / den)
                 .clamp(1, most);
