@@ -8,8 +8,9 @@ Each printed line is one block of one launch: its start (%globaltimer, ns) and t
 to each stamp (-1: not reached). Lines are grouped into launches per (kernel, rank) by their start
 times. For every launch the times are taken from the launch's first block start, so that a block
 that starts late, or waits long, shows; then the medians over the launches are printed: for each
-stamp, the median over the blocks and the last block to reach it. With EP_CUDA_TRACE=1 (block 0
-and the publishing block only) the same table covers those two blocks.
+stamp, the median over the blocks, the last block to reach it, and the block that published the
+counts (the single-launch dispatch's counting block runs apart from the senders). With
+EP_CUDA_TRACE=1 (block 0 and the publishing block only) the same table covers those two blocks.
 """
 import collections
 import re
@@ -53,11 +54,11 @@ def main(path):
             start_spread.append((run[-1][1] - t0) * 1e-3)
             ends = []
             for i in range(n_stamps):
-                at = [((b[1] - t0) * 1e-3 + b[3][i], b[0]) for b in run if b[3][i] >= 0]
+                at = [((b[1] - t0) * 1e-3 + b[3][i], b[0], b[2]) for b in run if b[3][i] >= 0]
                 if not at:
                     continue
-                med[i].append(st.median(a for a, _ in at))
-                pub[i] += [(b[1] - t0) * 1e-3 + b[3][i] for b in run if b[2] and b[3][i] >= 0]
+                med[i].append(st.median(a for a, _, _ in at))
+                pub[i] += [a for a, _, published in at if published]
                 worst = max(at)
                 last[i].append(worst[0])
                 last_block[i][worst[1]] += 1

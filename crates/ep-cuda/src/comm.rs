@@ -43,11 +43,13 @@ fn format_id(f: Format) -> i32 {
     }
 }
 
-/// Dynamic shared memory a block needs to send a token (dispatch.cu, `ep_send_token`): the
-/// message; for the formats that encode, also the row in f32 and the row as fetched (bf16).
+/// Dynamic shared memory a block needs to send a token (dispatch.cu, `ep_fetched_row`): the
+/// message (BF16 fetches its row into it); FP8 also the row as fetched (bf16), which it encodes
+/// from; the others (MXFP4, NVFP4) also the row in f32 before that.
 fn send_smem(format: Format, m: &MsgLayout, hidden: usize) -> usize {
     match format {
         Format::Bf16 => m.bytes as usize,
+        Format::Fp8 => m.bytes as usize + hidden * 2,
         _ => m.bytes as usize + hidden * (4 + 2),
     }
 }

@@ -348,22 +348,32 @@ __device__ __forceinline__ u64 ep_globaltimer() {
     return t;
 }
 
+// Whether `p` and `bytes` allow 16-byte accesses (ep_copy_to's test of its source).
+__device__ __forceinline__ bool ep_aligned16(const void* p, u64 bytes) { return (u64)p % 16 == 0 && bytes % 16 == 0; }
+
 // Copies `bytes` (a multiple of 4) from `src` to each of `dst[0 .. n_dst)` with the team's
 // threads, 16 bytes at a time where all are 16-byte aligned: `src` is read once however many
 // destinations there are. Each thread issues up to 8 loads before their stores, so a row of a few
 // KB is one round trip to memory, not one per 16 bytes (the stores cannot be moved past the next
-// load by the compiler: a destination may alias `src` as far as it knows).
-// With `from` (16-byte pieces, all aligned) the team's first `from` pieces are copied already.
-template <bool Warp>
-__device__ __forceinline__ void ep_copy_to(u8* const* dst, int n_dst, const u8* src, u64 bytes, u64 from = 0) {
+// load by the compiler: a destination may alias `src` as far as it knows). With `First`, the
+// thread's first pieces (id, id + size, ...) were loaded from `src` already, into `first`
+// (whenever src and bytes are 16-byte aligned): stored as they are.
+template <bool Warp, int First = 0>
+__device__ __forceinline__ void ep_copy_to(u8* const* dst, int n_dst, const u8* src, u64 bytes,
+                                           const uint4* first = nullptr) {
     const unsigned id = ep_team_id<Warp>(), size = ep_team_size<Warp>();
+    // ep_aligned16(src, bytes), written out: the call cost ep_combine_send 8 registers (56 -> 64).
     bool vector = (u64)src % 16 == 0 && bytes % 16 == 0;
     for (int i = 0; i < n_dst; i++) vector = vector && (u64)dst[i] % 16 == 0;
     if (vector) {
         const uint4* s = (const uint4*)src;
         const int batch = 8;
         u64 n = bytes / 16, step = size;
-        for (u64 i0 = from + id; i0 < n; i0 += batch * step) {
+        for (int i = 0; i < n_dst; i++)
+#pragma unroll
+            for (int u = 0; u < First; u++)
+                if (id + u * step < n) ((uint4*)dst[i])[id + u * step] = first[u];
+        for (u64 i0 = First * step + id; i0 < n; i0 += batch * step) {
             uint4 v[batch];
 #pragma unroll
             for (int u = 0; u < batch; u++)

@@ -200,11 +200,12 @@ __device__ void ep_load_route(EpRoute& r, int t, const int* ids, const int* slot
 }
 
 // Where ep_fetch_row puts a token's row in the block's dynamic shared memory: BF16 straight into
-// the message's payload; other formats as bf16 after the message and the row in f32 (which the
-// MXFP4 and NVFP4 encoders read; FP8 encodes from the bf16 row itself).
+// the message's payload; FP8 (encoded from the bf16 row itself) after the message; MXFP4 and
+// NVFP4 after the message and the row in f32, which their encoders read. comm.rs's send_smem
+// sizes the same layout.
 __device__ __forceinline__ u8* ep_fetched_row(int fmt, MsgLayout m, int hidden) {
     u8* msg = (u8*)smem_u4;
-    return fmt == EP_FMT_BF16 ? msg : msg + m.bytes + 4 * hidden;
+    return fmt == EP_FMT_BF16 ? msg : fmt == EP_FMT_FP8 ? msg + m.bytes : msg + m.bytes + 4 * hidden;
 }
 
 // Starts loading token t's row into shared memory (ep_fetched_row) and returns at once: issued
@@ -224,16 +225,15 @@ __device__ void ep_send_token(int t, EpRoute& r, const float* input_scales, int 
                               MsgLayout m, const u64* recv_ptrs, int rank, int gpus_per_node, int max_tokens,
                               u8* staging, int shared_start, int shared_end, u8* shared_msgs) {
     u8* msg = (u8*)smem_u4;
-    float* x = (float*)(msg + m.bytes);
     int node = rank / gpus_per_node;
     // The global loads the send needs besides the row, issued while the row's load completes:
-    // each carrying slot's peer buffer and the token's input scale (after the encode or the
-    // barrier they were a round trip each on the path).
+    // each carrying slot's peer buffer (loaded only when the stores began, it was a round trip on
+    // the path) and NVFP4's input scale (the only encoder that reads one).
     for (int k = threadIdx.x; k < top_k; k += blockDim.x)
         r.at[k] = r.carries[k] && r.dest[k] / gpus_per_node == node
                       ? (u8*)recv_ptrs[r.dest[k]] + ep_recv_offset(rank, max_tokens, r.msg_at[k], m.bytes)
                       : nullptr;
-    float input_scale = fmt == EP_FMT_BF16 ? 1.0f : input_scales[t];
+    float input_scale = fmt == EP_FMT_NVFP4 ? input_scales[t] : 1.0f;
     ep_async_wait(); // the fetched row, before anything returns or reads it
     __syncthreads();
     if (threadIdx.x == 0) EP_STAMP_FIRST(12);
@@ -265,6 +265,7 @@ __device__ void ep_send_token(int t, EpRoute& r, const float* input_scales, int 
         ep_encode_fp8_warps((const u16*)ep_fetched_row(fmt, m, hidden), hidden, msg, msg + m.scales_off);
     } else {
         const u16* row = (const u16*)ep_fetched_row(fmt, m, hidden);
+        float* x = (float*)(msg + m.bytes);
         for (int i = threadIdx.x; i < hidden; i += blockDim.x) x[i] = bf16_to_f32(row[i]);
         __syncthreads();
         ep_encode_row(fmt, x, hidden, input_scale, msg, msg + m.scales_off);
@@ -458,59 +459,53 @@ struct EpRows {
     int n;
 };
 
-// 16-byte payload pieces a thread of a block loads with a message's header (EpMsgHead); a warp
-// that copies a message takes neither pieces nor a scale word (its threads have ~14 pieces of a
-// row each to copy anyway, and the registers spilled in ep_dispatch_copy_messages).
+// Whether the threads of a team copying a message load its first payload pieces (EP_COPY_FIRST
+// each: a thread's share of a 7168-wide BF16 row in a 512-thread block) and their first FP8 scale
+// word with its header (EpMsgHead). A block's do; a warp's (the overlapped copy-out) do not: its
+// threads have ~14 pieces of a row each to copy anyway, and the registers spilled.
 #define EP_COPY_FIRST 2
 template <bool Warp> __device__ __forceinline__ constexpr int ep_copy_first() { return Warp ? 0 : EP_COPY_FIRST; }
 
 // What a thread of the team copying message `msg` loads of it in one round, together with the
-// header (ep_load_message): its first payload pieces (when every row is 16-byte aligned), its
-// first FP8 scale word, the source token. Up to v16 these were three round trips after the
-// header's: the payload, then the token and the scales, reloaded after stores that might alias.
+// header (ep_load_message): its first payload pieces and first FP8 scale word (ep_copy_first),
+// the source token. Up to v16 these were three round trips after the header's: the payload,
+// then the token and the scales, reloaded after stores that might alias.
 struct EpMsgHead {
     uint4 piece[EP_COPY_FIRST];
     u32 scale;
     int token;
-    bool vector;
 };
 
 template <bool Warp>
-__device__ __forceinline__ EpMsgHead ep_load_message(const u8* msg, int hidden, int fmt, MsgLayout m,
-                                                     const u8* recv_tokens) {
+__device__ __forceinline__ EpMsgHead ep_load_message(const u8* msg, int hidden, int fmt, MsgLayout m) {
     const unsigned id = ep_team_id<Warp>(), size = ep_team_size<Warp>();
     EpMsgHead h;
-    h.vector = ((u64)msg | (u64)recv_tokens | (u64)m.payload_bytes) % 16 == 0;
-    u64 n = m.payload_bytes / 16;
+    if (ep_copy_first<Warp>() > 0 && ep_aligned16(msg, m.payload_bytes)) {
+        u64 n = m.payload_bytes / 16;
 #pragma unroll
-    for (int u = 0; u < ep_copy_first<Warp>(); u++)
-        if (h.vector && id + u * size < n) h.piece[u] = ((const uint4*)msg)[id + u * size];
-    h.scale = !Warp && fmt == EP_FMT_FP8 && (int)id < hidden / 128 ? ((const u32*)(msg + m.scales_off))[id] : 0;
+        for (int u = 0; u < ep_copy_first<Warp>(); u++)
+            if (id + u * size < n) h.piece[u] = ((const uint4*)msg)[id + u * size];
+    }
+    h.scale = ep_copy_first<Warp>() > 0 && fmt == EP_FMT_FP8 && (int)id < hidden / 128
+                  ? ((const u32*)(msg + m.scales_off))[id]
+                  : 0;
     h.token = *(const int*)(msg + m.src_off);
     return h;
 }
 
-// Rows r.row[0 .. r.n) of the output (of `rows`) from message `msg`, whose first pieces are in
-// `h`, by the block or (Warp) the calling warp: the payload read once and stored to every row,
-// then each row's scales, src_info (source token, r.slot[i]) and source rank `src` (-1: none).
+// Rows r.row[0 .. r.n) of the output (of `rows`) from message `msg`, whose first loads are in `h`
+// (ep_load_message), by the block or (Warp) the calling warp: the payload read once and stored to
+// every row, then each row's scales, src_info (source token, r.slot[i]) and source rank `src`
+// (-1: none).
 template <bool Warp>
 __device__ void ep_copy_rows(const EpRows& r, const EpMsgHead& h, u64 rows, const u8* msg, int src, int hidden,
                              int fmt, MsgLayout m, u8* recv_scales, int* src_info, int* row_src) {
-    const unsigned id = ep_team_id<Warp>(), size = ep_team_size<Warp>();
-    u64 from = 0;
-    if (h.vector) {
-        u64 n = m.payload_bytes / 16;
-        for (int i = 0; i < r.n; i++)
-#pragma unroll
-            for (int u = 0; u < ep_copy_first<Warp>(); u++)
-                if (id + u * size < n) ((uint4*)r.dst[i])[id + u * size] = h.piece[u];
-        from = (u64)ep_copy_first<Warp>() * size;
-    }
-    ep_copy_to<Warp>(r.dst, r.n, msg, m.payload_bytes, from);
+    ep_copy_to<Warp, ep_copy_first<Warp>()>(r.dst, r.n, msg, m.payload_bytes, h.piece);
     for (int i = 0; i < r.n; i++) {
         u64 row = r.row[i];
-        ep_place_scales<Warp>(fmt, hidden, rows, row, msg + m.scales_off, recv_scales, Warp ? nullptr : &h.scale);
-        if (id == 0) {
+        ep_place_scales<Warp>(fmt, hidden, rows, row, msg + m.scales_off, recv_scales,
+                              ep_copy_first<Warp>() > 0 ? &h.scale : nullptr);
+        if (ep_team_id<Warp>() == 0) {
             src_info[2 * row] = h.token;
             src_info[2 * row + 1] = r.slot[i];
             row_src[row] = src;
@@ -582,7 +577,7 @@ __device__ bool ep_copy_message(int s, u32 j, u32 nmsg_s, EpLanding landing, con
                                 u8* recv_scales, int* src_info, int* row_src, u32* status, EpRows& r) {
     const u8* msg = recv + ep_recv_offset(s, max_tokens, j, m.bytes);
     if (!ep_message_ready<Warp>(msg, s, nmsg_s, m, landing, n_local, n_ranks, status)) return false;
-    EpMsgHead h = ep_load_message<Warp>(msg, hidden, fmt, m, recv_tokens);
+    EpMsgHead h = ep_load_message<Warp>(msg, hidden, fmt, m);
     if (Warp || threadIdx.x < 32) {
         int lane = threadIdx.x & 31, n = 0;
         for (int k0 = 0; k0 < m.top_k; k0 += 32) {
@@ -629,7 +624,7 @@ template <bool Warp>
 __device__ void ep_pad_row(u64 row, u64 rows, int hidden, int fmt, MsgLayout m, u8* recv_tokens, u8* recv_scales,
                            int* src_info, int* row_src) {
     u8* out = recv_tokens + row * m.payload_bytes;
-    if (m.payload_bytes % 16 == 0) // every row 16-byte aligned
+    if (ep_aligned16(out, m.payload_bytes))
         for (int i = ep_team_id<Warp>(); i < m.payload_bytes / 16; i += ep_team_size<Warp>())
             ((uint4*)out)[i] = make_uint4(0, 0, 0, 0);
     else
@@ -649,7 +644,7 @@ __device__ bool ep_copy_shared_row(u64 first, u64 i, u64 rows, const u8* shared_
                                    EpRows& r) {
     const u8* msg = shared_msgs + i * m.bytes;
     if (!ep_message_ready<false>(msg, rank, nm_own, m, landing, n_local, n_ranks, status)) return false;
-    EpMsgHead h = ep_load_message<false>(msg, hidden, fmt, m, recv_tokens);
+    EpMsgHead h = ep_load_message<false>(msg, hidden, fmt, m);
     if (threadIdx.x == 0) {
         r.row[0] = first + i;
         r.dst[0] = recv_tokens + (first + i) * m.payload_bytes;
@@ -788,6 +783,21 @@ __device__ void ep_stage_ids(const int* ids, int first, int n, int top_k, int n_
     __syncthreads();
 }
 
+// Slot k of a staged token (`row`, `row_rank`: its ids and their ranks in ep_stage): whether it
+// sends (its expert is routed here and no earlier slot names it) and whether it carries the
+// token's message to its rank (it sends and no earlier slot is at that rank), as ep_assign_slots
+// and ep_route_carries decide them.
+__device__ __forceinline__ void ep_staged_slot(const int* row, const int* row_rank, int k, int rank, int skip_a2a,
+                                               bool& sends, bool& carries) {
+    int id = row[k], p = row_rank[k];
+    sends = id >= 0 && (!skip_a2a || p == rank);
+    carries = sends;
+    for (int j = 0; j < k; j++) {
+        sends = sends && row[j] != id;
+        carries = carries && row_rank[j] != p;
+    }
+}
+
 // Whether staged token u (ep_stage) names expert `id` and whether it reaches rank `dest`, ORed
 // into the flags: 16-byte loads when a token's ids are whole 16-byte pieces.
 __device__ __forceinline__ void ep_staged_token_meets(int u, int top_k, int id, int dest, bool& named,
@@ -824,20 +834,18 @@ __device__ void ep_own_route(EpRoute& r, int t, const int* ids, int top_k, int n
     const int* own = ep_stage + (all_staged ? t * top_k : 0);
     const int* own_rank = ep_stage_rank + (all_staged ? t * top_k : 0);
     if (threadIdx.x == 0) EP_STAMP_FIRST(11);
-    // A slot sends when its expert is routed here and no earlier slot names it (ep_assign_slots).
     for (int k = threadIdx.x; k < top_k; k += blockDim.x) {
-        int id = own[k];
-        bool sends = id >= 0 && (!skip_a2a || own_rank[k] == rank);
-        for (int j = 0; j < k; j++) sends = sends && own[j] != id;
-        r.id[k] = id;
+        bool sends, carries;
+        ep_staged_slot(own, own_rank, k, rank, skip_a2a, sends, carries);
+        r.id[k] = own[k];
         r.dest[k] = own_rank[k];
         r.slot[k] = sends ? 0 : -1;
+        r.carries[k] = carries;
         names[k] = 0;
         reaches[k] = 0;
     }
     __syncthreads();
-    // Warp 0 compacts the sending slots (a ballot per 32 slots) while the carrying slots are
-    // found.
+    // Warp 0 compacts the sending slots (a ballot per 32 slots).
     int lane = threadIdx.x & 31;
     if (threadIdx.x < 32) {
         int n = 0;
@@ -855,7 +863,7 @@ __device__ void ep_own_route(EpRoute& r, int t, const int* ids, int top_k, int n
         }
         if (lane == 0) n_send = n;
     }
-    ep_route_carries(r, top_k);
+    __syncthreads();
     int ns = n_send;
     // Earlier tokens: a thread per (sending slot i, earlier token u), slot-major in whole warps,
     // so that every warp counts for one slot: a ballot for "names the slot's expert", one for
@@ -900,15 +908,10 @@ __device__ void ep_count_sent(const int* ids, int n_tokens, int top_k, int n_exp
             int u = q / top_k, k = q - u * top_k;
             const int* row = ep_stage + u * top_k;
             const int* row_rank = ep_stage_rank + u * top_k;
-            int id = row[k], p = row_rank[k];
-            if (id < 0 || (skip_a2a && p != rank)) continue;
-            bool first = true, first_at_rank = true;
-            for (int j = 0; j < k; j++) {
-                first = first && row[j] != id;
-                first_at_rank = first_at_rank && row_rank[j] != p;
-            }
-            if (first) atomicAdd(&hist[id], 1u);
-            if (first_at_rank) atomicAdd(&hist[n_experts + p], 1u);
+            bool sends, carries;
+            ep_staged_slot(row, row_rank, k, rank, skip_a2a, sends, carries);
+            if (sends) atomicAdd(&hist[row[k]], 1u);
+            if (carries) atomicAdd(&hist[n_experts + row_rank[k]], 1u);
         }
     }
     __syncthreads();
