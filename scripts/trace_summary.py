@@ -11,6 +11,8 @@ that starts late, or waits long, shows; then the medians over the launches are p
 stamp, the median over the blocks, the last block to reach it, and the block that published the
 counts (the single-launch dispatch's counting block runs apart from the senders). With
 EP_CUDA_TRACE=1 (block 0 and the publishing block only) the same table covers those two blocks.
+Under EP_CUDA_TRACE `ep bench` also prints when each start gate let its phase go: the summary
+gives the time from there to the phase kernel's first block start (its launch latency).
 """
 import collections
 import re
@@ -18,6 +20,7 @@ import statistics as st
 import sys
 
 LINE = re.compile(r"trace (\w+) rank (\d+) block (\d+) pub (\d) start (\d+): ((?:-?\d+\.\d+ ?){11,15})")
+GATE = re.compile(r"trace gate rank (\d+) epoch (\d+) end (\d+)")
 LAUNCH_GAP_NS = 20_000  # blocks of one launch start within a few µs; rounds are further apart
 
 
@@ -40,6 +43,15 @@ def main(path):
     for m in LINE.finditer(text):
         stamps = [float(x) for x in m.group(6).split()]
         per[(m.group(1), int(m.group(2)))].append((int(m.group(3)), int(m.group(5)), int(m.group(4)), stamps))
+    # Start gates (bench.cu, printed by the host after each round): per rank, when each one let its
+    # phase go, to time a launch from its gate. (Not the ranks' skew: %globaltimer is per GPU,
+    # and two H200s' clocks read ~0.5 s apart.)
+    gate_ends = collections.defaultdict(list)
+    for m in GATE.finditer(text):
+        r, end = int(m.group(1)), int(m.group(3))
+        gate_ends[r].append(end)
+    for r in gate_ends:
+        gate_ends[r].sort()
     for (kernel, rank), blocks in sorted(per.items()):
         runs = launches(blocks)
         n_stamps = max(i + 1 for b in blocks for i, x in enumerate(b[3]) if x >= 0)
@@ -47,9 +59,12 @@ def main(path):
         last = [[] for _ in range(n_stamps)]
         last_block = [collections.Counter() for _ in range(n_stamps)]
         pub = [[] for _ in range(n_stamps)]  # the publishing (counting) block, which runs apart
-        spans, start_spread, sizes = [], [], []
+        spans, start_spread, sizes, from_gate = [], [], [], []
         for run in runs:
             t0 = run[0][1]
+            before = [end for end in gate_ends.get(rank, []) if end <= t0]
+            if before:
+                from_gate.append((t0 - before[-1]) * 1e-3)
             sizes.append(len(run))
             start_spread.append((run[-1][1] - t0) * 1e-3)
             ends = []
@@ -67,6 +82,9 @@ def main(path):
         print(f"{kernel} rank {rank}: {len(runs)} launches of {st.median(sizes):.0f} printing blocks; "
               f"span (first start to last stamp) {st.median(spans):.2f} us, block starts spread over "
               f"{st.median(start_spread):.2f} us (medians over launches)")
+        if from_gate:
+            print(f"  from its start gate's end to the first block start: {st.median(from_gate):.2f} us "
+                  f"(p90 {sorted(from_gate)[int(0.9 * (len(from_gate) - 1))]:.2f})")
         print("  stamp   median block   last block   publishing block   (most often the last)")
         for i in range(n_stamps):
             if not med[i]:

@@ -45,7 +45,8 @@ const GATE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The start of a timed phase on every rank (`ep_bench_gate` in bench.cu): each rank's stream
 /// holds until every rank has reached the gate, then [`GATE_HOLD`] longer. Each rank owns
-/// `n + 1` u64 flags on its device (a slot per peer, then a "peer never came" word), and a table
+/// `n + 3` u64 words on its device (a flag per peer, a "peer never came" word, then under
+/// EP_CUDA_TRACE the %globaltimer at which its last two gates let their phases go), and a table
 /// of every rank's flags. Each rank's gates are numbered 1, 2, ... here, so every rank's n-th
 /// gate meets every other rank's n-th.
 pub(crate) struct StartGate {
@@ -64,7 +65,7 @@ impl StartGate {
         let flags: Vec<DevBuf> = kernels
             .iter()
             .map(|k| {
-                let b = DevBuf::new(&k.ctx, (n + 1) * 8)?;
+                let b = DevBuf::new(&k.ctx, (n + 3) * 8)?;
                 b.fill(0)?;
                 Ok(b)
             })
@@ -118,8 +119,16 @@ impl StartGate {
     /// After the stream finished: an error when one of rank `rank`'s gates timed out.
     pub(crate) fn check(&self, rank: usize, stream: &CudaStream) -> Result<()> {
         let n = self.kernels.len();
-        let mut flags = vec![0u64; n + 1];
+        let mut flags = vec![0u64; n + 3];
         self.flags[rank].download(&mut flags, stream)?;
+        if std::env::var_os("EP_CUDA_TRACE").is_some() {
+            // For scripts/trace_summary.py: when this rank's last two gates ended.
+            let last = self.queued[rank].load(std::sync::atomic::Ordering::Relaxed);
+            for epoch in last.saturating_sub(1).max(1)..=last {
+                let end = flags[n + 1 + (epoch % 2) as usize];
+                println!("trace gate rank {rank} epoch {epoch} end {end}");
+            }
+        }
         if flags[n] != 0 {
             return Err(EpError::Backend(format!(
                 "ep bench: rank {rank}'s start gate waited {GATE_TIMEOUT:?} for a peer"

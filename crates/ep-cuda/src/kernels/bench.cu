@@ -66,8 +66,16 @@ __device__ bool ep_bench_meet(const u64* flag_ptrs, int rank, int n_ranks, u64 e
 extern "C" __global__ void ep_bench_gate(const u64* flag_ptrs, int rank, int n_ranks, u64 epoch, u64 hold_ns,
                                          u64 timeout_ns) {
     if (threadIdx.x != 0 || !ep_bench_meet(flag_ptrs, rank, n_ranks, epoch, timeout_ns, true)) return;
-    u64 released = ep_globaltimer();
-    while (ep_globaltimer() - released < hold_ns) __nanosleep(256);
+    u64 released = ep_globaltimer(), now = released;
+    while (now - released < hold_ns) {
+        __nanosleep(256);
+        now = ep_globaltimer();
+    }
+#ifdef EP_TRACE
+    // When the phase behind the gate may start, for the host to print after the round
+    // (StartGate::check; a printf here would delay the phase): flags[rank][n_ranks + 1 + epoch % 2].
+    ((u64*)flag_ptrs[rank])[n_ranks + 1 + (epoch & 1)] = now;
+#endif
 }
 
 // The latency floors of a phase, timed like one (behind a start gate): a kernel that does
