@@ -32,6 +32,7 @@ pub const PROGRAMS: &[(&str, &str, &[&str])] = &[
             "ep_dispatch_copy_out",
             "ep_dispatch_copy_messages",
             "ep_dispatch_single",
+            "ep_dispatch_single_spread",
         ],
     ),
     (

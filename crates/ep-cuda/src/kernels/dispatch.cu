@@ -184,6 +184,13 @@ __device__ void ep_route_carries(EpRoute& r, int top_k) {
     __syncthreads();
 }
 
+// Keeps rank `dest`'s message alone in the route: no other slot carries. Every thread calls it;
+// returns with a barrier passed.
+__device__ void ep_route_only_to(EpRoute& r, int top_k, int dest) {
+    for (int k = threadIdx.x; k < top_k; k += blockDim.x) r.carries[k] = r.carries[k] && r.dest[k] == dest;
+    __syncthreads();
+}
+
 // Token t's route from the slot arrays ep_assign_slots wrote. Every thread calls it.
 __device__ void ep_load_route(EpRoute& r, int t, const int* ids, const int* slots, const int* rank_slots, int top_k,
                               int n_local, int n_ranks) {
@@ -218,8 +225,8 @@ __device__ void ep_fetch_row(int t, const u16* tokens, int hidden, int fmt, MsgL
 }
 
 // One block per token, its row fetched (ep_fetch_row): encode the message once in shared memory,
-// then store it at every rank of this node the token reaches (16-byte stores; r.at, which
-// ep_mark_landed reads too). Messages for another node are staged for ep_dispatch_put; the shared
+// then store it at every carrying slot's rank of this node (every rank the token reaches, unless
+// ep_route_only_to kept one; 16-byte stores; r.at, which ep_mark_landed reads too). Messages for another node are staged for ep_dispatch_put; the shared
 // expert's tokens are kept in `shared_msgs`.
 __device__ void ep_send_token(int t, EpRoute& r, const float* input_scales, int hidden, int top_k, int fmt,
                               MsgLayout m, const u64* recv_ptrs, int rank, int gpus_per_node, int max_tokens,
@@ -239,7 +246,7 @@ __device__ void ep_send_token(int t, EpRoute& r, const float* input_scales, int 
     if (threadIdx.x == 0) EP_STAMP_FIRST(12);
     bool shared = t >= shared_start && t < shared_end;
     bool any = shared;
-    for (int k = 0; k < top_k; k++) any = any || r.slot[k] >= 0;
+    for (int k = 0; k < top_k; k++) any = any || r.carries[k];
     if (!any) return;
 
     // Everything after the payload (scales, padding, header) starts zeroed.
@@ -568,10 +575,12 @@ __device__ bool ep_message_ready(const u8* msg, int s, u32 nm, MsgLayout m, EpLa
 // warp: this rank's rows of it (slots with a row slot whose expert is here, row = the group's
 // start for the source + the row slot the message carries; every real row has exactly one), found
 // by one warp with a ballot in the same round of loads as the payload's first pieces
-// (ep_load_message), then the payload read once and written to each. From an overlapped
-// sender it first waits for the message's mark; returns false when it did not come.
+// (ep_load_message), then the payload read once and written to each. A block may take part
+// `part` of `parts` of the rows (the i-th row here when i % parts == part; the rest are other
+// blocks'). From an overlapped sender it first waits for the message's mark; returns false when
+// it did not come.
 template <bool Warp>
-__device__ bool ep_copy_message(int s, u32 j, u32 nmsg_s, EpLanding landing, const u8* recv,
+__device__ bool ep_copy_message(int s, u32 j, int part, int parts, u32 nmsg_s, EpLanding landing, const u8* recv,
                                 const u32* src_offsets, u64 rows, int n_local, int n_ranks, int rank,
                                 int shared_groups, int max_tokens, int hidden, int fmt, MsgLayout m, u8* recv_tokens,
                                 u8* recv_scales, int* src_info, int* row_src, u32* status, EpRows& r) {
@@ -579,7 +588,8 @@ __device__ bool ep_copy_message(int s, u32 j, u32 nmsg_s, EpLanding landing, con
     if (!ep_message_ready<Warp>(msg, s, nmsg_s, m, landing, n_local, n_ranks, status)) return false;
     EpMsgHead h = ep_load_message<Warp>(msg, hidden, fmt, m);
     if (Warp || threadIdx.x < 32) {
-        int lane = threadIdx.x & 31, n = 0;
+        int lane = threadIdx.x & 31, n = 0, n_mine = 0;
+        unsigned below = (1u << lane) - 1u;
         for (int k0 = 0; k0 < m.top_k; k0 += 32) {
             int k = k0 + lane;
             u64 row = 0;
@@ -591,19 +601,22 @@ __device__ bool ep_copy_message(int s, u32 j, u32 nmsg_s, EpLanding landing, con
                 if (here) row = (u64)src_offsets[(id % n_local + shared_groups) * (n_ranks + 1) + s] + slot;
             }
             unsigned mask = __ballot_sync(0xffffffffu, here);
-            if (here) {
-                int i = n + __popc(mask & ((1u << lane) - 1u));
+            bool mine = here && (parts == 1 || (n + __popc(mask & below)) % parts == part);
+            unsigned mine_mask = parts == 1 ? mask : __ballot_sync(0xffffffffu, mine);
+            if (mine) {
+                int i = n_mine + __popc(mine_mask & below);
                 r.dst[i] = recv_tokens + row * m.payload_bytes;
                 r.row[i] = row;
                 r.slot[i] = k;
             }
             n += __popc(mask);
+            n_mine += __popc(mine_mask);
         }
-        if (lane == 0) r.n = n;
+        if (lane == 0) r.n = n_mine;
     }
     ep_team_sync<Warp>();
     if (threadIdx.x == 0) EP_STAMP_FIRST(15);
-    ep_copy_rows<Warp>(r, h, rows, msg, s, hidden, fmt, m, recv_scales, src_info, row_src);
+    if (r.n > 0) ep_copy_rows<Warp>(r, h, rows, msg, s, hidden, fmt, m, recv_scales, src_info, row_src);
     ep_team_sync<Warp>(); // `r` is the next message's
     return true;
 }
@@ -686,7 +699,7 @@ extern "C" __global__ void ep_dispatch_copy_out(const u8* recv, const u32* nmsg,
         int s = b / max_tokens;
         u32 j = b % max_tokens, nm = nmsg[s];
         if (j >= ep_messages_from(nm, s, rank, skip_a2a, max_tokens)) return;
-        ep_copy_message<false>(s, j, nm, EpLanding{seq, slice_ns}, recv, src_offsets, rows, n_local, n_ranks, rank,
+        ep_copy_message<false>(s, j, 0, 1, nm, EpLanding{seq, slice_ns}, recv, src_offsets, rows, n_local, n_ranks, rank,
                                shared_groups, max_tokens, hidden, fmt, m, recv_tokens, recv_scales, src_info, row_src,
                                status, scratch);
         return;
@@ -708,22 +721,28 @@ extern "C" __global__ void ep_dispatch_copy_out(const u8* recv, const u32* nmsg,
 
 // Messages first, first + step, ... of a walk over every received message in the order they are
 // sent, every sender's j-th message before any j+1-th (item w: sender w % n_ranks, its message
-// w / n_ranks), each by the block or (Warp) the calling warp (ep_copy_message). Returns false when
-// a message's mark did not come.
-template <bool Warp>
+// w / n_ranks), each by the block or (Warp) the calling warp (ep_copy_message). With `Spread`
+// (blocks, at the smallest sizes) a message's rows are cut into parts when there are blocks to
+// spare (step / messages, up to top_k): one block's stores to a message's rows took ~2 us at 1
+// token, where each SM has only so many stores in flight. Returns false when a message's mark did
+// not come.
+template <bool Warp, bool Spread = false>
 __device__ bool ep_copy_messages(u64 first, u64 step, const u8* recv, const u32* nmsg, const u32* src_offsets,
                                  u64 rows, int n_local, int n_ranks, int rank, int skip_a2a, int shared_groups,
                                  int max_tokens, int hidden, int fmt, MsgLayout m, u8* recv_tokens, u8* recv_scales,
                                  int* src_info, int* row_src, u32* status, EpLanding landing, EpRows& scratch) {
     u32 most = 0;
     for (int s = 0; s < n_ranks; s++) most = max(most, ep_messages_from(nmsg[s], s, rank, skip_a2a, max_tokens));
-    for (u64 w = first; w < (u64)most * n_ranks; w += step) {
-        int s = w % n_ranks;
-        u32 j = w / n_ranks, nm = nmsg[s];
+    u64 messages = (u64)most * n_ranks;
+    int parts = !Spread || messages == 0 ? 1 : (int)max((u64)1, min((u64)m.top_k, step / messages));
+    for (u64 w = first; w < messages * parts; w += step) {
+        u64 v = Spread ? w / parts : w;
+        int s = v % n_ranks, part = Spread ? w % parts : 0;
+        u32 j = v / n_ranks, nm = nmsg[s];
         if (j >= ep_messages_from(nm, s, rank, skip_a2a, max_tokens)) continue;
-        if (!ep_copy_message<Warp>(s, j, nm, landing, recv, src_offsets, rows, n_local, n_ranks, rank, shared_groups,
-                                   max_tokens, hidden, fmt, m, recv_tokens, recv_scales, src_info, row_src, status,
-                                   scratch))
+        if (!ep_copy_message<Warp>(s, j, part, parts, nm, landing, recv, src_offsets, rows, n_local, n_ranks, rank,
+                                   shared_groups, max_tokens, hidden, fmt, m, recv_tokens, recv_scales, src_info,
+                                   row_src, status, scratch))
             return false;
     }
     return true;
@@ -928,6 +947,7 @@ __device__ void ep_count_sent(const int* ids, int n_tokens, int top_k, int n_exp
 // stops there (the status says EP_MESSAGES_PENDING and the host launches the copy-out again).
 // (A warp per message when there were more messages than blocks was slower: 32 tokens BF16 30.5
 // -> 42.5 us on 2x H200.)
+template <bool Spread>
 __device__ void ep_single_copy_out(const u64* got, const u32* start, const u32* src_off, u32 b, u32 blocks,
                                    int shared_len, const u8* shared_msgs, int row_multiple, EpLanding landing,
                                    const u8* recv, const u32* nmsg, int n_local, int n_ranks, int rank, int skip_a2a,
@@ -947,7 +967,7 @@ __device__ void ep_single_copy_out(const u64* got, const u32* start, const u32* 
         if (row >= 0) ep_pad_row<true>(row, rows, hidden, fmt, m, recv_tokens, recv_scales, src_info, row_src);
     }
     EP_STAMP(8);
-    if (!ep_copy_messages<false>(b, blocks, recv, nmsg, src_off, rows, n_local, n_ranks, rank, skip_a2a,
+    if (!ep_copy_messages<false, Spread>(b, blocks, recv, nmsg, src_off, rows, n_local, n_ranks, rank, skip_a2a,
                                  shared_groups, max_tokens, hidden, fmt, m, recv_tokens, recv_scales, src_info,
                                  row_src, status, landing, scratch))
         return;
@@ -965,7 +985,13 @@ __device__ void ep_single_copy_out(const u64* got, const u32* start, const u32* 
 // layout's (8 * n + 4 * (n_groups + 1 + n_groups * (n_ranks + 1))), n = n_local * n_ranks.
 // `ticket` holds two words; the second counts the blocks that have read the counts, which the
 // counting block resets at its end (ep_counts_read, ep_reset_counts_when_read).
-extern "C" __global__ void __launch_bounds__(512) ep_dispatch_single(
+// `Spread` (ep_dispatch_single_spread, for the smallest sizes, where the grid has blocks to
+// spare): a block per (token, destination rank), so that a token's stores to each rank and
+// their fence are one block's alone (at 1 token one block took 1.8 us to issue both ranks'
+// stores), and a message's rows cut among blocks (ep_copy_messages). A kernel of its own: in
+// the same kernel the choice cost 0.5-1.7 us at 128 tokens, where neither applies.
+template <bool Spread>
+__device__ __forceinline__ void ep_dispatch_single_body(
     const u16* tokens, const float* input_scales, int n_tokens, int hidden, int fmt, const int* ids, int top_k,
     MsgLayout m, const u64* recv_ptrs, int rank, int n_ranks, int n_local, int max_tokens, int shared_start,
     int shared_end, u8* shared_msgs, u32* ticket, u64* sent, int n_experts, int skip_a2a,
@@ -990,14 +1016,21 @@ extern "C" __global__ void __launch_bounds__(512) ep_dispatch_single(
                           1);
         EP_STAMP(2);
     }
-    for (int t = blockIdx.x; !counter && t < n_tokens; t += senders) {
+    // Spread: each block sends one token to one rank (item i: token i / n_ranks, rank
+    // i % n_ranks); otherwise a block sends a token to every rank.
+    int items = Spread ? n_tokens * n_ranks : n_tokens;
+    for (int i = blockIdx.x; !counter && i < items; i += senders) {
+        int t = Spread ? i / n_ranks : i, dest = Spread ? i % n_ranks : -1;
         ep_fetch_row(t, tokens, hidden, fmt, m);
         ep_own_route(route, t, ids, top_k, n_local, rank, skip_a2a);
-        if (t == blockIdx.x) EP_STAMP(1);
+        if (Spread) ep_route_only_to(route, top_k, dest);
+        // The shared expert's message is this rank's own: the block for this rank writes it.
+        bool own = dest < 0 || dest == rank;
+        if (i == blockIdx.x) EP_STAMP(1);
         ep_send_token(t, route, input_scales, hidden, top_k, fmt, m, recv_ptrs, rank, n_ranks, max_tokens, nullptr,
-                      shared_start, shared_end, shared_msgs);
-        ep_mark_landed(route, top_k, m, seq, ep_shared_msg(t, shared_start, shared_end, shared_msgs, m));
-        if (t == blockIdx.x) EP_STAMP(2);
+                      own ? shared_start : 0, own ? shared_end : 0, shared_msgs);
+        ep_mark_landed(route, top_k, m, seq, own ? ep_shared_msg(t, shared_start, shared_end, shared_msgs, m) : nullptr);
+        if (i == blockIdx.x) EP_STAMP(2);
         __syncthreads(); // the route and the message in shared memory are the next token's
     }
     __syncthreads();
@@ -1015,7 +1048,7 @@ extern "C" __global__ void __launch_bounds__(512) ep_dispatch_single(
         int shared_len = shared_end - shared_start;
         ep_layout_groups(got, n_local, n_ranks, rank, shared_groups, shared_len, row_multiple, start, src_off);
         EP_STAMP(5);
-        ep_single_copy_out(got, start, src_off, blockIdx.x, gridDim.x, shared_len, shared_msgs, row_multiple,
+        ep_single_copy_out<Spread>(got, start, src_off, blockIdx.x, gridDim.x, shared_len, shared_msgs, row_multiple,
                            EpLanding{seq, slice_ns}, recv, nmsg, n_local, n_ranks, rank, skip_a2a, shared_groups,
                            max_tokens, hidden, fmt, m, recv_tokens, recv_scales, src_info, row_src, status, snapshot,
                            row_offsets, src_offsets, scratch);
@@ -1024,4 +1057,33 @@ extern "C" __global__ void __launch_bounds__(512) ep_dispatch_single(
     if (counter) ep_reset_counts_when_read(ticket + 1, gridDim.x, counts, n, rank, n_ranks, skip_a2a, status);
     EP_STAMP(7);
     EP_STAMPS_PRINT("dispatch", rank, counter);
+}
+
+extern "C" __global__ void __launch_bounds__(512) ep_dispatch_single(
+    const u16* tokens, const float* input_scales, int n_tokens, int hidden, int fmt, const int* ids, int top_k,
+    MsgLayout m, const u64* recv_ptrs, int rank, int n_ranks, int n_local, int max_tokens, int shared_start,
+    int shared_end, u8* shared_msgs, u32* ticket, u64* sent, int n_experts, int skip_a2a,
+    const u64* count_ptrs, const u64* nmsg_ptrs, u64* counts, u64 slice_ns, int shared_groups, int row_multiple,
+    u32* status, u64* snapshot, u32* row_offsets, u32* src_offsets, const u8* recv, const u32* nmsg,
+    u8* recv_tokens, u8* recv_scales, int* src_info, int* row_src, u32 seq) {
+    ep_dispatch_single_body<false>(tokens, input_scales, n_tokens, hidden, fmt, ids, top_k, m, recv_ptrs, rank, n_ranks, n_local,
+                                  max_tokens, shared_start, shared_end, shared_msgs, ticket, sent, n_experts, skip_a2a,
+                                  count_ptrs, nmsg_ptrs, counts, slice_ns, shared_groups, row_multiple, status,
+                                  snapshot, row_offsets, src_offsets, recv, nmsg, recv_tokens, recv_scales, src_info,
+                                  row_src, seq);
+}
+
+// ep_dispatch_single with `Spread`; the same parameters.
+extern "C" __global__ void __launch_bounds__(512) ep_dispatch_single_spread(
+    const u16* tokens, const float* input_scales, int n_tokens, int hidden, int fmt, const int* ids, int top_k,
+    MsgLayout m, const u64* recv_ptrs, int rank, int n_ranks, int n_local, int max_tokens, int shared_start,
+    int shared_end, u8* shared_msgs, u32* ticket, u64* sent, int n_experts, int skip_a2a,
+    const u64* count_ptrs, const u64* nmsg_ptrs, u64* counts, u64 slice_ns, int shared_groups, int row_multiple,
+    u32* status, u64* snapshot, u32* row_offsets, u32* src_offsets, const u8* recv, const u32* nmsg,
+    u8* recv_tokens, u8* recv_scales, int* src_info, int* row_src, u32 seq) {
+    ep_dispatch_single_body<true>(tokens, input_scales, n_tokens, hidden, fmt, ids, top_k, m, recv_ptrs, rank, n_ranks, n_local,
+                                  max_tokens, shared_start, shared_end, shared_msgs, ticket, sent, n_experts, skip_a2a,
+                                  count_ptrs, nmsg_ptrs, counts, slice_ns, shared_groups, row_multiple, status,
+                                  snapshot, row_offsets, src_offsets, recv, nmsg, recv_tokens, recv_scales, src_info,
+                                  row_src, seq);
 }
