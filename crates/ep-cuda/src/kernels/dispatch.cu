@@ -226,8 +226,9 @@ __device__ void ep_fetch_row(int t, const u16* tokens, int hidden, int fmt, MsgL
 
 // One block per token, its row fetched (ep_fetch_row): encode the message once in shared memory,
 // then store it at every carrying slot's rank of this node (every rank the token reaches, unless
-// ep_route_only_to kept one; 16-byte stores; r.at, which ep_mark_landed reads too). Messages for another node are staged for ep_dispatch_put; the shared
-// expert's tokens are kept in `shared_msgs`.
+// ep_route_only_to kept one; 16-byte stores; r.at, which ep_mark_landed reads too). Messages for
+// another node are staged for ep_dispatch_put; the shared expert's tokens are kept in
+// `shared_msgs`.
 __device__ void ep_send_token(int t, EpRoute& r, const float* input_scales, int hidden, int top_k, int fmt,
                               MsgLayout m, const u64* recv_ptrs, int rank, int gpus_per_node, int max_tokens,
                               u8* staging, int shared_start, int shared_end, u8* shared_msgs) {
@@ -699,9 +700,9 @@ extern "C" __global__ void ep_dispatch_copy_out(const u8* recv, const u32* nmsg,
         int s = b / max_tokens;
         u32 j = b % max_tokens, nm = nmsg[s];
         if (j >= ep_messages_from(nm, s, rank, skip_a2a, max_tokens)) return;
-        ep_copy_message<false>(s, j, 0, 1, nm, EpLanding{seq, slice_ns}, recv, src_offsets, rows, n_local, n_ranks, rank,
-                               shared_groups, max_tokens, hidden, fmt, m, recv_tokens, recv_scales, src_info, row_src,
-                               status, scratch);
+        ep_copy_message<false>(s, j, 0, 1, nm, EpLanding{seq, slice_ns}, recv, src_offsets, rows, n_local, n_ranks,
+                               rank, shared_groups, max_tokens, hidden, fmt, m, recv_tokens, recv_scales, src_info,
+                               row_src, status, scratch);
         return;
     }
     b -= message_blocks;
@@ -1029,7 +1030,8 @@ __device__ __forceinline__ void ep_dispatch_single_body(
         if (i == blockIdx.x) EP_STAMP(1);
         ep_send_token(t, route, input_scales, hidden, top_k, fmt, m, recv_ptrs, rank, n_ranks, max_tokens, nullptr,
                       own ? shared_start : 0, own ? shared_end : 0, shared_msgs);
-        ep_mark_landed(route, top_k, m, seq, own ? ep_shared_msg(t, shared_start, shared_end, shared_msgs, m) : nullptr);
+        u8* shared_msg = own ? ep_shared_msg(t, shared_start, shared_end, shared_msgs, m) : nullptr;
+        ep_mark_landed(route, top_k, m, seq, shared_msg);
         if (i == blockIdx.x) EP_STAMP(2);
         __syncthreads(); // the route and the message in shared memory are the next token's
     }
@@ -1066,11 +1068,11 @@ extern "C" __global__ void __launch_bounds__(512) ep_dispatch_single(
     const u64* count_ptrs, const u64* nmsg_ptrs, u64* counts, u64 slice_ns, int shared_groups, int row_multiple,
     u32* status, u64* snapshot, u32* row_offsets, u32* src_offsets, const u8* recv, const u32* nmsg,
     u8* recv_tokens, u8* recv_scales, int* src_info, int* row_src, u32 seq) {
-    ep_dispatch_single_body<false>(tokens, input_scales, n_tokens, hidden, fmt, ids, top_k, m, recv_ptrs, rank, n_ranks, n_local,
-                                  max_tokens, shared_start, shared_end, shared_msgs, ticket, sent, n_experts, skip_a2a,
-                                  count_ptrs, nmsg_ptrs, counts, slice_ns, shared_groups, row_multiple, status,
-                                  snapshot, row_offsets, src_offsets, recv, nmsg, recv_tokens, recv_scales, src_info,
-                                  row_src, seq);
+    ep_dispatch_single_body<false>(tokens, input_scales, n_tokens, hidden, fmt, ids, top_k, m, recv_ptrs, rank,
+                                   n_ranks, n_local, max_tokens, shared_start, shared_end, shared_msgs, ticket, sent,
+                                   n_experts, skip_a2a, count_ptrs, nmsg_ptrs, counts, slice_ns, shared_groups,
+                                   row_multiple, status, snapshot, row_offsets, src_offsets, recv, nmsg, recv_tokens,
+                                   recv_scales, src_info, row_src, seq);
 }
 
 // ep_dispatch_single with `Spread`; the same parameters.
@@ -1081,9 +1083,9 @@ extern "C" __global__ void __launch_bounds__(512) ep_dispatch_single_spread(
     const u64* count_ptrs, const u64* nmsg_ptrs, u64* counts, u64 slice_ns, int shared_groups, int row_multiple,
     u32* status, u64* snapshot, u32* row_offsets, u32* src_offsets, const u8* recv, const u32* nmsg,
     u8* recv_tokens, u8* recv_scales, int* src_info, int* row_src, u32 seq) {
-    ep_dispatch_single_body<true>(tokens, input_scales, n_tokens, hidden, fmt, ids, top_k, m, recv_ptrs, rank, n_ranks, n_local,
-                                  max_tokens, shared_start, shared_end, shared_msgs, ticket, sent, n_experts, skip_a2a,
-                                  count_ptrs, nmsg_ptrs, counts, slice_ns, shared_groups, row_multiple, status,
-                                  snapshot, row_offsets, src_offsets, recv, nmsg, recv_tokens, recv_scales, src_info,
-                                  row_src, seq);
+    ep_dispatch_single_body<true>(tokens, input_scales, n_tokens, hidden, fmt, ids, top_k, m, recv_ptrs, rank,
+                                   n_ranks, n_local, max_tokens, shared_start, shared_end, shared_msgs, ticket, sent,
+                                   n_experts, skip_a2a, count_ptrs, nmsg_ptrs, counts, slice_ns, shared_groups,
+                                   row_multiple, status, snapshot, row_offsets, src_offsets, recv, nmsg, recv_tokens,
+                                   recv_scales, src_info, row_src, seq);
 }
