@@ -641,18 +641,22 @@ impl CudaComm {
         .max()
         .unwrap_or(0) as u32;
         let row_multiple = cfg.format.group_row_multiple() as i32;
-        // A block per message this rank may receive and per row it expects (t * top_k across
-        // all senders; the spread kernel cuts a message's rows among blocks to spare), then the
-        // block that counts and publishes; all resident at once (`single_dispatch` leaves room
-        // for two).
-        let senders = (t * ranks)
-            .max(t * cfg.top_k)
-            .max(ranks)
-            .min(self.world.single_launch_blocks[self.rank] as usize - 1);
+        // A block per message this rank may receive, then the block that counts and publishes;
+        // all resident at once (`single_dispatch` leaves room for two). The spread kernel also
+        // takes a block per row this rank expects (t * top_k across all senders), among which it
+        // cuts each message's rows, and is chosen when that leaves two blocks to spare for every
+        // (token, rank), which it sends a block each. (With one, at 64 tokens on two ranks, it
+        // read 0.4-0.7 us slower.)
+        let most = self.world.single_launch_blocks[self.rank] as usize - 1;
+        let spread_senders = (t * cfg.top_k).max(t * ranks).max(ranks).min(most);
+        let spread = spread_senders >= 2 * t * ranks;
+        let senders = if spread {
+            spread_senders
+        } else {
+            (t * ranks).max(ranks).min(most)
+        };
         let grid = (senders + 1) as u32;
-        // With two blocks to spare for every (token, rank), the spread kernel: a block per
-        // (token, rank). (With one, at 64 tokens on two ranks, it read 0.4-0.7 us slower.)
-        let kernel = if senders >= 2 * t * ranks {
+        let kernel = if spread {
             "ep_dispatch_single_spread"
         } else {
             "ep_dispatch_single"
@@ -971,9 +975,7 @@ impl CudaComm {
             .as_ref()
             .map_or(k.get("ep_combine_single"), |d| &d.single);
         let counts = cfg.n_local_experts() * cfg.n_ranks();
-        let smem = self
-            .whole_row_smem()
-            .max(8 * (counts + cfg.n_ranks()) as u32);
+        let smem = self.whole_row_smem().max(8 * counts as u32);
         let grid = grid_rows
             .max(t)
             .max(1)

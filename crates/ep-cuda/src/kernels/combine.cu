@@ -34,17 +34,6 @@ __device__ void ep_publish_rows(const u64* dispatch_counts, int n_local, int n_r
     }
 }
 
-// ep_publish_rows by warp 0 of the last block of ep_last_block(.., warp_acquires): each lane's
-// acquire fence there is the release of its stores here. `to`: each rank's count_ptrs entry.
-__device__ void ep_publish_rows_fenced(const u64* dispatch_counts, int n_local, int n_ranks, int rank, int skip_a2a,
-                                       const u64* to) {
-    for (int i = threadIdx.x; i < n_local * n_ranks; i += 32) {
-        int g = i / n_ranks, dst = i % n_ranks;
-        if (!(skip_a2a && dst != rank))
-            ep_store_relaxed_sys((u64*)to[dst] + (u64)g * n_ranks + rank, dispatch_counts[i]);
-    }
-}
-
 // Where received row `row` goes back to: (token, first slot) in the combine receive buffer
 // [max_tokens, top_k, hidden] of its source rank `s`.
 __device__ __forceinline__ u8* ep_return_slot(u64 row, int s, const int* src_info, const u64* recv_ptrs, int top_k,
@@ -271,8 +260,8 @@ extern "C" __global__ void ep_combine_unreduced(const u16* recv, const int* ids,
 // the rows coming back is done while the rows' stores drain: the counts to publish are loaded,
 // and a block with one token (or part of one) to reduce lists its slots. The last block of the
 // grid resets the counts at its end (ep_reset_counts_when_read). Dynamic shared memory: the
-// larger of 8 * (n_local + 1) * n_ranks (the counts, then each rank's count address) and the row
-// in f32 for the FP8 and device epilogues. `ticket` holds two words, as ep_dispatch_single's.
+// larger of 8 * n_local * n_ranks (the counts) and the row in f32 for the FP8 and device
+// epilogues. `ticket` holds two words, as ep_dispatch_single's.
 extern "C" __global__ void __launch_bounds__(512) ep_combine_single(
     const u16* expert_out, const int* src_info, const int* row_src, const u32* rows_end, int hidden, int top_k,
     const u64* recv_ptrs, int rank, u32* ticket, const u64* dispatch_counts, int n_local, int n_ranks, int skip_a2a,
@@ -289,15 +278,13 @@ extern "C" __global__ void __launch_bounds__(512) ep_combine_single(
         ep_send_row(row, expert_out, src_info, row_src, hidden, top_k, recv_ptrs, rank, n_ranks, nullptr);
     }
     EP_STAMP(1);
-    // While the stores drain (before them, these loads held the sends back ~2.5 us at 1 token):
-    // the counts to publish and where they go. The publish is warp 0's, behind the one fence
-    // that acquires the ticket (ep_last_block's warp_acquires): it took ~1.25 us behind a fence
-    // of its own.
+    // While the stores drain (before them, these loads held the sends back ~2.5 us at 1 token).
+    // (v18 tried publishing behind the ticket's own acquire fence, by warp 0, one system-scope
+    // fence fewer: level in the sweep. The time from the rows sent to the counts published is
+    // the release fence behind the NVLink stores.)
     int n = n_local * n_ranks;
-    u64* cnt = (u64*)smem_u4;  // the counts to publish, then the counts that came
-    u64* to = cnt + n;         // each rank's combine counts (count_ptrs)
+    u64* cnt = (u64*)smem_u4; // the counts to publish, then the counts that came
     for (int i = threadIdx.x; i < n; i += blockDim.x) cnt[i] = dispatch_counts[i];
-    for (int i = threadIdx.x; i < n_ranks; i += blockDim.x) to[i] = count_ptrs[i];
     // Tokens cut into column ranges of a block's pass each while the grid has blocks to spare
     // (a whole row per block for the epilogues that need one).
     int passes = (hidden / 8 + blockDim.x - 1) / blockDim.x;
@@ -305,9 +292,9 @@ extern "C" __global__ void __launch_bounds__(512) ep_combine_single(
     int items = n_tokens * parts;
     bool one_item = (int)blockIdx.x < items && (int)(blockIdx.x + gridDim.x) >= items;
     if (one_item) ep_list_slots(sl, blockIdx.x / parts, ids, weights, top_k, rank, n_local, skip_a2a);
-    bool published = ep_last_block(ticket, false, true);
+    bool published = ep_last_block(ticket);
     EP_STAMP(2);
-    if (published && threadIdx.x < 32) ep_publish_rows_fenced(cnt, n_local, n_ranks, rank, skip_a2a, to);
+    if (published) ep_publish_rows(cnt, n_local, n_ranks, rank, skip_a2a, count_ptrs);
     EP_STAMP(3);
 
     u32 outcome = ep_poll_counts(counts, n, rank, n_ranks, skip_a2a, slice_ns, cnt, nullptr,

@@ -421,13 +421,6 @@ __device__ __forceinline__ void ep_async_wait() {
 #endif
 }
 
-// A strong read at GPU scope (the first half of an acquire pattern: ep_last_block).
-__device__ __forceinline__ u32 ep_load_relaxed_gpu(const u32* p) {
-    u32 v;
-    asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-    return v;
-}
-
 // A system-scope acquire-release fence: with a later store it is a release, with an earlier
 // load or atomic an acquire (the PTX memory model's patterns), which is all the protocol needs.
 // __threadfence_system() is the sequentially consistent fence, stronger and slower; the send
@@ -444,19 +437,14 @@ __device__ __forceinline__ void ep_fence_acq_rel_gpu() { asm volatile("fence.acq
 // a fence in every warp cost each send block a system-scope drain per warp.
 // `gpu_scope`: only what the grid did on its own GPU must be ordered (loads of local counts before
 // their reset), which a GPU-scope fence does at a fraction of a system-scope one's cost.
-// `warp_acquires`: the last block's acquire is taken by every lane of warp 0, each its own (a
-// read of the ticket's last value, then a fence: the acquire pattern), after the barrier; each
-// lane's fence is then also the release of that lane's later stores, so warp 0 may publish at
-// once with plain system-scope stores. Otherwise thread 0's acquire fence is followed by
-// ep_publish's own: two system-scope fences in a row, ~1.2 us each at decode sizes.
-__device__ bool ep_last_block(u32* ticket, bool gpu_scope = false, bool warp_acquires = false) {
+__device__ bool ep_last_block(u32* ticket, bool gpu_scope = false) {
     __shared__ bool last;
     __syncthreads();
     if (threadIdx.x == 0) {
         if (gpu_scope) ep_fence_acq_rel_gpu();
         else ep_fence_acq_rel();
         last = atomicAdd(ticket, 1u) == gridDim.x - 1;
-        if (last && !warp_acquires) {
+        if (last) {
             atomicExch(ticket, 0u);
             // acquire: every other block's stores before ours
             if (gpu_scope) ep_fence_acq_rel_gpu();
@@ -464,13 +452,6 @@ __device__ bool ep_last_block(u32* ticket, bool gpu_scope = false, bool warp_acq
         }
     }
     __syncthreads();
-    if (warp_acquires && last && threadIdx.x < 32) {
-        ep_load_relaxed_gpu(ticket); // the last increment: every block's release sequence
-        if (gpu_scope) ep_fence_acq_rel_gpu();
-        else ep_fence_acq_rel();
-        __syncwarp(); // every lane has read the ticket before it goes back to 0
-        if (threadIdx.x == 0) atomicExch(ticket, 0u);
-    }
     return last;
 }
 
