@@ -132,9 +132,9 @@ const WAIT_ARGS: usize = 14;
 const COPY_OUT_ARGS: usize = 23;
 /// `ep_dispatch_copy_messages` takes the first of `ep_dispatch_copy_out`'s.
 const COPY_MESSAGES_ARGS: usize = 20;
-const COMBINE_SEND_ARGS: usize = 17;
+const COMBINE_SEND_ARGS: usize = 20;
 const DISPATCH_SINGLE_ARGS: usize = 37;
-const COMBINE_SINGLE_ARGS: usize = 31;
+const COMBINE_SINGLE_ARGS: usize = 34;
 
 /// Which copy-out `CudaComm::issue_copy` launches.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -203,6 +203,9 @@ pub struct CudaComm {
     /// The dispatch round's number, the same on every rank: an overlapped sender marks its
     /// messages landed with it. Flags start at 0, so it starts at 1.
     seq: u32,
+    /// The combine's number, the same on every rank: the word an LL row carries (common.cuh).
+    /// The LL rows start at 0, so it starts at 1.
+    cseq: u32,
     tracker: RoundTracker,
     round: RoundData,
     /// When set (`ep bench --breakdown`), an event after every kernel, to time each one.
@@ -233,6 +236,7 @@ impl CudaComm {
             slots_done,
             copied,
             seq: 0,
+            cseq: 0,
             tracker: RoundTracker::new(rank),
             round: RoundData::default(),
             probe: Default::default(),
@@ -457,6 +461,13 @@ impl CudaComm {
         let max = tokens_from_env(&MAX, "EP_CUDA_SINGLE_COMBINE_MAX_TOKENS")
             .unwrap_or(SINGLE_COMBINE_MAX_TOKENS);
         self.round.reduced && self.single_launch(max)
+    }
+
+    /// This rank takes this round's combine rows in LL form (common.cuh): one node and few tokens
+    /// here. The dispatch told every sender so (`EP_NMSG_LL`, decided on the device by the same
+    /// rule).
+    fn ll_combine(&self) -> bool {
+        self.cfg.n_nodes == 1 && self.round.n_tokens <= crate::kernels::ll_max_tokens()
     }
 
     /// This round's dispatch overlaps its copy-out with the transfer: one node, many tokens here
@@ -845,7 +856,8 @@ impl CudaComm {
     /// combine_async kernels; at decode sizes inside one node, the whole combine in one launch.
     /// `grid_rows` covers at least the rows the dispatch produced (the kernels stop at the
     /// device's row count).
-    pub(crate) fn issue_combine_send(&self, grid_rows: usize) -> Result<()> {
+    pub(crate) fn issue_combine_send(&mut self, grid_rows: usize) -> Result<()> {
+        self.cseq = self.cseq.wrapping_add(1).max(1);
         if self.single_combine() {
             return self.issue_combine_single(grid_rows);
         }
@@ -871,6 +883,9 @@ impl CudaComm {
             &sc.n,
             &sc.skip,
             &b.c_count_ptrs.ptr,
+            &b.d_nmsg.ptr,
+            &b.c_ll_ptrs.ptr,
+            &self.cseq,
         ];
         // At least one block: a rank that received no rows still signals.
         let grid = grid_rows.max(1) as u32;
@@ -897,9 +912,46 @@ impl CudaComm {
         Ok(())
     }
 
-    /// One slice of the combine wait, with the count check.
+    /// One slice of the combine wait, with the count check; for a rank that takes its rows in LL
+    /// form, then those rows into the receive buffer (`ep_combine_ll_unpack`). After a slice that
+    /// had every count but not every LL row (EP_MESSAGES_PENDING), the rows alone again: the counts
+    /// are taken.
     pub(crate) fn issue_combine_wait(&self, slice_ns: u64) -> Result<()> {
         self.bind()?;
+        let b = self.bufs();
+        let sc = &self.sc;
+        if self.round.messages_pending {
+            b.status.fill_async(0, b.status.len, &self.stream)?;
+        } else {
+            self.launch_combine_wait(slice_ns)?;
+        }
+        if self.ll_combine() {
+            self.launch(
+                "ep_combine_ll_unpack",
+                self.round.n_tokens as u32,
+                THREADS,
+                0,
+                &[
+                    &b.c_ll_ptrs.ptr,
+                    &self.cseq,
+                    &slice_ns,
+                    &b.ids.ptr,
+                    &sc.top_k,
+                    &sc.hidden,
+                    &sc.rank,
+                    &sc.l,
+                    &sc.n,
+                    &sc.skip,
+                    &b.c_recv.ptr,
+                    &b.status.ptr,
+                ],
+            )?;
+        }
+        Ok(())
+    }
+
+    /// `ep_combine_wait`: the counts and their check.
+    fn launch_combine_wait(&self, slice_ns: u64) -> Result<()> {
         let b = self.bufs();
         let sc = &self.sc;
         self.launch(
@@ -971,9 +1023,12 @@ impl CudaComm {
         let t = self.round.n_tokens;
         let (epi, scale, device) = self.epilogue_args()?;
         let k = self.k();
-        let f = device
-            .as_ref()
-            .map_or(k.get("ep_combine_single"), |d| &d.single);
+        let (name, f) = match (&device, self.ll_combine()) {
+            (None, false) => ("ep_combine_single", k.get("ep_combine_single")),
+            (None, true) => ("ep_combine_single_ll", k.get("ep_combine_single_ll")),
+            (Some(d), false) => ("ep_combine_single", &d.single),
+            (Some(d), true) => ("ep_combine_single_ll", &d.single_ll),
+        };
         let counts = cfg.n_local_experts() * cfg.n_ranks();
         let smem = self.whole_row_smem().max(8 * counts as u32);
         let grid = grid_rows
@@ -1012,8 +1067,11 @@ impl CudaComm {
             &b.out.ptr,
             &b.fp8_payload.ptr,
             &b.fp8_scales.ptr,
+            &b.d_nmsg.ptr,
+            &b.c_ll_ptrs.ptr,
+            &self.cseq,
         ];
-        self.launch_fn("ep_combine_single", f, grid, SEND_THREADS, smem, &args)
+        self.launch_fn(name, f, grid, SEND_THREADS, smem, &args)
     }
 
     /// The reduction (or unreduced layout) and the epilogue, into the device output buffers;
@@ -1287,7 +1345,14 @@ impl EpComm for CudaComm {
         self.bind()?;
         let b = self.bufs();
         let mut h = 0xcbf2_9ce4_8422_2325u64;
-        for buf in [&b.d_recv, &b.d_nmsg, &b.d_counts, &b.c_recv, &b.c_counts] {
+        for buf in [
+            &b.d_recv,
+            &b.d_nmsg,
+            &b.d_counts,
+            &b.c_recv,
+            &b.c_counts,
+            &b.c_ll,
+        ] {
             let mut host = vec![0u8; buf.len];
             buf.download(&mut host, &self.stream)?;
             for chunk in host.chunks(8) {
@@ -1368,9 +1433,8 @@ mod tests {
             parameter_names(DISPATCH, "ep_dispatch_single_spread"),
             single
         );
-        assert_eq!(
-            parameter_names(COMBINE, "ep_combine_single").len(),
-            COMBINE_SINGLE_ARGS
-        );
+        let single = parameter_names(COMBINE, "ep_combine_single");
+        assert_eq!(single.len(), COMBINE_SINGLE_ARGS);
+        assert_eq!(parameter_names(COMBINE, "ep_combine_single_ll"), single);
     }
 }

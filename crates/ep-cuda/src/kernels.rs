@@ -45,7 +45,9 @@ pub const PROGRAMS: &[(&str, &str, &[&str])] = &[
             "ep_combine_wait",
             "ep_combine_reduce",
             "ep_combine_unreduced",
+            "ep_combine_ll_unpack",
             "ep_combine_single",
+            "ep_combine_single_ll",
         ],
     ),
     ("swiglu", SWIGLU, &["ep_swiglu"]),
@@ -108,6 +110,43 @@ pub fn arch_name(major: i32, minor: i32) -> &'static str {
         .or_insert_with(|| Box::leak(format!("sm_{major}{minor}").into_boxed_str()))
 }
 
+/// Up to this many tokens a rank takes its combine rows in LL form (common.cuh): each 8-byte word
+/// 4 bytes of the row and the combine's number, so the rows need no fence and the counts do not
+/// wait for them, at twice the bytes on the wire. On 2x H200 (docs/perf.md, v19): 1-8 tokens
+/// 0.7-1.3 µs faster, 16 level, 32 4 µs slower (the doubled bytes). `EP_CUDA_LL_MAX_TOKENS` overrides it (0: never);
+/// read once per process, compiled into the kernels and used to size the buffers, so every rank
+/// of the node agrees.
+pub const LL_MAX_TOKENS: usize = 8;
+
+/// [`LL_MAX_TOKENS`] or its override.
+pub fn ll_max_tokens() -> usize {
+    static MAX: OnceLock<usize> = OnceLock::new();
+    *MAX.get_or_init(|| {
+        std::env::var("EP_CUDA_LL_MAX_TOKENS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(LL_MAX_TOKENS)
+    })
+}
+
+/// The defines every program is compiled with: the LL bound, and under EP_CUDA_TRACE the
+/// single-launch kernels' stamps (common.cuh); `all`: every block prints, not only block 0 and the
+/// publishing one; EP_CUDA_TRACE_RANK=r: only rank r prints.
+fn prelude() -> String {
+    let mut prelude = format!("#define EP_LL_MAX_TOKENS {}\n", ll_max_tokens());
+    if let Some(trace) = std::env::var_os("EP_CUDA_TRACE") {
+        prelude += "#define EP_TRACE 1\n";
+        if trace == "all" {
+            prelude += "#define EP_TRACE_ALL 1\n";
+        }
+        // Ranks of one process print through one stdout, interleaved mid-line: one at a time.
+        let only_rank = std::env::var("EP_CUDA_TRACE_RANK").ok();
+        let only_rank = only_rank.and_then(|r| r.parse::<i32>().ok()).unwrap_or(-1);
+        prelude += &format!("#define EP_TRACE_RANK {only_rank}\n");
+    }
+    prelude
+}
+
 /// The printf buffer under EP_CUDA_TRACE: every block of a decode grid prints a line per launch.
 const TRACE_PRINTF_BYTES: usize = 256 << 20;
 
@@ -127,19 +166,8 @@ impl Kernels {
         let arch = arch_name(major, minor);
         let mut functions = HashMap::new();
         let mut modules = Vec::new();
-        // EP_CUDA_TRACE: the single-launch kernels print where their time goes (common.cuh); `all`:
-        // every block prints, not only block 0 and the publishing one; EP_CUDA_TRACE_RANK=r: only
-        // rank r prints.
-        let mut prelude = String::new();
-        if let Some(trace) = std::env::var_os("EP_CUDA_TRACE") {
-            prelude += "#define EP_TRACE 1\n";
-            if trace == "all" {
-                prelude += "#define EP_TRACE_ALL 1\n";
-            }
-            // Ranks of one process print through one stdout, interleaved mid-line: one at a time.
-            let only_rank = std::env::var("EP_CUDA_TRACE_RANK").ok();
-            let only_rank = only_rank.and_then(|r| r.parse::<i32>().ok()).unwrap_or(-1);
-            prelude += &format!("#define EP_TRACE_RANK {only_rank}\n");
+        let prelude = prelude();
+        if std::env::var_os("EP_CUDA_TRACE").is_some() {
             // Rounds queued back to back print more than the default 1 MB holds between syncs.
             ctx.set_limit(
                 cudarc::driver::sys::CUlimit::CU_LIMIT_PRINTF_FIFO_SIZE,
@@ -179,7 +207,7 @@ impl Kernels {
         if let Some((_, f)) = cache.get(&key) {
             return Ok(f.clone());
         }
-        let prelude = format!("#define EP_USER_EPILOGUE {name}\n");
+        let prelude = format!("{}#define EP_USER_EPILOGUE {name}\n", prelude());
         let src = source(&format!("{user_source}\n{COMBINE}"), &prelude);
         let module = self
             .ctx
@@ -188,6 +216,7 @@ impl Kernels {
         let f = EpilogueKernels {
             reduce: module.load_function("ep_combine_reduce").map_err(cuda)?,
             single: module.load_function("ep_combine_single").map_err(cuda)?,
+            single_ll: module.load_function("ep_combine_single_ll").map_err(cuda)?,
         };
         cache.insert(key, (module, f.clone()));
         Ok(f)
@@ -201,6 +230,8 @@ pub struct EpilogueKernels {
     pub reduce: CudaFunction,
     /// `ep_combine_single`.
     pub single: CudaFunction,
+    /// `ep_combine_single_ll`.
+    pub single_ll: CudaFunction,
 }
 
 /// A value passed to a kernel by pointer, as `cuLaunchKernel` takes its arguments.

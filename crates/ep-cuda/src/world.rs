@@ -8,7 +8,7 @@ use cudarc::driver::{sys, CudaContext};
 use ep_core::{ConfigError, EpConfig, EpError, MessageLayout, Result, TokenFormat};
 
 use crate::driver::cuda;
-use crate::kernels::{Kernels, MsgLayout};
+use crate::kernels::{ll_max_tokens, Kernels, MsgLayout};
 use crate::memory::DevBuf;
 
 /// One rank's device memory.
@@ -21,6 +21,10 @@ pub struct RankBuffers {
     pub d_counts: DevBuf,
     pub c_recv: DevBuf,
     pub c_counts: DevBuf,
+    /// Combine rows in LL form (common.cuh), for a rank with few tokens inside one node:
+    /// [min(max_tokens, LL bound), top_k, hidden] words of 4 bytes of the row and the combine's
+    /// number (8 bytes each).
+    pub c_ll: DevBuf,
     // Staging for puts to other nodes, and the shared expert's messages.
     pub d_staging: DevBuf,
     pub c_staging: DevBuf,
@@ -63,6 +67,7 @@ pub struct RankBuffers {
     pub d_count_ptrs: DevBuf,
     pub c_recv_ptrs: DevBuf,
     pub c_count_ptrs: DevBuf,
+    pub c_ll_ptrs: DevBuf,
 }
 
 pub struct World {
@@ -130,12 +135,13 @@ impl World {
             .collect::<Result<Vec<_>>>()?;
         // Every rank's view of every rank's symmetric buffers.
         let table = |f: fn(&RankBuffers) -> u64| -> Vec<u64> { ranks.iter().map(f).collect() };
-        let (dr, dn, dc, cr, cc) = (
+        let (dr, dn, dc, cr, cc, cl) = (
             table(|b| b.d_recv.ptr),
             table(|b| b.d_nmsg.ptr),
             table(|b| b.d_counts.ptr),
             table(|b| b.c_recv.ptr),
             table(|b| b.c_counts.ptr),
+            table(|b| b.c_ll.ptr),
         );
         for (r, b) in ranks.iter().enumerate() {
             let ctx = &ctxs[&device_of[r]];
@@ -146,6 +152,7 @@ impl World {
                 (&b.d_count_ptrs, &dc),
                 (&b.c_recv_ptrs, &cr),
                 (&b.c_count_ptrs, &cc),
+                (&b.c_ll_ptrs, &cl),
             ] {
                 buf.upload(t, &stream)?;
             }
@@ -252,6 +259,11 @@ impl RankBuffers {
             d_counts: b(l * n * 8)?,
             c_recv: b(t * k * h * 2)?,
             c_counts: b(l * n * 8)?,
+            c_ll: b(if multi_node {
+                0
+            } else {
+                t.min(ll_max_tokens()) * k * h * 4
+            })?,
             d_staging: b(if multi_node { t * wire } else { 0 })?,
             c_staging: b(if multi_node { cap * h * 2 } else { 0 })?,
             shared_msgs: b(if cfg.fused_shared_expert { t * wire } else { 0 })?,
@@ -284,6 +296,7 @@ impl RankBuffers {
             d_count_ptrs: b(n * 8)?,
             c_recv_ptrs: b(n * 8)?,
             c_count_ptrs: b(n * 8)?,
+            c_ll_ptrs: b(n * 8)?,
         };
         bufs.d_counts.fill(0xFF)?;
         bufs.d_ticket.fill(0)?;
@@ -293,6 +306,8 @@ impl RankBuffers {
         bufs.status.fill(0)?;
         bufs.c_ticket.fill(0)?;
         bufs.c_counts.fill(0xFF)?;
+        // Words below every combine's number (comm.rs: `cseq` starts at 1).
+        bufs.c_ll.fill(0)?;
         Ok(bufs)
     }
 }

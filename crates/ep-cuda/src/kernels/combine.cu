@@ -2,8 +2,10 @@
 //
 // Launch order: ep_combine_send (which also signals, from its last block, inside one node) or,
 // between nodes, ep_combine_send -> ep_combine_put -> ep_combine_signal; then
-// ep_combine_wait -> ep_combine_reduce or ep_combine_unreduced, again while the wait's slice runs
-// out before the counts are all there.
+// ep_combine_wait -> (ep_combine_ll_unpack, for a rank that takes its rows in LL form) ->
+// ep_combine_reduce or ep_combine_unreduced, again while the wait's slice runs out before the
+// counts (or the LL rows) are all there. At decode sizes inside one node, ep_combine_single or
+// ep_combine_single_ll instead (below).
 
 #define EP_EPI_NONE 0
 #define EP_EPI_RESIDUAL 1
@@ -16,21 +18,42 @@ __device__ __forceinline__ bool ep_whole_row(int epilogue) {
     return epilogue == EP_EPI_FP8 || epilogue == EP_EPI_DEVICE;
 }
 
+// Each lane's rank's dispatch message count word (`nmsg`, lanes below n_ranks), loaded by the
+// send kernels with the row's source: which rank takes its rows in LL form is then known without
+// a round trip of its own before the row's loads or the counts' stores.
+__device__ __forceinline__ u32 ep_lane_nmsg(const u32* nmsg, int n_ranks) {
+    int lane = threadIdx.x & 31;
+    return lane < n_ranks ? nmsg[lane] : 0u;
+}
+
+// Rank p's message count word from the lanes' (ep_lane_nmsg): a shuffle for the first 32 ranks,
+// a load beyond. Every lane of the warp calls it.
+__device__ __forceinline__ u32 ep_nmsg_of(int p, u32 lane_nmsg, const u32* nmsg) {
+    u32 v = __shfl_sync(0xffffffffu, lane_nmsg, p & 31);
+    return p < 32 ? v : nmsg[p];
+}
+
 // For each (local expert g, destination rank): the rows the dispatch brought from that rank,
 // which are exactly the rows going back. Published at index g * n_ranks + rank of the
-// destination's combine counts, like the dispatch counts (ep_publish).
+// destination's combine counts, like the dispatch counts (ep_publish). With `nmsg` (this rank's
+// dispatch message count words, common.cuh, and `lane_nmsg` from ep_lane_nmsg), only the
+// destinations that take their rows in LL form (`ll`) or only the others; an LL destination's
+// counts do not vouch for the rows, so they go out with plain stores, no fence.
 __device__ void ep_publish_rows(const u64* dispatch_counts, int n_local, int n_ranks, int rank, int skip_a2a,
-                                const u64* count_ptrs) {
+                                const u64* count_ptrs, const u32* nmsg = nullptr, u32 lane_nmsg = 0,
+                                bool ll = false) {
     for (int i0 = 0; i0 < n_local * n_ranks; i0 += blockDim.x) {
         int i = i0 + threadIdx.x;
         int g = i / n_ranks, dst = i % n_ranks;
+        bool here = !nmsg || ((ep_nmsg_of(dst, lane_nmsg, nmsg) & EP_NMSG_LL) != 0) == ll;
         u64* at = nullptr;
         u64 v = 0;
-        if (i < n_local * n_ranks && !(skip_a2a && dst != rank)) {
+        if (i < n_local * n_ranks && !(skip_a2a && dst != rank) && here) {
             at = (u64*)count_ptrs[dst] + (u64)g * n_ranks + rank;
             v = dispatch_counts[i];
         }
-        ep_publish(at, v);
+        if (!ll) ep_publish(at, v);
+        else if (at) ep_store_relaxed_sys(at, v);
     }
 }
 
@@ -42,17 +65,47 @@ __device__ __forceinline__ u8* ep_return_slot(u64 row, int s, const int* src_inf
     return (u8*)recv_ptrs[s] + ((u64)t * top_k + k) * row_bytes;
 }
 
+// A row to a rank that takes its rows in LL form (common.cuh), by the block: `n16` pieces of 16
+// bytes, up to 4 loads per thread before their stores: with 8, as ep_copy_to, ep_combine_send
+// took 64 registers instead of 56, which cost its 4096-token combine 0.7%.
+__device__ void ep_ll_send_row(ulonglong2* dst, const uint4* src, u64 n16, u32 seq) {
+    const int batch = 4;
+    for (u64 i0 = threadIdx.x; i0 < n16; i0 += batch * blockDim.x) {
+        uint4 v[batch];
+#pragma unroll
+        for (int u = 0; u < batch; u++)
+            if (i0 + u * blockDim.x < n16) v[u] = src[i0 + u * blockDim.x];
+#pragma unroll
+        for (int u = 0; u < batch; u++)
+            if (i0 + u * blockDim.x < n16) ep_ll_store(dst, i0 + u * blockDim.x, n16, v[u], seq);
+    }
+}
+
+// Received row `row` back to its source rank, by the block: inside the node into its combine
+// receive buffer, or its LL rows (this combine's number `seq`) when its dispatch message count here
+// says so (`nmsg`, and `lane_nmsg` from ep_lane_nmsg); to another node staged for ep_combine_put.
 __device__ void ep_send_row(u64 row, const u16* expert_out, const int* src_info, const int* row_src, int hidden,
-                            int top_k, const u64* recv_ptrs, int rank, int gpus_per_node, u8* staging) {
+                            int top_k, const u64* recv_ptrs, int rank, int gpus_per_node, u8* staging, const u32* nmsg,
+                            u32 lane_nmsg, const u64* ll_ptrs, u32 seq) {
     int s = row_src[row];
     if (s < 0) return;
     u64 row_bytes = (u64)hidden * 2;
     const u8* src = (const u8*)(expert_out + row * hidden);
-    if (s / gpus_per_node == rank / gpus_per_node) {
-        ep_block_copy(ep_return_slot(row, s, src_info, recv_ptrs, top_k, row_bytes), src, row_bytes);
-    } else {
+    if (s / gpus_per_node != rank / gpus_per_node) {
         ep_block_copy(staging + row * row_bytes, src, row_bytes);
+        return;
     }
+    u32 nm = ep_nmsg_of(s, lane_nmsg, nmsg);
+    if (!(nm & EP_NMSG_LL)) {
+        ep_block_copy(ep_return_slot(row, s, src_info, recv_ptrs, top_k, row_bytes), src, row_bytes);
+        return;
+    }
+    // The bit says the rank has at most EP_LL_MAX_TOKENS tokens; a row past its LL rows is not
+    // written (its token then times out there) rather than written out of bounds.
+    int t = src_info[2 * row], k = src_info[2 * row + 1];
+    u64 n16 = hidden / 8; // hidden is a multiple of 8 for every format
+    if (t < EP_LL_MAX_TOKENS)
+        ep_ll_send_row((ulonglong2*)ll_ptrs[s] + ((u64)t * top_k + k) * 2 * n16, (const uint4*)src, n16, seq);
 }
 
 // The rows coming back for (local expert g, rank s), count g * n_ranks + s, must be the rows
@@ -74,16 +127,19 @@ extern "C" __global__ void ep_combine_wait(u64* counts, int n_local, int n_ranks
 }
 
 // One block per received row (the grid may cover the capacity, at least one block; the row count
-// is on the device): the row goes back to (source rank, token, first slot). With `signal` (one
-// node) the last block to finish publishes the row counts.
+// is on the device): the row goes back to (source rank, token, first slot), in LL form to a rank
+// that takes it so (ep_send_row). With `signal` (one node) the last block to finish publishes the
+// row counts, every destination's behind the fence.
 extern "C" __global__ void ep_combine_send(const u16* expert_out, const int* src_info, const int* row_src,
                                            const u32* rows_end, int hidden, int top_k, const u64* recv_ptrs, int rank,
                                            int gpus_per_node, u8* staging, int signal, u32* ticket,
                                            const u64* dispatch_counts, int n_local, int n_ranks, int skip_a2a,
-                                           const u64* count_ptrs) {
+                                           const u64* count_ptrs, const u32* nmsg, const u64* ll_ptrs, u32 seq) {
     u64 row = blockIdx.x;
+    u32 lane_nmsg = ep_lane_nmsg(nmsg, n_ranks);
     if (row < *rows_end)
-        ep_send_row(row, expert_out, src_info, row_src, hidden, top_k, recv_ptrs, rank, gpus_per_node, staging);
+        ep_send_row(row, expert_out, src_info, row_src, hidden, top_k, recv_ptrs, rank, gpus_per_node, staging, nmsg,
+                    lane_nmsg, ll_ptrs, seq);
     if (signal && ep_last_block(ticket)) ep_publish_rows(dispatch_counts, n_local, n_ranks, rank, skip_a2a, count_ptrs);
 }
 
@@ -157,16 +213,20 @@ __device__ void ep_list_slots(EpSlots& sl, int t, const int* ids, const float* w
 // row in f32) is only needed by the epilogues that take the whole row (ep_whole_row; `part` 0 of
 // 1). Otherwise the row may be cut into `parts` column ranges of whole 8-column groups, this block
 // reducing range `part` (at decode sizes, several blocks to a token: one pass of loads each).
-// Returns with a barrier passed.
-template <int Batch>
+// With `Ll` the rows are read from the rank's LL rows (`ll`, common.cuh) instead of `recv`, each
+// piece polled until it is there; one that does not come within the slice leaves its value
+// undefined and the status EP_MESSAGES_PENDING, so the host reduces again. Returns with a barrier
+// passed.
+template <int Batch, bool Ll>
 __device__ void ep_reduce_token(int t, int part, int parts, const EpSlots& sl, float* row, const u16* recv,
                                 int top_k, int hidden, const u16* shared_rows, int shared_start, int shared_end,
                                 int epilogue, const u16* residual, float scale, u16* out, u8* fp8_payload,
-                                float* fp8_scales) {
+                                float* fp8_scales, const EpLlWait& ll) {
     int n = sl.n;
     bool has_shared = shared_rows != 0 && t >= shared_start && t < shared_end;
     int w8 = hidden / 8; // hidden is a multiple of 8 for every format
     const uint4* rows = (const uint4*)(recv + (u64)t * top_k * hidden);
+    const ulonglong2* ll_rows = Ll ? ll.rows + (u64)t * top_k * w8 * 2 : nullptr; // rows of 2 * w8 lines
     bool whole_row = ep_whole_row(epilogue); // kept in `row`, not stored
     int per = (w8 + parts - 1) / parts, c_end = min(w8, (part + 1) * per);
     for (int c8 = part * per + threadIdx.x; c8 < c_end; c8 += blockDim.x) {
@@ -174,9 +234,22 @@ __device__ void ep_reduce_token(int t, int part, int parts, const EpSlots& sl, f
         for (int i = 0; i < 8; i++) acc[i] = 0.0f;
         for (int j0 = 0; j0 < n; j0 += Batch) {
             uint4 v[Batch];
+            if (Ll) {
+                // Every piece's loads first, then a poll for those not there yet.
+                unsigned late = 0;
 #pragma unroll
-            for (int j = 0; j < Batch; j++)
-                if (j0 + j < n) v[j] = rows[(u64)sl.row[j0 + j] * w8 + c8];
+                for (int j = 0; j < Batch; j++)
+                    if (j0 + j < n && !ep_ll_load(ll_rows + (u64)sl.row[j0 + j] * w8 * 2, c8, w8, ll.seq, v[j]))
+                        late |= 1u << j;
+#pragma unroll
+                for (int j = 0; j < Batch; j++)
+                    if (late >> j & 1)
+                        ep_ll_wait(ll_rows + (u64)sl.row[j0 + j] * w8 * 2, c8, w8, sl.id[sl.row[j0 + j]], ll, v[j]);
+            } else {
+#pragma unroll
+                for (int j = 0; j < Batch; j++)
+                    if (j0 + j < n) v[j] = rows[(u64)sl.row[j0 + j] * w8 + c8];
+            }
 #pragma unroll
             for (int j = 0; j < Batch; j++) {
                 if (j0 + j >= n) break;
@@ -233,8 +306,8 @@ extern "C" __global__ void __launch_bounds__(1024) ep_combine_reduce(const u16* 
     extern __shared__ float smem_f[];
     __shared__ EpSlots sl;
     ep_list_slots(sl, blockIdx.x, ids, weights, top_k, rank, n_local, skip_a2a);
-    ep_reduce_token<4>(blockIdx.x, 0, 1, sl, smem_f, recv, top_k, hidden, shared_rows,
-                    shared_start, shared_end, epilogue, residual, scale, out, fp8_payload, fp8_scales);
+    ep_reduce_token<4, false>(blockIdx.x, 0, 1, sl, smem_f, recv, top_k, hidden, shared_rows, shared_start,
+                              shared_end, epilogue, residual, scale, out, fp8_payload, fp8_scales, EpLlWait{});
 }
 
 // Without weights: each slot's returned row, masked and off-device slots zero. One block per token.
@@ -251,50 +324,94 @@ extern "C" __global__ void ep_combine_unreduced(const u16* recv, const int* ids,
     }
 }
 
+// A rank that takes its rows in LL form (common.cuh), for the kernels above, which read the
+// combine receive buffer: each row of its tokens, polled for up to `slice_ns`, into that buffer
+// (the unreduced combine, and a reduction launched again after the single-launch kernel's slice
+// ran out before every row came, EP_MESSAGES_PENDING). One block per token; nothing unless the
+// wait completed.
+extern "C" __global__ void ep_combine_ll_unpack(const u64* ll_ptrs, u32 seq, u64 slice_ns, const int* ids, int top_k,
+                                                int hidden, int rank, int n_local, int n_ranks, int skip_a2a,
+                                                u16* recv, u32* status) {
+    if (status[0] != EP_OK) return;
+    int t = blockIdx.x, w8 = hidden / 8;
+    const int* tid = ids + (u64)t * top_k;
+    EpLlWait ll{(const ulonglong2*)ll_ptrs[rank], seq, ep_globaltimer() + slice_ns, status, n_local, n_ranks};
+    for (int k = 0; k < top_k; k++) {
+        if (ep_routed_slot(tid, k, rank, n_local, skip_a2a) != k) continue; // masked, elsewhere, or a repeat
+        const ulonglong2* src = ll.rows + ((u64)t * top_k + k) * w8 * 2;
+        uint4* dst = (uint4*)(recv + ((u64)t * top_k + k) * hidden);
+        for (int c8 = threadIdx.x; c8 < w8; c8 += blockDim.x) {
+            uint4 v;
+            ep_ll_wait(src, c8, w8, tid[k], ll, v);
+            dst[c8] = v;
+        }
+    }
+}
+
 // ---- the single-launch combine (decode sizes) -------------------------------------------------
 //
 // As ep_dispatch_single: the whole combine inside one node in one launch, a persistent grid whose
-// blocks are all resident. Each block sends its share of the rows back, the last publishes the
-// row counts, then every block waits for every count, checks it, and reduces its share of the
-// tokens (with weights; the unreduced output takes the kernels above). What does not depend on
-// the rows coming back is done while the rows' stores drain: the counts to publish are loaded,
-// and a block with one token (or part of one) to reduce lists its slots. The last block of the
-// grid resets the counts at its end (ep_reset_counts_when_read). Dynamic shared memory: the
-// larger of 8 * n_local * n_ranks (the counts) and the row in f32 for the FP8 and device
-// epilogues. `ticket` holds two words, as ep_dispatch_single's.
-extern "C" __global__ void __launch_bounds__(512) ep_combine_single(
+// blocks are all resident. Each block sends its share of the rows back, then every block waits
+// for every count, checks it, and reduces its share of the tokens (with weights; the unreduced
+// output takes the kernels above). A destination that takes its rows in LL form (common.cuh) gets
+// its counts from the last block first thing, with no fence; the others' counts wait
+// until every block's stores are visible (the last block to take the ticket publishes them; no
+// ticket when every destination takes LL rows). What does not depend on the rows coming back is
+// done while the rows' stores drain: the counts to publish are loaded, and a block with one token
+// (or part of one) to reduce lists its slots. The last block of the grid resets the counts at its
+// end (ep_reset_counts_when_read). `Ll`: this rank takes its own rows in LL form
+// (ep_combine_single_ll). Dynamic shared memory: the larger of 8 * n_local * n_ranks (the counts)
+// and the row in f32 for the FP8 and device epilogues. `ticket` holds two words, as
+// ep_dispatch_single's.
+template <bool Ll>
+__device__ __forceinline__ void ep_combine_single_body(
     const u16* expert_out, const int* src_info, const int* row_src, const u32* rows_end, int hidden, int top_k,
     const u64* recv_ptrs, int rank, u32* ticket, const u64* dispatch_counts, int n_local, int n_ranks, int skip_a2a,
     const u64* count_ptrs, u64* counts, u64 slice_ns, const u64* sent, u32* status, const u16* recv, const int* ids,
     const float* weights, int n_tokens, const u16* shared_rows, int shared_start, int shared_end, int epilogue,
-    const u16* residual, float scale, u16* out, u8* fp8_payload, float* fp8_scales) {
+    const u16* residual, float scale, u16* out, u8* fp8_payload, float* fp8_scales, const u32* nmsg,
+    const u64* ll_ptrs, u32 seq) {
     extern __shared__ uint4 smem_u4[];
     __shared__ EpSlots sl;
-    // Stamps (EP_CUDA_TRACE): 1 rows sent, 2 ticket, 3 counts published, 4 every count here,
-    // 5 reduced, 6 counts reset.
+    // Stamps (EP_CUDA_TRACE): 1 rows sent, 2 ticket, 3 counts published, 4 every count here, 5
+    // reduced, 6 counts reset.
     EP_STAMPS
     u64 rows = *rows_end;
+    u32 lane_nmsg = ep_lane_nmsg(nmsg, n_ranks);
     for (u64 row = blockIdx.x; row < rows; row += gridDim.x) {
-        ep_send_row(row, expert_out, src_info, row_src, hidden, top_k, recv_ptrs, rank, n_ranks, nullptr);
+        ep_send_row(row, expert_out, src_info, row_src, hidden, top_k, recv_ptrs, rank, n_ranks, nullptr, nmsg,
+                    lane_nmsg, ll_ptrs, seq);
     }
     EP_STAMP(1);
     // While the stores drain (before them, these loads held the sends back ~2.5 us at 1 token).
     // (v18 tried publishing behind the ticket's own acquire fence, by warp 0, one system-scope
     // fence fewer: level in the sweep. The time from the rows sent to the counts published is
-    // the release fence behind the NVLink stores.)
+    // the release fence behind the NVLink stores; v19's LL rows take it off the path.)
     int n = n_local * n_ranks;
     u64* cnt = (u64*)smem_u4; // the counts to publish, then the counts that came
     for (int i = threadIdx.x; i < n; i += blockDim.x) cnt[i] = dispatch_counts[i];
+    bool regular = false; // a destination takes its rows in the receive buffer
+    for (int p = threadIdx.x; p < n_ranks; p += blockDim.x)
+        regular = regular || ((!skip_a2a || p == rank) && !((p < 32 ? lane_nmsg : nmsg[p]) & EP_NMSG_LL)); // lane p
+    regular = __syncthreads_or(regular);
     // Tokens cut into column ranges of a block's pass each while the grid has blocks to spare
-    // (a whole row per block for the epilogues that need one).
-    int passes = (hidden / 8 + blockDim.x - 1) / blockDim.x;
+    // (a whole row per block for the epilogues that need one); LL rows, twice the bytes, into
+    // ranges of 128 pieces (one load per thread and slot) so that more SMs read them. The items
+    // are dealt from the grid's last block down: at decode sizes the first blocks send the rows,
+    // and a block's loads wait behind its stores.
+    int per_part = Ll ? 128 : blockDim.x;
+    int passes = (hidden / 8 + per_part - 1) / per_part;
     int parts = ep_whole_row(epilogue) || n_tokens == 0 ? 1 : max(1, min(passes, (int)gridDim.x / n_tokens));
-    int items = n_tokens * parts;
-    bool one_item = (int)blockIdx.x < items && (int)(blockIdx.x + gridDim.x) >= items;
-    if (one_item) ep_list_slots(sl, blockIdx.x / parts, ids, weights, top_k, rank, n_local, skip_a2a);
-    bool published = ep_last_block(ticket);
+    int items = n_tokens * parts, rb = gridDim.x - 1 - blockIdx.x;
+    bool one_item = rb < items && rb + (int)gridDim.x >= items;
+    if (one_item) ep_list_slots(sl, rb / parts, ids, weights, top_k, rank, n_local, skip_a2a);
+    // The LL destinations' counts, by the last block, which has the fewest rows to send (none
+    // while the grid is larger than the rows).
+    bool ll_publisher = blockIdx.x == gridDim.x - 1;
+    if (ll_publisher) ep_publish_rows(cnt, n_local, n_ranks, rank, skip_a2a, count_ptrs, nmsg, lane_nmsg, true);
+    bool published = regular && ep_last_block(ticket);
     EP_STAMP(2);
-    if (published) ep_publish_rows(cnt, n_local, n_ranks, rank, skip_a2a, count_ptrs);
+    if (published) ep_publish_rows(cnt, n_local, n_ranks, rank, skip_a2a, count_ptrs, nmsg, lane_nmsg, false);
     EP_STAMP(3);
 
     u32 outcome = ep_poll_counts(counts, n, rank, n_ranks, skip_a2a, slice_ns, cnt, nullptr,
@@ -302,15 +419,49 @@ extern "C" __global__ void __launch_bounds__(512) ep_combine_single(
     EP_STAMP(4);
     ep_counts_read(outcome, ticket + 1, status);
     if (outcome == EP_OK) {
-        for (int i = blockIdx.x; i < items; i += gridDim.x) {
+        EpLlWait ll{};
+        if (Ll) ll = EpLlWait{(const ulonglong2*)ll_ptrs[rank], seq, ep_globaltimer() + slice_ns, status, n_local,
+                              n_ranks};
+        for (int i = rb; i < items; i += gridDim.x) {
             if (!one_item) ep_list_slots(sl, i / parts, ids, weights, top_k, rank, n_local, skip_a2a);
-            ep_reduce_token<8>(i / parts, i % parts, parts, sl, (float*)smem_u4, recv, top_k, hidden, shared_rows,
-                            shared_start, shared_end, epilogue, residual, scale, out, fp8_payload, fp8_scales);
+            // LL: 4 slots' loads at a time (each twice the registers; 8 spilled).
+            ep_reduce_token<Ll ? 4 : 8, Ll>(i / parts, i % parts, parts, sl, (float*)smem_u4, recv, top_k, hidden,
+                                   shared_rows, shared_start, shared_end, epilogue, residual, scale, out, fp8_payload,
+                                   fp8_scales, ll);
         }
     }
     EP_STAMP(5);
     if (blockIdx.x == gridDim.x - 1)
         ep_reset_counts_when_read(ticket + 1, gridDim.x, counts, n, rank, n_ranks, skip_a2a, status);
     EP_STAMP(6);
-    EP_STAMPS_PRINT("combine", rank, published);
+    EP_STAMPS_PRINT("combine", rank, regular ? published : ll_publisher);
+}
+
+// The two specializations (NVRTC loads kernels by name): a rank that takes its rows in the
+// receive buffer, and one that takes them in LL form (comm.rs: `ll_combine`). The same parameters
+// (a test in comm.rs checks them name for name).
+extern "C" __global__ void __launch_bounds__(512) ep_combine_single(
+    const u16* expert_out, const int* src_info, const int* row_src, const u32* rows_end, int hidden, int top_k,
+    const u64* recv_ptrs, int rank, u32* ticket, const u64* dispatch_counts, int n_local, int n_ranks, int skip_a2a,
+    const u64* count_ptrs, u64* counts, u64 slice_ns, const u64* sent, u32* status, const u16* recv, const int* ids,
+    const float* weights, int n_tokens, const u16* shared_rows, int shared_start, int shared_end, int epilogue,
+    const u16* residual, float scale, u16* out, u8* fp8_payload, float* fp8_scales, const u32* nmsg,
+    const u64* ll_ptrs, u32 seq) {
+    ep_combine_single_body<false>(expert_out, src_info, row_src, rows_end, hidden, top_k, recv_ptrs, rank, ticket,
+                                  dispatch_counts, n_local, n_ranks, skip_a2a, count_ptrs, counts, slice_ns, sent,
+                                  status, recv, ids, weights, n_tokens, shared_rows, shared_start, shared_end,
+                                  epilogue, residual, scale, out, fp8_payload, fp8_scales, nmsg, ll_ptrs, seq);
+}
+
+extern "C" __global__ void __launch_bounds__(512) ep_combine_single_ll(
+    const u16* expert_out, const int* src_info, const int* row_src, const u32* rows_end, int hidden, int top_k,
+    const u64* recv_ptrs, int rank, u32* ticket, const u64* dispatch_counts, int n_local, int n_ranks, int skip_a2a,
+    const u64* count_ptrs, u64* counts, u64 slice_ns, const u64* sent, u32* status, const u16* recv, const int* ids,
+    const float* weights, int n_tokens, const u16* shared_rows, int shared_start, int shared_end, int epilogue,
+    const u16* residual, float scale, u16* out, u8* fp8_payload, float* fp8_scales, const u32* nmsg,
+    const u64* ll_ptrs, u32 seq) {
+    ep_combine_single_body<true>(expert_out, src_info, row_src, rows_end, hidden, top_k, recv_ptrs, rank, ticket,
+                                 dispatch_counts, n_local, n_ranks, skip_a2a, count_ptrs, counts, slice_ns, sent,
+                                 status, recv, ids, weights, n_tokens, shared_rows, shared_start, shared_end,
+                                 epilogue, residual, scale, out, fp8_payload, fp8_scales, nmsg, ll_ptrs, seq);
 }

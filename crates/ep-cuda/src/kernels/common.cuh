@@ -471,6 +471,70 @@ __device__ __forceinline__ void ep_publish(u64* at, u64 v) {
 #define EP_COUNT_MISMATCH 3
 #define EP_MESSAGES_PENDING 4 // the counts were there, a message was not when the slice ran out
 
+// ---- combine rows in LL form (decode sizes) ---------------------------------------------------
+//
+// A rank with at most EP_LL_MAX_TOKENS tokens (comm.rs: `ll_combine`) takes its combine rows in
+// LL form, after NCCL's low-latency protocol: every 8-byte word holds 4 bytes of the row (low
+// half) and the combine's number (high half), so a piece of a row is there once its words carry
+// this combine's number. The sender needs no fence behind its stores and its counts need not
+// vouch for them: the fence, the ticket and the publish after them took ~5 us of a 1-token
+// combine (docs/perf.md, v18). Twice the bytes on the wire, so only at sizes where latency, not
+// bandwidth, is the cost. The rank says so in its dispatch message count (EP_NMSG_LL, set by
+// ep_publish_counts), which every sender reads before it sends a row back. A rank's LL rows:
+// [min(max_tokens, EP_LL_MAX_TOKENS), top_k] rows of hidden / 4 lines of 16 bytes, each line
+// two words.
+#ifndef EP_LL_MAX_TOKENS
+#define EP_LL_MAX_TOKENS 0
+#endif
+#define EP_NMSG_LL 0x40000000u
+
+// Each 8-byte word is single-copy atomic (the PTX memory model treats a vector access as its
+// elements), so a word that carries `seq` carries this combine's 4 bytes. Piece i of a row of n16
+// pieces: its first 8 bytes in line i, its last 8 in line n16 + i, so that a warp's accesses to
+// consecutive pieces are contiguous (a piece's two lines side by side made every store
+// instruction a half-written sector each 32 bytes: 32 tokens' rows took 20 us to send). Volatile:
+// the words are polled across the GPUs.
+__device__ __forceinline__ void ep_ll_store(ulonglong2* row, u64 i, u64 n16, uint4 v, u32 seq) {
+    u64 f = (u64)seq << 32;
+    asm volatile("st.volatile.global.v2.u64 [%0], {%1, %2};" ::"l"(row + i), "l"(v.x | f), "l"(v.y | f) : "memory");
+    asm volatile("st.volatile.global.v2.u64 [%0], {%1, %2};" ::"l"(row + n16 + i), "l"(v.z | f), "l"(v.w | f)
+                 : "memory");
+}
+
+// Loads piece i; true when all four words carry `seq`.
+__device__ __forceinline__ bool ep_ll_load(const ulonglong2* row, u64 i, u64 n16, u32 seq, uint4& v) {
+    u64 a, b, c, d;
+    asm volatile("ld.volatile.global.v2.u64 {%0, %1}, [%2];" : "=l"(a), "=l"(b) : "l"(row + i));
+    asm volatile("ld.volatile.global.v2.u64 {%0, %1}, [%2];" : "=l"(c), "=l"(d) : "l"(row + n16 + i));
+    v = make_uint4((u32)a, (u32)b, (u32)c, (u32)d);
+    return (u32)(a >> 32) == seq && (u32)(b >> 32) == seq && (u32)(c >> 32) == seq && (u32)(d >> 32) == seq;
+}
+
+// What a reader of LL rows needs: the rank's LL rows, this combine's number, the slice's end, and
+// where to say that a row did not come (status[0] EP_MESSAGES_PENDING unless a poll failed first,
+// status[1 + g * n_ranks + s] for expert s * n_local + g, as a missing count).
+struct EpLlWait {
+    const ulonglong2* rows;
+    u32 seq;
+    u64 deadline;
+    u32* status;
+    int n_local, n_ranks;
+};
+
+// Piece i of a row from expert `id`: polled until it carries the combine's number or the slice
+// ends (every later poll of the launch then gives up at once). Returns whether it came.
+__device__ __forceinline__ bool ep_ll_wait(const ulonglong2* row, u64 i, u64 n16, int id, const EpLlWait& ll,
+                                           uint4& v) {
+    while (!ep_ll_load(row, i, n16, ll.seq, v)) {
+        if (ep_globaltimer() > ll.deadline) {
+            ll.status[1 + (id % ll.n_local) * ll.n_ranks + id / ll.n_local] = 1;
+            atomicCAS(ll.status, (u32)EP_OK, (u32)EP_MESSAGES_PENDING); // a failed poll's code stays
+            return false;
+        }
+    }
+    return true;
+}
+
 // Whether count i ((local expert, rank) order, n_ranks per expert) is awaited: with skip_a2a
 // only this rank's own.
 __device__ __forceinline__ bool ep_awaited(int i, int n_ranks, int rank, int skip_a2a) {

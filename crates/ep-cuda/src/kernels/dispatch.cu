@@ -38,7 +38,7 @@ __device__ __forceinline__ u32* ep_landed_flag(u8* msg, MsgLayout m) { return (u
 // How many of rank s's messages this rank copies out, from s's message count word `nm`: none
 // from another rank with skip_a2a; never more than its buffer holds.
 __device__ __forceinline__ u32 ep_messages_from(u32 nm, int s, int rank, int skip_a2a, int max_tokens) {
-    return skip_a2a && s != rank ? 0 : min(nm & ~EP_NMSG_EARLY, (u32)max_tokens);
+    return skip_a2a && s != rank ? 0 : min(nm & ~(EP_NMSG_EARLY | EP_NMSG_LL), (u32)max_tokens);
 }
 
 // Block-wide running position: each thread flags one item of a chunk of blockDim.x consecutive
@@ -119,15 +119,18 @@ __device__ void ep_assign_block(const int* ids, int n_tokens, int top_k, int n_e
 }
 
 // One count per (expert, this rank), zero included, and before them the number of messages to
-// each rank (with EP_NMSG_EARLY when `early`), published by the calling threads of one block: the
+// each rank (with EP_NMSG_EARLY when `early`, and EP_NMSG_LL when this rank, with `n_tokens`
+// inside one node (`one_node`), takes its combine rows in LL form: common.cuh), published by the calling threads of one block: the
 // message counts are stored, the block passes a barrier, then every count address and value is
 // loaded, each warp fences once and stores (ep_publish), so a receiver that sees the counts sees
 // the message count too. `sent` is global (u64) or, from the block that counted, shared (u32).
 template <typename Sent>
 __device__ void ep_publish_counts(const Sent* sent, const u32* msgs_to, int n_experts, int n_local, int n_ranks,
-                                  int rank, int skip_a2a, const u64* count_ptrs, const u64* nmsg_ptrs, int early) {
+                                  int rank, int skip_a2a, const u64* count_ptrs, const u64* nmsg_ptrs, int early,
+                                  int n_tokens, bool one_node) {
+    u32 flags = (early ? EP_NMSG_EARLY : 0u) | (one_node && n_tokens <= EP_LL_MAX_TOKENS ? EP_NMSG_LL : 0u);
     for (int p = threadIdx.x; p < n_ranks; p += blockDim.x)
-        if (!skip_a2a || p == rank) ((u32*)nmsg_ptrs[p])[rank] = msgs_to[p] | (early ? EP_NMSG_EARLY : 0u);
+        if (!skip_a2a || p == rank) ((u32*)nmsg_ptrs[p])[rank] = msgs_to[p] | flags;
     __syncthreads();
     for (int e0 = 0; e0 < n_experts; e0 += blockDim.x) {
         int e = e0 + threadIdx.x;
@@ -150,7 +153,8 @@ extern "C" __global__ void ep_assign_slots(const int* ids, int n_tokens, int top
     ep_assign_block(ids, n_tokens, top_k, n_experts, n_local, n_ranks, rank, skip_a2a, slots, rank_slots, sent,
                     msgs_to);
     if (early && ep_last_block(ticket, true))
-        ep_publish_counts(sent, msgs_to, n_experts, n_local, n_ranks, rank, skip_a2a, count_ptrs, nmsg_ptrs, 1);
+        ep_publish_counts(sent, msgs_to, n_experts, n_local, n_ranks, rank, skip_a2a, count_ptrs, nmsg_ptrs, 1,
+                          n_tokens, true);
 }
 
 // A block's dynamic shared memory (the send's message and row, the single-launch kernel's
@@ -437,7 +441,8 @@ extern "C" __global__ void __launch_bounds__(512) ep_dispatch_send(const u16* to
         if (early) ep_mark_landed(route, top_k, m, seq, ep_shared_msg(t, shared_start, shared_end, shared_msgs, m));
     }
     if (!early && signal && ep_last_block(ticket))
-        ep_publish_counts(sent, msgs_to, n_experts, n_local, n_ranks, rank, skip_a2a, count_ptrs, nmsg_ptrs, 0);
+        ep_publish_counts(sent, msgs_to, n_experts, n_local, n_ranks, rank, skip_a2a, count_ptrs, nmsg_ptrs, 0,
+                          n_tokens, true);
 }
 
 // The inter-node transport: puts of the staged messages to the ranks of other nodes. Runs after
@@ -460,7 +465,8 @@ extern "C" __global__ void ep_dispatch_put(const int* ids, const int* slots, con
 extern "C" __global__ void ep_dispatch_signal(const u64* sent, const u32* msgs_to, int n_experts, int n_local,
                                               int n_ranks, int rank, int skip_a2a, const u64* count_ptrs,
                                               const u64* nmsg_ptrs) {
-    ep_publish_counts(sent, msgs_to, n_experts, n_local, n_ranks, rank, skip_a2a, count_ptrs, nmsg_ptrs, 0);
+    ep_publish_counts(sent, msgs_to, n_experts, n_local, n_ranks, rank, skip_a2a, count_ptrs, nmsg_ptrs, 0, 0,
+                      false);
 }
 
 // The rows here of one message (or one shared-expert row), the scratch a copy of it works in
@@ -1020,7 +1026,7 @@ __device__ __forceinline__ void ep_dispatch_single_body(
         ep_count_sent(ids, n_tokens, top_k, n_experts, n_local, n_ranks, rank, skip_a2a, hist, sent);
         EP_STAMP(1);
         ep_publish_counts(hist, hist + n_experts, n_experts, n_local, n_ranks, rank, skip_a2a, count_ptrs, nmsg_ptrs,
-                          1);
+                          1, n_tokens, true);
         EP_STAMP(2);
     }
     // Spread: each block sends one token to one rank (item i: token i / n_ranks, rank
