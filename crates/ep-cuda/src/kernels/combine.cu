@@ -390,25 +390,31 @@ __device__ __forceinline__ void ep_combine_single_body(
     int n = n_local * n_ranks;
     u64* cnt = (u64*)smem_u4; // the counts to publish, then the counts that came
     for (int i = threadIdx.x; i < n; i += blockDim.x) cnt[i] = dispatch_counts[i];
-    bool regular = false; // a destination takes its rows in the receive buffer
-    for (int p = threadIdx.x; p < n_ranks; p += blockDim.x)
-        regular = regular || ((!skip_a2a || p == rank) && !((p < 32 ? lane_nmsg : nmsg[p]) & EP_NMSG_LL)); // lane p
-    regular = __syncthreads_or(regular);
+    // How many destinations take their rows in LL form, and whether any takes them in the receive
+    // buffer (thread p < 32 is lane p of warp 0).
+    int ll_dests = 0, awaited = 0;
+    for (int p = threadIdx.x; p < n_ranks; p += blockDim.x) {
+        bool counted = !skip_a2a || p == rank;
+        awaited += counted;
+        ll_dests += counted && ((p < 32 ? lane_nmsg : nmsg[p]) & EP_NMSG_LL);
+    }
+    bool any_ll = __syncthreads_or(ll_dests > 0), regular = __syncthreads_or(ll_dests < awaited);
     // Tokens cut into column ranges of a block's pass each while the grid has blocks to spare
     // (a whole row per block for the epilogues that need one); LL rows, twice the bytes, into
     // ranges of 128 pieces (one load per thread and slot) so that more SMs read them. The items
-    // are dealt from the grid's last block down: at decode sizes the first blocks send the rows,
-    // and a block's loads wait behind its stores.
+    // are dealt from the grid's last block down (LL): at decode sizes the first blocks send the
+    // rows, and a block's loads wait behind its stores.
     int per_part = Ll ? 128 : blockDim.x;
     int passes = (hidden / 8 + per_part - 1) / per_part;
     int parts = ep_whole_row(epilogue) || n_tokens == 0 ? 1 : max(1, min(passes, (int)gridDim.x / n_tokens));
-    int items = n_tokens * parts, rb = gridDim.x - 1 - blockIdx.x;
+    int items = n_tokens * parts, rb = Ll ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
     bool one_item = rb < items && rb + (int)gridDim.x >= items;
     if (one_item) ep_list_slots(sl, rb / parts, ids, weights, top_k, rank, n_local, skip_a2a);
     // The LL destinations' counts, by the last block, which has the fewest rows to send (none
     // while the grid is larger than the rows).
     bool ll_publisher = blockIdx.x == gridDim.x - 1;
-    if (ll_publisher) ep_publish_rows(cnt, n_local, n_ranks, rank, skip_a2a, count_ptrs, nmsg, lane_nmsg, true);
+    if (ll_publisher && any_ll)
+        ep_publish_rows(cnt, n_local, n_ranks, rank, skip_a2a, count_ptrs, nmsg, lane_nmsg, true);
     bool published = regular && ep_last_block(ticket);
     EP_STAMP(2);
     if (published) ep_publish_rows(cnt, n_local, n_ranks, rank, skip_a2a, count_ptrs, nmsg, lane_nmsg, false);
