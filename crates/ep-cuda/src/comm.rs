@@ -125,6 +125,20 @@ fn tokens_from_env(cell: &OnceLock<Option<usize>>, var: &str) -> Option<usize> {
     })
 }
 
+/// Up to this many tokens a rank takes its combine rows in LL form (common.cuh): each 8-byte word
+/// 4 bytes of the row and the combine's number, so the rows need no fence and the counts do not
+/// wait for them, at twice the bytes on the wire. On 2x H200 (docs/perf.md, v19): 1-8 tokens
+/// 0.7-1.3 µs faster, 16 level, 32 4 µs slower (the doubled bytes). `EP_CUDA_LL_MAX_TOKENS`
+/// overrides it (0: never); read once per process, compiled into the kernels (kernels.rs) and
+/// used to size the buffers (world.rs), so every rank of the node agrees.
+const LL_MAX_TOKENS: usize = 8;
+
+/// [`LL_MAX_TOKENS`] or its override.
+pub(crate) fn ll_max_tokens() -> usize {
+    static MAX: OnceLock<Option<usize>> = OnceLock::new();
+    tokens_from_env(&MAX, "EP_CUDA_LL_MAX_TOKENS").unwrap_or(LL_MAX_TOKENS)
+}
+
 /// Parameters of the kernels whose argument lists are built as arrays here (a test checks them
 /// against the kernels' declarations).
 const SEND_ARGS: usize = 30;
@@ -467,7 +481,7 @@ impl CudaComm {
     /// here. The dispatch told every sender so (`EP_NMSG_LL`, decided on the device by the same
     /// rule).
     fn ll_combine(&self) -> bool {
-        self.cfg.n_nodes == 1 && self.round.n_tokens <= crate::kernels::ll_max_tokens()
+        self.cfg.n_nodes == 1 && self.round.n_tokens <= ll_max_tokens()
     }
 
     /// This round's dispatch overlaps its copy-out with the transfer: one node, many tokens here
@@ -720,14 +734,23 @@ impl CudaComm {
     /// (EP_MESSAGES_PENDING), the copy-out alone again: the counts are taken.
     pub(crate) fn issue_dispatch_wait(&self, slice_ns: u64) -> Result<()> {
         self.bind()?;
+        self.wait_counts_unless_taken(|c| {
+            c.launch_dispatch_wait(&c.stream, slice_ns)?;
+            c.mark("ep_dispatch_wait")
+        })?;
+        self.issue_copy(CopyOut::All, slice_ns)
+    }
+
+    /// A wait slice's count wait (`wait`), unless the last slice had every count but not every
+    /// message or LL row (EP_MESSAGES_PENDING): the counts are taken then, and only the status
+    /// is reset for the kernels that wait for the rest.
+    fn wait_counts_unless_taken(&self, wait: impl FnOnce(&Self) -> Result<()>) -> Result<()> {
         if self.round.messages_pending {
             let b = self.bufs();
-            b.status.fill_async(0, b.status.len, &self.stream)?;
+            b.status.fill_async(0, b.status.len, &self.stream)
         } else {
-            self.launch_dispatch_wait(&self.stream, slice_ns)?;
-            self.mark("ep_dispatch_wait")?;
+            wait(self)
         }
-        self.issue_copy(CopyOut::All, slice_ns)
     }
 
     /// `ep_dispatch_wait` on `stream`: the counts, their check and the groups' layout.
@@ -920,11 +943,7 @@ impl CudaComm {
         self.bind()?;
         let b = self.bufs();
         let sc = &self.sc;
-        if self.round.messages_pending {
-            b.status.fill_async(0, b.status.len, &self.stream)?;
-        } else {
-            self.launch_combine_wait(slice_ns)?;
-        }
+        self.wait_counts_unless_taken(|c| c.launch_combine_wait(slice_ns))?;
         if self.ll_combine() {
             self.launch(
                 "ep_combine_ll_unpack",

@@ -110,30 +110,14 @@ pub fn arch_name(major: i32, minor: i32) -> &'static str {
         .or_insert_with(|| Box::leak(format!("sm_{major}{minor}").into_boxed_str()))
 }
 
-/// Up to this many tokens a rank takes its combine rows in LL form (common.cuh): each 8-byte word
-/// 4 bytes of the row and the combine's number, so the rows need no fence and the counts do not
-/// wait for them, at twice the bytes on the wire. On 2x H200 (docs/perf.md, v19): 1-8 tokens
-/// 0.7-1.3 µs faster, 16 level, 32 4 µs slower (the doubled bytes). `EP_CUDA_LL_MAX_TOKENS` overrides it (0: never);
-/// read once per process, compiled into the kernels and used to size the buffers, so every rank
-/// of the node agrees.
-pub const LL_MAX_TOKENS: usize = 8;
-
-/// [`LL_MAX_TOKENS`] or its override.
-pub fn ll_max_tokens() -> usize {
-    static MAX: OnceLock<usize> = OnceLock::new();
-    *MAX.get_or_init(|| {
-        std::env::var("EP_CUDA_LL_MAX_TOKENS")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(LL_MAX_TOKENS)
-    })
-}
-
 /// The defines every program is compiled with: the LL bound, and under EP_CUDA_TRACE the
 /// single-launch kernels' stamps (common.cuh); `all`: every block prints, not only block 0 and the
 /// publishing one; EP_CUDA_TRACE_RANK=r: only rank r prints.
 fn prelude() -> String {
-    let mut prelude = format!("#define EP_LL_MAX_TOKENS {}\n", ll_max_tokens());
+    let mut prelude = format!(
+        "#define EP_LL_MAX_TOKENS {}\n",
+        crate::comm::ll_max_tokens()
+    );
     if let Some(trace) = std::env::var_os("EP_CUDA_TRACE") {
         prelude += "#define EP_TRACE 1\n";
         if trace == "all" {

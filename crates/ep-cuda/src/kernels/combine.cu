@@ -354,8 +354,8 @@ extern "C" __global__ void ep_combine_ll_unpack(const u64* ll_ptrs, u32 seq, u64
 // blocks are all resident. Each block sends its share of the rows back, then every block waits
 // for every count, checks it, and reduces its share of the tokens (with weights; the unreduced
 // output takes the kernels above). A destination that takes its rows in LL form (common.cuh) gets
-// its counts from the last block first thing, with no fence; the others' counts wait
-// until every block's stores are visible (the last block to take the ticket publishes them; no
+// its counts from the grid's last block once its rows are sent, with no fence; the others' counts
+// wait until every block's stores are visible (the last block to take the ticket publishes them; no
 // ticket when every destination takes LL rows). What does not depend on the rows coming back is
 // done while the rows' stores drain: the counts to publish are loaded, and a block with one token
 // (or part of one) to reduce lists its slots. The last block of the grid resets the counts at its

@@ -486,7 +486,19 @@ __device__ __forceinline__ void ep_publish(u64* at, u64 v) {
 #ifndef EP_LL_MAX_TOKENS
 #define EP_LL_MAX_TOKENS 0
 #endif
+
+// A dispatch message count word (a sender's, at each receiver): the count, and two flags. EARLY:
+// the sender published its counts before its payload (dispatch.cu). LL: the sender, as the
+// combine's receiver, takes its rows in LL form.
+#define EP_NMSG_EARLY 0x80000000u
 #define EP_NMSG_LL 0x40000000u
+#define EP_NMSG_FLAGS (EP_NMSG_EARLY | EP_NMSG_LL)
+
+// A message (or an LL row) that did not come within a slice: EP_MESSAGES_PENDING, unless a count
+// poll already failed (its code stays, EP_PENDING or a count error).
+__device__ __forceinline__ void ep_messages_pending(u32* status) {
+    atomicCAS(status, (u32)EP_OK, (u32)EP_MESSAGES_PENDING);
+}
 
 // Each 8-byte word is single-copy atomic (the PTX memory model treats a vector access as its
 // elements), so a word that carries `seq` carries this combine's 4 bytes. Piece i of a row of n16
@@ -528,7 +540,7 @@ __device__ __forceinline__ bool ep_ll_wait(const ulonglong2* row, u64 i, u64 n16
     while (!ep_ll_load(row, i, n16, ll.seq, v)) {
         if (ep_globaltimer() > ll.deadline) {
             ll.status[1 + (id % ll.n_local) * ll.n_ranks + id / ll.n_local] = 1;
-            atomicCAS(ll.status, (u32)EP_OK, (u32)EP_MESSAGES_PENDING); // a failed poll's code stays
+            ep_messages_pending(ll.status);
             return false;
         }
     }

@@ -31,14 +31,13 @@ __device__ __forceinline__ u64 ep_recv_offset(int src, int max_tokens, u64 pos, 
 // block's fence, then the round's number (`seq`, the same on every rank) in the message's header,
 // in the 12 bytes the source token's 16 leave free. A receiver waits for that mark before it
 // reads a message from a sender whose message count carries the bit; every other sender
-// published its counts after its last store.
-#define EP_NMSG_EARLY 0x80000000u
+// published its counts after its last store. (The word's flags: common.cuh.)
 __device__ __forceinline__ u32* ep_landed_flag(u8* msg, MsgLayout m) { return (u32*)(msg + m.src_off + 8); }
 
 // How many of rank s's messages this rank copies out, from s's message count word `nm`: none
 // from another rank with skip_a2a; never more than its buffer holds.
 __device__ __forceinline__ u32 ep_messages_from(u32 nm, int s, int rank, int skip_a2a, int max_tokens) {
-    return skip_a2a && s != rank ? 0 : min(nm & ~(EP_NMSG_EARLY | EP_NMSG_LL), (u32)max_tokens);
+    return skip_a2a && s != rank ? 0 : min(nm & ~EP_NMSG_FLAGS, (u32)max_tokens);
 }
 
 // Block-wide running position: each thread flags one item of a chunk of blockDim.x consecutive
@@ -555,7 +554,7 @@ __device__ bool ep_message_landed(const u8* msg, int s, MsgLayout m, EpLanding l
     }
     if (!there) {
         for (int g = 0; g < n_local; g++) status[1 + g * n_ranks + s] = 1;
-        atomicCAS(status, (u32)EP_OK, (u32)EP_MESSAGES_PENDING); // a failed poll's code stays
+        ep_messages_pending(status);
     }
     return there;
 }
