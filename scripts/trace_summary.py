@@ -19,7 +19,7 @@ import re
 import statistics as st
 import sys
 
-LINE = re.compile(r"trace (\w+) rank (\d+) block (\d+) pub (\d) start (\d+): ((?:-?\d+\.\d+ ?){11,15})")
+LINE = re.compile(r"trace (\w+) rank (\d+) block (\d+)(?: sm \d+)? pub (\d) start (\d+): ((?:-?\d+\.\d+ ?){11,15})")
 GATE = re.compile(r"trace gate rank (\d+) epoch (\d+) end (\d+)")
 LAUNCH_GAP_NS = 20_000  # blocks of one launch start within a few µs; rounds are further apart
 

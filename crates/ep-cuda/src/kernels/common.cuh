@@ -686,10 +686,12 @@ __shared__ u64 ep_stamp[EP_N_STAMPS]; // at file scope: the device functions a k
         if (threadIdx.x == 0 && EP_TRACE_PRINTS(rank, published)) {                                   \
             float d[EP_N_STAMPS];                                                                      \
             for (int i = 0; i < EP_N_STAMPS; i++) d[i] = ep_stamp[i] ? (ep_stamp[i] - ep_stamp[0]) * 1e-3f : -1.0f; \
-            printf("trace %s rank %d block %d pub %d start %llu: %.2f %.2f %.2f %.2f %.2f %.2f %.2f %.2f %.2f %.2f " \
-                   "%.2f %.2f %.2f %.2f %.2f\n",                                                      \
-                   what, rank, blockIdx.x, (int)(published), ep_stamp[0], d[1], d[2], d[3], d[4], d[5], d[6], \
-                   d[7], d[8], d[9], d[10], d[11], d[12], d[13], d[14], d[15]);                         \
+            u32 sm;                                                                                    \
+            asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));                                            \
+            printf("trace %s rank %d block %d sm %u pub %d start %llu: %.2f %.2f %.2f %.2f %.2f %.2f %.2f %.2f " \
+                   "%.2f %.2f %.2f %.2f %.2f %.2f %.2f\n",                                            \
+                   what, rank, blockIdx.x, sm, (int)(published), ep_stamp[0], d[1], d[2], d[3], d[4], d[5], \
+                   d[6], d[7], d[8], d[9], d[10], d[11], d[12], d[13], d[14], d[15]);                   \
         }                                                                                              \
     } while (0)
 #else

@@ -149,11 +149,20 @@ extern "C" __global__ void ep_assign_slots(const int* ids, int n_tokens, int top
                                            int n_ranks, int rank, int skip_a2a, int* slots, int* rank_slots,
                                            u64* sent, u32* msgs_to, int early, u32* ticket, const u64* count_ptrs,
                                            const u64* nmsg_ptrs) {
+    EP_STAMPS
     ep_assign_block(ids, n_tokens, top_k, n_experts, n_local, n_ranks, rank, skip_a2a, slots, rank_slots, sent,
                     msgs_to);
-    if (early && ep_last_block(ticket, true))
+    EP_STAMP(1);
+    bool publisher = early && ep_last_block(ticket, true);
+    if (publisher) {
         ep_publish_counts(sent, msgs_to, n_experts, n_local, n_ranks, rank, skip_a2a, count_ptrs, nmsg_ptrs, 1,
                           n_tokens, true);
+#ifdef EP_TRACE
+        __syncthreads();
+        EP_STAMP(2);
+#endif
+    }
+    EP_STAMPS_PRINT("assign", rank, publisher);
 }
 
 // A block's dynamic shared memory (the send's message and row, the single-launch kernel's
@@ -433,11 +442,15 @@ extern "C" __global__ void __launch_bounds__(512) ep_dispatch_send(const u16* to
     __shared__ EpRoute route;
     int t = blockIdx.x;
     if (t < n_tokens) {
+        EP_STAMPS
         ep_fetch_row(t, tokens, hidden, fmt, m);
         ep_load_route(route, t, ids, slots, rank_slots, top_k, n_local, n_ranks);
+        EP_STAMP(1);
         ep_send_token(t, route, input_scales, hidden, top_k, fmt, m, recv_ptrs, rank, gpus_per_node, max_tokens,
                       staging, shared_start, shared_end, shared_msgs);
         if (early) ep_mark_landed(route, top_k, m, seq, ep_shared_msg(t, shared_start, shared_end, shared_msgs, m));
+        EP_STAMP(2);
+        EP_STAMPS_PRINT("send", rank, early);
     }
     if (!early && signal && ep_last_block(ticket))
         ep_publish_counts(sent, msgs_to, n_experts, n_local, n_ranks, rank, skip_a2a, count_ptrs, nmsg_ptrs, 0,
@@ -778,11 +791,17 @@ extern "C" __global__ void __launch_bounds__(512, 2)
                               int* row_src, u32* status, u32 seq, u64 slice_ns) {
     __shared__ EpRows scratch[EP_COPY_WARPS];
     if (status[0] != EP_OK) return;
+    EP_STAMPS
     u64 rows = row_offsets[n_local + shared_groups];
     int warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
     ep_copy_messages<true>((u64)blockIdx.x * warps + warp, (u64)gridDim.x * warps, recv, nmsg, src_offsets, rows,
                            n_local, n_ranks, rank, skip_a2a, shared_groups, max_tokens, hidden, fmt, m, recv_tokens,
                            recv_scales, src_info, row_src, status, EpLanding{seq, slice_ns}, scratch[warp]);
+#ifdef EP_TRACE
+    __syncthreads();
+    EP_STAMP(2);
+    EP_STAMPS_PRINT("copy", rank, 0);
+#endif
 }
 
 // ---- the single-launch dispatch (decode sizes) ------------------------------------------------
