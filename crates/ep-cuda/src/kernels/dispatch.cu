@@ -40,84 +40,123 @@ __device__ __forceinline__ u32 ep_messages_from(u32 nm, int s, int rank, int ski
     return skip_a2a && s != rank ? 0 : min(nm & ~EP_NMSG_FLAGS, (u32)max_tokens);
 }
 
-// Block-wide running position: each thread flags one item of a chunk of blockDim.x consecutive
-// items; returns the flagged item's position among all flagged items so far (chunks included),
-// -1 for the others. `base` (shared, 0 before the first chunk) carries the total across chunks.
-// Every thread of the block calls it; blockDim.x is a multiple of 32.
-__device__ int ep_scan_position(bool flagged, int* warp_counts, int* base) {
+// Block-wide exclusive prefix sum of `v` over the threads in thread order; `total` returns the
+// block's sum (the same in every thread). Sums may be packed fields (ep_assign_block's four
+// 16-bit counts) as long as none overflows. Every thread of the block calls it; blockDim.x is a
+// multiple of 32. Returns with a barrier passed.
+__device__ u64 ep_scan_counts(u64 v, u64* warp_sums, u64& total) {
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
-    unsigned mask = __ballot_sync(0xffffffffu, flagged);
-    if (lane == 0) warp_counts[warp] = __popc(mask);
-    __syncthreads();
-    int before = 0, total = 0;
-    for (int w = 0; w < warps; w++) {
-        before += w < warp ? warp_counts[w] : 0;
-        total += warp_counts[w];
+    u64 incl = v;
+    for (int off = 1; off < 32; off <<= 1) {
+        u64 o = __shfl_up_sync(0xffffffffu, incl, off);
+        if (lane >= off) incl += o;
     }
-    int pos = flagged ? *base + before + __popc(mask & ((1u << lane) - 1u)) : -1;
+    if (lane == 31) warp_sums[warp] = incl;
     __syncthreads();
-    if (threadIdx.x == 0) *base += total;
+    u64 before = 0;
+    total = 0;
+    for (int w = 0; w < warps; w++) {
+        before += w < warp ? warp_sums[w] : 0;
+        total += warp_sums[w];
+    }
     __syncthreads();
-    return pos;
+    return before + incl - v;
 }
+
+// ep_assign_block's passes: the pass's ids staged in shared memory with 16-byte copies (up to
+// EP_ASSIGN_TILE ints), then each thread takes EP_ASSIGN_RUN of its tokens, blockDim.x apart,
+// and one scan of their flags packed in 16-bit fields gives every token its position. Until v20
+// each thread read one token's ids a pass with its own 4-byte loads and the block scanned after
+// each: 16 passes of a 256-thread block at 4096 tokens, ~20 us per block where staged they take
+// ~13 (grid traces, bench/results/history/prefill-ab-h200-x2-2026-11-22-v20.txt).
+#define EP_ASSIGN_RUN 4
+#define EP_ASSIGN_TILE 8192
 
 // One block of ep_assign_slots. Blocks 0 .. n_experts-1, one per expert: for every (token, slot),
 // the slot's position among this rank's rows for its expert (token order), or -1 for duplicates,
 // masked and (skip_a2a) off-device slots; and per expert the number of rows sent. Blocks
 // n_experts .. + n_ranks-1, one per destination rank: each token's position among this rank's
 // tokens that reach that rank (its message slot there), or -1, and the number of messages to that
-// rank (`msgs_to`). Tokens are scanned in order, blockDim.x at a time, so positions are
-// deterministic. Every entry is written by exactly one block (its expert's or rank's; block 0 for
-// masked slots), so no memset comes first.
+// rank (`msgs_to`). Positions follow token order, so they are deterministic. Every entry is
+// written by exactly one block (its expert's or rank's; block 0 for masked slots), so no memset
+// comes first. blockDim.x <= 1024 (a 16-bit field holds a count per block).
 __device__ void ep_assign_block(const int* ids, int n_tokens, int top_k, int n_experts, int n_local, int n_ranks,
                                 int rank, int skip_a2a, int* slots, int* rank_slots, u64* sent, u32* msgs_to) {
-    __shared__ int warp_counts[32];
-    __shared__ int base;
-    if (threadIdx.x == 0) base = 0;
-    __syncthreads();
-    if ((int)blockIdx.x >= n_experts) {
-        // Rank p's experts are [lo, lo + n_local): a range test, not a division per id (with one,
-        // these blocks finished last, ~14 us after the expert blocks at 4096 tokens).
-        int p = blockIdx.x - n_experts, lo = p * n_local;
-        bool routed = !skip_a2a || p == rank;
-        for (int t0 = 0; t0 < n_tokens; t0 += blockDim.x) {
-            int t = t0 + threadIdx.x;
-            bool reaches = false;
-            if (t < n_tokens && routed) {
-                const int* row = ids + (u64)t * top_k;
-                for (int k = 0; k < top_k; k++) {
-                    int id = row[k];
-                    reaches = reaches || (id >= lo && id < lo + n_local);
-                }
-            }
-            int pos = ep_scan_position(reaches, warp_counts, &base);
-            if (t < n_tokens) rank_slots[(u64)t * n_ranks + p] = pos;
-        }
-        if (threadIdx.x == 0) msgs_to[p] = (u32)base;
-        return;
-    }
-    int e = blockIdx.x;
-    bool routed = ep_routes_to(skip_a2a, rank, e, n_local);
-    for (int t0 = 0; t0 < n_tokens; t0 += blockDim.x) {
-        int t = t0 + threadIdx.x;
-        int first = -1;
-        if (t < n_tokens) {
-            const int* row = ids + (u64)t * top_k;
-            int* out = slots + (u64)t * top_k;
-            for (int k = 0; k < top_k; k++) {
-                int id = row[k];
-                if (id == e) {
-                    if (first < 0 && routed) first = k; // later slots naming e are duplicates
+    __shared__ u64 warp_sums[32];
+    __shared__ __align__(16) int tile[EP_ASSIGN_TILE];
+    bool by_rank = (int)blockIdx.x >= n_experts;
+    int p = blockIdx.x - n_experts, e = blockIdx.x;
+    bool routed = !by_rank && ep_routes_to(skip_a2a, rank, e, n_local);
+    // Rank p's experts are [lo, lo + n_local): a range test (with a division per id these blocks
+    // ended ~7 us after the expert blocks at 4096 tokens).
+    int lo = p * n_local;
+    bool routed_p = !skip_a2a || p == rank;
+    // Tokens per pass: a multiple of 4, so that every pass's ids start 16-byte aligned.
+    int per_pass = min(EP_ASSIGN_RUN * (int)blockDim.x, EP_ASSIGN_TILE / top_k) & ~3;
+    bool aligned = ((u64)ids & 15) == 0;
+    u64 done = 0; // positions given so far (every thread keeps the same count)
+    for (int t0 = 0; t0 < n_tokens; t0 += per_pass) {
+        int n = min(per_pass, n_tokens - t0), n_ints = n * top_k;
+        const int* src = ids + (u64)t0 * top_k;
+        int whole = aligned ? n_ints / 4 : 0;
+        for (int i = threadIdx.x; i < whole; i += blockDim.x) ep_async_copy16(tile + 4 * i, src + 4 * i);
+        for (int i = 4 * whole + threadIdx.x; i < n_ints; i += blockDim.x) tile[i] = src[i];
+        ep_async_wait();
+        __syncthreads();
+        // Token i of the thread, t0 + threadIdx.x + i * blockDim.x: expert blocks, the first
+        // slot naming e (-1: none sends); rank blocks, 0 when the token reaches rank p (-1: not).
+        int hit[EP_ASSIGN_RUN];
+        u64 flags = 0;
+#pragma unroll
+        for (int i = 0; i < EP_ASSIGN_RUN; i++) {
+            int u = threadIdx.x + i * blockDim.x;
+            const int* row = tile + u * top_k;
+            int* out = slots + (u64)(t0 + u) * top_k;
+            int h = -1;
+            auto slot = [&](int k, int id) {
+                if (by_rank) {
+                    if (id >= lo && id < lo + n_local && routed_p) h = 0;
+                } else if (id == e) {
+                    if (h < 0 && routed) h = k; // later slots naming e are duplicates
                     else out[k] = -1;
                 } else if (id < 0 && e == 0) {
                     out[k] = -1;
                 }
+            };
+            if (u < n && top_k % 4 == 0) {
+                // 16-byte reads: rows 32 bytes apart across a warp conflict 2-way, not 8
+                for (int k = 0; k < top_k; k += 4) {
+                    int4 w = *(const int4*)(row + k);
+                    slot(k, w.x);
+                    slot(k + 1, w.y);
+                    slot(k + 2, w.z);
+                    slot(k + 3, w.w);
+                }
+            } else {
+                for (int k = 0; u < n && k < top_k; k++) slot(k, row[k]);
             }
+            hit[i] = h;
+            flags |= (u64)(h >= 0) << (16 * i);
         }
-        int pos = ep_scan_position(first >= 0, warp_counts, &base);
-        if (first >= 0) slots[(u64)t * top_k + first] = pos;
+        // (Its first barrier also keeps the tile until every thread has read it.)
+        u64 total;
+        u64 before = ep_scan_counts(flags, warp_sums, total);
+#pragma unroll
+        for (int i = 0; i < EP_ASSIGN_RUN; i++) {
+            int u = threadIdx.x + i * blockDim.x;
+            int at = (int)(done + (before >> (16 * i) & 0xffffu));
+            if (u < n) {
+                u64 t = t0 + u;
+                if (by_rank) rank_slots[t * n_ranks + p] = hit[i] >= 0 ? at : -1;
+                else if (hit[i] >= 0) slots[t * top_k + hit[i]] = at;
+            }
+            done += total >> (16 * i) & 0xffffu;
+        }
     }
-    if (threadIdx.x == 0) sent[e] = (u64)base;
+    if (threadIdx.x == 0) {
+        if (by_rank) msgs_to[p] = (u32)done;
+        else sent[e] = done;
+    }
 }
 
 // One count per (expert, this rank), zero included, and before them the number of messages to
