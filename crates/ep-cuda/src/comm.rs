@@ -74,14 +74,21 @@ const SINGLE_DISPATCH_MAX_TOKENS_SHARED_GPU: usize = 1;
 /// persistent copy-out grid on a second stream expands messages as they land). Measured on 2x
 /// H200 (docs/perf.md, v14): 4096 tokens BF16 13% faster in the sweep (FP8 within 1% there, 9%
 /// faster measured alone); 1024 tokens within a few percent either way, 512 tokens 10% slower.
-/// `EP_CUDA_OVERLAP_MIN_TOKENS` overrides it (0: never).
+/// Again at v20 (`bench/results/history/prefill-ab-h200-x2-2026-11-22-v20.txt`, two reps):
+/// 1024 tokens BF16 118.7 -> 105.5 / 104.4 us (p95 120.4 -> 128.6 / 116.5), FP8 95.0 -> 96.1 /
+/// 97.5; 512 tokens 1-12 us slower. So BF16 from 1024, the formats the send encodes from 2048.
+/// `EP_CUDA_OVERLAP_MIN_TOKENS` overrides both (0: never).
 const OVERLAP_MIN_TOKENS: usize = 2048;
+const OVERLAP_MIN_TOKENS_BF16: usize = 1024;
 /// Threads of an overlapped copy-out block (16 warps, a message each). Its launch bounds keep it
 /// to half an SM's registers, so one fits beside one 512-thread send block, but every SM that
 /// holds one runs one send block instead of two. So the grid is a share of the SMs: two thirds
-/// for BF16, a third for the formats the send encodes (which need the send's blocks more), the
-/// best of 1/8 to all of the SMs at 4096 tokens on 2x H200 (docs/perf.md, v17: FP8 a third 273
-/// us, a quarter 317; BF16 two thirds 304-308 us with p95 315, a half 291-335 with p95 338-372).
+/// for BF16, a half for FP8 and a third for the other formats the send encodes (which need the
+/// send's blocks more), the best of 1/8 to all of the SMs at 4096 tokens on 2x H200 (docs/perf.md,
+/// v17: FP8 a third 273 us, a quarter 317; BF16 two thirds 304-308 us with p95 315, a half 291-335
+/// with p95 338-372; v20, after the faster assign, two reps: FP8 a half 252.4 / 252.6 us with p95
+/// 255 / 254, a third 262.0 / 251.9 with p95 270 / 268, a quarter 308 / 296; BF16 two thirds
+/// still, 292 / 291 with p95 296 / 295). MXFP4 and NVFP4 were not measured.
 /// `EP_CUDA_OVERLAP_COPY_BLOCKS` sets it.
 const OVERLAP_COPY_THREADS: u32 = 512;
 /// The status word the wait and copy-out kernels leave: common.cuh's `EP_*` codes (a test checks
@@ -489,7 +496,13 @@ impl CudaComm {
     /// whichever senders overlapped (dispatch.cu).
     fn overlap_dispatch(&self) -> bool {
         static MIN: OnceLock<Option<usize>> = OnceLock::new();
-        let min = tokens_from_env(&MIN, "EP_CUDA_OVERLAP_MIN_TOKENS").unwrap_or(OVERLAP_MIN_TOKENS);
+        let min = tokens_from_env(&MIN, "EP_CUDA_OVERLAP_MIN_TOKENS").unwrap_or(
+            if self.cfg.format == Format::Bf16 {
+                OVERLAP_MIN_TOKENS_BF16
+            } else {
+                OVERLAP_MIN_TOKENS
+            },
+        );
         self.persistent_grids() && min > 0 && self.round.n_tokens >= min && !self.single_dispatch()
     }
 
@@ -824,10 +837,10 @@ impl CudaComm {
         if what == CopyOut::Messages {
             static BLOCKS: OnceLock<Option<usize>> = OnceLock::new();
             let most = self.world.single_launch_blocks[self.rank] as usize;
-            let (num, den) = if cfg.format == Format::Bf16 {
-                (2, 3)
-            } else {
-                (1, 3)
+            let (num, den) = match cfg.format {
+                Format::Bf16 => (2, 3),
+                Format::Fp8 => (1, 2),
+                _ => (1, 3),
             };
             let grid = tokens_from_env(&BLOCKS, "EP_CUDA_OVERLAP_COPY_BLOCKS")
                 .unwrap_or(most * num / den)
