@@ -293,7 +293,7 @@ pub fn launch(
         shared_mem_bytes: smem,
     };
     stream.context().bind_to_thread().map_err(cuda)?;
-    // SAFETY: each kernel's parameter list is matched by its one call site in comm.rs; every
+    // SAFETY: each kernel's parameter list is matched by its one call site in comm/; every
     // pointer argument is a live device allocation of the size the kernel indexes.
     unsafe {
         result::launch_kernel(

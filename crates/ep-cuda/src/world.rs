@@ -90,7 +90,7 @@ pub struct World {
     /// sized from it too.
     pub single_launch_blocks: Vec<u32>,
     /// Per rank: whether other ranks share its GPU (which gives its persistent grids a share of
-    /// the SMs, and changes which phases are one launch: comm.rs).
+    /// the SMs, and changes which phases are one launch: comm/path.rs).
     pub shares_gpu: Vec<bool>,
 }
 
@@ -310,7 +310,7 @@ impl RankBuffers {
         bufs.status.fill(0)?;
         bufs.c_ticket.fill(0)?;
         bufs.c_counts.fill(0xFF)?;
-        // Words below every combine's number (comm.rs: `cseq` starts at 1).
+        // Words below every combine's number (comm/mod.rs: `cseq` starts at 1).
         bufs.c_ll.fill(0)?;
         Ok(bufs)
     }

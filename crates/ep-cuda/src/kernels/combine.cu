@@ -296,7 +296,7 @@ __device__ void ep_reduce_token(int t, int part, int parts, const EpSlots& sl, f
 
 // One block per token (ep_reduce_token). Dynamic shared memory (the row in f32) is only given for
 // the FP8 and device epilogues.
-// Launched with up to 1024 threads (comm.rs): the bound keeps registers within what that allows.
+// Launched with up to 1024 threads (comm/combine.rs): the bound keeps registers within what that allows.
 extern "C" __global__ void __launch_bounds__(1024) ep_combine_reduce(const u16* recv, const int* ids, const float* weights, int top_k,
                                              int hidden, int rank, int n_local, int skip_a2a,
                                              const u16* shared_rows, int shared_start, int shared_end,
@@ -444,8 +444,8 @@ __device__ __forceinline__ void ep_combine_single_body(
 }
 
 // The two specializations (NVRTC loads kernels by name): a rank that takes its rows in the
-// receive buffer, and one that takes them in LL form (comm.rs: `ll_combine`). The same parameters
-// (a test in comm.rs checks them name for name).
+// receive buffer, and one that takes them in LL form (comm/path.rs: `ll_combine`). The same parameters
+// (a test in comm/mod.rs checks them name for name).
 extern "C" __global__ void __launch_bounds__(512) ep_combine_single(
     const u16* expert_out, const int* src_info, const int* row_src, const u32* rows_end, int hidden, int top_k,
     const u64* recv_ptrs, int rank, u32* ticket, const u64* dispatch_counts, int n_local, int n_ranks, int skip_a2a,

@@ -473,7 +473,7 @@ __device__ __forceinline__ void ep_publish(u64* at, u64 v) {
 
 // ---- combine rows in LL form (decode sizes) ---------------------------------------------------
 //
-// A rank with at most EP_LL_MAX_TOKENS tokens (comm.rs: `ll_combine`) takes its combine rows in
+// A rank with at most EP_LL_MAX_TOKENS tokens (comm/path.rs: `ll_combine`) takes its combine rows in
 // LL form, after NCCL's low-latency protocol: every 8-byte word holds 4 bytes of the row (low
 // half) and the combine's number (high half), so a piece of a row is there once its words carry
 // this combine's number. The sender needs no fence behind its stores and its counts need not
@@ -599,7 +599,7 @@ __device__ void ep_reset_counts(u64* counts, int n, int rank, int n_ranks, int s
 // The wait kernels' wait, one block: ep_poll_counts into `snapshot`, with the not-arrived flags
 // in status[1 ..] and the outcome in status[0]; once every count is there, they are reset.
 //
-// A slice is short (comm.rs: WAIT_SLICE): when it runs out the host launches the wait again until
+// A slice is short (comm/wait.rs: WAIT_SLICE): when it runs out the host launches the wait again until
 // the round's deadline. A kernel that spun for the whole deadline could hold up the very rank it
 // waits for: ranks sharing a GPU share its driver and hardware queues, and the driver may make a
 // rank's launch or copy wait for the kernels already running (seen on one H100 with 4-8 ranks:

@@ -25,7 +25,7 @@ __device__ __forceinline__ u64 ep_recv_offset(int src, int max_tokens, u64 pos, 
     return ((u64)src * max_tokens + pos) * msg_bytes;
 }
 
-// Prefill rounds overlap the copy-out with the transfer (comm.rs: `overlap`). Such a sender
+// Prefill rounds overlap the copy-out with the transfer (comm/path.rs: `overlap_dispatch`). Such a sender
 // publishes its counts from ep_assign_slots, before any payload, with EP_NMSG_EARLY set in its
 // message count, and marks each message landed once the message's stores are visible: its
 // block's fence, then the round's number (`seq`, the same on every rank) in the message's header,
@@ -269,7 +269,7 @@ __device__ void ep_load_route(EpRoute& r, int t, const int* ids, const int* slot
 
 // Where ep_fetch_row puts a token's row in the block's dynamic shared memory: BF16 straight into
 // the message's payload; FP8 (encoded from the bf16 row itself) after the message; MXFP4 and
-// NVFP4 after the message and the row in f32, which their encoders read. comm.rs's send_smem
+// NVFP4 after the message and the row in f32, which their encoders read. comm/dispatch.rs's send_smem
 // sizes the same layout.
 __device__ __forceinline__ u8* ep_fetched_row(int fmt, MsgLayout m, int hidden) {
     u8* msg = (u8*)smem_u4;
@@ -471,8 +471,8 @@ __device__ __forceinline__ u8* ep_shared_msg(int t, int shared_start, int shared
 // One block per token (at least one block, for a rank without tokens): the token's route, then
 // ep_send_token; with `early` each block marks its messages landed (ep_assign_slots published the
 // counts), otherwise with `signal` (one node) the last block to finish publishes the counts.
-// Launched with up to 512 threads (comm.rs): the bound keeps registers within what that allows.
-// Parameters ids .. staging are ep_dispatch_put's, in its order (comm.rs passes that slice).
+// Launched with up to 512 threads (comm/dispatch.rs): the bound keeps registers within what that allows.
+// Parameters ids .. staging are ep_dispatch_put's, in its order (comm/dispatch.rs passes that slice).
 extern "C" __global__ void __launch_bounds__(512) ep_dispatch_send(const u16* tokens, const float* input_scales,
                                             int n_tokens, int hidden, int fmt, const int* ids, const int* slots,
                                             const int* rank_slots, int top_k, MsgLayout m, const u64* recv_ptrs,
@@ -748,7 +748,7 @@ __device__ bool ep_copy_shared_row(u64 first, u64 i, u64 rows, const u8* shared_
 // block b + first_block (an overlapped round launches only the padding and shared-expert blocks
 // here; ep_dispatch_copy_messages did the messages). A message from an overlapped sender is
 // awaited for up to `slice_ns` (ep_message_landed). Parameters recv .. slice_ns are
-// ep_dispatch_copy_messages', in its order (comm.rs passes that slice).
+// ep_dispatch_copy_messages', in its order (comm/dispatch.rs passes that slice).
 extern "C" __global__ void ep_dispatch_copy_out(const u8* recv, const u32* nmsg, const u32* row_offsets,
                                                 const u32* src_offsets, int n_local, int n_ranks, int rank,
                                                 int skip_a2a, int shared_groups, int max_tokens, int hidden, int fmt,
@@ -820,7 +820,7 @@ __device__ bool ep_copy_messages(u64 first, u64 step, const u8* recv, const u32*
 
 // The messages of an overlapped round (above), copied out while they land: launched on a second
 // stream beside ep_dispatch_send, after ep_dispatch_wait has laid out the groups from the early
-// counts. A persistent grid (comm.rs: at most a block per SM, each within half an SM's registers,
+// counts. A persistent grid (comm/dispatch.rs: at most a block per SM, each within half an SM's registers,
 // so a send block still fits beside it) gives each warp a message at a time (a block per message
 // left each SM one message in flight: a chain of round trips per message, 3x slower than the
 // send), in the order they are sent (ep_copy_messages), waiting for each one's mark. The padding
@@ -850,7 +850,7 @@ extern "C" __global__ void __launch_bounds__(512, 2)
 //
 // At decode sizes every kernel of the path above does almost no work, and the chain of dependent
 // memory and NVLink round trips is the phase's time. ep_dispatch_single does the whole phase in
-// one launch of a persistent grid whose blocks are all resident (comm.rs sizes it from the
+// one launch of a persistent grid whose blocks are all resident (comm/dispatch.rs sizes it from the
 // occupancy), with the counts off the payload's path, as an overlapped round has them: the last
 // block counts the round's rows and publishes the counts first (EP_NMSG_EARLY), while the others
 // each find their tokens' slots themselves, send them and mark each message landed. Every block

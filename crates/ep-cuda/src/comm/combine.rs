@@ -1,0 +1,326 @@
+//! The combine's kernels (combine.cu), issued: rows back to their tokens, the wait, and the
+//! reduction (or the unreduced layout) with its epilogue; the single-launch combine.
+
+use ep_core::{CombineInput, Epilogue, Result, RouterWeights};
+
+use super::{contiguous, CudaComm, SEND_THREADS, THREADS, WAIT_THREADS};
+
+/// Up to this many tokens the combine reduce gives each token a block as wide as its row.
+const REDUCE_WIDE_MAX_TOKENS: usize = 256;
+
+/// Parameters of the kernels whose argument lists are built as arrays here (a test in mod.rs
+/// checks them against the kernels' declarations).
+pub(super) const COMBINE_SEND_ARGS: usize = 20;
+pub(super) const COMBINE_SINGLE_ARGS: usize = 34;
+
+impl CudaComm {
+    /// Where the dispatch left its row count on the device (`row_offsets[n_groups]`), which the
+    /// combine kernels read.
+    fn rows_end(&self) -> u64 {
+        self.bufs().row_offsets.ptr + 4 * self.cfg.n_groups() as u64
+    }
+
+    /// Expert outputs, weights and a residual to the device.
+    pub(crate) fn upload_combine(&self, input: &CombineInput<'_>) -> Result<()> {
+        let b = self.bufs();
+        let s = &self.stream;
+        b.expert_out
+            .upload(contiguous(&input.expert_out).as_ref(), s)?;
+        match &input.weights {
+            Some(RouterWeights::F32(w)) => b.weights.upload(contiguous(w).as_ref(), s)?,
+            Some(RouterWeights::Bf16(w)) => {
+                let w: Vec<f32> = w.iter().map(|x| x.to_f32()).collect();
+                b.weights.upload(&w, s)?
+            }
+            None => {}
+        }
+        if let Some(Epilogue::AddResidual(r)) = input.epilogue {
+            b.residual.upload(contiguous(&r.view()).as_ref(), s)?;
+        }
+        Ok(())
+    }
+
+    /// Rows back to their tokens and the signals (between nodes: then puts, then signals): the
+    /// combine_async kernels; at decode sizes inside one node, the whole combine in one launch.
+    /// `grid_rows` covers at least the rows the dispatch produced (the kernels stop at the
+    /// device's row count).
+    pub(crate) fn issue_combine_send(&mut self, grid_rows: usize) -> Result<()> {
+        self.cseq = self.cseq.wrapping_add(1).max(1);
+        if self.single_combine() {
+            return self.issue_combine_single(grid_rows);
+        }
+        let cfg = &self.cfg;
+        let b = self.bufs();
+        let sc = &self.sc;
+        let one_node = (cfg.n_nodes == 1) as i32;
+        let send: [&dyn crate::kernels::KernelArg; COMBINE_SEND_ARGS] = [
+            &b.expert_out.ptr,
+            &b.src_info.ptr,
+            &b.row_src.ptr,
+            &self.rows_end(),
+            &sc.hidden,
+            &sc.top_k,
+            &b.c_recv_ptrs.ptr,
+            &sc.rank,
+            &sc.gpn,
+            &b.c_staging.ptr,
+            &one_node,
+            &b.c_ticket.ptr,
+            &b.snapshot.ptr,
+            &sc.l,
+            &sc.n,
+            &sc.skip,
+            &b.c_count_ptrs.ptr,
+            &b.d_nmsg.ptr,
+            &b.c_ll_ptrs.ptr,
+            &self.cseq,
+        ];
+        // At least one block: a rank that received no rows still signals.
+        let grid = grid_rows.max(1) as u32;
+        self.launch("ep_combine_send", grid, THREADS, 0, &send)?;
+        if cfg.n_nodes > 1 {
+            // ep_combine_put's parameters are ep_combine_send's from src_info to staging (a test
+            // checks them name for name).
+            self.launch("ep_combine_put", grid, THREADS, 0, &send[1..10])?;
+            self.launch(
+                "ep_combine_signal",
+                1,
+                WAIT_THREADS,
+                0,
+                &[
+                    &b.snapshot.ptr,
+                    &sc.l,
+                    &sc.n,
+                    &sc.rank,
+                    &sc.skip,
+                    &b.c_count_ptrs.ptr,
+                ],
+            )?;
+        }
+        Ok(())
+    }
+
+    /// One slice of the combine wait, with the count check; for a rank that takes its rows in LL
+    /// form, then those rows into the receive buffer (`ep_combine_ll_unpack`). After a slice that
+    /// had every count but not every LL row (EP_MESSAGES_PENDING), the rows alone again: the counts
+    /// are taken.
+    pub(crate) fn issue_combine_wait(&self, slice_ns: u64) -> Result<()> {
+        self.bind()?;
+        let b = self.bufs();
+        let sc = &self.sc;
+        self.wait_counts_unless_taken(|c| c.launch_combine_wait(slice_ns))?;
+        if self.ll_combine() {
+            self.launch(
+                "ep_combine_ll_unpack",
+                self.round.n_tokens as u32,
+                THREADS,
+                0,
+                &[
+                    &b.c_ll_ptrs.ptr,
+                    &self.cseq,
+                    &slice_ns,
+                    &b.ids.ptr,
+                    &sc.top_k,
+                    &sc.hidden,
+                    &sc.rank,
+                    &sc.l,
+                    &sc.n,
+                    &sc.skip,
+                    &b.c_recv.ptr,
+                    &b.status.ptr,
+                ],
+            )?;
+        }
+        Ok(())
+    }
+
+    /// `ep_combine_wait`: the counts and their check.
+    fn launch_combine_wait(&self, slice_ns: u64) -> Result<()> {
+        let b = self.bufs();
+        let sc = &self.sc;
+        self.launch(
+            "ep_combine_wait",
+            1,
+            WAIT_THREADS,
+            0,
+            &[
+                &b.c_counts.ptr,
+                &sc.l,
+                &sc.n,
+                &sc.rank,
+                &sc.skip,
+                &slice_ns,
+                &b.sent.ptr,
+                &b.status.ptr,
+                &b.c_snapshot.ptr,
+            ],
+        )
+    }
+
+    /// The reducing kernels' epilogue arguments: its code, the scale, and the kernels compiled
+    /// with a device-code epilogue.
+    fn epilogue_args(&self) -> Result<(i32, f32, Option<crate::kernels::EpilogueKernels>)> {
+        Ok(match &self.round.epilogue {
+            None => (0, 1.0f32, None),
+            Some(Epilogue::AddResidual(_)) => (1, 1.0, None),
+            Some(Epilogue::Scale(x)) => (2, *x, None),
+            Some(Epilogue::QuantizeFp8) => (3, 1.0, None),
+            Some(Epilogue::Device(d)) => (
+                4,
+                1.0,
+                Some(self.k().reduce_with_epilogue(&d.name, &d.source)?),
+            ),
+            Some(Epilogue::Host(_)) => {
+                unreachable!("refused by validation: no host closures on GPUs")
+            }
+        })
+    }
+
+    /// The fused shared expert's rows (the first of the expert outputs), or null.
+    fn shared_rows(&self) -> u64 {
+        if self.cfg.fused_shared_expert {
+            self.bufs().expert_out.ptr
+        } else {
+            0
+        }
+    }
+
+    /// Dynamic shared memory for the row in f32, for the epilogues that need the whole row.
+    fn whole_row_smem(&self) -> u32 {
+        let whole_row = matches!(
+            self.round.epilogue,
+            Some(Epilogue::QuantizeFp8 | Epilogue::Device(_))
+        );
+        if whole_row {
+            (self.cfg.hidden * 4) as u32
+        } else {
+            0
+        }
+    }
+
+    /// The whole combine in one launch (`ep_combine_single` in combine.cu), with weights: a
+    /// persistent grid no larger than the GPU holds at once, a block per row to send up to that.
+    fn issue_combine_single(&self, grid_rows: usize) -> Result<()> {
+        let cfg = &self.cfg;
+        let b = self.bufs();
+        let sc = &self.sc;
+        let t = self.round.n_tokens;
+        let (epi, scale, device) = self.epilogue_args()?;
+        let k = self.k();
+        let (name, f) = match (&device, self.ll_combine()) {
+            (None, false) => ("ep_combine_single", k.get("ep_combine_single")),
+            (None, true) => ("ep_combine_single_ll", k.get("ep_combine_single_ll")),
+            (Some(d), false) => ("ep_combine_single", &d.single),
+            (Some(d), true) => ("ep_combine_single_ll", &d.single_ll),
+        };
+        let counts = cfg.n_local_experts() * cfg.n_ranks();
+        let smem = self.whole_row_smem().max(8 * counts as u32);
+        let grid = grid_rows
+            .max(t)
+            .max(1)
+            .min(self.world.single_launch_blocks[self.rank] as usize) as u32;
+        let args: [&dyn crate::kernels::KernelArg; COMBINE_SINGLE_ARGS] = [
+            &b.expert_out.ptr,
+            &b.src_info.ptr,
+            &b.row_src.ptr,
+            &self.rows_end(),
+            &sc.hidden,
+            &sc.top_k,
+            &b.c_recv_ptrs.ptr,
+            &sc.rank,
+            &b.c_ticket.ptr,
+            &b.snapshot.ptr,
+            &sc.l,
+            &sc.n,
+            &sc.skip,
+            &b.c_count_ptrs.ptr,
+            &b.c_counts.ptr,
+            &self.first_slice_ns(),
+            &b.sent.ptr,
+            &b.status.ptr,
+            &b.c_recv.ptr,
+            &b.ids.ptr,
+            &b.weights.ptr,
+            &(t as i32),
+            &self.shared_rows(),
+            &(self.round.shared.start as i32),
+            &(self.round.shared.end as i32),
+            &epi,
+            &b.residual.ptr,
+            &scale,
+            &b.out.ptr,
+            &b.fp8_payload.ptr,
+            &b.fp8_scales.ptr,
+            &b.d_nmsg.ptr,
+            &b.c_ll_ptrs.ptr,
+            &self.cseq,
+        ];
+        self.launch_fn(name, f, grid, SEND_THREADS, smem, &args)
+    }
+
+    /// The reduction (or unreduced layout) and the epilogue, into the device output buffers;
+    /// nothing unless the combine wait before it completed.
+    pub(crate) fn issue_combine_output(&self) -> Result<()> {
+        let cfg = &self.cfg;
+        let sc = &self.sc;
+        let (t, hidden) = (self.round.n_tokens, cfg.hidden);
+        let b = self.bufs();
+        let k = self.k();
+        if !self.round.reduced {
+            let args: [&dyn crate::kernels::KernelArg; 9] = [
+                &b.c_recv.ptr,
+                &b.ids.ptr,
+                &sc.top_k,
+                &(hidden as i32),
+                &sc.rank,
+                &sc.l,
+                &sc.skip,
+                &b.out.ptr,
+                &b.status.ptr,
+            ];
+            return self.launch("ep_combine_unreduced", t as u32, THREADS, 0, &args);
+        }
+        let (epi, scale, device) = self.epilogue_args()?;
+        let shared_rows = self.shared_rows();
+        let f = device
+            .as_ref()
+            .map_or(k.get("ep_combine_reduce"), |d| &d.reduce);
+        let smem = self.whole_row_smem();
+        // Few tokens: one thread per 8 columns (one 16-byte load of each slot's row, up to
+        // 1024 threads), so a token is one round of loads. Many tokens: 128-thread blocks, which
+        // pack the SMs better (2x H200, hidden 7168: 1 token 19.6 -> 10.4 us wide; 4096 tokens
+        // 161 us at 128 threads, 267 us wide).
+        let reduce_threads = if t <= REDUCE_WIDE_MAX_TOKENS {
+            (hidden / 8).next_multiple_of(32).clamp(32, 1024) as u32
+        } else {
+            THREADS
+        };
+        self.launch_fn(
+            "ep_combine_reduce",
+            f,
+            t as u32,
+            reduce_threads,
+            smem,
+            &[
+                &b.c_recv.ptr,
+                &b.ids.ptr,
+                &b.weights.ptr,
+                &sc.top_k,
+                &(hidden as i32),
+                &sc.rank,
+                &sc.l,
+                &sc.skip,
+                &shared_rows,
+                &(self.round.shared.start as i32),
+                &(self.round.shared.end as i32),
+                &epi,
+                &b.residual.ptr,
+                &scale,
+                &b.out.ptr,
+                &b.fp8_payload.ptr,
+                &b.fp8_scales.ptr,
+                &b.status.ptr,
+            ],
+        )
+    }
+}

@@ -1,0 +1,420 @@
+//! The dispatch's kernels (dispatch.cu), issued: slots, sends and signals; the single-launch
+//! dispatch; the wait and the copy-out, overlapped with the send at prefill sizes.
+
+use std::sync::OnceLock;
+
+use cudarc::driver::CudaStream;
+use ep_core::format::TokenFormat;
+use ep_core::{DispatchInput, Format, Result};
+
+use super::path::tokens_from_env;
+use super::{contiguous, CudaComm, RoundData, SEND_THREADS, THREADS, WAIT_THREADS};
+use crate::driver::cuda;
+use crate::kernels::{launch, MsgLayout};
+
+pub(super) fn format_id(f: Format) -> i32 {
+    match f {
+        Format::Bf16 => 0,
+        Format::Fp8 => 1,
+        Format::Mxfp4 => 2,
+        Format::Nvfp4 => 3,
+        _ => unreachable!("every format of ep-core has a kernel path"),
+    }
+}
+
+/// Dynamic shared memory a block needs to send a token (dispatch.cu, `ep_fetched_row`): the
+/// message (BF16 fetches its row into it); FP8 also the row as fetched (bf16), which it encodes
+/// from; the others (MXFP4, NVFP4) also the row in f32 before that.
+fn send_smem(format: Format, m: &MsgLayout, hidden: usize) -> usize {
+    match format {
+        Format::Bf16 => m.bytes as usize,
+        Format::Fp8 => m.bytes as usize + hidden * 2,
+        _ => m.bytes as usize + hidden * (4 + 2),
+    }
+}
+
+/// Threads of an overlapped copy-out block (16 warps, a message each). Its launch bounds keep it
+/// to half an SM's registers, so one fits beside one 512-thread send block, but every SM that
+/// holds one runs one send block instead of two. So the grid is a share of the SMs: two thirds
+/// for BF16, a half for FP8 and a third for the other formats the send encodes (which need the
+/// send's blocks more), the best of 1/8 to all of the SMs at 4096 tokens on 2x H200 (docs/perf.md,
+/// v17: FP8 a third 273 us, a quarter 317; BF16 two thirds 304-308 us with p95 315, a half 291-335
+/// with p95 338-372; v20, after the faster assign, two reps: FP8 a half 252.4 / 252.6 us with p95
+/// 255 / 254, a third 262.0 / 251.9 with p95 270 / 268, a quarter 308 / 296; BF16 two thirds
+/// still, 292 / 291 with p95 296 / 295). MXFP4 and NVFP4 were not measured.
+/// `EP_CUDA_OVERLAP_COPY_BLOCKS` sets it.
+const OVERLAP_COPY_THREADS: u32 = 512;
+
+/// Parameters of the kernels whose argument lists are built as arrays here (a test in mod.rs
+/// checks them against the kernels' declarations).
+pub(super) const SEND_ARGS: usize = 30;
+pub(super) const WAIT_ARGS: usize = 14;
+pub(super) const COPY_OUT_ARGS: usize = 23;
+/// `ep_dispatch_copy_messages` takes the first of `ep_dispatch_copy_out`'s.
+pub(super) const COPY_MESSAGES_ARGS: usize = 20;
+pub(super) const DISPATCH_SINGLE_ARGS: usize = 37;
+
+/// Which copy-out `CudaComm::issue_copy` launches.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum CopyOut {
+    /// Every message, padding row and shared-expert row, after the wait.
+    All,
+    /// An overlapped round's padding and shared-expert rows (the messages are done beside the send).
+    Tail,
+    /// An overlapped round's messages, on the copy stream, as they land.
+    Messages,
+}
+
+impl CudaComm {
+    /// The rank's dispatch inputs to the device (the driver stages pageable memory before
+    /// returning, so `input` may go away afterwards).
+    pub(crate) fn upload_dispatch(&mut self, input: &DispatchInput<'_>) -> Result<()> {
+        self.bind()?;
+        let t = input.n_tokens();
+        let b = self.bufs();
+        // Straight from the caller's arrays where they are contiguous (validation guarantees it
+        // for the tokens); a copy only for strided ids or scales, and for absent scales.
+        b.tokens
+            .upload(contiguous(&input.tokens).as_ref(), &self.stream)?;
+        b.ids
+            .upload(contiguous(&input.topk_ids).as_ref(), &self.stream)?;
+        match input.input_scales {
+            Some(v) => b.scales_in.upload(contiguous(&v).as_ref(), &self.stream)?,
+            None => b.scales_in.upload(&vec![1.0f32; t], &self.stream)?,
+        }
+        let shared = if self.cfg.fused_shared_expert {
+            self.cfg.shared_token_range(self.rank, t)
+        } else {
+            0..0
+        };
+        self.round = RoundData {
+            n_tokens: t,
+            shared,
+            ..Default::default()
+        };
+        Ok(())
+    }
+
+    /// Slots, sends and signals (between nodes: sends, puts, signals): the dispatch_async
+    /// kernels; at decode sizes inside one node, the whole dispatch in one launch; at prefill
+    /// sizes inside one node, also the first slice of the wait and the copy-out, overlapped.
+    pub(crate) fn issue_dispatch_send(&mut self) -> Result<()> {
+        self.seq = self.seq.wrapping_add(1).max(1);
+        self.round.messages_pending = false;
+        if self.single_dispatch() {
+            return self.issue_dispatch_single();
+        }
+        let overlap = self.overlap_dispatch();
+        let early = overlap as i32;
+        let cfg = &self.cfg;
+        let b = self.bufs();
+        let t = self.round.n_tokens;
+        let shared = &self.round.shared;
+        let one_node = (cfg.n_nodes == 1) as i32;
+        let sc = &self.sc;
+        let m = self.world.msg;
+        // A block per expert (row slots), then one per destination rank (message slots).
+        self.launch(
+            "ep_assign_slots",
+            (cfg.n_experts + cfg.n_ranks()) as u32,
+            WAIT_THREADS,
+            0,
+            &[
+                &b.ids.ptr,
+                &(t as i32),
+                &sc.top_k,
+                &sc.experts,
+                &sc.l,
+                &sc.n,
+                &sc.rank,
+                &sc.skip,
+                &b.slots.ptr,
+                &b.rank_slots.ptr,
+                &b.sent.ptr,
+                &b.msgs_to.ptr,
+                &early,
+                &b.d_ticket.ptr,
+                &b.d_count_ptrs.ptr,
+                &b.d_nmsg_ptrs.ptr,
+            ],
+        )?;
+        if overlap {
+            // The copy stream: the wait (the counts come before the payload), then the messages'
+            // copy-out as they land.
+            self.slots_done.record(&self.stream).map_err(cuda)?;
+            self.copy_stream.wait(&self.slots_done).map_err(cuda)?;
+            let slice = self.first_slice_ns();
+            self.launch_dispatch_wait(&self.copy_stream, slice)?;
+            self.issue_copy(CopyOut::Messages, slice)?;
+        }
+        let smem = send_smem(cfg.format, &m, cfg.hidden) as u32;
+        let send: [&dyn crate::kernels::KernelArg; SEND_ARGS] = [
+            &b.tokens.ptr,
+            &b.scales_in.ptr,
+            &(t as i32),
+            &sc.hidden,
+            &format_id(cfg.format),
+            &b.ids.ptr,
+            &b.slots.ptr,
+            &b.rank_slots.ptr,
+            &sc.top_k,
+            &m,
+            &b.d_recv_ptrs.ptr,
+            &sc.rank,
+            &sc.n,
+            &sc.l,
+            &sc.gpn,
+            &sc.max_t,
+            &b.d_staging.ptr,
+            &(shared.start as i32),
+            &(shared.end as i32),
+            &b.shared_msgs.ptr,
+            &one_node,
+            &b.d_ticket.ptr,
+            &b.sent.ptr,
+            &b.msgs_to.ptr,
+            &sc.experts,
+            &sc.skip,
+            &b.d_count_ptrs.ptr,
+            &b.d_nmsg_ptrs.ptr,
+            &early,
+            &self.seq,
+        ];
+        // At least one block: a rank without tokens still signals.
+        self.launch(
+            "ep_dispatch_send",
+            t.max(1) as u32,
+            SEND_THREADS,
+            smem,
+            &send,
+        )?;
+        if cfg.n_nodes > 1 {
+            // ep_dispatch_put's parameters are ep_dispatch_send's from ids to staging (a test
+            // checks them name for name).
+            self.launch("ep_dispatch_put", t as u32, THREADS, 0, &send[5..17])?;
+            self.launch(
+                "ep_dispatch_signal",
+                1,
+                WAIT_THREADS,
+                0,
+                &[
+                    &b.sent.ptr,
+                    &b.msgs_to.ptr,
+                    &sc.experts,
+                    &sc.l,
+                    &sc.n,
+                    &sc.rank,
+                    &sc.skip,
+                    &b.d_count_ptrs.ptr,
+                    &b.d_nmsg_ptrs.ptr,
+                ],
+            )?;
+        }
+        if overlap {
+            // The main stream takes the copy stream back, then the rows no message fills.
+            self.copied.record(&self.copy_stream).map_err(cuda)?;
+            self.stream.wait(&self.copied).map_err(cuda)?;
+            self.issue_copy(CopyOut::Tail, self.first_slice_ns())?;
+        }
+        Ok(())
+    }
+
+    /// The whole dispatch in one launch (`ep_dispatch_single` in dispatch.cu): a persistent grid
+    /// no larger than the GPU holds at once, a block per token up to that and one that counts.
+    fn issue_dispatch_single(&self) -> Result<()> {
+        let cfg = &self.cfg;
+        let b = self.bufs();
+        let t = self.round.n_tokens;
+        let shared = &self.round.shared;
+        let sc = &self.sc;
+        let m = self.world.msg;
+        let (ranks, groups) = (cfg.n_ranks(), cfg.n_groups());
+        let counts = cfg.n_local_experts() * ranks;
+        // The kernel's phases share its dynamic shared memory: the send's, the totals, the
+        // counts and layout.
+        let smem = [
+            send_smem(cfg.format, &m, cfg.hidden),
+            4 * (cfg.n_experts + ranks),
+            8 * counts + 4 * (groups + 1 + groups * (ranks + 1)),
+        ]
+        .into_iter()
+        .max()
+        .unwrap_or(0) as u32;
+        let row_multiple = cfg.format.group_row_multiple() as i32;
+        // A block per message this rank may receive, then the block that counts and publishes;
+        // all resident at once (`single_dispatch` leaves room for two). The spread kernel also
+        // takes a block per row this rank expects (t * top_k across all senders), among which it
+        // cuts each message's rows, and is chosen when that leaves two blocks to spare for every
+        // (token, rank), which it sends a block each. (With one, at 64 tokens on two ranks, it
+        // read 0.4-0.7 us slower.)
+        let most = self.world.single_launch_blocks[self.rank] as usize - 1;
+        let spread_senders = (t * cfg.top_k).max(t * ranks).max(ranks).min(most);
+        let spread = spread_senders >= 2 * t * ranks;
+        let senders = if spread {
+            spread_senders
+        } else {
+            (t * ranks).max(ranks).min(most)
+        };
+        let grid = (senders + 1) as u32;
+        let kernel = if spread {
+            "ep_dispatch_single_spread"
+        } else {
+            "ep_dispatch_single"
+        };
+        let args: [&dyn crate::kernels::KernelArg; DISPATCH_SINGLE_ARGS] = [
+            &b.tokens.ptr,
+            &b.scales_in.ptr,
+            &(t as i32),
+            &sc.hidden,
+            &format_id(cfg.format),
+            &b.ids.ptr,
+            &sc.top_k,
+            &m,
+            &b.d_recv_ptrs.ptr,
+            &sc.rank,
+            &sc.n,
+            &sc.l,
+            &sc.max_t,
+            &(shared.start as i32),
+            &(shared.end as i32),
+            &b.shared_msgs.ptr,
+            &b.d_ticket.ptr,
+            &b.sent.ptr,
+            &sc.experts,
+            &sc.skip,
+            &b.d_count_ptrs.ptr,
+            &b.d_nmsg_ptrs.ptr,
+            &b.d_counts.ptr,
+            &self.first_slice_ns(),
+            &self.shared_groups(),
+            &row_multiple,
+            &b.status.ptr,
+            &b.snapshot.ptr,
+            &b.row_offsets.ptr,
+            &b.src_offsets.ptr,
+            &b.d_recv.ptr,
+            &b.d_nmsg.ptr,
+            &b.recv_tokens.ptr,
+            &b.recv_scales.ptr,
+            &b.src_info.ptr,
+            &b.row_src.ptr,
+            &self.seq,
+        ];
+        self.launch(kernel, grid, SEND_THREADS, smem, &args)
+    }
+
+    /// One slice of the wait and the copy-out into the per-expert layout (which does nothing
+    /// unless the wait completed): the dispatch_wait kernels. The row count stays on the device.
+    /// After a slice that had every count but not every message of an overlapped sender
+    /// (EP_MESSAGES_PENDING), the copy-out alone again: the counts are taken.
+    pub(crate) fn issue_dispatch_wait(&self, slice_ns: u64) -> Result<()> {
+        self.bind()?;
+        self.wait_counts_unless_taken(|c| {
+            c.launch_dispatch_wait(&c.stream, slice_ns)?;
+            c.mark("ep_dispatch_wait")
+        })?;
+        self.issue_copy(CopyOut::All, slice_ns)
+    }
+
+    /// `ep_dispatch_wait` on `stream`: the counts, their check and the groups' layout.
+    fn launch_dispatch_wait(&self, stream: &CudaStream, slice_ns: u64) -> Result<()> {
+        let cfg = &self.cfg;
+        let b = self.bufs();
+        let sc = &self.sc;
+        let row_multiple = cfg.format.group_row_multiple() as i32;
+        let layout_smem =
+            (8 * cfg.n_local_experts() * cfg.n_ranks() + 4 * (cfg.n_groups() + 1)) as u32;
+        let wait: [&dyn crate::kernels::KernelArg; WAIT_ARGS] = [
+            &b.d_counts.ptr,
+            &sc.l,
+            &sc.n,
+            &sc.rank,
+            &sc.skip,
+            &slice_ns,
+            &sc.max_t,
+            &self.shared_groups(),
+            &(self.round.shared.len() as i32),
+            &row_multiple,
+            &b.status.ptr,
+            &b.snapshot.ptr,
+            &b.row_offsets.ptr,
+            &b.src_offsets.ptr,
+        ];
+        let f = self.k().get("ep_dispatch_wait");
+        launch(stream, f, 1, WAIT_THREADS, layout_smem, &wait)
+    }
+
+    /// The copy-out into the per-expert layout (dispatch.cu): `ep_dispatch_copy_out` on the main
+    /// stream (a block per possible message, per possible padding row, per shared-expert row; the
+    /// last two kinds alone for `Tail`), or the overlapped round's `ep_dispatch_copy_messages` on
+    /// the copy stream, whose parameters are the first of `ep_dispatch_copy_out`'s.
+    fn issue_copy(&self, what: CopyOut, slice_ns: u64) -> Result<()> {
+        let cfg = &self.cfg;
+        let b = self.bufs();
+        let sc = &self.sc;
+        let row_multiple = cfg.format.group_row_multiple() as i32;
+        let messages = cfg.n_ranks() * cfg.max_tokens_per_rank;
+        let first_block = if what == CopyOut::Tail {
+            messages as u64
+        } else {
+            0
+        };
+        let args: [&dyn crate::kernels::KernelArg; COPY_OUT_ARGS] = [
+            &b.d_recv.ptr,
+            &b.d_nmsg.ptr,
+            &b.row_offsets.ptr,
+            &b.src_offsets.ptr,
+            &sc.l,
+            &sc.n,
+            &sc.rank,
+            &sc.skip,
+            &self.shared_groups(),
+            &sc.max_t,
+            &sc.hidden,
+            &format_id(cfg.format),
+            &self.world.msg,
+            &b.recv_tokens.ptr,
+            &b.recv_scales.ptr,
+            &b.src_info.ptr,
+            &b.row_src.ptr,
+            &b.status.ptr,
+            &self.seq,
+            &slice_ns,
+            &b.shared_msgs.ptr,
+            &row_multiple,
+            &first_block,
+        ];
+        if what == CopyOut::Messages {
+            static BLOCKS: OnceLock<Option<usize>> = OnceLock::new();
+            let most = self.world.single_launch_blocks[self.rank] as usize;
+            let (num, den) = match cfg.format {
+                Format::Bf16 => (2, 3),
+                Format::Fp8 => (1, 2),
+                _ => (1, 3),
+            };
+            let grid = tokens_from_env(&BLOCKS, "EP_CUDA_OVERLAP_COPY_BLOCKS")
+                .unwrap_or(most * num / den)
+                .clamp(1, most);
+            let f = self.k().get("ep_dispatch_copy_messages");
+            return launch(
+                &self.copy_stream,
+                f,
+                grid as u32,
+                OVERLAP_COPY_THREADS,
+                0,
+                &args[..COPY_MESSAGES_ARGS],
+            );
+        }
+        let grid = messages - first_block as usize
+            + cfg.n_groups() * (row_multiple as usize - 1)
+            + if cfg.fused_shared_expert {
+                cfg.max_tokens_per_rank
+            } else {
+                0
+            };
+        if grid == 0 {
+            return Ok(());
+        }
+        self.launch("ep_dispatch_copy_out", grid as u32, THREADS, 0, &args)
+    }
+}

@@ -1,0 +1,504 @@
+//! `CudaComm`: one rank on a GPU. Its host thread issues the rank's kernels on its own stream;
+//! every wait happens in a kernel that spins on acquire loads with a deadline, and reports what
+//! never arrived through a status buffer the host reads after the stream finishes.
+//!
+//! This file holds the rank's state and the `EpComm` methods; the rest, one concern each:
+//! - `path`: which path a round takes (single-launch, overlapped, LL rows) and the thresholds
+//!   that choose it;
+//! - `dispatch`: the dispatch's kernels, issued;
+//! - `combine`: the combine's kernels, issued;
+//! - `wait`: the sliced waits and what their status word means.
+
+use std::sync::Arc;
+
+use cudarc::driver::CudaStream;
+use ep_core::format::TokenFormat;
+use ep_core::round::RoundTracker;
+use ep_core::{
+    bf16, swiglu, validate, CombineInput, CombineOutput, DispatchInput, DispatchOutput, EpComm,
+    EpConfig, EpError, Epilogue, Phase, Result, RoutingHandle, SwigluOptions, SwigluOutput,
+};
+use ndarray::{Array2, Array3, ArrayView2};
+
+use crate::driver::cuda;
+use crate::kernels::{launch, Kernels};
+use crate::memory::DevBuf;
+use crate::world::{RankBuffers, World};
+use cudarc::driver::{CudaEvent, CudaFunction};
+
+mod combine;
+mod dispatch;
+mod path;
+mod wait;
+
+use dispatch::format_id;
+pub(crate) use path::ll_max_tokens;
+
+const THREADS: u32 = 128;
+const WAIT_THREADS: u32 = 256;
+/// Dispatch send: a token's encode and its stores to up to top-k receivers are one block's work;
+/// at decode sizes a few blocks are all the GPU runs, so each needs many warps in flight.
+const SEND_THREADS: u32 = 512;
+
+/// What a round keeps on the host between phases (the data itself stays on the device).
+#[derive(Default)]
+struct RoundData {
+    n_tokens: usize,
+    shared: std::ops::Range<usize>,
+    rows: usize,
+    reduced: bool,
+    epilogue: Option<Epilogue>,
+    /// The last wait slice had every count but not every message: only the copy-out again.
+    messages_pending: bool,
+}
+
+/// The scalars every kernel of a rank takes, as the kernels' `int`/`u64` parameters.
+#[derive(Clone, Copy)]
+struct Scalars {
+    rank: i32,
+    n: i32,
+    l: i32,
+    skip: i32,
+    top_k: i32,
+    hidden: i32,
+    experts: i32,
+    gpn: i32,
+    max_t: i32,
+}
+
+impl Scalars {
+    fn new(rank: usize, cfg: &EpConfig) -> Self {
+        Scalars {
+            rank: rank as i32,
+            n: cfg.n_ranks() as i32,
+            l: cfg.n_local_experts() as i32,
+            skip: cfg.skip_a2a.is_some() as i32,
+            top_k: cfg.top_k as i32,
+            hidden: cfg.hidden as i32,
+            experts: cfg.n_experts as i32,
+            gpn: cfg.n_gpus_per_node as i32,
+            max_t: cfg.max_tokens_per_rank as i32,
+        }
+    }
+}
+
+pub struct CudaComm {
+    rank: usize,
+    sc: Scalars,
+    cfg: EpConfig,
+    world: Arc<World>,
+    stream: Arc<CudaStream>,
+    /// The overlapped copy-out's stream (high priority, so its blocks get SMs as the send's
+    /// retire), and the events that fork it from and join it to `stream`.
+    copy_stream: Arc<CudaStream>,
+    slots_done: CudaEvent,
+    copied: CudaEvent,
+    /// The dispatch round's number, the same on every rank: an overlapped sender marks its
+    /// messages landed with it. Flags start at 0, so it starts at 1.
+    seq: u32,
+    /// The combine's number, the same on every rank: the word an LL row carries (common.cuh).
+    /// The LL rows start at 0, so it starts at 1.
+    cseq: u32,
+    tracker: RoundTracker,
+    round: RoundData,
+    /// When set (`ep bench --breakdown`), an event after every kernel, to time each one.
+    probe: std::cell::RefCell<Option<Vec<(&'static str, CudaEvent)>>>,
+}
+
+impl CudaComm {
+    pub(crate) fn new(rank: usize, world: Arc<World>) -> Result<CudaComm> {
+        let ctx = &world.kernels[rank].ctx;
+        let stream = ctx.new_stream().map_err(cuda)?;
+        ctx.bind_to_thread().map_err(cuda)?;
+        let (_, highest) = cudarc::driver::result::stream::get_priority_range().map_err(cuda)?;
+        let copy_stream = ctx.new_stream_with_priority(highest).map_err(cuda)?;
+        let event = || {
+            ctx.new_event(Some(
+                cudarc::driver::sys::CUevent_flags::CU_EVENT_DISABLE_TIMING,
+            ))
+            .map_err(cuda)
+        };
+        let (slots_done, copied) = (event()?, event()?);
+        Ok(CudaComm {
+            rank,
+            sc: Scalars::new(rank, &world.cfg),
+            cfg: world.cfg.clone(),
+            world,
+            stream,
+            copy_stream,
+            slots_done,
+            copied,
+            seq: 0,
+            cseq: 0,
+            tracker: RoundTracker::new(rank),
+            round: RoundData::default(),
+            probe: Default::default(),
+        })
+    }
+
+    pub(crate) fn stream_ref(&self) -> &Arc<CudaStream> {
+        &self.stream
+    }
+
+    /// The loaded round reduces with weights (device-resident benchmark rounds).
+    pub(crate) fn set_reduced(&mut self) {
+        self.round.reduced = true;
+    }
+
+    /// The GPU this rank runs on.
+    pub fn device(&self) -> usize {
+        self.world.device_of[self.rank]
+    }
+
+    pub(crate) fn world(&self) -> &World {
+        &self.world
+    }
+
+    pub(crate) fn bufs(&self) -> &RankBuffers {
+        &self.world.ranks[self.rank]
+    }
+
+    fn k(&self) -> &Kernels {
+        &self.world.kernels[self.rank]
+    }
+
+    /// Launches kernel `name` of this rank's device on its stream.
+    fn launch(
+        &self,
+        name: &'static str,
+        grid: u32,
+        block: u32,
+        smem: u32,
+        args: &[&dyn crate::kernels::KernelArg],
+    ) -> Result<()> {
+        self.launch_fn(name, self.k().get(name), grid, block, smem, args)
+    }
+
+    /// Launches `f` (kernel `name`, or a variant of it) on this rank's stream.
+    fn launch_fn(
+        &self,
+        name: &'static str,
+        f: &CudaFunction,
+        grid: u32,
+        block: u32,
+        smem: u32,
+        args: &[&dyn crate::kernels::KernelArg],
+    ) -> Result<()> {
+        launch(&self.stream, f, grid, block, smem, args)?;
+        self.mark(name)
+    }
+
+    /// Records an event named `name` on the stream while probing.
+    pub(crate) fn mark(&self, name: &'static str) -> Result<()> {
+        if let Some(events) = self.probe.borrow_mut().as_mut() {
+            let e = self
+                .stream
+                .context()
+                .new_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT))
+                .map_err(cuda)?;
+            e.record(&self.stream).map_err(cuda)?;
+            events.push((name, e));
+        }
+        Ok(())
+    }
+
+    /// Starts (`true`) or stops probing; stopping returns the events recorded since the start.
+    pub(crate) fn set_probe(&self, on: bool) -> Vec<(&'static str, CudaEvent)> {
+        std::mem::replace(&mut *self.probe.borrow_mut(), on.then(Vec::new)).unwrap_or_default()
+    }
+
+    fn bind(&self) -> Result<()> {
+        self.k().ctx.bind_to_thread().map_err(cuda)
+    }
+
+    fn fail(&mut self, err: EpError) -> EpError {
+        self.tracker.poison(&err);
+        err
+    }
+
+    fn sync(&mut self) -> Result<()> {
+        match self.stream.synchronize() {
+            Ok(()) => Ok(()),
+            Err(e) => Err(self.fail(cuda(e))),
+        }
+    }
+
+    fn shared_groups(&self) -> i32 {
+        self.cfg.shared_groups() as i32
+    }
+}
+
+/// The elements of `a` in row-major order: borrowed when the array is contiguous, copied when
+/// it is strided.
+fn contiguous<'a, T: Clone, D: ndarray::Dimension>(
+    a: &'a ndarray::ArrayView<'_, T, D>,
+) -> std::borrow::Cow<'a, [T]> {
+    match a.as_slice() {
+        Some(s) => std::borrow::Cow::Borrowed(s),
+        None => std::borrow::Cow::Owned(a.iter().cloned().collect()),
+    }
+}
+
+impl EpComm for CudaComm {
+    fn rank(&self) -> usize {
+        self.rank
+    }
+
+    fn config(&self) -> &EpConfig {
+        &self.cfg
+    }
+
+    fn dispatch_async(&mut self, input: &DispatchInput<'_>) -> Result<()> {
+        self.tracker.check_dispatch_async()?;
+        validate::dispatch_input(&self.cfg, self.rank, input)?;
+        self.upload_dispatch(input)?;
+        self.issue_dispatch_send()?;
+        self.tracker.dispatch_sent();
+        Ok(())
+    }
+
+    fn dispatch_wait(&mut self) -> Result<DispatchOutput> {
+        self.tracker.check_dispatch_wait()?;
+        let issued = self.dispatch_wait_issued();
+        self.wait_sliced(Phase::Dispatch, issued, &mut |c, slice| {
+            c.issue_dispatch_wait(slice)
+        })?;
+
+        let cfg = &self.cfg;
+        let (g, hidden) = (cfg.n_groups(), cfg.hidden);
+        let b = self.bufs();
+        let mut row_offsets = vec![0u32; g + 1];
+        let mut src_offsets = vec![0u32; g * (cfg.n_ranks() + 1)];
+        b.row_offsets.download(&mut row_offsets, &self.stream)?;
+        b.src_offsets.download(&mut src_offsets, &self.stream)?;
+        let rows = row_offsets[g] as usize;
+        let fmt = cfg.format;
+        let scale_len = fmt.output_scales_bytes(hidden, rows);
+        let payload = self.world.msg.payload_bytes as usize;
+        let mut recv_tokens = vec![0u8; rows * payload];
+        let mut recv_scales = vec![0u8; scale_len];
+        let mut src_info = vec![0i32; rows * 2];
+        b.recv_tokens.download(&mut recv_tokens, &self.stream)?;
+        b.recv_scales.download(&mut recv_scales, &self.stream)?;
+        b.src_info.download(&mut src_info, &self.stream)?;
+        let mut expert_ids = vec![-1; cfg.shared_groups()];
+        expert_ids.extend(0..cfg.n_local_experts() as i32);
+        let n_ranks = cfg.n_ranks();
+        self.round.rows = rows;
+        let handle = self.tracker.dispatched();
+        Ok(DispatchOutput {
+            handle,
+            format: fmt,
+            hidden,
+            recv_tokens: Array2::from_shape_vec((rows, payload), recv_tokens)
+                .expect("rows x payload"),
+            recv_scales,
+            row_offsets,
+            expert_ids,
+            src_info: Array2::from_shape_vec((rows, 2), src_info).expect("rows x 2"),
+            src_offsets: Array2::from_shape_vec((g, n_ranks + 1), src_offsets)
+                .expect("groups x ranks+1"),
+        })
+    }
+
+    fn combine_async(&mut self, handle: &RoutingHandle, input: &CombineInput<'_>) -> Result<()> {
+        self.tracker.check_combine_async(handle)?;
+        validate::combine_input(
+            &self.cfg,
+            self.rank,
+            self.round.rows,
+            self.round.n_tokens,
+            input,
+            false,
+        )?;
+        self.bind()?;
+        if let Some(Epilogue::Device(d)) = input.epilogue {
+            // Compile first, so a bad source fails with nothing sent.
+            self.k().reduce_with_epilogue(&d.name, &d.source)?;
+        }
+        self.upload_combine(input)?;
+        self.round.reduced = input.weights.is_some();
+        self.round.epilogue = input.epilogue.cloned();
+        self.issue_combine_send(self.round.rows)?;
+        self.tracker.combine_sent();
+        Ok(())
+    }
+
+    fn combine_wait(&mut self) -> Result<CombineOutput> {
+        self.tracker.check_combine_wait()?;
+        let single = self.single_combine();
+        self.wait_sliced(Phase::Combine, single, &mut |c, slice| {
+            c.issue_combine_wait(slice)?;
+            c.issue_combine_output()
+        })?;
+        let (t, top_k, hidden) = (self.round.n_tokens, self.cfg.top_k, self.cfg.hidden);
+        let b = self.bufs();
+        let s = &self.stream;
+        let output = match (self.round.reduced, &self.round.epilogue) {
+            (false, _) => {
+                let mut out = vec![bf16::ZERO; t * top_k * hidden];
+                b.out.download(&mut out, s)?;
+                CombineOutput::Unreduced(
+                    Array3::from_shape_vec((t, top_k, hidden), out).expect("shape"),
+                )
+            }
+            (true, Some(Epilogue::QuantizeFp8)) => {
+                let mut payload = vec![0u8; t * hidden];
+                let mut scales = vec![0f32; t * (hidden / 128)];
+                b.fp8_payload.download(&mut payload, s)?;
+                b.fp8_scales.download(&mut scales, s)?;
+                CombineOutput::Fp8 {
+                    payload: Array2::from_shape_vec((t, hidden), payload).expect("shape"),
+                    scales: Array2::from_shape_vec((t, hidden / 128), scales).expect("shape"),
+                }
+            }
+            (true, Some(Epilogue::Device(_))) => {
+                s.synchronize().map_err(cuda)?;
+                CombineOutput::Consumed
+            }
+            (true, _) => {
+                let mut out = vec![bf16::ZERO; t * hidden];
+                b.out.download(&mut out, s)?;
+                CombineOutput::Reduced(Array2::from_shape_vec((t, hidden), out).expect("shape"))
+            }
+        };
+        self.tracker.combined();
+        Ok(output)
+    }
+
+    fn swiglu(
+        &mut self,
+        routing: &DispatchOutput,
+        input: ArrayView2<'_, bf16>,
+        opts: &SwigluOptions,
+    ) -> Result<SwigluOutput> {
+        self.tracker.check_routing(&routing.handle)?;
+        swiglu::check(self.rank, routing, &input, opts)?;
+        self.bind()?;
+        let ctx = &self.k().ctx;
+        let s = &self.stream;
+        let (rows, width) = (input.nrows(), input.ncols() / 2);
+        let fmt = opts.format;
+        let payload_bytes = fmt.payload_bytes(width);
+        let scale_len = fmt.output_scales_bytes(width, rows);
+        let x = DevBuf::new(ctx, rows * 2 * width * 2)?;
+        let payload = DevBuf::new(ctx, rows * payload_bytes)?;
+        let scales = DevBuf::new(ctx, scale_len)?;
+        x.upload(contiguous(&input).as_ref(), s)?;
+        scales.fill_async(0, scale_len, s)?;
+        let (clamp, alpha, limit) = match opts.clamp {
+            Some(c) => (1, c.alpha, c.limit),
+            None => (0, 0.0, 0.0),
+        };
+        let interleaved = (opts.layout == ep_core::GateUp::Interleaved) as i32;
+        let smem = (width * 4 + fmt.scale_bytes(width) + 16) as u32;
+        let b = self.bufs();
+        self.launch(
+            "ep_swiglu",
+            rows as u32,
+            THREADS,
+            smem,
+            &[
+                &x.ptr,
+                &(rows as u64),
+                &(width as i32),
+                &b.src_offsets.ptr,
+                &(self.cfg.n_groups() as i32),
+                &(self.cfg.n_ranks() as i32),
+                &interleaved,
+                &clamp,
+                &alpha,
+                &limit,
+                &format_id(fmt),
+                &opts.input_scale,
+                &(payload_bytes as i32),
+                &payload.ptr,
+                &scales.ptr,
+            ],
+        )?;
+        let mut out = vec![0u8; rows * payload_bytes];
+        let mut sc = vec![0u8; scale_len];
+        payload.download(&mut out, s)?;
+        scales.download(&mut sc, s)?;
+        Ok(SwigluOutput {
+            format: fmt,
+            width,
+            payload: Array2::from_shape_vec((rows, payload_bytes), out).expect("shape"),
+            scales: sc,
+        })
+    }
+
+    fn memory_digest(&self) -> Result<u64> {
+        self.bind()?;
+        let b = self.bufs();
+        let mut h = 0xcbf2_9ce4_8422_2325u64;
+        for buf in [
+            &b.d_recv,
+            &b.d_nmsg,
+            &b.d_counts,
+            &b.c_recv,
+            &b.c_counts,
+            &b.c_ll,
+        ] {
+            let mut host = vec![0u8; buf.len];
+            buf.download(&mut host, &self.stream)?;
+            for chunk in host.chunks(8) {
+                let mut w = [0u8; 8];
+                w[..chunk.len()].copy_from_slice(chunk);
+                h = (h ^ u64::from_le_bytes(w))
+                    .wrapping_mul(0x100_0000_01b3)
+                    .rotate_left(29);
+            }
+        }
+        Ok(h)
+    }
+}
+
+impl Drop for CudaComm {
+    fn drop(&mut self) {
+        // Nothing of this rank may still run when its buffers are freed.
+        let _ = self.stream.synchronize();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::kernels::tests::parameter_names;
+    use crate::kernels::{COMBINE, DISPATCH};
+
+    /// The argument lists built here have as many entries as the kernels declare, and the put
+    /// kernels take a slice of their send kernel's list (dispatch.rs and combine.rs pass `send[a..b]`), so their
+    /// parameters must be that slice, name for name.
+    #[test]
+    fn argument_lists_match_the_kernels() {
+        use super::combine::{COMBINE_SEND_ARGS, COMBINE_SINGLE_ARGS};
+        use super::dispatch::{
+            COPY_MESSAGES_ARGS, COPY_OUT_ARGS, DISPATCH_SINGLE_ARGS, SEND_ARGS, WAIT_ARGS,
+        };
+        let send = parameter_names(DISPATCH, "ep_dispatch_send");
+        assert_eq!(send.len(), SEND_ARGS);
+        assert_eq!(
+            parameter_names(DISPATCH, "ep_dispatch_wait").len(),
+            WAIT_ARGS
+        );
+        assert_eq!(parameter_names(DISPATCH, "ep_dispatch_put"), send[5..17]);
+        let copy = parameter_names(DISPATCH, "ep_dispatch_copy_out");
+        assert_eq!(copy.len(), COPY_OUT_ARGS);
+        assert_eq!(
+            parameter_names(DISPATCH, "ep_dispatch_copy_messages"),
+            copy[..COPY_MESSAGES_ARGS]
+        );
+        let send = parameter_names(COMBINE, "ep_combine_send");
+        assert_eq!(send.len(), COMBINE_SEND_ARGS);
+        assert_eq!(parameter_names(COMBINE, "ep_combine_put"), send[1..10]);
+        let single = parameter_names(DISPATCH, "ep_dispatch_single");
+        assert_eq!(single.len(), DISPATCH_SINGLE_ARGS);
+        assert_eq!(
+            parameter_names(DISPATCH, "ep_dispatch_single_spread"),
+            single
+        );
+        let single = parameter_names(COMBINE, "ep_combine_single");
+        assert_eq!(single.len(), COMBINE_SINGLE_ARGS);
+        assert_eq!(parameter_names(COMBINE, "ep_combine_single_ll"), single);
+    }
+}

@@ -1,0 +1,130 @@
+//! Which path a round takes: one launch at decode sizes, the overlapped copy-out at prefill
+//! sizes, LL combine rows for a rank with few tokens. Each choice has a threshold measured on
+//! 2x H200 (docs/perf.md) and an environment variable that overrides it.
+
+use std::sync::OnceLock;
+
+use ep_core::Format;
+
+use super::CudaComm;
+
+/// Up to this many tokens on a rank, a combine inside one node is one launch
+/// (`ep_combine_single`): at decode sizes the launches of the three-kernel path, and the
+/// dependent loads each starts with, are much of the phase (2x H200: 1 token 22.8 -> 20.7 us,
+/// 128 tokens 49.0 -> 43.6 us). `EP_CUDA_SINGLE_COMBINE_MAX_TOKENS` overrides it (0: never).
+const SINGLE_COMBINE_MAX_TOKENS: usize = 128;
+
+/// The same for the dispatch (`ep_dispatch_single`, its counts published before the payload
+/// since v15). Measured on 2x H200 against the four-kernel path (docs/perf.md, v15): 1 token
+/// 30.8 -> 23.8 us (BF16), 34.4 -> 28.9 (FP8); 32 tokens 31.7 -> 26.9 (BF16), FP8 within 1%;
+/// 128 tokens 40.6 -> 36.5 (BF16), FP8 within 1%. `EP_CUDA_SINGLE_DISPATCH_MAX_TOKENS` overrides
+/// it (0: never).
+const SINGLE_DISPATCH_MAX_TOKENS: usize = 128;
+
+/// The same for a rank that shares its GPU with other ranks, whose persistent grid gets a share
+/// of the SMs: on one H100 with two ranks, 1 token 27.6 -> 19.7 us (BF16), 31.2 -> 25.1 (FP8), but
+/// 32 tokens FP8 34.1 -> 37.0 and 128 tokens 40.2 -> 84.2 (BF16), 46.1 -> 112.1 (FP8).
+const SINGLE_DISPATCH_MAX_TOKENS_SHARED_GPU: usize = 1;
+
+/// From this many tokens on a rank, a dispatch inside one node overlaps its copy-out with the
+/// transfer (dispatch.cu: the counts go out before the payload, each message is marked landed, a
+/// persistent copy-out grid on a second stream expands messages as they land). Measured on 2x
+/// H200 (docs/perf.md, v14): 4096 tokens BF16 13% faster in the sweep (FP8 within 1% there, 9%
+/// faster measured alone); 1024 tokens within a few percent either way, 512 tokens 10% slower.
+/// Again at v20 (`bench/results/history/prefill-ab-h200-x2-2026-11-22-v20.txt`, two reps):
+/// 1024 tokens BF16 118.7 -> 105.5 / 104.4 us (p95 120.4 -> 128.6 / 116.5), FP8 95.0 -> 96.1 /
+/// 97.5; 512 tokens 1-12 us slower. So BF16 from 1024, the formats the send encodes from 2048.
+/// `EP_CUDA_OVERLAP_MIN_TOKENS` overrides both (0: never).
+const OVERLAP_MIN_TOKENS: usize = 2048;
+/// [`OVERLAP_MIN_TOKENS`] for BF16, whose send does not encode.
+const OVERLAP_MIN_TOKENS_BF16: usize = 1024;
+
+/// A token count set by the environment variable `var`, read once into `cell` (`None` when unset,
+/// or with a warning when it is not a number): it overrides the tunable's default.
+pub(super) fn tokens_from_env(cell: &OnceLock<Option<usize>>, var: &str) -> Option<usize> {
+    *cell.get_or_init(|| match std::env::var(var).as_deref().map(str::parse) {
+        Err(_) => None,
+        Ok(Ok(n)) => Some(n),
+        Ok(Err(_)) => {
+            eprintln!("ep-cuda: {var} is not a number; the default applies");
+            None
+        }
+    })
+}
+
+/// Up to this many tokens a rank takes its combine rows in LL form (common.cuh): each 8-byte word
+/// 4 bytes of the row and the combine's number, so the rows need no fence and the counts do not
+/// wait for them, at twice the bytes on the wire. On 2x H200 (docs/perf.md, v19): 1-8 tokens
+/// 0.7-1.3 µs faster, 16 level, 32 4 µs slower (the doubled bytes). `EP_CUDA_LL_MAX_TOKENS`
+/// overrides it (0: never); read once per process, compiled into the kernels (kernels.rs) and
+/// used to size the buffers (world.rs), so every rank of the node agrees.
+const LL_MAX_TOKENS: usize = 8;
+
+/// [`LL_MAX_TOKENS`] or its override.
+pub(crate) fn ll_max_tokens() -> usize {
+    static MAX: OnceLock<Option<usize>> = OnceLock::new();
+    tokens_from_env(&MAX, "EP_CUDA_LL_MAX_TOKENS").unwrap_or(LL_MAX_TOKENS)
+}
+
+impl CudaComm {
+    /// This round's dispatch is one launch (`ep_dispatch_single`): one node, few tokens here,
+    /// and room for a sending block and the counting block.
+    pub(crate) fn single_dispatch(&self) -> bool {
+        static MAX: OnceLock<Option<usize>> = OnceLock::new();
+        let max = tokens_from_env(&MAX, "EP_CUDA_SINGLE_DISPATCH_MAX_TOKENS").unwrap_or(
+            if self.world.shares_gpu[self.rank] {
+                SINGLE_DISPATCH_MAX_TOKENS_SHARED_GPU
+            } else {
+                SINGLE_DISPATCH_MAX_TOKENS
+            },
+        );
+        self.world.single_launch_blocks[self.rank] >= 2 && self.single_launch(max)
+    }
+
+    /// This round's combine is one launch (`ep_combine_single`): one node, few tokens here, and
+    /// a reduction with weights.
+    pub(crate) fn single_combine(&self) -> bool {
+        static MAX: OnceLock<Option<usize>> = OnceLock::new();
+        let max = tokens_from_env(&MAX, "EP_CUDA_SINGLE_COMBINE_MAX_TOKENS")
+            .unwrap_or(SINGLE_COMBINE_MAX_TOKENS);
+        self.round.reduced && self.single_launch(max)
+    }
+
+    /// This rank takes this round's combine rows in LL form (common.cuh): one node and few tokens
+    /// here. The dispatch told every sender so (`EP_NMSG_LL`, decided on the device by the same
+    /// rule).
+    pub(super) fn ll_combine(&self) -> bool {
+        self.cfg.n_nodes == 1 && self.round.n_tokens <= ll_max_tokens()
+    }
+
+    /// This round's dispatch overlaps its copy-out with the transfer: one node, many tokens here
+    /// (`OVERLAP_MIN_TOKENS`). Ranks decide for themselves; a receiver awaits the messages of
+    /// whichever senders overlapped (dispatch.cu).
+    pub(super) fn overlap_dispatch(&self) -> bool {
+        static MIN: OnceLock<Option<usize>> = OnceLock::new();
+        let min = tokens_from_env(&MIN, "EP_CUDA_OVERLAP_MIN_TOKENS").unwrap_or(
+            if self.cfg.format == Format::Bf16 {
+                OVERLAP_MIN_TOKENS_BF16
+            } else {
+                OVERLAP_MIN_TOKENS
+            },
+        );
+        self.persistent_grids() && min > 0 && self.round.n_tokens >= min && !self.single_dispatch()
+    }
+
+    /// The dispatch's first wait slice is already on the stream once `issue_dispatch_send`
+    /// returns (a single-launch or overlapped round).
+    pub(crate) fn dispatch_wait_issued(&self) -> bool {
+        self.single_dispatch() || self.overlap_dispatch()
+    }
+
+    fn single_launch(&self, max_tokens: usize) -> bool {
+        self.persistent_grids() && max_tokens > 0 && self.round.n_tokens <= max_tokens
+    }
+
+    /// Whether this rank may run grids whose blocks wait on one another or on the send (the
+    /// single-launch phases, the overlapped copy-out): one node, and room on the GPU for them.
+    fn persistent_grids(&self) -> bool {
+        self.cfg.n_nodes == 1 && self.world.single_launch_blocks[self.rank] > 0
+    }
+}

@@ -1,0 +1,167 @@
+//! The sliced waits: a wait kernel spins for a slice of the deadline, the host reads the status
+//! word it left and launches it again while counts are missing and time is left, or turns the
+//! status into the phase's error.
+
+use std::time::{Duration, Instant};
+
+use ep_core::{EpError, MissingSignal, Phase, Result};
+
+use super::CudaComm;
+
+/// How long one launch of a wait kernel spins before the host launches it again, until the
+/// deadline (`ep_wait_counts` in common.cuh says why waits are sliced). A rank held up behind a
+/// peer's wait loses at most this; a relaunch (one launch and a status read) costs microseconds.
+const WAIT_SLICE: Duration = Duration::from_millis(10);
+
+/// The status word the wait and copy-out kernels leave: common.cuh's `EP_*` codes (a test checks
+/// that they agree).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[repr(u32)]
+enum WaitStatus {
+    Ok = 0,
+    /// A wait slice ran out with counts missing.
+    Pending = 1,
+    CountOverflow = 2,
+    CountMismatch = 3,
+    /// The counts were there, a message of an overlapped sender was not: the copy-out again.
+    MessagesPending = 4,
+}
+
+impl WaitStatus {
+    const ALL: [WaitStatus; 5] = [
+        WaitStatus::Ok,
+        WaitStatus::Pending,
+        WaitStatus::CountOverflow,
+        WaitStatus::CountMismatch,
+        WaitStatus::MessagesPending,
+    ];
+
+    fn from_word(w: u32) -> Option<WaitStatus> {
+        Self::ALL.into_iter().find(|&s| s as u32 == w)
+    }
+}
+
+impl CudaComm {
+    /// Runs a phase's wait to completion. `issue` launches the wait kernel with a slice of the
+    /// deadline (in ns), and what follows it on the device; while counts are missing and time is
+    /// left, the host launches it again. With `issued`, the first slice is already on the stream
+    /// (a single-launch phase waits inside its one kernel). Returns with the stream idle. A
+    /// timeout names the (rank, expert) pairs that never arrived.
+    pub(crate) fn wait_sliced(
+        &mut self,
+        phase: Phase,
+        mut issued: bool,
+        issue: &mut dyn FnMut(&mut Self, u64) -> Result<()>,
+    ) -> Result<()> {
+        let start = Instant::now();
+        let mut slices = 0u32;
+        loop {
+            let slice = self
+                .cfg
+                .timeout
+                .saturating_sub(start.elapsed())
+                .min(WAIT_SLICE);
+            if !std::mem::take(&mut issued) {
+                issue(self, slice.as_nanos() as u64)?;
+            }
+            self.sync()?;
+            slices += 1;
+            let give_up = start.elapsed() >= self.cfg.timeout;
+            if self.wait_outcome(phase, start, give_up)? {
+                break;
+            }
+        }
+        if slices > 1 && std::env::var_os("EP_CUDA_LOG_WAITS").is_some() {
+            eprintln!(
+                "ep-cuda: rank {} {phase:?} wait took {slices} slices ({} ms)",
+                self.rank,
+                start.elapsed().as_millis()
+            );
+        }
+        Ok(())
+    }
+
+    /// Reads the status a wait kernel left: `true` when every count (and, in a dispatch, every
+    /// message awaited) arrived, `false` when its slice ran out first and `give_up` is not set
+    /// yet.
+    fn wait_outcome(&mut self, phase: Phase, start: Instant, give_up: bool) -> Result<bool> {
+        let (n, l) = (self.cfg.n_ranks(), self.cfg.n_local_experts());
+        // The outcome word alone on the way that every round takes; the per-count flags only
+        // for the error.
+        let mut code = [0u32];
+        self.bufs().status.download(&mut code, &self.stream)?;
+        let status = WaitStatus::from_word(code[0]);
+        self.round.messages_pending = status == Some(WaitStatus::MessagesPending);
+        let rank = self.rank;
+        let err = match status {
+            Some(WaitStatus::Ok) => return Ok(true),
+            Some(WaitStatus::Pending | WaitStatus::MessagesPending) if !give_up => return Ok(false),
+            Some(WaitStatus::Pending | WaitStatus::MessagesPending) => {
+                let mut status = vec![0u32; 1 + l * n];
+                self.bufs().status.download(&mut status, &self.stream)?;
+                let missing = (0..l * n)
+                    .filter(|&i| status[1 + i] != 0)
+                    .map(|i| {
+                        let (g, s) = (i / n, i % n);
+                        match phase {
+                            Phase::Combine => MissingSignal { src_rank: s, expert: s * l + g },
+                            _ => MissingSignal { src_rank: s, expert: rank * l + g },
+                        }
+                    })
+                    .collect();
+                let waited_ms = start.elapsed().as_millis() as u64;
+                EpError::Timeout { rank, phase, waited_ms, missing }
+            }
+            Some(WaitStatus::CountOverflow) => EpError::Backend(format!("rank {rank}: a receive count exceeds max_tokens_per_rank; the buffer protocol was violated")),
+            Some(WaitStatus::CountMismatch) => EpError::Backend(format!("rank {rank}: combine received other row counts than this rank sent")),
+            None => EpError::Backend(format!("rank {rank}: unknown wait status {}", code[0])),
+        };
+        Err(self.fail(err))
+    }
+
+    /// A wait slice's count wait (`wait`), unless the last slice had every count but not every
+    /// message or LL row (EP_MESSAGES_PENDING): the counts are taken then, and only the status
+    /// is reset for the kernels that wait for the rest.
+    pub(super) fn wait_counts_unless_taken(
+        &self,
+        wait: impl FnOnce(&Self) -> Result<()>,
+    ) -> Result<()> {
+        if self.round.messages_pending {
+            let b = self.bufs();
+            b.status.fill_async(0, b.status.len, &self.stream)
+        } else {
+            wait(self)
+        }
+    }
+
+    /// The first slice of a wait issued with its phase (single-launch or overlapped), in ns.
+    pub(super) fn first_slice_ns(&self) -> u64 {
+        self.cfg.timeout.min(WAIT_SLICE).as_nanos() as u64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// Each status code is common.cuh's `EP_` + the variant's name in upper snake case.
+    #[test]
+    fn status_codes_match_common_cuh() {
+        let defined = |name: &str| -> u32 {
+            let line = crate::kernels::COMMON
+                .lines()
+                .find(|l| l.starts_with(&format!("#define {name} ")))
+                .unwrap_or_else(|| panic!("{name} not in common.cuh"));
+            line.split_whitespace().nth(2).unwrap().parse().unwrap()
+        };
+        for status in super::WaitStatus::ALL {
+            let mut name = String::from("EP");
+            for c in format!("{status:?}").chars() {
+                if c.is_uppercase() {
+                    name.push('_');
+                }
+                name.push(c.to_ascii_uppercase());
+            }
+            assert_eq!(defined(&name), status as u32, "{name}");
+            assert_eq!(super::WaitStatus::from_word(status as u32), Some(status));
+        }
+    }
+}
