@@ -1,7 +1,7 @@
 //! # ep-core: the expert-parallel dispatch/combine contract
 //!
 //! - [`config`]: [`EpConfig`], the world every rank agrees on, and its validation.
-//! - [`format`]: the [`TokenFormat`] trait, the formats, and the message layout.
+//! - [`mod@format`]: the [`TokenFormat`] trait, the formats, and the message layout.
 //! - [`io`]: inputs and outputs of dispatch and combine (router weights, routing outputs).
 //! - [`backend`]: the [`EpBackend`] / [`EpComm`] traits every backend implements.
 //! - [`oracle`]: the contract computed directly; every backend must match it bit for bit.

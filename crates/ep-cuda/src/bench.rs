@@ -158,7 +158,7 @@ impl CudaComm {
     }
 
     /// One dispatch and one combine on the loaded inputs, each phase started behind the
-    /// device-side gate ([`StartGate`]), so the events time the phase's device work.
+    /// device-side gate (`StartGate`), so the events time the phase's device work.
     pub fn bench_round(&mut self) -> Result<PhaseTimes> {
         let ctx = Arc::clone(self.stream_ref().context());
         let e: Vec<CudaEvent> = (0..6).map(|_| timing_event(&ctx)).collect::<Result<_>>()?;

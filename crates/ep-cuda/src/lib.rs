@@ -12,7 +12,7 @@
 //! - `memory`: plain device allocations peers can reach.
 //! - `world`: `ep_init`: placement, peer access, every rank's buffers.
 //! - `comm`: [`CudaComm`], one rank's dispatch, combine and SwiGLU.
-//! - [`bench`]: device-resident timed rounds, the copy ceiling, the NCCL baseline.
+//! - [`mod@bench`]: device-resident timed rounds, the copy ceiling, the NCCL baseline.
 
 pub mod bench;
 mod comm;

@@ -37,7 +37,7 @@ pub struct RankBuffers {
     pub slots: DevBuf,
     /// Each token's message slot at each destination rank [max_tokens, n_ranks], -1 if none.
     pub rank_slots: DevBuf,
-    /// Messages sent to each rank this round [n_ranks] (u32).
+    /// Messages sent to each rank this round, `[n_ranks]` (u32).
     pub msgs_to: DevBuf,
     pub sent: DevBuf,
     pub status: DevBuf,

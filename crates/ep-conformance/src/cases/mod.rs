@@ -2,9 +2,9 @@
 //! first thing that breaks the contract.
 //!
 //! - this module: fixtures in every format and mode, and the helpers cases share;
-//! - [`rounds`]: exact round trips and 1,000 consecutive rounds;
-//! - [`bad_input`]: typed errors with nothing written; [`timeouts`]: ranks that never signal;
-//! - [`formats`]: non-finite inputs; [`modes`]: shared expert, skip_a2a, epilogues, SwiGLU.
+//! - `rounds`: exact round trips and 1,000 consecutive rounds;
+//! - `bad_input`: typed errors with nothing written; `timeouts`: ranks that never signal;
+//! - `formats`: non-finite inputs; `modes`: shared expert, skip_a2a, epilogues, SwiGLU.
 
 mod bad_input;
 mod formats;
