@@ -15,11 +15,10 @@ alive at once (their lives summed over the launch's span; per SM the SMs it used
 of the launch's blocks finished by each tenth of its span, and which blocks finished last.
 """
 import collections
-import re
 import statistics as st
 import sys
 
-LINE = re.compile(r"trace (\w+) rank (\d+) block (\d+) sm (\d+) pub (\d) start (\d+): ((?:-?\d+\.\d+ ?){15})")
+from trace_summary import parse_blocks  # the same lines, read one way
 # The stamps each kernel sets (common.cuh's EP_STAMP numbers) and what they mean, in order.
 STEPS = {
     "assign": [(1, "slots assigned"), (2, "counts published (last block)")],
@@ -32,9 +31,8 @@ STEPS = {
 def main(path):
     text = open(path, errors="replace").read()
     blocks = collections.defaultdict(list)  # rank -> [(start_ns, kernel, block, sm, stamps)]
-    for m in LINE.finditer(text):
-        stamps = [float(x) for x in m.group(7).split()]
-        blocks[int(m.group(2))].append((int(m.group(6)), m.group(1), int(m.group(3)), int(m.group(4)), stamps))
+    for b in parse_blocks(text):
+        blocks[b.rank].append((b.start, b.kernel, b.block, b.sm, b.stamps))
     for rank, bs in sorted(blocks.items()):
         bs.sort()
         rounds, cur = [], None

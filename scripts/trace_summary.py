@@ -18,10 +18,30 @@ import collections
 import re
 import statistics as st
 import sys
+from typing import NamedTuple, Optional
 
-LINE = re.compile(r"trace (\w+) rank (\d+) block (\d+)(?: sm \d+)? pub (\d) start (\d+): ((?:-?\d+\.\d+ ?){11,15})")
+LINE = re.compile(r"trace (\w+) rank (\d+) block (\d+)(?: sm (\d+))? pub (\d) start (\d+): ((?:-?\d+\.\d+ ?){11,15})")
 GATE = re.compile(r"trace gate rank (\d+) epoch (\d+) end (\d+)")
 LAUNCH_GAP_NS = 20_000  # blocks of one launch start within a few µs; rounds are further apart
+
+
+class Block(NamedTuple):
+    """One printed line: a block of one launch. `sm` is None in traces from before it was printed;
+    `stamps[i]` is the µs from `start` (ns, %globaltimer) to stamp i + 1, -1 when not reached."""
+    kernel: str
+    rank: int
+    block: int
+    sm: Optional[int]
+    published: int
+    start: int
+    stamps: list
+
+
+def parse_blocks(text):
+    """Every block line of a trace (trace_grid.py reads them with this too)."""
+    for m in LINE.finditer(text):
+        yield Block(m.group(1), int(m.group(2)), int(m.group(3)), int(m.group(4)) if m.group(4) else None,
+                    int(m.group(5)), int(m.group(6)), [float(x) for x in m.group(7).split()])
 
 
 def launches(blocks):
@@ -40,9 +60,8 @@ def launches(blocks):
 def main(path):
     text = open(path, errors="replace").read()
     per = collections.defaultdict(list)
-    for m in LINE.finditer(text):
-        stamps = [float(x) for x in m.group(6).split()]
-        per[(m.group(1), int(m.group(2)))].append((int(m.group(3)), int(m.group(5)), int(m.group(4)), stamps))
+    for b in parse_blocks(text):
+        per[(b.kernel, b.rank)].append((b.block, b.start, b.published, b.stamps))
     # Start gates (bench.cu, printed by the host after each round): per rank, when each one let its
     # phase go, to time a launch from its gate. (Not the ranks' skew: %globaltimer is per GPU,
     # and two H200s' clocks read ~0.5 s apart.)
