@@ -221,7 +221,9 @@ impl CudaComm {
 
     /// `ep_combine_reduce_marked` on the copy stream, beside the send: a persistent grid on a
     /// share of the SMs (`EP_CUDA_MARKED_REDUCE_BLOCKS` sets it), each block reducing its tokens
-    /// in order as their marks come.
+    /// in order as their marks come. Two thirds of the SMs: on 2x H200 (v21, 88 of 132) the
+    /// combine took 693 µs at 4096 BF16 tokens against 704 (66 blocks), 698 (110), 726 (132)
+    /// and 928 (44), and at 1024 tokens 209 µs against 239 (66), 204 (110) and 208 (132).
     fn launch_reduce_marked(&self, slice_ns: u64) -> Result<()> {
         static BLOCKS: OnceLock<Option<usize>> = OnceLock::new();
         let b = self.bufs();
@@ -230,7 +232,7 @@ impl CudaComm {
         let shared_rows = self.shared_rows();
         let most = self.world.single_launch_blocks[self.rank] as usize;
         let grid = tokens_from_env(&BLOCKS, "EP_CUDA_MARKED_REDUCE_BLOCKS")
-            .unwrap_or(most / 3)
+            .unwrap_or(most * 2 / 3)
             .clamp(1, most.max(1));
         let f = self.k().get("ep_combine_reduce_marked");
         launch(

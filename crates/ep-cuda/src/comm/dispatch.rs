@@ -362,6 +362,9 @@ impl CudaComm {
         } else {
             0
         };
+        // Each message's rows, for a marked round's combine only (the buffer is empty between
+        // nodes; a null pointer writes nothing).
+        let msg_rows: u64 = if self.round.marked { b.msg_rows.ptr } else { 0 };
         let args: [&dyn crate::kernels::KernelArg; COPY_OUT_ARGS] = [
             &b.d_recv.ptr,
             &b.d_nmsg.ptr,
@@ -380,7 +383,7 @@ impl CudaComm {
             &b.recv_scales.ptr,
             &b.src_info.ptr,
             &b.row_src.ptr,
-            &b.msg_rows.ptr,
+            &msg_rows,
             &b.status.ptr,
             &self.seq,
             &slice_ns,
