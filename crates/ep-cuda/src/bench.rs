@@ -183,11 +183,11 @@ impl CudaComm {
         e[3].record(&s).map_err(cuda)?;
         self.issue_combine_send(self.config().max_recv_rows())?;
         e[4].record(&s).map_err(cuda)?;
-        let single = self.single_combine();
-        if single {
+        let issued = self.combine_wait_issued();
+        if issued {
             e[5].record(&s).map_err(cuda)?;
         }
-        self.wait_sliced(Phase::Combine, single, &mut |c, slice| {
+        self.wait_sliced(Phase::Combine, issued, &mut |c, slice| {
             c.issue_combine_wait(slice)?;
             c.issue_combine_output()?;
             e[5].record(&s).map_err(cuda)

@@ -26,6 +26,10 @@ pub struct RankBuffers {
     /// [min(max_tokens, LL bound), top_k, hidden] words of 4 bytes of the row and the combine's
     /// number (8 bytes each).
     pub c_ll: DevBuf,
+    /// Combine marks (combine.cu), for a rank that reduces its rows as they land: the combine's
+    /// number per (token, slot) [max_tokens, top_k] (u32), written by the slot's sender after
+    /// its row.
+    pub c_marks: DevBuf,
     // Staging for puts to other nodes, and the shared expert's messages.
     pub d_staging: DevBuf,
     pub c_staging: DevBuf,
@@ -54,6 +58,9 @@ pub struct RankBuffers {
     pub recv_scales: DevBuf,
     pub src_info: DevBuf,
     pub row_src: DevBuf,
+    /// Each received message's rows by slot [n_ranks, max_tokens, top_k] (i32, -1: not here),
+    /// for a combine that sends its rows back in token order.
+    pub msg_rows: DevBuf,
     // Combine.
     pub expert_out: DevBuf,
     pub weights: DevBuf,
@@ -69,6 +76,7 @@ pub struct RankBuffers {
     pub c_recv_ptrs: DevBuf,
     pub c_count_ptrs: DevBuf,
     pub c_ll_ptrs: DevBuf,
+    pub c_mark_ptrs: DevBuf,
 }
 
 pub struct World {
@@ -136,13 +144,14 @@ impl World {
             .collect::<Result<Vec<_>>>()?;
         // Every rank's view of every rank's symmetric buffers.
         let table = |f: fn(&RankBuffers) -> u64| -> Vec<u64> { ranks.iter().map(f).collect() };
-        let (dr, dn, dc, cr, cc, cl) = (
+        let (dr, dn, dc, cr, cc, cl, cm) = (
             table(|b| b.d_recv.ptr),
             table(|b| b.d_nmsg.ptr),
             table(|b| b.d_counts.ptr),
             table(|b| b.c_recv.ptr),
             table(|b| b.c_counts.ptr),
             table(|b| b.c_ll.ptr),
+            table(|b| b.c_marks.ptr),
         );
         for (r, b) in ranks.iter().enumerate() {
             let ctx = &ctxs[&device_of[r]];
@@ -154,6 +163,7 @@ impl World {
                 (&b.c_recv_ptrs, &cr),
                 (&b.c_count_ptrs, &cc),
                 (&b.c_ll_ptrs, &cl),
+                (&b.c_mark_ptrs, &cm),
             ] {
                 buf.upload(t, &stream)?;
             }
@@ -293,6 +303,7 @@ impl RankBuffers {
             c_recv_ptrs: b(n * 8)?,
             c_count_ptrs: b(n * 8)?,
             c_ll_ptrs: b(n * 8)?,
+            c_mark_ptrs: b(n * 8)?,
             // Last, so that the other buffers keep the addresses they had before it existed:
             // allocated first, the 128-token dispatch (kernels unchanged) read ~1 µs slower
             // (2x H200, v19, one A/B).
@@ -301,6 +312,8 @@ impl RankBuffers {
             } else {
                 t.min(ll_max_tokens()) * k * h * 4
             })?,
+            c_marks: b(if multi_node { 0 } else { t * k * 4 })?,
+            msg_rows: b(if multi_node { 0 } else { n * t * k * 4 })?,
         };
         bufs.d_counts.fill(0xFF)?;
         bufs.d_ticket.fill(0)?;
@@ -312,6 +325,7 @@ impl RankBuffers {
         bufs.c_counts.fill(0xFF)?;
         // Words below every combine's number (comm/mod.rs: `cseq` starts at 1).
         bufs.c_ll.fill(0)?;
+        bufs.c_marks.fill(0)?;
         Ok(bufs)
     }
 }

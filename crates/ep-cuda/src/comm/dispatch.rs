@@ -49,9 +49,9 @@ const OVERLAP_COPY_THREADS: u32 = 512;
 /// checks them against the kernels' declarations).
 pub(super) const SEND_ARGS: usize = 30;
 pub(super) const WAIT_ARGS: usize = 14;
-pub(super) const COPY_OUT_ARGS: usize = 23;
+pub(super) const COPY_OUT_ARGS: usize = 24;
 /// `ep_dispatch_copy_messages` takes the first of `ep_dispatch_copy_out`'s.
-pub(super) const COPY_MESSAGES_ARGS: usize = 20;
+pub(super) const COPY_MESSAGES_ARGS: usize = 21;
 pub(super) const DISPATCH_SINGLE_ARGS: usize = 37;
 
 /// Which copy-out `CudaComm::issue_copy` launches.
@@ -101,11 +101,13 @@ impl CudaComm {
     pub(crate) fn issue_dispatch_send(&mut self) -> Result<()> {
         self.seq = self.seq.wrapping_add(1).max(1);
         self.round.messages_pending = false;
+        self.round.marked = self.marked_combine();
         if self.single_dispatch() {
             return self.issue_dispatch_single();
         }
         let overlap = self.overlap_dispatch();
         let early = overlap as i32;
+        let marked = self.round.marked as i32;
         let cfg = &self.cfg;
         let b = self.bufs();
         let t = self.round.n_tokens;
@@ -136,6 +138,7 @@ impl CudaComm {
                 &b.d_ticket.ptr,
                 &b.d_count_ptrs.ptr,
                 &b.d_nmsg_ptrs.ptr,
+                &marked,
             ],
         )?;
         if overlap {
@@ -359,6 +362,9 @@ impl CudaComm {
         } else {
             0
         };
+        // Each message's rows, for a marked round's combine only (the buffer is empty between
+        // nodes; a null pointer writes nothing).
+        let msg_rows: u64 = if self.round.marked { b.msg_rows.ptr } else { 0 };
         let args: [&dyn crate::kernels::KernelArg; COPY_OUT_ARGS] = [
             &b.d_recv.ptr,
             &b.d_nmsg.ptr,
@@ -377,6 +383,7 @@ impl CudaComm {
             &b.recv_scales.ptr,
             &b.src_info.ptr,
             &b.row_src.ptr,
+            &msg_rows,
             &b.status.ptr,
             &self.seq,
             &slice_ns,

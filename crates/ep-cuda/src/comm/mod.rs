@@ -50,6 +50,10 @@ struct RoundData {
     epilogue: Option<Epilogue>,
     /// The last wait slice had every count but not every message: only the copy-out again.
     messages_pending: bool,
+    /// This round's combine rows come back marked (`marked_combine`, decided with the dispatch).
+    marked: bool,
+    /// The combine's counts wait and its reduce are on the copy stream already, beside the send.
+    reduce_issued: bool,
 }
 
 /// The scalars every kernel of a rank takes, as the kernels' `int`/`u64` parameters.
@@ -326,8 +330,8 @@ impl EpComm for CudaComm {
 
     fn combine_wait(&mut self) -> Result<CombineOutput> {
         self.tracker.check_combine_wait()?;
-        let single = self.single_combine();
-        self.wait_sliced(Phase::Combine, single, &mut |c, slice| {
+        let issued = self.combine_wait_issued();
+        self.wait_sliced(Phase::Combine, issued, &mut |c, slice| {
             c.issue_combine_wait(slice)?;
             c.issue_combine_output()
         })?;
@@ -491,6 +495,18 @@ mod tests {
         let send = parameter_names(COMBINE, "ep_combine_send");
         assert_eq!(send.len(), COMBINE_SEND_ARGS);
         assert_eq!(parameter_names(COMBINE, "ep_combine_put"), send[1..10]);
+        // combine.rs passes the send's list and two more to the ordered send, and the reduce's
+        // list and four more to the reduce beside the send.
+        let ordered = parameter_names(COMBINE, "ep_combine_send_ordered");
+        assert_eq!(ordered[..COMBINE_SEND_ARGS], send[..]);
+        assert_eq!(ordered[COMBINE_SEND_ARGS..], ["msg_rows", "max_tokens"]);
+        let reduce = parameter_names(COMBINE, "ep_combine_reduce");
+        let marked = parameter_names(COMBINE, "ep_combine_reduce_marked");
+        assert_eq!(marked[..reduce.len()], reduce[..]);
+        assert_eq!(
+            marked[reduce.len()..],
+            ["n_tokens", "n_ranks", "marks", "seq", "slice_ns"]
+        );
         let single = parameter_names(DISPATCH, "ep_dispatch_single");
         assert_eq!(single.len(), DISPATCH_SINGLE_ARGS);
         assert_eq!(

@@ -87,7 +87,25 @@ impl CudaComm {
         static MAX: OnceLock<Option<usize>> = OnceLock::new();
         let max = tokens_from_env(&MAX, "EP_CUDA_SINGLE_COMBINE_MAX_TOKENS")
             .unwrap_or(SINGLE_COMBINE_MAX_TOKENS);
-        self.round.reduced && self.single_launch(max)
+        self.round.reduced && self.single_launch(max) && !self.round.marked
+    }
+
+    /// The combine's first wait slice (and what follows it) is already on the stream once
+    /// `issue_combine_send` returns: a single-launch combine, or a marked round's reduce beside
+    /// its send.
+    pub(crate) fn combine_wait_issued(&self) -> bool {
+        self.single_combine() || self.round.reduce_issued
+    }
+
+    /// This round's combine rows come back marked (combine.cu): its dispatch overlaps, so it has
+    /// many tokens, and it reduces its tokens as their rows land, beside the send. Decided with
+    /// the dispatch, which tells every sender (`EP_NMSG_MARKED`). `EP_CUDA_MARKED_COMBINE=0`
+    /// turns it off.
+    pub(super) fn marked_combine(&self) -> bool {
+        static ON: OnceLock<Option<usize>> = OnceLock::new();
+        tokens_from_env(&ON, "EP_CUDA_MARKED_COMBINE").unwrap_or(1) > 0
+            && self.overlap_dispatch()
+            && !self.ll_combine() // LL rows carry their number: no marks (common.cuh)
     }
 
     /// This rank takes this round's combine rows in LL form (common.cuh): one node and few tokens

@@ -37,22 +37,23 @@ __device__ __forceinline__ u32 ep_nmsg_of(int p, u32 lane_nmsg, const u32* nmsg)
 // which are exactly the rows going back. Published at index g * n_ranks + rank of the
 // destination's combine counts, like the dispatch counts (ep_publish). With `nmsg` (this rank's
 // dispatch message count words, common.cuh, and `lane_nmsg` from ep_lane_nmsg), only the
-// destinations that take their rows in LL form (`ll`) or only the others; an LL destination's
-// counts do not vouch for the rows, so they go out with plain stores, no fence.
+// destinations whose counts go out early (`early`: LL rows or marked rows, ep_counts_early) or
+// only the others; an early destination's counts do not vouch for the rows, so they go out with
+// plain stores, no fence.
 __device__ void ep_publish_rows(const u64* dispatch_counts, int n_local, int n_ranks, int rank, int skip_a2a,
                                 const u64* count_ptrs, const u32* nmsg = nullptr, u32 lane_nmsg = 0,
-                                bool ll = false) {
+                                bool early = false) {
     for (int i0 = 0; i0 < n_local * n_ranks; i0 += blockDim.x) {
         int i = i0 + threadIdx.x;
         int g = i / n_ranks, dst = i % n_ranks;
-        bool here = !nmsg || ((ep_nmsg_of(dst, lane_nmsg, nmsg) & EP_NMSG_LL) != 0) == ll;
+        bool here = !nmsg || ep_counts_early(ep_nmsg_of(dst, lane_nmsg, nmsg)) == early;
         u64* at = nullptr;
         u64 v = 0;
         if (i < n_local * n_ranks && !(skip_a2a && dst != rank) && here) {
             at = (u64*)count_ptrs[dst] + (u64)g * n_ranks + rank;
             v = dispatch_counts[i];
         }
-        if (!ll) ep_publish(at, v);
+        if (!early) ep_publish(at, v);
         else if (at) ep_store_relaxed_sys(at, v);
     }
 }
@@ -84,9 +85,12 @@ __device__ void ep_ll_send_row(ulonglong2* dst, const uint4* src, u64 n16, u32 s
 // Received row `row` back to its source rank, by the block: inside the node into its combine
 // receive buffer, or its LL rows (this combine's number `seq`) when its dispatch message count here
 // says so (`nmsg`, and `lane_nmsg` from ep_lane_nmsg); to another node staged for ep_combine_put.
+// A rank that takes its rows marked (ep_rows_marked) gets, after the block's fence, the number
+// `seq` at (token, slot) of its marks (`mark_ptrs`: every rank's, mapped here). Every thread
+// calls it with the same row.
 __device__ void ep_send_row(u64 row, const u16* expert_out, const int* src_info, const int* row_src, int hidden,
                             int top_k, const u64* recv_ptrs, int rank, int gpus_per_node, u8* staging, const u32* nmsg,
-                            u32 lane_nmsg, const u64* ll_ptrs, u32 seq) {
+                            u32 lane_nmsg, const u64* ll_ptrs, u32 seq, const u64* mark_ptrs) {
     int s = row_src[row];
     if (s < 0) return;
     u64 row_bytes = (u64)hidden * 2;
@@ -98,6 +102,14 @@ __device__ void ep_send_row(u64 row, const u16* expert_out, const int* src_info,
     u32 nm = ep_nmsg_of(s, lane_nmsg, nmsg);
     if (!(nm & EP_NMSG_LL)) {
         ep_block_copy(ep_return_slot(row, s, src_info, recv_ptrs, top_k, row_bytes), src, row_bytes);
+        if (ep_rows_marked(nm)) {
+            __syncthreads();
+            if (threadIdx.x == 0) {
+                int t = src_info[2 * row], k = src_info[2 * row + 1];
+                ep_fence_acq_rel(); // the block's row stores, before the mark
+                ep_store_relaxed_sys((u32*)mark_ptrs[s] + (u64)t * top_k + k, seq);
+            }
+        }
         return;
     }
     // The bit says the rank has at most EP_LL_MAX_TOKENS tokens; a row past its LL rows is not
@@ -127,20 +139,66 @@ extern "C" __global__ void ep_combine_wait(u64* counts, int n_local, int n_ranks
 }
 
 // One block per received row (the grid may cover the capacity, at least one block; the row count
-// is on the device): the row goes back to (source rank, token, first slot), in LL form to a rank
-// that takes it so (ep_send_row). With `signal` (one node) the last block to finish publishes the
-// row counts, every destination's behind the fence.
+// is on the device): the row goes back to (source rank, token, first slot), in LL form or marked
+// to a rank that takes it so (ep_send_row). With `signal` (one node) block 0 publishes the counts
+// of the destinations whose counts go out early (ep_counts_early) and the last block to finish
+// the others', behind the fence; between nodes ep_combine_signal publishes them all.
 extern "C" __global__ void ep_combine_send(const u16* expert_out, const int* src_info, const int* row_src,
                                            const u32* rows_end, int hidden, int top_k, const u64* recv_ptrs, int rank,
                                            int gpus_per_node, u8* staging, int signal, u32* ticket,
                                            const u64* dispatch_counts, int n_local, int n_ranks, int skip_a2a,
-                                           const u64* count_ptrs, const u32* nmsg, const u64* ll_ptrs, u32 seq) {
+                                           const u64* count_ptrs, const u32* nmsg, const u64* ll_ptrs, u32 seq,
+                                           const u64* mark_ptrs) {
     u64 row = blockIdx.x;
     u32 lane_nmsg = ep_lane_nmsg(nmsg, n_ranks);
+    if (signal && row == 0)
+        ep_publish_rows(dispatch_counts, n_local, n_ranks, rank, skip_a2a, count_ptrs, nmsg, lane_nmsg, true);
     if (row < *rows_end)
         ep_send_row(row, expert_out, src_info, row_src, hidden, top_k, recv_ptrs, rank, gpus_per_node, staging, nmsg,
-                    lane_nmsg, ll_ptrs, seq);
-    if (signal && ep_last_block(ticket)) ep_publish_rows(dispatch_counts, n_local, n_ranks, rank, skip_a2a, count_ptrs);
+                    lane_nmsg, ll_ptrs, seq, mark_ptrs);
+    if (signal && ep_last_block(ticket))
+        ep_publish_rows(dispatch_counts, n_local, n_ranks, rank, skip_a2a, count_ptrs, nmsg, lane_nmsg, false);
+}
+
+// The messages this rank received, in the dispatch (message j of rank s: s's j-th token that
+// reached here), each one's rows back, in message order across the ranks (item w: rank w %
+// n_ranks, its message w / n_ranks) over a grid of any size: a token's rows all leave together
+// and tokens leave in order, so a receiver that reduces its tokens as their rows land
+// (marked rows) is never held by a token whose rows go last. Rows sent in the order they are
+// laid out (ep_combine_send) complete a token at ~0.8 of the send on average (docs/perf.md,
+// lever 5). `msg_rows` ([n_ranks, max_tokens, top_k], row or -1) is written by the dispatch's
+// copy-out; only inside one node. Counts as ep_combine_send's.
+extern "C" __global__ void ep_combine_send_ordered(const u16* expert_out, const int* src_info, const int* row_src,
+                                                   const u32* rows_end, int hidden, int top_k, const u64* recv_ptrs,
+                                                   int rank, int gpus_per_node, u8* staging, int signal, u32* ticket,
+                                                   const u64* dispatch_counts, int n_local, int n_ranks, int skip_a2a,
+                                                   const u64* count_ptrs, const u32* nmsg, const u64* ll_ptrs,
+                                                   u32 seq, const u64* mark_ptrs, const int* msg_rows,
+                                                   int max_tokens) {
+    __shared__ int rows[EP_MAX_TOP_K];
+    u32 lane_nmsg = ep_lane_nmsg(nmsg, n_ranks);
+    if (signal && blockIdx.x == 0)
+        ep_publish_rows(dispatch_counts, n_local, n_ranks, rank, skip_a2a, count_ptrs, nmsg, lane_nmsg, true);
+    u32 most = 0;
+    for (int s = 0; s < n_ranks; s++) {
+        u32 nm = ep_nmsg_of(s, lane_nmsg, nmsg);
+        u32 from = skip_a2a && s != rank ? 0u : min(nm & ~EP_NMSG_FLAGS, (u32)max_tokens);
+        most = max(most, from);
+    }
+    for (u64 w = blockIdx.x; w < (u64)most * n_ranks; w += gridDim.x) {
+        int s = w % n_ranks;
+        u32 j = w / n_ranks, nm = ep_nmsg_of(s, lane_nmsg, nmsg);
+        if (j >= (skip_a2a && s != rank ? 0u : min(nm & ~EP_NMSG_FLAGS, (u32)max_tokens))) continue;
+        for (int k = threadIdx.x; k < top_k; k += blockDim.x) rows[k] = msg_rows[((u64)s * max_tokens + j) * top_k + k];
+        __syncthreads();
+        for (int k = 0; k < top_k; k++)
+            if (rows[k] >= 0)
+                ep_send_row(rows[k], expert_out, src_info, row_src, hidden, top_k, recv_ptrs, rank, gpus_per_node,
+                            staging, nmsg, lane_nmsg, ll_ptrs, seq, mark_ptrs);
+        __syncthreads(); // `rows` is the next message's
+    }
+    if (signal && ep_last_block(ticket))
+        ep_publish_rows(dispatch_counts, n_local, n_ranks, rank, skip_a2a, count_ptrs, nmsg, lane_nmsg, false);
 }
 
 extern "C" __global__ void ep_combine_put(const int* src_info, const int* row_src, const u32* rows_end, int hidden,
@@ -310,6 +368,78 @@ extern "C" __global__ void __launch_bounds__(1024) ep_combine_reduce(const u16* 
                               shared_end, epilogue, residual, scale, out, fp8_payload, fp8_scales, EpLlWait{});
 }
 
+// ---- marked rows (prefill sizes, one node) ----------------------------------------------------
+//
+// A rank whose dispatch overlapped (EP_NMSG_MARKED) reduces its tokens while their rows land: its
+// counts come before the rows (ep_publish_rows), and each row's sender stores the combine's
+// number at (token, slot) of the rank's marks after a fence (ep_send_row). The overlapped reduce
+// (ep_combine_reduce_marked) runs on a second stream beside the send, after the counts' wait;
+// the other kernels that read the rows (the unreduced layout, a device epilogue's reduce, a
+// reduce launched again after a slice ran out) wait for the marks first (ep_combine_await_marks).
+
+// Waits for token t's marked rows: the marks at slots rows[0 .. n) (this combine's number `seq`),
+// polled until `deadline`. Every thread calls it; false when one did not come: then its expert's
+// (rank, expert) is flagged as a missing count would be (EpLlWait says where) and the status is
+// EP_MESSAGES_PENDING, so the host waits again, launches the reduce again, and at the deadline
+// names the rank.
+__device__ bool ep_await_marks(int t, const int* rows, int n, const u32* marks, const int* ids, int top_k,
+                               int n_local, int n_ranks, u32 seq, u64 deadline, u32* status) {
+    bool there = true;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+        const u32* mark = marks + (u64)t * top_k + rows[i];
+        bool came = true;
+        while (came && ep_load_acquire(mark) != seq) came = ep_globaltimer() < deadline;
+        if (!came) {
+            int id = ids[(u64)t * top_k + rows[i]];
+            status[1 + (id % n_local) * n_ranks + id / n_local] = 1;
+            ep_messages_pending(status);
+        }
+        there = there && came;
+    }
+    return __syncthreads_and(there);
+}
+
+// The reduce of a rank that takes its rows marked, beside the send: a persistent grid (a share
+// of the SMs, comm/combine.rs; a block per token would fill the SMs with blocks polling for rows
+// that send blocks, then unable to start, were to write), each block taking tokens in order (the
+// order ep_combine_send_ordered sends them), waiting for each one's marks. Nothing unless the
+// counts' wait before it completed. Parameters: ep_combine_reduce's, then the marks.
+extern "C" __global__ void __launch_bounds__(512) ep_combine_reduce_marked(
+    const u16* recv, const int* ids, const float* weights, int top_k, int hidden, int rank, int n_local,
+    int skip_a2a, const u16* shared_rows, int shared_start, int shared_end, int epilogue, const u16* residual,
+    float scale, u16* out, u8* fp8_payload, float* fp8_scales, u32* status, int n_tokens, int n_ranks,
+    const u32* marks, u32 seq, u64 slice_ns) {
+    if (status[0] != EP_OK) return;
+    extern __shared__ float smem_f[];
+    __shared__ EpSlots sl;
+    u64 deadline = ep_globaltimer() + slice_ns;
+    for (int t = blockIdx.x; t < n_tokens; t += gridDim.x) {
+        ep_list_slots(sl, t, ids, weights, top_k, rank, n_local, skip_a2a);
+        if (!ep_await_marks(t, sl.row, sl.n, marks, ids, top_k, n_local, n_ranks, seq, deadline, status)) return;
+        ep_reduce_token<4, false>(t, 0, 1, sl, smem_f, recv, top_k, hidden, shared_rows, shared_start, shared_end,
+                                  epilogue, residual, scale, out, fp8_payload, fp8_scales, EpLlWait{});
+    }
+}
+
+// Every token's marks, for the kernels after it that read the rows (above). One block per token;
+// nothing unless the counts' wait completed.
+extern "C" __global__ void ep_combine_await_marks(const int* ids, int top_k, int rank, int n_local, int n_ranks,
+                                                  int skip_a2a, const u32* marks, u32 seq, u64 slice_ns,
+                                                  u32* status) {
+    __shared__ int rows[EP_MAX_TOP_K];
+    __shared__ int n;
+    if (status[0] != EP_OK) return;
+    int t = blockIdx.x;
+    if (threadIdx.x == 0) {
+        const int* tid = ids + (u64)t * top_k;
+        n = 0;
+        for (int k = 0; k < top_k; k++)
+            if (ep_routed_slot(tid, k, rank, n_local, skip_a2a) == k) rows[n++] = k;
+    }
+    __syncthreads();
+    ep_await_marks(t, rows, n, marks, ids, top_k, n_local, n_ranks, seq, ep_globaltimer() + slice_ns, status);
+}
+
 // Without weights: each slot's returned row, masked and off-device slots zero. One block per token.
 extern "C" __global__ void ep_combine_unreduced(const u16* recv, const int* ids, int top_k, int hidden, int rank,
                                                 int n_local, int skip_a2a, u16* out, const u32* status) {
@@ -370,7 +500,7 @@ __device__ __forceinline__ void ep_combine_single_body(
     const u64* count_ptrs, u64* counts, u64 slice_ns, const u64* sent, u32* status, const u16* recv, const int* ids,
     const float* weights, int n_tokens, const u16* shared_rows, int shared_start, int shared_end, int epilogue,
     const u16* residual, float scale, u16* out, u8* fp8_payload, float* fp8_scales, const u32* nmsg,
-    const u64* ll_ptrs, u32 seq) {
+    const u64* ll_ptrs, u32 seq, const u64* mark_ptrs) {
     extern __shared__ uint4 smem_u4[];
     __shared__ EpSlots sl;
     // Stamps (EP_CUDA_TRACE): 1 rows sent, 2 ticket, 3 counts published, 4 every count here, 5
@@ -380,7 +510,7 @@ __device__ __forceinline__ void ep_combine_single_body(
     u32 lane_nmsg = ep_lane_nmsg(nmsg, n_ranks);
     for (u64 row = blockIdx.x; row < rows; row += gridDim.x) {
         ep_send_row(row, expert_out, src_info, row_src, hidden, top_k, recv_ptrs, rank, n_ranks, nullptr, nmsg,
-                    lane_nmsg, ll_ptrs, seq);
+                    lane_nmsg, ll_ptrs, seq, mark_ptrs);
     }
     EP_STAMP(1);
     // While the stores drain (before them, these loads held the sends back ~2.5 us at 1 token).
@@ -390,15 +520,15 @@ __device__ __forceinline__ void ep_combine_single_body(
     int n = n_local * n_ranks;
     u64* cnt = (u64*)smem_u4; // the counts to publish, then the counts that came
     for (int i = threadIdx.x; i < n; i += blockDim.x) cnt[i] = dispatch_counts[i];
-    // How many destinations take their rows in LL form, and whether any takes them in the receive
-    // buffer (thread p < 32 is lane p of warp 0).
-    int ll_dests = 0, awaited = 0;
+    // How many destinations take their counts early (LL rows or marked rows, ep_counts_early),
+    // and whether any takes them behind the fence (thread p < 32 is lane p of warp 0).
+    int early_dests = 0, awaited = 0;
     for (int p = threadIdx.x; p < n_ranks; p += blockDim.x) {
         bool counted = !skip_a2a || p == rank;
         awaited += counted;
-        ll_dests += counted && ((p < 32 ? lane_nmsg : nmsg[p]) & EP_NMSG_LL);
+        early_dests += counted && ep_counts_early(p < 32 ? lane_nmsg : nmsg[p]);
     }
-    bool any_ll = __syncthreads_or(ll_dests > 0), regular = __syncthreads_or(ll_dests < awaited);
+    bool any_early = __syncthreads_or(early_dests > 0), regular = __syncthreads_or(early_dests < awaited);
     // Tokens cut into column ranges of a block's pass each while the grid has blocks to spare
     // (a whole row per block for the epilogues that need one); LL rows, twice the bytes, into
     // ranges of 128 pieces (one load per thread and slot) so that more SMs read them. The items
@@ -410,10 +540,10 @@ __device__ __forceinline__ void ep_combine_single_body(
     int items = n_tokens * parts, rb = Ll ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
     bool one_item = rb < items && rb + (int)gridDim.x >= items;
     if (one_item) ep_list_slots(sl, rb / parts, ids, weights, top_k, rank, n_local, skip_a2a);
-    // The LL destinations' counts, by the last block, which has the fewest rows to send (none
+    // The early destinations' counts, by the last block, which has the fewest rows to send (none
     // while the grid is larger than the rows).
-    bool ll_publisher = blockIdx.x == gridDim.x - 1;
-    if (ll_publisher && any_ll)
+    bool early_publisher = blockIdx.x == gridDim.x - 1;
+    if (early_publisher && any_early)
         ep_publish_rows(cnt, n_local, n_ranks, rank, skip_a2a, count_ptrs, nmsg, lane_nmsg, true);
     bool published = regular && ep_last_block(ticket);
     EP_STAMP(2);
@@ -440,7 +570,7 @@ __device__ __forceinline__ void ep_combine_single_body(
     if (blockIdx.x == gridDim.x - 1)
         ep_reset_counts_when_read(ticket + 1, gridDim.x, counts, n, rank, n_ranks, skip_a2a, status);
     EP_STAMP(6);
-    EP_STAMPS_PRINT("combine", rank, regular ? published : ll_publisher);
+    EP_STAMPS_PRINT("combine", rank, regular ? published : early_publisher);
 }
 
 // The two specializations (NVRTC loads kernels by name): a rank that takes its rows in the
@@ -452,11 +582,12 @@ extern "C" __global__ void __launch_bounds__(512) ep_combine_single(
     const u64* count_ptrs, u64* counts, u64 slice_ns, const u64* sent, u32* status, const u16* recv, const int* ids,
     const float* weights, int n_tokens, const u16* shared_rows, int shared_start, int shared_end, int epilogue,
     const u16* residual, float scale, u16* out, u8* fp8_payload, float* fp8_scales, const u32* nmsg,
-    const u64* ll_ptrs, u32 seq) {
+    const u64* ll_ptrs, u32 seq, const u64* mark_ptrs) {
     ep_combine_single_body<false>(expert_out, src_info, row_src, rows_end, hidden, top_k, recv_ptrs, rank, ticket,
                                   dispatch_counts, n_local, n_ranks, skip_a2a, count_ptrs, counts, slice_ns, sent,
                                   status, recv, ids, weights, n_tokens, shared_rows, shared_start, shared_end,
-                                  epilogue, residual, scale, out, fp8_payload, fp8_scales, nmsg, ll_ptrs, seq);
+                                  epilogue, residual, scale, out, fp8_payload, fp8_scales, nmsg, ll_ptrs, seq,
+                                  mark_ptrs);
 }
 
 extern "C" __global__ void __launch_bounds__(512) ep_combine_single_ll(
@@ -465,9 +596,10 @@ extern "C" __global__ void __launch_bounds__(512) ep_combine_single_ll(
     const u64* count_ptrs, u64* counts, u64 slice_ns, const u64* sent, u32* status, const u16* recv, const int* ids,
     const float* weights, int n_tokens, const u16* shared_rows, int shared_start, int shared_end, int epilogue,
     const u16* residual, float scale, u16* out, u8* fp8_payload, float* fp8_scales, const u32* nmsg,
-    const u64* ll_ptrs, u32 seq) {
+    const u64* ll_ptrs, u32 seq, const u64* mark_ptrs) {
     ep_combine_single_body<true>(expert_out, src_info, row_src, rows_end, hidden, top_k, recv_ptrs, rank, ticket,
                                  dispatch_counts, n_local, n_ranks, skip_a2a, count_ptrs, counts, slice_ns, sent,
                                  status, recv, ids, weights, n_tokens, shared_rows, shared_start, shared_end,
-                                 epilogue, residual, scale, out, fp8_payload, fp8_scales, nmsg, ll_ptrs, seq);
+                                 epilogue, residual, scale, out, fp8_payload, fp8_scales, nmsg, ll_ptrs, seq,
+                                 mark_ptrs);
 }

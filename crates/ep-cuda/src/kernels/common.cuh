@@ -487,12 +487,22 @@ __device__ __forceinline__ void ep_publish(u64* at, u64 v) {
 #define EP_LL_MAX_TOKENS 0
 #endif
 
-// A dispatch message count word (a sender's, at each receiver): the count, and two flags. EARLY:
-// the sender published its counts before its payload (dispatch.cu). LL: the sender, as the
-// combine's receiver, takes its rows in LL form.
+// A dispatch message count word (a sender's, at each receiver): the count, and three flags.
+// EARLY: the sender published its counts before its payload (dispatch.cu). LL: the sender, as the
+// combine's receiver, takes its rows in LL form. MARKED: the sender, as the combine's receiver,
+// reduces its rows as they land (an overlapped round at prefill sizes, comm/path.rs): each row is
+// marked with the combine's number after a fence (ep_send_row), and its counts come first.
 #define EP_NMSG_EARLY 0x80000000u
 #define EP_NMSG_LL 0x40000000u
-#define EP_NMSG_FLAGS (EP_NMSG_EARLY | EP_NMSG_LL)
+#define EP_NMSG_MARKED 0x20000000u
+#define EP_NMSG_FLAGS (EP_NMSG_EARLY | EP_NMSG_LL | EP_NMSG_MARKED)
+
+// A receiver's combine rows are marked (LL rows need no marks: they carry the number).
+__device__ __forceinline__ bool ep_rows_marked(u32 nm) { return (nm & EP_NMSG_MARKED) && !(nm & EP_NMSG_LL); }
+
+// A receiver's combine counts go out before its rows, with plain stores: its rows vouch for
+// themselves (LL) or are marked one by one.
+__device__ __forceinline__ bool ep_counts_early(u32 nm) { return (nm & (EP_NMSG_LL | EP_NMSG_MARKED)) != 0; }
 
 // A message (or an LL row) that did not come within a slice: EP_MESSAGES_PENDING, unless a count
 // poll already failed (its code stays, EP_PENDING or a count error).

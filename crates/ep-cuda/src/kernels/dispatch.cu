@@ -160,7 +160,8 @@ __device__ void ep_assign_block(const int* ids, int n_tokens, int top_k, int n_e
 }
 
 // One count per (expert, this rank), zero included, and before them the number of messages to
-// each rank (with EP_NMSG_EARLY when `early`, and EP_NMSG_LL when this rank, with `n_tokens`
+// each rank (with EP_NMSG_EARLY when `early`, EP_NMSG_MARKED when `marked`, and EP_NMSG_LL when
+// this rank, with `n_tokens`
 // inside one node (`one_node`), takes its combine rows in LL form: common.cuh), published by the calling threads of one block: the
 // message counts are stored, the block passes a barrier, then every count address and value is
 // loaded, each warp fences once and stores (ep_publish), so a receiver that sees the counts sees
@@ -168,8 +169,9 @@ __device__ void ep_assign_block(const int* ids, int n_tokens, int top_k, int n_e
 template <typename Sent>
 __device__ void ep_publish_counts(const Sent* sent, const u32* msgs_to, int n_experts, int n_local, int n_ranks,
                                   int rank, int skip_a2a, const u64* count_ptrs, const u64* nmsg_ptrs, int early,
-                                  int n_tokens, bool one_node) {
-    u32 flags = (early ? EP_NMSG_EARLY : 0u) | (one_node && n_tokens <= EP_LL_MAX_TOKENS ? EP_NMSG_LL : 0u);
+                                  int n_tokens, bool one_node, int marked = 0) {
+    u32 flags = (early ? EP_NMSG_EARLY : 0u) | (marked ? EP_NMSG_MARKED : 0u) |
+                (one_node && n_tokens <= EP_LL_MAX_TOKENS ? EP_NMSG_LL : 0u);
     for (int p = threadIdx.x; p < n_ranks; p += blockDim.x)
         if (!skip_a2a || p == rank) ((u32*)nmsg_ptrs[p])[rank] = msgs_to[p] | flags;
     __syncthreads();
@@ -186,11 +188,12 @@ __device__ void ep_publish_counts(const Sent* sent, const u32* msgs_to, int n_ex
 }
 
 // Row and message slots (ep_assign_block), a block per expert then one per destination rank.
-// With `early` (an overlapped round, above) the last block publishes the counts, before the send.
+// With `early` (an overlapped round, above) the last block publishes the counts, before the send,
+// with EP_NMSG_MARKED when `marked` (this rank's combine rows come back marked, combine.cu).
 extern "C" __global__ void ep_assign_slots(const int* ids, int n_tokens, int top_k, int n_experts, int n_local,
                                            int n_ranks, int rank, int skip_a2a, int* slots, int* rank_slots,
                                            u64* sent, u32* msgs_to, int early, u32* ticket, const u64* count_ptrs,
-                                           const u64* nmsg_ptrs) {
+                                           const u64* nmsg_ptrs, int marked) {
     EP_STAMPS
     ep_assign_block(ids, n_tokens, top_k, n_experts, n_local, n_ranks, rank, skip_a2a, slots, rank_slots, sent,
                     msgs_to);
@@ -198,7 +201,7 @@ extern "C" __global__ void ep_assign_slots(const int* ids, int n_tokens, int top
     bool publisher = early && ep_last_block(ticket, true);
     if (publisher) {
         ep_publish_counts(sent, msgs_to, n_experts, n_local, n_ranks, rank, skip_a2a, count_ptrs, nmsg_ptrs, 1,
-                          n_tokens, true);
+                          n_tokens, true, marked);
 #ifdef EP_TRACE
         __syncthreads();
         EP_STAMP(2);
@@ -650,7 +653,8 @@ template <bool Warp>
 __device__ bool ep_copy_message(int s, u32 j, int part, int parts, u32 nmsg_s, EpLanding landing, const u8* recv,
                                 const u32* src_offsets, u64 rows, int n_local, int n_ranks, int rank,
                                 int shared_groups, int max_tokens, int hidden, int fmt, MsgLayout m, u8* recv_tokens,
-                                u8* recv_scales, int* src_info, int* row_src, u32* status, EpRows& r) {
+                                u8* recv_scales, int* src_info, int* row_src, u32* status, EpRows& r,
+                                int* msg_rows = nullptr) {
     const u8* msg = recv + ep_recv_offset(s, max_tokens, j, m.bytes);
     if (!ep_message_ready<Warp>(msg, s, nmsg_s, m, landing, n_local, n_ranks, status)) return false;
     EpMsgHead h = ep_load_message<Warp>(msg, hidden, fmt, m);
@@ -666,6 +670,8 @@ __device__ bool ep_copy_message(int s, u32 j, int part, int parts, u32 nmsg_s, E
                 int id = ((const u16*)(msg + m.ids_off))[k];
                 here = slot >= 0 && id / n_local == rank;
                 if (here) row = (u64)src_offsets[(id % n_local + shared_groups) * (n_ranks + 1) + s] + slot;
+                // The message's rows by slot, for a combine that sends them back in token order.
+                if (msg_rows && part == 0) msg_rows[((u64)s * max_tokens + j) * m.top_k + k] = here ? (int)row : -1;
             }
             unsigned mask = __ballot_sync(0xffffffffu, here);
             bool mine = here && (parts == 1 || (n + __popc(mask & below)) % parts == part);
@@ -753,7 +759,7 @@ extern "C" __global__ void ep_dispatch_copy_out(const u8* recv, const u32* nmsg,
                                                 const u32* src_offsets, int n_local, int n_ranks, int rank,
                                                 int skip_a2a, int shared_groups, int max_tokens, int hidden, int fmt,
                                                 MsgLayout m, u8* recv_tokens, u8* recv_scales, int* src_info,
-                                                int* row_src, u32* status, u32 seq, u64 slice_ns,
+                                                int* row_src, int* msg_rows, u32* status, u32 seq, u64 slice_ns,
                                                 const u8* shared_msgs, int row_multiple, u64 first_block) {
     __shared__ EpRows scratch;
     int n_groups = n_local + shared_groups;
@@ -768,7 +774,7 @@ extern "C" __global__ void ep_dispatch_copy_out(const u8* recv, const u32* nmsg,
         if (j >= ep_messages_from(nm, s, rank, skip_a2a, max_tokens)) return;
         ep_copy_message<false>(s, j, 0, 1, nm, EpLanding{seq, slice_ns}, recv, src_offsets, rows, n_local, n_ranks,
                                rank, shared_groups, max_tokens, hidden, fmt, m, recv_tokens, recv_scales, src_info,
-                               row_src, status, scratch);
+                               row_src, status, scratch, msg_rows);
         return;
     }
     b -= message_blocks;
@@ -797,7 +803,8 @@ template <bool Warp, bool Spread = false>
 __device__ bool ep_copy_messages(u64 first, u64 step, const u8* recv, const u32* nmsg, const u32* src_offsets,
                                  u64 rows, int n_local, int n_ranks, int rank, int skip_a2a, int shared_groups,
                                  int max_tokens, int hidden, int fmt, MsgLayout m, u8* recv_tokens, u8* recv_scales,
-                                 int* src_info, int* row_src, u32* status, EpLanding landing, EpRows& scratch) {
+                                 int* src_info, int* row_src, u32* status, EpLanding landing, EpRows& scratch,
+                                 int* msg_rows = nullptr) {
     u32 most = 0;
     for (int s = 0; s < n_ranks; s++) most = max(most, ep_messages_from(nmsg[s], s, rank, skip_a2a, max_tokens));
     u64 messages = (u64)most * n_ranks;
@@ -809,7 +816,7 @@ __device__ bool ep_copy_messages(u64 first, u64 step, const u8* recv, const u32*
         if (j >= ep_messages_from(nm, s, rank, skip_a2a, max_tokens)) continue;
         if (!ep_copy_message<Warp>(s, j, part, parts, nm, landing, recv, src_offsets, rows, n_local, n_ranks, rank,
                                    shared_groups, max_tokens, hidden, fmt, m, recv_tokens, recv_scales, src_info,
-                                   row_src, status, scratch))
+                                   row_src, status, scratch, msg_rows))
             return false;
     }
     return true;
@@ -830,7 +837,7 @@ extern "C" __global__ void __launch_bounds__(512, 2)
     ep_dispatch_copy_messages(const u8* recv, const u32* nmsg, const u32* row_offsets, const u32* src_offsets,
                               int n_local, int n_ranks, int rank, int skip_a2a, int shared_groups, int max_tokens,
                               int hidden, int fmt, MsgLayout m, u8* recv_tokens, u8* recv_scales, int* src_info,
-                              int* row_src, u32* status, u32 seq, u64 slice_ns) {
+                              int* row_src, int* msg_rows, u32* status, u32 seq, u64 slice_ns) {
     __shared__ EpRows scratch[EP_COPY_WARPS];
     if (status[0] != EP_OK) return;
     EP_STAMPS
@@ -838,7 +845,7 @@ extern "C" __global__ void __launch_bounds__(512, 2)
     int warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
     ep_copy_messages<true>((u64)blockIdx.x * warps + warp, (u64)gridDim.x * warps, recv, nmsg, src_offsets, rows,
                            n_local, n_ranks, rank, skip_a2a, shared_groups, max_tokens, hidden, fmt, m, recv_tokens,
-                           recv_scales, src_info, row_src, status, EpLanding{seq, slice_ns}, scratch[warp]);
+                           recv_scales, src_info, row_src, status, EpLanding{seq, slice_ns}, scratch[warp], msg_rows);
 #ifdef EP_TRACE
     __syncthreads();
     EP_STAMP(2);
