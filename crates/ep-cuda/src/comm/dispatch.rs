@@ -47,7 +47,7 @@ const OVERLAP_COPY_THREADS: u32 = 512;
 
 /// Parameters of the kernels whose argument lists are built as arrays here (a test in mod.rs
 /// checks them against the kernels' declarations).
-pub(super) const SEND_ARGS: usize = 30;
+pub(super) const SEND_ARGS: usize = 31;
 pub(super) const WAIT_ARGS: usize = 14;
 pub(super) const COPY_OUT_ARGS: usize = 24;
 /// `ep_dispatch_copy_messages` takes the first of `ep_dispatch_copy_out`'s.
@@ -182,6 +182,7 @@ impl CudaComm {
             &b.d_nmsg_ptrs.ptr,
             &early,
             &self.seq,
+            &marked,
         ];
         // At least one block: a rank without tokens still signals.
         self.launch(

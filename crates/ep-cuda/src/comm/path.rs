@@ -39,6 +39,11 @@ const OVERLAP_MIN_TOKENS: usize = 2048;
 /// [`OVERLAP_MIN_TOKENS`] for BF16, whose send does not encode.
 const OVERLAP_MIN_TOKENS_BF16: usize = 1024;
 
+/// From this many tokens a rank takes its combine rows marked and reduces them beside the send
+/// (`CudaComm::marked_combine`). Measured on 2x H200 (docs/perf.md, v21). `EP_CUDA_MARKED_MIN_TOKENS`
+/// overrides it (0: never).
+const MARKED_MIN_TOKENS: usize = 1024;
+
 /// A token count set by the environment variable `var`, read once into `cell` (`None` when unset,
 /// or with a warning when it is not a number): it overrides the tunable's default.
 pub(super) fn tokens_from_env(cell: &OnceLock<Option<usize>>, var: &str) -> Option<usize> {
@@ -97,14 +102,17 @@ impl CudaComm {
         self.single_combine() || self.round.reduce_issued
     }
 
-    /// This round's combine rows come back marked (combine.cu): its dispatch overlaps, so it has
-    /// many tokens, and it reduces its tokens as their rows land, beside the send. Decided with
-    /// the dispatch, which tells every sender (`EP_NMSG_MARKED`). `EP_CUDA_MARKED_COMBINE=0`
-    /// turns it off.
+    /// This round's combine rows come back marked (combine.cu): one node, many tokens here
+    /// (`MARKED_MIN_TOKENS`), a multi-kernel dispatch, and it reduces its tokens as their rows
+    /// land, beside the send. Decided with the dispatch, which tells every sender
+    /// (`EP_NMSG_MARKED`).
     pub(super) fn marked_combine(&self) -> bool {
-        static ON: OnceLock<Option<usize>> = OnceLock::new();
-        tokens_from_env(&ON, "EP_CUDA_MARKED_COMBINE").unwrap_or(1) > 0
-            && self.overlap_dispatch()
+        static MIN: OnceLock<Option<usize>> = OnceLock::new();
+        let min = tokens_from_env(&MIN, "EP_CUDA_MARKED_MIN_TOKENS").unwrap_or(MARKED_MIN_TOKENS);
+        self.persistent_grids()
+            && min > 0
+            && self.round.n_tokens >= min
+            && !self.single_dispatch()
             && !self.ll_combine() // LL rows carry their number: no marks (common.cuh)
     }
 

@@ -370,9 +370,9 @@ extern "C" __global__ void __launch_bounds__(1024) ep_combine_reduce(const u16* 
 
 // ---- marked rows (prefill sizes, one node) ----------------------------------------------------
 //
-// A rank whose dispatch overlapped (EP_NMSG_MARKED) reduces its tokens while their rows land: its
-// counts come before the rows (ep_publish_rows), and each row's sender stores the combine's
-// number at (token, slot) of the rank's marks after a fence (ep_send_row). The overlapped reduce
+// A rank with many tokens (EP_NMSG_MARKED, comm/path.rs) reduces its tokens while their rows
+// land: its counts come before the rows (ep_publish_rows), and each row's sender stores the
+// combine's number at (token, slot) of the rank's marks after a fence (ep_send_row). The reduce
 // (ep_combine_reduce_marked) runs on a second stream beside the send, after the counts' wait;
 // the other kernels that read the rows (the unreduced layout, a device epilogue's reduce, a
 // reduce launched again after a slice ran out) wait for the marks first (ep_combine_await_marks).

@@ -490,7 +490,7 @@ __device__ __forceinline__ void ep_publish(u64* at, u64 v) {
 // A dispatch message count word (a sender's, at each receiver): the count, and three flags.
 // EARLY: the sender published its counts before its payload (dispatch.cu). LL: the sender, as the
 // combine's receiver, takes its rows in LL form. MARKED: the sender, as the combine's receiver,
-// reduces its rows as they land (an overlapped round at prefill sizes, comm/path.rs): each row is
+// reduces its rows as they land (prefill sizes, comm/path.rs): each row is
 // marked with the combine's number after a fence (ep_send_row), and its counts come first.
 #define EP_NMSG_EARLY 0x80000000u
 #define EP_NMSG_LL 0x40000000u

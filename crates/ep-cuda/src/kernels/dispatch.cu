@@ -473,7 +473,8 @@ __device__ __forceinline__ u8* ep_shared_msg(int t, int shared_start, int shared
 
 // One block per token (at least one block, for a rank without tokens): the token's route, then
 // ep_send_token; with `early` each block marks its messages landed (ep_assign_slots published the
-// counts), otherwise with `signal` (one node) the last block to finish publishes the counts.
+// counts), otherwise with `signal` (one node) the last block to finish publishes the counts, with
+// EP_NMSG_MARKED when `marked` (this rank's combine rows come back marked, combine.cu).
 // Launched with up to 512 threads (comm/dispatch.rs): the bound keeps registers within what that allows.
 // Parameters ids .. staging are ep_dispatch_put's, in its order (comm/dispatch.rs passes that slice).
 extern "C" __global__ void __launch_bounds__(512) ep_dispatch_send(const u16* tokens, const float* input_scales,
@@ -483,7 +484,7 @@ extern "C" __global__ void __launch_bounds__(512) ep_dispatch_send(const u16* to
                                             u8* staging, int shared_start, int shared_end, u8* shared_msgs,
                                             int signal, u32* ticket, const u64* sent, const u32* msgs_to,
                                             int n_experts, int skip_a2a, const u64* count_ptrs,
-                                            const u64* nmsg_ptrs, int early, u32 seq) {
+                                            const u64* nmsg_ptrs, int early, u32 seq, int marked) {
     __shared__ EpRoute route;
     int t = blockIdx.x;
     if (t < n_tokens) {
@@ -499,7 +500,7 @@ extern "C" __global__ void __launch_bounds__(512) ep_dispatch_send(const u16* to
     }
     if (!early && signal && ep_last_block(ticket))
         ep_publish_counts(sent, msgs_to, n_experts, n_local, n_ranks, rank, skip_a2a, count_ptrs, nmsg_ptrs, 0,
-                          n_tokens, true);
+                          n_tokens, true, marked);
 }
 
 // The inter-node transport: puts of the staged messages to the ranks of other nodes. Runs after
