@@ -8,12 +8,36 @@ use std::sync::OnceLock;
 use super::path::tokens_from_env;
 use super::{contiguous, CudaComm, SEND_THREADS, THREADS, WAIT_THREADS};
 use crate::driver::cuda;
-use crate::kernels::launch;
+use crate::kernels::{launch, KernelArg};
 
 /// Up to this many tokens the combine reduce gives each token a block as wide as its row.
 const REDUCE_WIDE_MAX_TOKENS: usize = 256;
 /// Threads of a block of the reduce beside the send (a marked round): its launch bounds.
 const MARKED_REDUCE_THREADS: u32 = 512;
+
+/// Parameters of `ep_combine_reduce` (a test in mod.rs checks them against its declaration).
+pub(super) const REDUCE_ARGS: usize = 18;
+
+/// The reduce's parameters that are worked out per round (`CudaComm::reduce_args`).
+struct ReduceScalars {
+    shared_rows: u64,
+    shared_start: i32,
+    shared_end: i32,
+    epilogue: i32,
+    scale: f32,
+}
+
+impl ReduceScalars {
+    fn new(c: &CudaComm, epilogue: i32, scale: f32) -> Self {
+        ReduceScalars {
+            shared_rows: c.shared_rows(),
+            shared_start: c.round.shared.start as i32,
+            shared_end: c.round.shared.end as i32,
+            epilogue,
+            scale,
+        }
+    }
+}
 
 /// Parameters of the kernels whose argument lists are built as arrays here (a test in mod.rs
 /// checks them against the kernels' declarations).
@@ -227,13 +251,15 @@ impl CudaComm {
     fn launch_reduce_marked(&self, slice_ns: u64) -> Result<()> {
         static BLOCKS: OnceLock<Option<usize>> = OnceLock::new();
         let b = self.bufs();
-        let sc = &self.sc;
         let (epi, scale, _) = self.epilogue_args()?;
-        let shared_rows = self.shared_rows();
+        let r = ReduceScalars::new(self, epi, scale);
         let most = self.world.single_launch_blocks[self.rank] as usize;
         let grid = tokens_from_env(&BLOCKS, "EP_CUDA_MARKED_REDUCE_BLOCKS")
             .unwrap_or(most * 2 / 3)
             .clamp(1, most.max(1));
+        let n_tokens = self.round.n_tokens as i32;
+        let mut args = self.reduce_args(&r).to_vec();
+        args.extend_from_slice(&[&n_tokens, &self.sc.n, &b.c_marks.ptr, &self.cseq, &slice_ns]);
         let f = self.k().get("ep_combine_reduce_marked");
         launch(
             &self.copy_stream,
@@ -241,32 +267,34 @@ impl CudaComm {
             grid as u32,
             MARKED_REDUCE_THREADS,
             self.whole_row_smem(),
-            &[
-                &b.c_recv.ptr,
-                &b.ids.ptr,
-                &b.weights.ptr,
-                &sc.top_k,
-                &sc.hidden,
-                &sc.rank,
-                &sc.l,
-                &sc.skip,
-                &shared_rows,
-                &(self.round.shared.start as i32),
-                &(self.round.shared.end as i32),
-                &epi,
-                &b.residual.ptr,
-                &scale,
-                &b.out.ptr,
-                &b.fp8_payload.ptr,
-                &b.fp8_scales.ptr,
-                &b.status.ptr,
-                &(self.round.n_tokens as i32),
-                &sc.n,
-                &b.c_marks.ptr,
-                &self.cseq,
-                &slice_ns,
-            ],
+            &args,
         )
+    }
+
+    /// `ep_combine_reduce`'s parameters, which `ep_combine_reduce_marked` takes first.
+    fn reduce_args<'a>(&'a self, r: &'a ReduceScalars) -> [&'a dyn KernelArg; REDUCE_ARGS] {
+        let b = self.bufs();
+        let sc = &self.sc;
+        [
+            &b.c_recv.ptr,
+            &b.ids.ptr,
+            &b.weights.ptr,
+            &sc.top_k,
+            &sc.hidden,
+            &sc.rank,
+            &sc.l,
+            &sc.skip,
+            &r.shared_rows,
+            &r.shared_start,
+            &r.shared_end,
+            &r.epilogue,
+            &b.residual.ptr,
+            &r.scale,
+            &b.out.ptr,
+            &b.fp8_payload.ptr,
+            &b.fp8_scales.ptr,
+            &b.status.ptr,
+        ]
     }
 
     /// The reducing kernels' epilogue arguments: its code, the scale, and the kernels compiled
@@ -394,7 +422,7 @@ impl CudaComm {
             return self.launch("ep_combine_unreduced", t as u32, THREADS, 0, &args);
         }
         let (epi, scale, device) = self.epilogue_args()?;
-        let shared_rows = self.shared_rows();
+        let r = ReduceScalars::new(self, epi, scale);
         let f = device
             .as_ref()
             .map_or(k.get("ep_combine_reduce"), |d| &d.reduce);
@@ -414,26 +442,7 @@ impl CudaComm {
             t as u32,
             reduce_threads,
             smem,
-            &[
-                &b.c_recv.ptr,
-                &b.ids.ptr,
-                &b.weights.ptr,
-                &sc.top_k,
-                &(hidden as i32),
-                &sc.rank,
-                &sc.l,
-                &sc.skip,
-                &shared_rows,
-                &(self.round.shared.start as i32),
-                &(self.round.shared.end as i32),
-                &epi,
-                &b.residual.ptr,
-                &scale,
-                &b.out.ptr,
-                &b.fp8_payload.ptr,
-                &b.fp8_scales.ptr,
-                &b.status.ptr,
-            ],
+            &self.reduce_args(&r),
         )
     }
 }

@@ -475,7 +475,7 @@ mod tests {
     /// parameters must be that slice, name for name.
     #[test]
     fn argument_lists_match_the_kernels() {
-        use super::combine::{COMBINE_SEND_ARGS, COMBINE_SINGLE_ARGS};
+        use super::combine::{COMBINE_SEND_ARGS, COMBINE_SINGLE_ARGS, REDUCE_ARGS};
         use super::dispatch::{
             COPY_MESSAGES_ARGS, COPY_OUT_ARGS, DISPATCH_SINGLE_ARGS, SEND_ARGS, WAIT_ARGS,
         };
@@ -501,6 +501,7 @@ mod tests {
         assert_eq!(ordered[..COMBINE_SEND_ARGS], send[..]);
         assert_eq!(ordered[COMBINE_SEND_ARGS..], ["msg_rows", "max_tokens"]);
         let reduce = parameter_names(COMBINE, "ep_combine_reduce");
+        assert_eq!(reduce.len(), REDUCE_ARGS);
         let marked = parameter_names(COMBINE, "ep_combine_reduce_marked");
         assert_eq!(marked[..reduce.len()], reduce[..]);
         assert_eq!(
