@@ -180,15 +180,12 @@ extern "C" __global__ void ep_combine_send_ordered(const u16* expert_out, const 
     if (signal && blockIdx.x == 0)
         ep_publish_rows(dispatch_counts, n_local, n_ranks, rank, skip_a2a, count_ptrs, nmsg, lane_nmsg, true);
     u32 most = 0;
-    for (int s = 0; s < n_ranks; s++) {
-        u32 nm = ep_nmsg_of(s, lane_nmsg, nmsg);
-        u32 from = skip_a2a && s != rank ? 0u : min(nm & ~EP_NMSG_FLAGS, (u32)max_tokens);
-        most = max(most, from);
-    }
+    for (int s = 0; s < n_ranks; s++)
+        most = max(most, ep_messages_from(ep_nmsg_of(s, lane_nmsg, nmsg), s, rank, skip_a2a, max_tokens));
     for (u64 w = blockIdx.x; w < (u64)most * n_ranks; w += gridDim.x) {
         int s = w % n_ranks;
         u32 j = w / n_ranks, nm = ep_nmsg_of(s, lane_nmsg, nmsg);
-        if (j >= (skip_a2a && s != rank ? 0u : min(nm & ~EP_NMSG_FLAGS, (u32)max_tokens))) continue;
+        if (j >= ep_messages_from(nm, s, rank, skip_a2a, max_tokens)) continue;
         for (int k = threadIdx.x; k < top_k; k += blockDim.x) rows[k] = msg_rows[((u64)s * max_tokens + j) * top_k + k];
         __syncthreads();
         for (int k = 0; k < top_k; k++)
@@ -378,10 +375,8 @@ extern "C" __global__ void __launch_bounds__(1024) ep_combine_reduce(const u16* 
 // reduce launched again after a slice ran out) wait for the marks first (ep_combine_await_marks).
 
 // Waits for token t's marked rows: the marks at slots rows[0 .. n) (this combine's number `seq`),
-// polled until `deadline`. Every thread calls it; false when one did not come: then its expert's
-// (rank, expert) is flagged as a missing count would be (EpLlWait says where) and the status is
-// EP_MESSAGES_PENDING, so the host waits again, launches the reduce again, and at the deadline
-// names the rank.
+// polled until `deadline`. Every thread calls it; false when one did not come (ep_row_missing):
+// the host then waits again, launches the reduce again, and at the deadline names the rank.
 __device__ bool ep_await_marks(int t, const int* rows, int n, const u32* marks, const int* ids, int top_k,
                                int n_local, int n_ranks, u32 seq, u64 deadline, u32* status) {
     bool there = true;
@@ -389,11 +384,7 @@ __device__ bool ep_await_marks(int t, const int* rows, int n, const u32* marks, 
         const u32* mark = marks + (u64)t * top_k + rows[i];
         bool came = true;
         while (came && ep_load_acquire(mark) != seq) came = ep_globaltimer() < deadline;
-        if (!came) {
-            int id = ids[(u64)t * top_k + rows[i]];
-            status[1 + (id % n_local) * n_ranks + id / n_local] = 1;
-            ep_messages_pending(status);
-        }
+        if (!came) ep_row_missing(status, ids[(u64)t * top_k + rows[i]], n_local, n_ranks);
         there = there && came;
     }
     return __syncthreads_and(there);

@@ -510,6 +510,20 @@ __device__ __forceinline__ void ep_messages_pending(u32* status) {
     atomicCAS(status, (u32)EP_OK, (u32)EP_MESSAGES_PENDING);
 }
 
+// A combine row from expert `id` (an LL row, or a marked row's mark) that did not come within a
+// slice: flagged at status[1 + g * n_ranks + s] for expert s * n_local + g, as a missing count
+// is, so that the deadline names its rank, and EP_MESSAGES_PENDING.
+__device__ __forceinline__ void ep_row_missing(u32* status, int id, int n_local, int n_ranks) {
+    status[1 + (id % n_local) * n_ranks + id / n_local] = 1;
+    ep_messages_pending(status);
+}
+
+// How many of rank s's dispatch messages this rank received, from s's message count word `nm`:
+// none from another rank with skip_a2a; never more than its buffer holds.
+__device__ __forceinline__ u32 ep_messages_from(u32 nm, int s, int rank, int skip_a2a, int max_tokens) {
+    return skip_a2a && s != rank ? 0 : min(nm & ~EP_NMSG_FLAGS, (u32)max_tokens);
+}
+
 // Each 8-byte word is single-copy atomic (the PTX memory model treats a vector access as its
 // elements), so a word that carries `seq` carries this combine's 4 bytes. Piece i of a row of n16
 // pieces: its first 8 bytes in line i, its last 8 in line n16 + i, so that a warp's accesses to
@@ -533,8 +547,7 @@ __device__ __forceinline__ bool ep_ll_load(const ulonglong2* row, u64 i, u64 n16
 }
 
 // What a reader of LL rows needs: the rank's LL rows, this combine's number, the slice's end, and
-// where to say that a row did not come (status[0] EP_MESSAGES_PENDING unless a poll failed first,
-// status[1 + g * n_ranks + s] for expert s * n_local + g, as a missing count).
+// where to say that a row did not come (ep_row_missing).
 struct EpLlWait {
     const ulonglong2* rows;
     u32 seq;
@@ -549,8 +562,7 @@ __device__ __forceinline__ bool ep_ll_wait(const ulonglong2* row, u64 i, u64 n16
                                            uint4& v) {
     while (!ep_ll_load(row, i, n16, ll.seq, v)) {
         if (ep_globaltimer() > ll.deadline) {
-            ll.status[1 + (id % ll.n_local) * ll.n_ranks + id / ll.n_local] = 1;
-            ep_messages_pending(ll.status);
+            ep_row_missing(ll.status, id, ll.n_local, ll.n_ranks);
             return false;
         }
     }

@@ -34,12 +34,6 @@ __device__ __forceinline__ u64 ep_recv_offset(int src, int max_tokens, u64 pos, 
 // published its counts after its last store. (The word's flags: common.cuh.)
 __device__ __forceinline__ u32* ep_landed_flag(u8* msg, MsgLayout m) { return (u32*)(msg + m.src_off + 8); }
 
-// How many of rank s's messages this rank copies out, from s's message count word `nm`: none
-// from another rank with skip_a2a; never more than its buffer holds.
-__device__ __forceinline__ u32 ep_messages_from(u32 nm, int s, int rank, int skip_a2a, int max_tokens) {
-    return skip_a2a && s != rank ? 0 : min(nm & ~EP_NMSG_FLAGS, (u32)max_tokens);
-}
-
 // Block-wide exclusive prefix sum of `v` over the threads in thread order; `total` returns the
 // block's sum (the same in every thread). Sums may be packed fields (ep_assign_block's four
 // 16-bit counts) as long as none overflows. Every thread of the block calls it; blockDim.x is a
