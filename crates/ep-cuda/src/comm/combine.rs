@@ -77,7 +77,6 @@ impl CudaComm {
     /// device's row count).
     pub(crate) fn issue_combine_send(&mut self, grid_rows: usize) -> Result<()> {
         self.cseq = self.cseq.wrapping_add(1).max(1);
-        self.round.reduce_issued = false;
         if self.single_combine() {
             return self.issue_combine_single(grid_rows);
         }
@@ -112,9 +111,8 @@ impl CudaComm {
         let grid = grid_rows.max(1) as u32;
         // A marked round (combine.cu) reduces beside the send, on the copy stream: forked before
         // the send (the stream's inputs are there; the rows come with their marks), joined after.
-        let reduce_beside = self.round.marked
-            && self.round.reduced
-            && !matches!(self.round.epilogue, Some(Epilogue::Device(_)));
+        let marked = self.marked_combine();
+        let reduce_beside = self.reduce_beside_send();
         if reduce_beside {
             self.slots_done.record(&self.stream).map_err(cuda)?;
             self.copy_stream.wait(&self.slots_done).map_err(cuda)?;
@@ -123,7 +121,7 @@ impl CudaComm {
             self.launch_reduce_marked(slice)?;
             self.copied.record(&self.copy_stream).map_err(cuda)?;
         }
-        if self.round.marked {
+        if marked {
             // The rows in token order (the dispatch's copy-out wrote each message's rows).
             let mut ordered: Vec<&dyn crate::kernels::KernelArg> = send.to_vec();
             ordered.push(&b.msg_rows.ptr);
@@ -158,10 +156,10 @@ impl CudaComm {
                     &sc.rank,
                     &sc.skip,
                     &b.c_count_ptrs.ptr,
+                    &b.d_nmsg.ptr,
                 ],
             )?;
         }
-        self.round.reduce_issued = reduce_beside;
         Ok(())
     }
 
@@ -174,7 +172,7 @@ impl CudaComm {
         let b = self.bufs();
         let sc = &self.sc;
         self.wait_counts_unless_taken(|c| c.launch_combine_wait(false, slice_ns))?;
-        if self.round.marked {
+        if self.marked_combine() {
             // The kernels after this one read the rows: their marks first (combine.cu).
             self.launch(
                 "ep_combine_await_marks",

@@ -47,12 +47,12 @@ const OVERLAP_COPY_THREADS: u32 = 512;
 
 /// Parameters of the kernels whose argument lists are built as arrays here (a test in mod.rs
 /// checks them against the kernels' declarations).
-pub(super) const SEND_ARGS: usize = 31;
+pub(super) const SEND_ARGS: usize = 32;
 pub(super) const WAIT_ARGS: usize = 14;
 pub(super) const COPY_OUT_ARGS: usize = 24;
 /// `ep_dispatch_copy_messages` takes the first of `ep_dispatch_copy_out`'s.
 pub(super) const COPY_MESSAGES_ARGS: usize = 21;
-pub(super) const DISPATCH_SINGLE_ARGS: usize = 37;
+pub(super) const DISPATCH_SINGLE_ARGS: usize = 38;
 
 /// Which copy-out `CudaComm::issue_copy` launches.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -101,13 +101,13 @@ impl CudaComm {
     pub(crate) fn issue_dispatch_send(&mut self) -> Result<()> {
         self.seq = self.seq.wrapping_add(1).max(1);
         self.round.messages_pending = false;
-        self.round.marked = self.marked_combine();
         if self.single_dispatch() {
             return self.issue_dispatch_single();
         }
         let overlap = self.overlap_dispatch();
         let early = overlap as i32;
-        let marked = self.round.marked as i32;
+        let marked = self.marked_combine() as i32;
+        let ll = self.ll_combine() as i32;
         let cfg = &self.cfg;
         let b = self.bufs();
         let t = self.round.n_tokens;
@@ -139,6 +139,7 @@ impl CudaComm {
                 &b.d_count_ptrs.ptr,
                 &b.d_nmsg_ptrs.ptr,
                 &marked,
+                &ll,
             ],
         )?;
         if overlap {
@@ -183,6 +184,7 @@ impl CudaComm {
             &early,
             &self.seq,
             &marked,
+            &ll,
         ];
         // At least one block: a rank without tokens still signals.
         self.launch(
@@ -303,6 +305,7 @@ impl CudaComm {
             &b.src_info.ptr,
             &b.row_src.ptr,
             &self.seq,
+            &(self.ll_combine() as i32),
         ];
         self.launch(kernel, grid, SEND_THREADS, smem, &args)
     }
@@ -365,7 +368,11 @@ impl CudaComm {
         };
         // Each message's rows, for a marked round's combine only (the buffer is empty between
         // nodes; a null pointer writes nothing).
-        let msg_rows: u64 = if self.round.marked { b.msg_rows.ptr } else { 0 };
+        let msg_rows: u64 = if self.marked_combine() {
+            b.msg_rows.ptr
+        } else {
+            0
+        };
         let args: [&dyn crate::kernels::KernelArg; COPY_OUT_ARGS] = [
             &b.d_recv.ptr,
             &b.d_nmsg.ptr,

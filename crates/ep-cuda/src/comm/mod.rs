@@ -50,10 +50,6 @@ struct RoundData {
     epilogue: Option<Epilogue>,
     /// The last wait slice had every count but not every message: only the copy-out again.
     messages_pending: bool,
-    /// This round's combine rows come back marked (`marked_combine`, decided with the dispatch).
-    marked: bool,
-    /// The combine's counts wait and its reduce are on the copy stream already, beside the send.
-    reduce_issued: bool,
 }
 
 /// The scalars every kernel of a rank takes, as the kernels' `int`/`u64` parameters.

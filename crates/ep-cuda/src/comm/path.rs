@@ -4,7 +4,7 @@
 
 use std::sync::OnceLock;
 
-use ep_core::Format;
+use ep_core::{Epilogue, Format};
 
 use super::CudaComm;
 
@@ -93,20 +93,28 @@ impl CudaComm {
         static MAX: OnceLock<Option<usize>> = OnceLock::new();
         let max = tokens_from_env(&MAX, "EP_CUDA_SINGLE_COMBINE_MAX_TOKENS")
             .unwrap_or(SINGLE_COMBINE_MAX_TOKENS);
-        self.round.reduced && self.single_launch(max) && !self.round.marked
+        self.round.reduced && self.single_launch(max) && !self.marked_combine()
     }
 
     /// The combine's first wait slice (and what follows it) is already on the stream once
     /// `issue_combine_send` returns: a single-launch combine, or a marked round's reduce beside
     /// its send.
     pub(crate) fn combine_wait_issued(&self) -> bool {
-        self.single_combine() || self.round.reduce_issued
+        self.single_combine() || self.reduce_beside_send()
+    }
+
+    /// A marked round's reduce runs beside its send (`issue_combine_send`): with weights, and
+    /// unless a device epilogue, compiled into a reduce kernel of its own, takes the row.
+    pub(super) fn reduce_beside_send(&self) -> bool {
+        self.marked_combine()
+            && self.round.reduced
+            && !matches!(self.round.epilogue, Some(Epilogue::Device(_)))
     }
 
     /// This round's combine rows come back marked (combine.cu): one node, many tokens here
     /// (`MARKED_MIN_TOKENS`), a multi-kernel dispatch, and it reduces its tokens as their rows
-    /// land, beside the send. Decided with the dispatch, which tells every sender
-    /// (`EP_NMSG_MARKED`).
+    /// land, beside the send. The dispatch tells every sender (`EP_NMSG_MARKED`); a function of
+    /// the round alone, so the dispatch and the combine read the same answer.
     pub(super) fn marked_combine(&self) -> bool {
         static MIN: OnceLock<Option<usize>> = OnceLock::new();
         let min = tokens_from_env(&MIN, "EP_CUDA_MARKED_MIN_TOKENS").unwrap_or(MARKED_MIN_TOKENS);
@@ -118,8 +126,7 @@ impl CudaComm {
     }
 
     /// This rank takes this round's combine rows in LL form (common.cuh): one node and few tokens
-    /// here. The dispatch told every sender so (`EP_NMSG_LL`, decided on the device by the same
-    /// rule).
+    /// here. The dispatch kernels tell every sender so (their `ll`, `EP_NMSG_LL`).
     pub(super) fn ll_combine(&self) -> bool {
         self.cfg.n_nodes == 1 && self.round.n_tokens <= ll_max_tokens()
     }

@@ -35,18 +35,17 @@ __device__ __forceinline__ u32 ep_nmsg_of(int p, u32 lane_nmsg, const u32* nmsg)
 
 // For each (local expert g, destination rank): the rows the dispatch brought from that rank,
 // which are exactly the rows going back. Published at index g * n_ranks + rank of the
-// destination's combine counts, like the dispatch counts (ep_publish). With `nmsg` (this rank's
-// dispatch message count words, common.cuh, and `lane_nmsg` from ep_lane_nmsg), only the
-// destinations whose counts go out early (`early`: LL rows or marked rows, ep_counts_early) or
-// only the others; an early destination's counts do not vouch for the rows, so they go out with
-// plain stores, no fence.
+// destination's combine counts, like the dispatch counts (ep_publish): only the destinations
+// whose counts go out early (`early`: LL rows or marked rows, ep_counts_early, from `nmsg`, this
+// rank's dispatch message count words, common.cuh, and `lane_nmsg` from ep_lane_nmsg), or only
+// the others. An early destination's counts do not vouch for the rows, so they go out with plain
+// stores, no fence. Between nodes no destination is early (both forms need one node).
 __device__ void ep_publish_rows(const u64* dispatch_counts, int n_local, int n_ranks, int rank, int skip_a2a,
-                                const u64* count_ptrs, const u32* nmsg = nullptr, u32 lane_nmsg = 0,
-                                bool early = false) {
+                                const u64* count_ptrs, const u32* nmsg, u32 lane_nmsg, bool early) {
     for (int i0 = 0; i0 < n_local * n_ranks; i0 += blockDim.x) {
         int i = i0 + threadIdx.x;
         int g = i / n_ranks, dst = i % n_ranks;
-        bool here = !nmsg || ep_counts_early(ep_nmsg_of(dst, lane_nmsg, nmsg)) == early;
+        bool here = ep_counts_early(ep_nmsg_of(dst, lane_nmsg, nmsg)) == early;
         u64* at = nullptr;
         u64 v = 0;
         if (i < n_local * n_ranks && !(skip_a2a && dst != rank) && here) {
@@ -211,8 +210,9 @@ extern "C" __global__ void ep_combine_put(const int* src_info, const int* row_sr
 
 // The row counts, after the inter-node puts (between nodes the send kernel does not signal).
 extern "C" __global__ void ep_combine_signal(const u64* dispatch_counts, int n_local, int n_ranks, int rank,
-                                             int skip_a2a, const u64* count_ptrs) {
-    ep_publish_rows(dispatch_counts, n_local, n_ranks, rank, skip_a2a, count_ptrs);
+                                             int skip_a2a, const u64* count_ptrs, const u32* nmsg) {
+    ep_publish_rows(dispatch_counts, n_local, n_ranks, rank, skip_a2a, count_ptrs, nmsg, ep_lane_nmsg(nmsg, n_ranks),
+                    false);
 }
 
 // The first slot of the token naming ids[k], or -1 when the slot is masked or (skip_a2a) names

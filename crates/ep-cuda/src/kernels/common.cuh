@@ -473,14 +473,14 @@ __device__ __forceinline__ void ep_publish(u64* at, u64 v) {
 
 // ---- combine rows in LL form (decode sizes) ---------------------------------------------------
 //
-// A rank with at most EP_LL_MAX_TOKENS tokens (comm/path.rs: `ll_combine`) takes its combine rows in
-// LL form, after NCCL's low-latency protocol: every 8-byte word holds 4 bytes of the row (low
+// A rank with at most EP_LL_MAX_TOKENS tokens inside one node (the host decides: comm/path.rs,
+// `ll_combine`) takes its combine rows in LL form, after NCCL's low-latency protocol: every 8-byte word holds 4 bytes of the row (low
 // half) and the combine's number (high half), so a piece of a row is there once its words carry
 // this combine's number. The sender needs no fence behind its stores and its counts need not
 // vouch for them: the fence, the ticket and the publish after them took ~5 us of a 1-token
 // combine (docs/perf.md, v18). Twice the bytes on the wire, so only at sizes where latency, not
-// bandwidth, is the cost. The rank says so in its dispatch message count (EP_NMSG_LL, set by
-// ep_publish_counts), which every sender reads before it sends a row back. A rank's LL rows:
+// bandwidth, is the cost. The rank says so in its dispatch message count (EP_NMSG_LL, from the
+// host's `ll` through ep_publish_counts), which every sender reads before it sends a row back. A rank's LL rows:
 // [min(max_tokens, EP_LL_MAX_TOKENS), top_k] rows of hidden / 4 lines of 16 bytes, each line
 // two words.
 #ifndef EP_LL_MAX_TOKENS

@@ -153,19 +153,20 @@ __device__ void ep_assign_block(const int* ids, int n_tokens, int top_k, int n_e
     }
 }
 
+// The flags of this rank's message count words (common.cuh): `early` from the publishing kernel,
+// `ll` and `marked` as the host chose this round's combine form (comm/path.rs).
+__device__ __forceinline__ u32 ep_nmsg_flags(int early, int ll, int marked) {
+    return (early ? EP_NMSG_EARLY : 0u) | (ll ? EP_NMSG_LL : 0u) | (marked ? EP_NMSG_MARKED : 0u);
+}
+
 // One count per (expert, this rank), zero included, and before them the number of messages to
-// each rank (with EP_NMSG_EARLY when `early`, EP_NMSG_MARKED when `marked`, and EP_NMSG_LL when
-// this rank, with `n_tokens`
-// inside one node (`one_node`), takes its combine rows in LL form: common.cuh), published by the calling threads of one block: the
+// each rank, with `flags` (ep_nmsg_flags), published by the calling threads of one block: the
 // message counts are stored, the block passes a barrier, then every count address and value is
 // loaded, each warp fences once and stores (ep_publish), so a receiver that sees the counts sees
 // the message count too. `sent` is global (u64) or, from the block that counted, shared (u32).
 template <typename Sent>
 __device__ void ep_publish_counts(const Sent* sent, const u32* msgs_to, int n_experts, int n_local, int n_ranks,
-                                  int rank, int skip_a2a, const u64* count_ptrs, const u64* nmsg_ptrs, int early,
-                                  int n_tokens, bool one_node, int marked = 0) {
-    u32 flags = (early ? EP_NMSG_EARLY : 0u) | (marked ? EP_NMSG_MARKED : 0u) |
-                (one_node && n_tokens <= EP_LL_MAX_TOKENS ? EP_NMSG_LL : 0u);
+                                  int rank, int skip_a2a, const u64* count_ptrs, const u64* nmsg_ptrs, u32 flags) {
     for (int p = threadIdx.x; p < n_ranks; p += blockDim.x)
         if (!skip_a2a || p == rank) ((u32*)nmsg_ptrs[p])[rank] = msgs_to[p] | flags;
     __syncthreads();
@@ -183,19 +184,19 @@ __device__ void ep_publish_counts(const Sent* sent, const u32* msgs_to, int n_ex
 
 // Row and message slots (ep_assign_block), a block per expert then one per destination rank.
 // With `early` (an overlapped round, above) the last block publishes the counts, before the send,
-// with EP_NMSG_MARKED when `marked` (this rank's combine rows come back marked, combine.cu).
+// with `ll` and `marked` (this rank's combine form, ep_nmsg_flags).
 extern "C" __global__ void ep_assign_slots(const int* ids, int n_tokens, int top_k, int n_experts, int n_local,
                                            int n_ranks, int rank, int skip_a2a, int* slots, int* rank_slots,
                                            u64* sent, u32* msgs_to, int early, u32* ticket, const u64* count_ptrs,
-                                           const u64* nmsg_ptrs, int marked) {
+                                           const u64* nmsg_ptrs, int marked, int ll) {
     EP_STAMPS
     ep_assign_block(ids, n_tokens, top_k, n_experts, n_local, n_ranks, rank, skip_a2a, slots, rank_slots, sent,
                     msgs_to);
     EP_STAMP(1);
     bool publisher = early && ep_last_block(ticket, true);
     if (publisher) {
-        ep_publish_counts(sent, msgs_to, n_experts, n_local, n_ranks, rank, skip_a2a, count_ptrs, nmsg_ptrs, 1,
-                          n_tokens, true, marked);
+        ep_publish_counts(sent, msgs_to, n_experts, n_local, n_ranks, rank, skip_a2a, count_ptrs, nmsg_ptrs,
+                          ep_nmsg_flags(1, ll, marked));
 #ifdef EP_TRACE
         __syncthreads();
         EP_STAMP(2);
@@ -468,7 +469,7 @@ __device__ __forceinline__ u8* ep_shared_msg(int t, int shared_start, int shared
 // One block per token (at least one block, for a rank without tokens): the token's route, then
 // ep_send_token; with `early` each block marks its messages landed (ep_assign_slots published the
 // counts), otherwise with `signal` (one node) the last block to finish publishes the counts, with
-// EP_NMSG_MARKED when `marked` (this rank's combine rows come back marked, combine.cu).
+// `ll` and `marked` (this rank's combine form, ep_nmsg_flags).
 // Launched with up to 512 threads (comm/dispatch.rs): the bound keeps registers within what that allows.
 // Parameters ids .. staging are ep_dispatch_put's, in its order (comm/dispatch.rs passes that slice).
 extern "C" __global__ void __launch_bounds__(512) ep_dispatch_send(const u16* tokens, const float* input_scales,
@@ -478,7 +479,7 @@ extern "C" __global__ void __launch_bounds__(512) ep_dispatch_send(const u16* to
                                             u8* staging, int shared_start, int shared_end, u8* shared_msgs,
                                             int signal, u32* ticket, const u64* sent, const u32* msgs_to,
                                             int n_experts, int skip_a2a, const u64* count_ptrs,
-                                            const u64* nmsg_ptrs, int early, u32 seq, int marked) {
+                                            const u64* nmsg_ptrs, int early, u32 seq, int marked, int ll) {
     __shared__ EpRoute route;
     int t = blockIdx.x;
     if (t < n_tokens) {
@@ -493,8 +494,8 @@ extern "C" __global__ void __launch_bounds__(512) ep_dispatch_send(const u16* to
         EP_STAMPS_PRINT("send", rank, early);
     }
     if (!early && signal && ep_last_block(ticket))
-        ep_publish_counts(sent, msgs_to, n_experts, n_local, n_ranks, rank, skip_a2a, count_ptrs, nmsg_ptrs, 0,
-                          n_tokens, true, marked);
+        ep_publish_counts(sent, msgs_to, n_experts, n_local, n_ranks, rank, skip_a2a, count_ptrs, nmsg_ptrs,
+                          ep_nmsg_flags(0, ll, marked));
 }
 
 // The inter-node transport: puts of the staged messages to the ranks of other nodes. Runs after
@@ -517,8 +518,7 @@ extern "C" __global__ void ep_dispatch_put(const int* ids, const int* slots, con
 extern "C" __global__ void ep_dispatch_signal(const u64* sent, const u32* msgs_to, int n_experts, int n_local,
                                               int n_ranks, int rank, int skip_a2a, const u64* count_ptrs,
                                               const u64* nmsg_ptrs) {
-    ep_publish_counts(sent, msgs_to, n_experts, n_local, n_ranks, rank, skip_a2a, count_ptrs, nmsg_ptrs, 0, 0,
-                      false);
+    ep_publish_counts(sent, msgs_to, n_experts, n_local, n_ranks, rank, skip_a2a, count_ptrs, nmsg_ptrs, 0u);
 }
 
 // The rows here of one message (or one shared-expert row), the scratch a copy of it works in
@@ -1072,7 +1072,7 @@ __device__ __forceinline__ void ep_dispatch_single_body(
     int shared_end, u8* shared_msgs, u32* ticket, u64* sent, int n_experts, int skip_a2a,
     const u64* count_ptrs, const u64* nmsg_ptrs, u64* counts, u64 slice_ns, int shared_groups, int row_multiple,
     u32* status, u64* snapshot, u32* row_offsets, u32* src_offsets, const u8* recv, const u32* nmsg,
-    u8* recv_tokens, u8* recv_scales, int* src_info, int* row_src, u32 seq) {
+    u8* recv_tokens, u8* recv_scales, int* src_info, int* row_src, u32 seq, int ll) {
     __shared__ EpRoute route;
     __shared__ EpRows scratch;
     // Stamps (EP_CUDA_TRACE, scripts/trace_summary.py): 11 the token's ids staged, 1 its route,
@@ -1088,7 +1088,7 @@ __device__ __forceinline__ void ep_dispatch_single_body(
         ep_count_sent(ids, n_tokens, top_k, n_experts, n_local, n_ranks, rank, skip_a2a, hist, sent);
         EP_STAMP(1);
         ep_publish_counts(hist, hist + n_experts, n_experts, n_local, n_ranks, rank, skip_a2a, count_ptrs, nmsg_ptrs,
-                          1, n_tokens, true);
+                          ep_nmsg_flags(1, ll, 0));
         EP_STAMP(2);
     }
     // Spread: each block sends one token to one rank (item i: token i / n_ranks, rank
@@ -1141,12 +1141,12 @@ extern "C" __global__ void __launch_bounds__(512) ep_dispatch_single(
     int shared_end, u8* shared_msgs, u32* ticket, u64* sent, int n_experts, int skip_a2a,
     const u64* count_ptrs, const u64* nmsg_ptrs, u64* counts, u64 slice_ns, int shared_groups, int row_multiple,
     u32* status, u64* snapshot, u32* row_offsets, u32* src_offsets, const u8* recv, const u32* nmsg,
-    u8* recv_tokens, u8* recv_scales, int* src_info, int* row_src, u32 seq) {
+    u8* recv_tokens, u8* recv_scales, int* src_info, int* row_src, u32 seq, int ll) {
     ep_dispatch_single_body<false>(tokens, input_scales, n_tokens, hidden, fmt, ids, top_k, m, recv_ptrs, rank,
                                    n_ranks, n_local, max_tokens, shared_start, shared_end, shared_msgs, ticket, sent,
                                    n_experts, skip_a2a, count_ptrs, nmsg_ptrs, counts, slice_ns, shared_groups,
                                    row_multiple, status, snapshot, row_offsets, src_offsets, recv, nmsg, recv_tokens,
-                                   recv_scales, src_info, row_src, seq);
+                                   recv_scales, src_info, row_src, seq, ll);
 }
 
 // ep_dispatch_single with `Spread`; the same parameters.
@@ -1156,10 +1156,10 @@ extern "C" __global__ void __launch_bounds__(512) ep_dispatch_single_spread(
     int shared_end, u8* shared_msgs, u32* ticket, u64* sent, int n_experts, int skip_a2a,
     const u64* count_ptrs, const u64* nmsg_ptrs, u64* counts, u64 slice_ns, int shared_groups, int row_multiple,
     u32* status, u64* snapshot, u32* row_offsets, u32* src_offsets, const u8* recv, const u32* nmsg,
-    u8* recv_tokens, u8* recv_scales, int* src_info, int* row_src, u32 seq) {
+    u8* recv_tokens, u8* recv_scales, int* src_info, int* row_src, u32 seq, int ll) {
     ep_dispatch_single_body<true>(tokens, input_scales, n_tokens, hidden, fmt, ids, top_k, m, recv_ptrs, rank,
                                    n_ranks, n_local, max_tokens, shared_start, shared_end, shared_msgs, ticket, sent,
                                    n_experts, skip_a2a, count_ptrs, nmsg_ptrs, counts, slice_ns, shared_groups,
                                    row_multiple, status, snapshot, row_offsets, src_offsets, recv, nmsg, recv_tokens,
-                                   recv_scales, src_info, row_src, seq);
+                                   recv_scales, src_info, row_src, seq, ll);
 }
