@@ -33,17 +33,77 @@ fn send_smem(format: Format, m: &MsgLayout, hidden: usize) -> usize {
     }
 }
 
-/// Threads of an overlapped copy-out block (16 warps, a message each). Its launch bounds keep it
-/// to half an SM's registers, so one fits beside one 512-thread send block, but every SM that
-/// holds one runs one send block instead of two. So the grid is a share of the SMs: two thirds
-/// for BF16, a half for FP8 and a third for the other formats the send encodes (which need the
-/// send's blocks more), the best of 1/8 to all of the SMs at 4096 tokens on 2x H200 (docs/perf.md,
-/// v17: FP8 a third 273 us, a quarter 317; BF16 two thirds 304-308 us with p95 315, a half 291-335
-/// with p95 338-372; v20, after the faster assign, two reps: FP8 a half 252.4 / 252.6 us with p95
-/// 255 / 254, a third 262.0 / 251.9 with p95 270 / 268, a quarter 308 / 296; BF16 two thirds
-/// still, 292 / 291 with p95 296 / 295). MXFP4 and NVFP4 were not measured.
-/// `EP_CUDA_OVERLAP_COPY_BLOCKS` sets it.
-const OVERLAP_COPY_THREADS: u32 = 512;
+/// How a multi-kernel dispatch's blocks are shaped: the send's (a block per token) and, when the
+/// round overlaps, the copy-out's beside it (a persistent grid, a warp per message at a time).
+///
+/// A send block is a chain of round trips (the row, the route, the stores), so the GPU needs many
+/// tokens in flight, not many warps per token: at the same warps per SM, 256-thread blocks (four
+/// per SM where 512-thread ones fit two) made the sequential send faster on 2x H200 (docs/perf.md,
+/// v26: FP8 1024 tokens 96.2 -> 86.6 us, 512 61.9 -> 57.4; BF16 512 74.9 -> 72.0; 128-thread
+/// blocks were no better). Overlapped, a copy-out block must fit where a send block retires: the
+/// copy-out's launch bounds keep it to 64 registers a thread, so a 512-thread copy block needs the
+/// half an SM that a 512-thread send block frees, and a 256-thread one the quarter a 256-thread
+/// send block frees (with 512-thread copy blocks beside 256-thread sends the copy-out starved:
+/// 4096 tokens BF16 290 -> 315 us). The copy-out's grid is then a share of the SMs, in blocks as
+/// launched (`copy_blocks`, per SM), the best measured at 4096 tokens:
+/// - BF16: 512-thread sends and copy blocks on two thirds of the SMs (v17: two thirds 304-308 us,
+///   a half 291-335 with p95 338-372; v20 292 / 291 with p95 296 / 295). 256-thread shapes were
+///   slower here (v26: 313-352 us with 1 to 5/3 copy blocks per SM; 1024 tokens 117-120 against
+///   104-108), the send then taking HBM and NVLink from the copy-out.
+/// - FP8: 256-thread sends and copy blocks, 5/3 copy blocks per SM (v26: 251-253 -> 211.5-211.6
+///   us; 4/3 per SM 221-226, 2 per SM 222-224, 1 or 2/3 251-272; 2048 tokens 146-147 -> 130-131,
+///   2 per SM the same). Its send is bound by its encode and gains from the tokens in flight.
+/// - MXFP4 and NVFP4 (not measured): 512-thread blocks, the copy-out on a third of the SMs.
+///
+/// `EP_CUDA_SEND_THREADS`, `EP_CUDA_OVERLAP_COPY_THREADS` (a multiple of 32, 64 to 512) and
+/// `EP_CUDA_OVERLAP_COPY_BLOCKS` (the grid) override them for every round.
+struct BlockShape {
+    send_threads: u32,
+    copy_threads: u32,
+    /// Copy-out blocks per SM, as a fraction.
+    copy_blocks: (usize, usize),
+}
+
+impl BlockShape {
+    fn of(format: Format, overlap: bool) -> Self {
+        let (send_threads, copy_threads, copy_blocks) = match (format, overlap) {
+            (Format::Bf16, true) => (512, 512, (2, 3)),
+            (Format::Fp8, true) => (256, 256, (5, 3)),
+            (Format::Bf16 | Format::Fp8, false) => (256, 512, (0, 1)),
+            (_, true) => (512, 512, (1, 3)),
+            (_, false) => (SEND_THREADS, 512, (0, 1)),
+        };
+        static SEND: OnceLock<Option<usize>> = OnceLock::new();
+        static COPY: OnceLock<Option<usize>> = OnceLock::new();
+        Self {
+            send_threads: threads_from_env(&SEND, "EP_CUDA_SEND_THREADS").unwrap_or(send_threads),
+            copy_threads: threads_from_env(&COPY, "EP_CUDA_OVERLAP_COPY_THREADS")
+                .unwrap_or(copy_threads),
+            copy_blocks,
+        }
+    }
+
+    /// The overlapped copy-out's grid on a GPU where `most` blocks of 512 threads are resident.
+    fn copy_grid(&self, most: usize) -> usize {
+        static BLOCKS: OnceLock<Option<usize>> = OnceLock::new();
+        let per = (512 / self.copy_threads) as usize;
+        let (num, den) = self.copy_blocks;
+        tokens_from_env(&BLOCKS, "EP_CUDA_OVERLAP_COPY_BLOCKS")
+            .unwrap_or(most * num / den)
+            .clamp(1, most * per)
+    }
+}
+
+/// A block size from `var`: a multiple of 32 from 64 to 512, or the default.
+fn threads_from_env(cell: &OnceLock<Option<usize>>, var: &str) -> Option<u32> {
+    match tokens_from_env(cell, var)? {
+        n if (64..=512).contains(&n) && n % 32 == 0 => Some(n as u32),
+        _ => {
+            eprintln!("ep-cuda: {var} is not a multiple of 32 from 64 to 512; the default applies");
+            None
+        }
+    }
+}
 
 /// Parameters of the kernels whose argument lists are built as arrays here (a test in mod.rs
 /// checks them against the kernels' declarations).
@@ -190,7 +250,7 @@ impl CudaComm {
         self.launch(
             "ep_dispatch_send",
             t.max(1) as u32,
-            SEND_THREADS,
+            BlockShape::of(cfg.format, overlap).send_threads,
             smem,
             &send,
         )?;
@@ -400,22 +460,14 @@ impl CudaComm {
             &first_block,
         ];
         if what == CopyOut::Messages {
-            static BLOCKS: OnceLock<Option<usize>> = OnceLock::new();
-            let most = self.world.single_launch_blocks[self.rank] as usize;
-            let (num, den) = match cfg.format {
-                Format::Bf16 => (2, 3),
-                Format::Fp8 => (1, 2),
-                _ => (1, 3),
-            };
-            let grid = tokens_from_env(&BLOCKS, "EP_CUDA_OVERLAP_COPY_BLOCKS")
-                .unwrap_or(most * num / den)
-                .clamp(1, most);
+            let shape = BlockShape::of(cfg.format, true);
+            let grid = shape.copy_grid(self.world.single_launch_blocks[self.rank] as usize);
             let f = self.k().get("ep_dispatch_copy_messages");
             return launch(
                 &self.copy_stream,
                 f,
                 grid as u32,
-                OVERLAP_COPY_THREADS,
+                shape.copy_threads,
                 0,
                 &args[..COPY_MESSAGES_ARGS],
             );
@@ -431,5 +483,25 @@ impl CudaComm {
             return Ok(());
         }
         self.launch("ep_dispatch_copy_out", grid as u32, THREADS, 0, &args)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An overlapped copy-out block takes the registers a retiring send block frees only when the
+    /// two are the same size (`BlockShape`), and its grid stays within what is resident.
+    #[test]
+    fn overlapped_copy_blocks_match_the_send() {
+        for format in [Format::Bf16, Format::Fp8, Format::Mxfp4, Format::Nvfp4] {
+            let shape = BlockShape::of(format, true);
+            assert_eq!(shape.send_threads, shape.copy_threads, "{format:?}");
+            let grid = shape.copy_grid(132);
+            assert!(
+                grid >= 1 && grid <= 132 * (512 / shape.copy_threads) as usize,
+                "{format:?}: {grid}"
+            );
+        }
     }
 }

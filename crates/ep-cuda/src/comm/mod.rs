@@ -36,8 +36,9 @@ pub(crate) use path::ll_max_tokens;
 
 const THREADS: u32 = 128;
 const WAIT_THREADS: u32 = 256;
-/// Dispatch send: a token's encode and its stores to up to top-k receivers are one block's work;
-/// at decode sizes a few blocks are all the GPU runs, so each needs many warps in flight.
+/// The single-launch phases, and the multi-kernel send of the formats not measured with fewer
+/// (dispatch.rs, `BlockShape`): at decode sizes a few blocks are all the GPU runs, so each needs
+/// many warps in flight.
 const SEND_THREADS: u32 = 512;
 
 /// What a round keeps on the host between phases (the data itself stays on the device).

@@ -34,6 +34,8 @@ const SINGLE_DISPATCH_MAX_TOKENS_SHARED_GPU: usize = 1;
 /// Again at v20 (`bench/results/history/prefill-ab-h200-x2-2026-11-22-v20.txt`, two reps):
 /// 1024 tokens BF16 118.7 -> 105.5 / 104.4 us (p95 120.4 -> 128.6 / 116.5), FP8 95.0 -> 96.1 /
 /// 97.5; 512 tokens 1-12 us slower. So BF16 from 1024, the formats the send encodes from 2048.
+/// Again at v26 with its block shapes (dispatch.rs, `BlockShape`): 1024 tokens FP8 86.3 us
+/// sequential, 90.6-101.5 overlapped; 512 BF16 71.7-72.0 sequential, 74.8-75.3 overlapped.
 /// `EP_CUDA_OVERLAP_MIN_TOKENS` overrides both (0: never).
 const OVERLAP_MIN_TOKENS: usize = 2048;
 /// [`OVERLAP_MIN_TOKENS`] for BF16, whose send does not encode.

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# v26 exploration, second call: overlapped rounds with smaller send blocks need smaller copy-out
+# blocks (a 512-thread copy block needs half an SM's registers, which a retiring 256-thread send
+# block does not free). EXPERIMENT overrides: EP_CUDA_SEND_THREADS, EP_CUDA_OVERLAP_COPY_THREADS,
+# EP_CUDA_OVERLAP_COPY_BLOCKS (blocks as launched). Interleaved, two reps, breakdown.
+cd "$(dirname "$0")"
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1 > $OUT/rc.txt
+one() { # label tokens format env...
+  local label=$1 tok=$2 fmt=$3; shift 3
+  env "$@" timeout 60 ./ep-gpu bench --backend cuda --tokens $tok --format $fmt --passes 1 --breakdown > /tmp/b.txt 2>&1
+  echo "$label $(grep -E '^t[0-9]' /tmp/b.txt | head -1 | awk '{print $1, $2, $3, $4, $5}') | $(grep -E '^t[0-9].*\|' /tmp/b.txt | head -1 | cut -c24-)" | tee -a $OUT/ab.txt
+}
+for rep in 1 2; do
+  for tok in 1024 4096; do
+    one base $tok bf16 X=1
+    one s256c256g132 $tok bf16 EP_CUDA_SEND_THREADS=256 EP_CUDA_OVERLAP_COPY_THREADS=256 EP_CUDA_OVERLAP_COPY_BLOCKS=132
+    one s256c256g176 $tok bf16 EP_CUDA_SEND_THREADS=256 EP_CUDA_OVERLAP_COPY_THREADS=256 EP_CUDA_OVERLAP_COPY_BLOCKS=176
+    one s256c256g220 $tok bf16 EP_CUDA_SEND_THREADS=256 EP_CUDA_OVERLAP_COPY_THREADS=256 EP_CUDA_OVERLAP_COPY_BLOCKS=220
+    one s128c128g352 $tok bf16 EP_CUDA_SEND_THREADS=128 EP_CUDA_OVERLAP_COPY_THREADS=128 EP_CUDA_OVERLAP_COPY_BLOCKS=352
+    one s512c256g176 $tok bf16 EP_CUDA_OVERLAP_COPY_THREADS=256 EP_CUDA_OVERLAP_COPY_BLOCKS=176
+  done
+  one base 4096 fp8 X=1
+  one s256c256g88 4096 fp8 EP_CUDA_SEND_THREADS=256 EP_CUDA_OVERLAP_COPY_THREADS=256 EP_CUDA_OVERLAP_COPY_BLOCKS=88
+  one s256c256g132 4096 fp8 EP_CUDA_SEND_THREADS=256 EP_CUDA_OVERLAP_COPY_THREADS=256 EP_CUDA_OVERLAP_COPY_BLOCKS=132
+  one s256c256g176 4096 fp8 EP_CUDA_SEND_THREADS=256 EP_CUDA_OVERLAP_COPY_THREADS=256 EP_CUDA_OVERLAP_COPY_BLOCKS=176
+  one s128c128g264 4096 fp8 EP_CUDA_SEND_THREADS=128 EP_CUDA_OVERLAP_COPY_THREADS=128 EP_CUDA_OVERLAP_COPY_BLOCKS=264
+  one seq-s256 1024 fp8 EP_CUDA_SEND_THREADS=256
+  one ovl-s256c256g88 1024 fp8 EP_CUDA_OVERLAP_MIN_TOKENS=1024 EP_CUDA_SEND_THREADS=256 EP_CUDA_OVERLAP_COPY_THREADS=256 EP_CUDA_OVERLAP_COPY_BLOCKS=88
+  one ovl-s256c256g132 1024 fp8 EP_CUDA_OVERLAP_MIN_TOKENS=1024 EP_CUDA_SEND_THREADS=256 EP_CUDA_OVERLAP_COPY_THREADS=256 EP_CUDA_OVERLAP_COPY_BLOCKS=132
+  one ovl-s256c256g176 1024 fp8 EP_CUDA_OVERLAP_MIN_TOKENS=1024 EP_CUDA_SEND_THREADS=256 EP_CUDA_OVERLAP_COPY_THREADS=256 EP_CUDA_OVERLAP_COPY_BLOCKS=176
+  one seq-s256 512 bf16 EP_CUDA_SEND_THREADS=256
+  one ovl-s256c256g176 512 bf16 EP_CUDA_OVERLAP_MIN_TOKENS=512 EP_CUDA_SEND_THREADS=256 EP_CUDA_OVERLAP_COPY_THREADS=256 EP_CUDA_OVERLAP_COPY_BLOCKS=176
+done
+cat $OUT/rc.txt
