@@ -80,11 +80,11 @@ __device__ void ep_assign_block(const int* ids, int n_tokens, int top_k, int n_e
     __shared__ __align__(16) int tile[EP_ASSIGN_TILE];
     bool by_rank = (int)blockIdx.x >= n_experts;
     int p = blockIdx.x - n_experts, e = blockIdx.x;
-    bool routed = !by_rank && ep_routes_to(skip_a2a, rank, e, n_local);
     // Rank p's experts are [lo, lo + n_local): a range test (with a division per id these blocks
     // ended ~7 us after the expert blocks at 4096 tokens).
     int lo = p * n_local;
-    bool routed_p = !skip_a2a || p == rank;
+    // Whether this rank sends to expert e (expert blocks) or to rank p (rank blocks) at all.
+    bool routed = ep_routes_to(skip_a2a, rank, by_rank ? lo : e, n_local);
     // Tokens per pass: a multiple of 4, so that every pass's ids start 16-byte aligned.
     int per_pass = min(EP_ASSIGN_RUN * (int)blockDim.x, EP_ASSIGN_TILE / top_k) & ~3;
     bool aligned = ((u64)ids & 15) == 0;
@@ -109,7 +109,7 @@ __device__ void ep_assign_block(const int* ids, int n_tokens, int top_k, int n_e
             int h = -1;
             auto slot = [&](int k, int id) {
                 if (by_rank) {
-                    if (id >= lo && id < lo + n_local && routed_p) h = 0;
+                    if (id >= lo && id < lo + n_local && routed) h = 0;
                 } else if (id == e) {
                     if (h < 0 && routed) h = k; // later slots naming e are duplicates
                     else out[k] = -1;
