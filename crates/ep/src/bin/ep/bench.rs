@@ -28,6 +28,10 @@ pub struct Args {
     tokens: usize,
     #[arg(long, default_value = "bf16")]
     format: Format,
+    /// Skewed routing (without --sweep): half of the routed slots go to a sixteenth of the
+    /// experts, as the sweep's skewed scenarios.
+    #[arg(long, conflicts_with = "sweep")]
+    skewed: bool,
     #[arg(long, default_value_t = 7168)]
     hidden: usize,
     #[arg(long, default_value_t = 8)]
@@ -189,7 +193,7 @@ pub fn main(args: Args) -> Result<ExitCode, String> {
         vec![Scenario {
             tokens: args.tokens,
             format: args.format,
-            skewed: false,
+            skewed: args.skewed,
         }]
     };
     let device = match args.target.backend {
