@@ -50,9 +50,12 @@ fn send_smem(format: Format, m: &MsgLayout, hidden: usize) -> usize {
 ///   a half 291-335 with p95 338-372; v20 292 / 291 with p95 296 / 295). 256-thread shapes were
 ///   slower here (v26: 313-352 us with 1 to 5/3 copy blocks per SM; 1024 tokens 117-120 against
 ///   104-108), the send then taking HBM and NVLink from the copy-out.
-/// - FP8: 256-thread sends and copy blocks, 5/3 copy blocks per SM (v26: 251-253 -> 211.5-211.6
-///   us; 4/3 per SM 221-226, 2 per SM 222-224, 1 or 2/3 251-272; 2048 tokens 146-147 -> 130-131,
-///   2 per SM the same). Its send is bound by its encode and gains from the tokens in flight.
+/// - FP8: 256-thread sends and copy blocks, 2 copy blocks per SM. Its send is bound by its encode
+///   and gains from the tokens in flight. Uniform routing prefers fewer copy blocks, skewed more
+///   (the receiver of the hot experts copies the most); 2 per SM is the one shape faster than
+///   v22's in both (v26, 4096 tokens, two reps each: uniform 251-253 -> 220.6-223.6 us, 5/3 per
+///   SM 211.5-212.7, 11/6 216.2-216.4, 4/3 221-226, 1 or 2/3 251-272; skewed 287-303 -> 260.6-274.3,
+///   5/3 per SM 290-302, 11/6 284; 2048 tokens uniform 146-147 -> 130).
 /// - MXFP4 and NVFP4 (not measured): 512-thread blocks, the copy-out on a third of the SMs.
 ///
 /// `EP_CUDA_SEND_THREADS`, `EP_CUDA_OVERLAP_COPY_THREADS` (a multiple of 32, 64 to 512) and
@@ -68,7 +71,7 @@ impl BlockShape {
     fn of(format: Format, overlap: bool) -> Self {
         let (send_threads, copy_threads, copy_blocks) = match (format, overlap) {
             (Format::Bf16, true) => (512, 512, (2, 3)),
-            (Format::Fp8, true) => (256, 256, (5, 3)),
+            (Format::Fp8, true) => (256, 256, (2, 1)),
             (Format::Bf16 | Format::Fp8, false) => (256, 512, (0, 1)),
             (_, true) => (512, 512, (1, 3)),
             (_, false) => (SEND_THREADS, 512, (0, 1)),
