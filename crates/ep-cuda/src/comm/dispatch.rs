@@ -7,7 +7,7 @@ use cudarc::driver::CudaStream;
 use ep_core::format::TokenFormat;
 use ep_core::{DispatchInput, Format, Result};
 
-use super::path::tokens_from_env;
+use super::path::{number_from_env, tokens_from_env};
 use super::{contiguous, CudaComm, RoundData, SEND_THREADS, THREADS, WAIT_THREADS};
 use crate::driver::cuda;
 use crate::kernels::{launch, MsgLayout};
@@ -45,7 +45,7 @@ fn send_smem(format: Format, m: &MsgLayout, hidden: usize) -> usize {
 /// half an SM that a 512-thread send block frees, and a 256-thread one the quarter a 256-thread
 /// send block frees (with 512-thread copy blocks beside 256-thread sends the copy-out starved:
 /// 4096 tokens BF16 290 -> 315 us). The copy-out's grid is then a share of the SMs, in blocks as
-/// launched (`copy_blocks`, per SM), the best measured at 4096 tokens:
+/// launched (`overlap_copy_grid`, per SM), the best measured at 4096 tokens:
 /// - BF16: 512-thread sends and copy blocks on two thirds of the SMs (v17: two thirds 304-308 us,
 ///   a half 291-335 with p95 338-372; v20 292 / 291 with p95 296 / 295). 256-thread shapes were
 ///   slower here (v26: 313-352 us with 1 to 5/3 copy blocks per SM; 1024 tokens 117-120 against
@@ -58,54 +58,38 @@ fn send_smem(format: Format, m: &MsgLayout, hidden: usize) -> usize {
 ///   5/3 per SM 290-302, 11/6 284; 2048 tokens uniform 146-147 -> 130).
 /// - MXFP4 and NVFP4 (not measured): 512-thread blocks, the copy-out on a third of the SMs.
 ///
-/// `EP_CUDA_SEND_THREADS`, `EP_CUDA_OVERLAP_COPY_THREADS` (a multiple of 32, 64 to 512) and
+/// `EP_CUDA_SEND_THREADS` (a multiple of 32, 64 to 512; the copy blocks follow it) and
 /// `EP_CUDA_OVERLAP_COPY_BLOCKS` (the grid) override them for every round.
-struct BlockShape {
-    send_threads: u32,
-    copy_threads: u32,
-    /// Copy-out blocks per SM, as a fraction.
-    copy_blocks: (usize, usize),
-}
-
-impl BlockShape {
-    fn of(format: Format, overlap: bool) -> Self {
-        let (send_threads, copy_threads, copy_blocks) = match (format, overlap) {
-            (Format::Bf16, true) => (512, 512, (2, 3)),
-            (Format::Fp8, true) => (256, 256, (2, 1)),
-            (Format::Bf16 | Format::Fp8, false) => (256, 512, (0, 1)),
-            (_, true) => (512, 512, (1, 3)),
-            (_, false) => (SEND_THREADS, 512, (0, 1)),
-        };
-        static SEND: OnceLock<Option<usize>> = OnceLock::new();
-        static COPY: OnceLock<Option<usize>> = OnceLock::new();
-        Self {
-            send_threads: threads_from_env(&SEND, "EP_CUDA_SEND_THREADS").unwrap_or(send_threads),
-            copy_threads: threads_from_env(&COPY, "EP_CUDA_OVERLAP_COPY_THREADS")
-                .unwrap_or(copy_threads),
-            copy_blocks,
-        }
-    }
-
-    /// The overlapped copy-out's grid on a GPU where `most` blocks of 512 threads are resident.
-    fn copy_grid(&self, most: usize) -> usize {
-        static BLOCKS: OnceLock<Option<usize>> = OnceLock::new();
-        let per = (512 / self.copy_threads) as usize;
-        let (num, den) = self.copy_blocks;
-        tokens_from_env(&BLOCKS, "EP_CUDA_OVERLAP_COPY_BLOCKS")
-            .unwrap_or(most * num / den)
-            .clamp(1, most * per)
-    }
-}
-
-/// A block size from `var`: a multiple of 32 from 64 to 512, or the default.
-fn threads_from_env(cell: &OnceLock<Option<usize>>, var: &str) -> Option<u32> {
-    match tokens_from_env(cell, var)? {
+fn send_threads(format: Format, overlap: bool) -> u32 {
+    static SEND: OnceLock<Option<u32>> = OnceLock::new();
+    let set = *SEND.get_or_init(|| match number_from_env("EP_CUDA_SEND_THREADS")? {
         n if (64..=512).contains(&n) && n % 32 == 0 => Some(n as u32),
         _ => {
-            eprintln!("ep-cuda: {var} is not a multiple of 32 from 64 to 512; the default applies");
+            eprintln!("ep-cuda: EP_CUDA_SEND_THREADS is not a multiple of 32 from 64 to 512; the default applies");
             None
         }
-    }
+    });
+    set.unwrap_or(match (format, overlap) {
+        (Format::Bf16, true) => 512,
+        (Format::Bf16 | Format::Fp8, _) => 256,
+        _ => SEND_THREADS,
+    })
+}
+
+/// The overlapped copy-out's grid and block size (`send_threads`) on a rank where `most` blocks
+/// of 512 threads are resident (its share of the SMs).
+fn overlap_copy_grid(format: Format, most: usize) -> (u32, u32) {
+    static BLOCKS: OnceLock<Option<usize>> = OnceLock::new();
+    let threads = send_threads(format, true);
+    let (num, den) = match format {
+        Format::Bf16 => (2, 3),
+        Format::Fp8 => (2, 1),
+        _ => (1, 3),
+    };
+    let grid = tokens_from_env(&BLOCKS, "EP_CUDA_OVERLAP_COPY_BLOCKS")
+        .unwrap_or(most * num / den)
+        .clamp(1, most * (512 / threads) as usize);
+    (grid as u32, threads)
 }
 
 /// Parameters of the kernels whose argument lists are built as arrays here (a test in mod.rs
@@ -253,7 +237,7 @@ impl CudaComm {
         self.launch(
             "ep_dispatch_send",
             t.max(1) as u32,
-            BlockShape::of(cfg.format, overlap).send_threads,
+            send_threads(cfg.format, overlap),
             smem,
             &send,
         )?;
@@ -463,14 +447,16 @@ impl CudaComm {
             &first_block,
         ];
         if what == CopyOut::Messages {
-            let shape = BlockShape::of(cfg.format, true);
-            let grid = shape.copy_grid(self.world.single_launch_blocks[self.rank] as usize);
+            let (grid, threads) = overlap_copy_grid(
+                cfg.format,
+                self.world.single_launch_blocks[self.rank] as usize,
+            );
             let f = self.k().get("ep_dispatch_copy_messages");
             return launch(
                 &self.copy_stream,
                 f,
-                grid as u32,
-                shape.copy_threads,
+                grid,
+                threads,
                 0,
                 &args[..COPY_MESSAGES_ARGS],
             );
@@ -493,18 +479,24 @@ impl CudaComm {
 mod tests {
     use super::*;
 
-    /// An overlapped copy-out block takes the registers a retiring send block frees only when the
-    /// two are the same size (`BlockShape`), and its grid stays within what is resident.
+    /// The shapes measured (`send_threads`), and an overlapped copy-out grid that stays within
+    /// what is resident for its block size.
     #[test]
-    fn overlapped_copy_blocks_match_the_send() {
+    fn block_shapes() {
+        assert_eq!(send_threads(Format::Bf16, true), 512);
+        assert_eq!(send_threads(Format::Fp8, true), 256);
+        assert_eq!(send_threads(Format::Bf16, false), 256);
+        assert_eq!(send_threads(Format::Nvfp4, false), SEND_THREADS);
+        assert_eq!(overlap_copy_grid(Format::Fp8, 132), (264, 256));
+        assert_eq!(overlap_copy_grid(Format::Bf16, 132), (88, 512));
         for format in [Format::Bf16, Format::Fp8, Format::Mxfp4, Format::Nvfp4] {
-            let shape = BlockShape::of(format, true);
-            assert_eq!(shape.send_threads, shape.copy_threads, "{format:?}");
-            let grid = shape.copy_grid(132);
-            assert!(
-                grid >= 1 && grid <= 132 * (512 / shape.copy_threads) as usize,
-                "{format:?}: {grid}"
-            );
+            for most in [1, 16, 132] {
+                let (grid, threads) = overlap_copy_grid(format, most);
+                assert!(
+                    grid >= 1 && grid as usize <= most * (512 / threads) as usize,
+                    "{format:?}"
+                );
+            }
         }
     }
 }

@@ -37,7 +37,7 @@ pub(crate) use path::ll_max_tokens;
 const THREADS: u32 = 128;
 const WAIT_THREADS: u32 = 256;
 /// The single-launch phases, and the multi-kernel send of the formats not measured with fewer
-/// (dispatch.rs, `BlockShape`): at decode sizes a few blocks are all the GPU runs, so each needs
+/// (dispatch.rs, `send_threads`): at decode sizes a few blocks are all the GPU runs, so each needs
 /// many warps in flight.
 const SEND_THREADS: u32 = 512;
 

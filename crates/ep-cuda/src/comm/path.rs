@@ -34,7 +34,7 @@ const SINGLE_DISPATCH_MAX_TOKENS_SHARED_GPU: usize = 1;
 /// Again at v20 (`bench/results/history/prefill-ab-h200-x2-2026-11-22-v20.txt`, two reps):
 /// 1024 tokens BF16 118.7 -> 105.5 / 104.4 us (p95 120.4 -> 128.6 / 116.5), FP8 95.0 -> 96.1 /
 /// 97.5; 512 tokens 1-12 us slower. So BF16 from 1024, the formats the send encodes from 2048.
-/// Again at v26 with its block shapes (dispatch.rs, `BlockShape`): 1024 tokens FP8 86.3 us
+/// Again at v26 with its block shapes (dispatch.rs, `send_threads`): 1024 tokens FP8 86.3 us
 /// sequential, 90.6-101.5 overlapped; 512 BF16 71.7-72.0 sequential, 74.8-75.3 overlapped.
 /// `EP_CUDA_OVERLAP_MIN_TOKENS` overrides both (0: never).
 const OVERLAP_MIN_TOKENS: usize = 2048;
@@ -50,14 +50,20 @@ const MARKED_MIN_TOKENS: usize = 1024;
 /// A token count set by the environment variable `var`, read once into `cell` (`None` when unset,
 /// or with a warning when it is not a number): it overrides the tunable's default.
 pub(super) fn tokens_from_env(cell: &OnceLock<Option<usize>>, var: &str) -> Option<usize> {
-    *cell.get_or_init(|| match std::env::var(var).as_deref().map(str::parse) {
+    *cell.get_or_init(|| number_from_env(var))
+}
+
+/// The number in the environment variable `var`: `None` when unset, or with a warning when it is
+/// not a number. Read every call; the tunables cache it (`tokens_from_env`).
+pub(super) fn number_from_env(var: &str) -> Option<usize> {
+    match std::env::var(var).as_deref().map(str::parse) {
         Err(_) => None,
         Ok(Ok(n)) => Some(n),
         Ok(Err(_)) => {
             eprintln!("ep-cuda: {var} is not a number; the default applies");
             None
         }
-    })
+    }
 }
 
 /// Up to this many tokens a rank takes its combine rows in LL form (common.cuh): each 8-byte word

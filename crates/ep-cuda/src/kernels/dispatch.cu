@@ -470,7 +470,7 @@ __device__ __forceinline__ u8* ep_shared_msg(int t, int shared_start, int shared
 // ep_send_token; with `early` each block marks its messages landed (ep_assign_slots published the
 // counts), otherwise with `signal` (one node) the last block to finish publishes the counts, with
 // `ll` and `marked` (this rank's combine form, ep_nmsg_flags).
-// Launched with 256 or 512 threads (comm/dispatch.rs, BlockShape); at 59 registers a thread (sm_90), four
+// Launched with 256 or 512 threads (comm/dispatch.rs, send_threads); at 59 registers a thread (sm_90), four
 // 256-thread blocks fit an SM, or two of 512.
 // Parameters ids .. staging are ep_dispatch_put's, in its order (comm/dispatch.rs passes that slice).
 extern "C" __global__ void __launch_bounds__(512) ep_dispatch_send(const u16* tokens, const float* input_scales,
@@ -823,7 +823,7 @@ __device__ bool ep_copy_messages(u64 first, u64 step, const u8* recv, const u32*
 
 // The messages of an overlapped round (above), copied out while they land: launched on a second
 // stream beside ep_dispatch_send, after ep_dispatch_wait has laid out the groups from the early
-// counts. A persistent grid (comm/dispatch.rs, BlockShape: a share of the SMs, its blocks the size of
+// counts. A persistent grid (comm/dispatch.rs, overlap_copy_grid: a share of the SMs, its blocks the size of
 // the send's, so that one takes the registers a retiring send block frees) gives each warp a message
 // at a time (a block per message left each SM one message in flight: a chain of round trips per
 // message, 3x slower than the send), in the order they are sent (ep_copy_messages), waiting for
