@@ -23,7 +23,7 @@ from trace_summary import parse_blocks  # the same lines, read one way
 STEPS = {
     "assign": [(1, "slots assigned"), (2, "counts published (last block)")],
     "send": [(1, "route loaded"), (12, "row here"), (13, "message ready"), (14, "stores issued"),
-             (2, "marked landed (end)")],
+             (3, "own rows written"), (2, "end")],
     "copy": [(9, "first mark seen"), (15, "first message copied"), (2, "end")],
 }
 
@@ -53,6 +53,7 @@ def main(path):
                 continue
             first, last, n, life, alive, per_sm, sms = [], [], [], [], [], [], []
             steps = collections.defaultdict(list)
+            reached = collections.defaultdict(list)  # step -> share of the launch's blocks
             tenths = [[] for _ in range(10)]
             last_blocks = collections.Counter()
             for t0, launch in per:
@@ -72,6 +73,7 @@ def main(path):
                     at = [b[4][i - 1] for b in launch if b[4][i - 1] >= 0]
                     if at:
                         steps[i].append(st.median(at))
+                    reached[i].append(len(at) / len(launch))
                 for b in sorted(launch, key=lambda b: b[0] + 1e3 * max(b[4]))[-3:]:
                     last_blocks[b[2]] += 1
                 for k in range(10):
@@ -82,6 +84,8 @@ def main(path):
                   f"alive at once {st.median(alive):.1f} ({st.median(per_sm):.2f} per SM)")
             print("    median block, us from its start: " +
                   ", ".join(f"{name} {st.median(steps[i]):.2f}" for i, name in STEPS[kernel] if steps[i]))
+            print("    share of blocks that reach each step: " +
+                  ", ".join(f"{name} {100 * st.median(reached[i]):.0f}%" for i, name in STEPS[kernel]))
             print("    finished by each tenth of the span: " +
                   " ".join(f"{100 * st.median(t):.0f}%" for t in tenths))
             print("    blocks most often among the last three to finish: " +

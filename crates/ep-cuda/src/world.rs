@@ -61,6 +61,10 @@ pub struct RankBuffers {
     /// Each received message's rows by slot [n_ranks, max_tokens, top_k] (i32, -1: not here),
     /// for a combine that sends its rows back in token order.
     pub msg_rows: DevBuf,
+    /// The overlapped dispatch round whose layout `ep_dispatch_wait` has written (u32): the send
+    /// blocks that read it expand the rank's own messages themselves (dispatch.cu,
+    /// ep_place_own_rows).
+    pub layout_seq: DevBuf,
     // Combine.
     pub expert_out: DevBuf,
     pub weights: DevBuf,
@@ -314,6 +318,7 @@ impl RankBuffers {
             })?,
             c_marks: b(if multi_node { 0 } else { t * k * 4 })?,
             msg_rows: b(if multi_node { 0 } else { n * t * k * 4 })?,
+            layout_seq: b(4)?,
         };
         bufs.d_counts.fill(0xFF)?;
         bufs.d_ticket.fill(0)?;
@@ -326,6 +331,8 @@ impl RankBuffers {
         // Words below every combine's number (comm/mod.rs: `cseq` starts at 1).
         bufs.c_ll.fill(0)?;
         bufs.c_marks.fill(0)?;
+        // Below every round number.
+        bufs.layout_seq.fill(0)?;
         Ok(bufs)
     }
 }

@@ -55,7 +55,9 @@ fn send_smem(format: Format, m: &MsgLayout, hidden: usize) -> usize {
 ///   (the receiver of the hot experts copies the most); 2 per SM is the one shape faster than
 ///   v22's in both (v26, 4096 tokens, two reps each: uniform 251-253 -> 220.6-223.6 us, 5/3 per
 ///   SM 211.5-212.7, 11/6 216.2-216.4, 4/3 221-226, 1 or 2/3 251-272; skewed 287-303 -> 260.6-274.3,
-///   5/3 per SM 290-302, 11/6 284; 2048 tokens uniform 146-147 -> 130).
+///   5/3 per SM 290-302, 11/6 284; 2048 tokens uniform 146-147 -> 130). Since v27 the send
+///   blocks write the rank's own rows (`places_own_rows`), which leaves the copy-out half the
+///   messages: `FP8_PLACED_COPY_PER_SM`.
 /// - MXFP4 and NVFP4 (not measured): 512-thread blocks, the copy-out on a third of the SMs.
 ///
 /// `EP_CUDA_SEND_THREADS` (a multiple of 32, 64 to 512; the copy blocks follow it) and
@@ -83,6 +85,7 @@ fn overlap_copy_grid(format: Format, most: usize) -> (u32, u32) {
     let threads = send_threads(format, true);
     let (num, den) = match format {
         Format::Bf16 => (2, 3),
+        Format::Fp8 if places_own_rows(format) => FP8_PLACED_COPY_PER_SM,
         Format::Fp8 => (2, 1),
         _ => (1, 3),
     };
@@ -92,10 +95,52 @@ fn overlap_copy_grid(format: Format, most: usize) -> (u32, u32) {
     (grid as u32, threads)
 }
 
+/// FP8's overlapped copy blocks per SM, as a fraction, when the send blocks write the rank's own
+/// rows: the copy-out has half the messages left, and as before uniform routing wants fewer copy
+/// blocks and skewed more. v27 on 2x H200, means of two interleaved reps, uniform / skewed
+/// (`bench/results/history/prefill-dispatch-ab-h200-x2-2026-11-23-v27.txt`): 4096 tokens, 2 per
+/// SM without the own rows (v26) 221.1 / 274.6 us; 1 per SM 204.4 / 259.9; 5/4 212.2 / 247.7;
+/// 3/2 218.0 / 249.7; 2048 tokens 130.1 / 154.4, 124.6 / 150.1, 128.2 / 149.1, 128.0 / 141.0.
+/// 3/2 had the lowest sum and is nowhere slower than v26 (one rep: 1/2 232.9 / 282.8, 3/4
+/// 208.0 / 260.4).
+const FP8_PLACED_COPY_PER_SM: (usize, usize) = (3, 2);
+
+/// Whether an overlapped round's send blocks write the rank's own rows themselves once the layout
+/// is known (dispatch.cu, `ep_place_own_rows`), rather than store the rank's own message for the
+/// copy-out to read back: FP8, whose send is bound by its encode and has room for the stores
+/// (v27, 2x H200, 4096 tokens: 221.1 -> 218.0 us uniform, 274.6 -> 249.7 skewed with the copy
+/// grid of `FP8_PLACED_COPY_PER_SM`; 204.4 / 259.9 with a copy block per SM). Not
+/// BF16: its send is at the NVLink ceiling already, and four rows of 14 KB a token made its send
+/// blocks live longer (4096 tokens 288-291 -> 332-334 us; with 256-thread sends and copy blocks
+/// 301.5, with fewer copy blocks 300-590). MXFP4 and NVFP4 not measured: not. `EP_CUDA_OWN_ROWS`
+/// overrides it (0: never, 1: every format).
+fn places_own_rows(format: Format) -> bool {
+    static SET: OnceLock<Option<usize>> = OnceLock::new();
+    tokens_from_env(&SET, "EP_CUDA_OWN_ROWS").map_or(format == Format::Fp8, |n| n != 0)
+}
+
+/// How long an overlapped round's send blocks wait for the layout before they send the rank's own
+/// messages as messages instead of writing their rows (dispatch.cu, `ep_place_own_rows`): by
+/// default not at all, they look once, so the blocks that run before the layout is there lose no
+/// time; at small sizes every block may run before it. `EP_CUDA_OWN_ROWS_WAIT_NS` sets a wait,
+/// for tests that must take the rows path whatever the timing (the wait is bounded: a layout that
+/// never comes costs the time, then the message goes as a message).
+fn own_rows_wait_ns() -> u64 {
+    static WAIT: OnceLock<Option<usize>> = OnceLock::new();
+    tokens_from_env(&WAIT, "EP_CUDA_OWN_ROWS_WAIT_NS").unwrap_or(0) as u64
+}
+
+/// The dispatch round after `seq`, from 1 up to 2^31 - 1 and round again: an overlapped round's
+/// landed mark is the round's number or, for a message whose rows its sender wrote itself, the
+/// number with the top bit set (dispatch.cu, EP_LANDED_PLACED); 0 is below every round.
+fn next_seq(seq: u32) -> u32 {
+    seq % 0x7fff_ffff + 1
+}
+
 /// Parameters of the kernels whose argument lists are built as arrays here (a test in mod.rs
 /// checks them against the kernels' declarations).
-pub(super) const SEND_ARGS: usize = 32;
-pub(super) const WAIT_ARGS: usize = 14;
+pub(super) const SEND_ARGS: usize = 42;
+pub(super) const WAIT_ARGS: usize = 16;
 pub(super) const COPY_OUT_ARGS: usize = 24;
 /// `ep_dispatch_copy_messages` takes the first of `ep_dispatch_copy_out`'s.
 pub(super) const COPY_MESSAGES_ARGS: usize = 21;
@@ -146,7 +191,7 @@ impl CudaComm {
     /// kernels; at decode sizes inside one node, the whole dispatch in one launch; at prefill
     /// sizes inside one node, also the first slice of the wait and the copy-out, overlapped.
     pub(crate) fn issue_dispatch_send(&mut self) -> Result<()> {
-        self.seq = self.seq.wrapping_add(1).max(1);
+        self.seq = next_seq(self.seq);
         self.round.messages_pending = false;
         if self.single_dispatch() {
             return self.issue_dispatch_single();
@@ -195,7 +240,7 @@ impl CudaComm {
             self.slots_done.record(&self.stream).map_err(cuda)?;
             self.copy_stream.wait(&self.slots_done).map_err(cuda)?;
             let slice = self.first_slice_ns();
-            self.launch_dispatch_wait(&self.copy_stream, slice)?;
+            self.launch_dispatch_wait(&self.copy_stream, slice, true)?;
             self.issue_copy(CopyOut::Messages, slice)?;
         }
         let smem = send_smem(cfg.format, &m, cfg.hidden) as u32;
@@ -232,6 +277,17 @@ impl CudaComm {
             &self.seq,
             &marked,
             &ll,
+            // The own rows' layout, written beside an overlapped send (`ep_place_own_rows`).
+            &self.layout_seq(overlap),
+            &own_rows_wait_ns(),
+            &b.row_offsets.ptr,
+            &b.src_offsets.ptr,
+            &self.shared_groups(),
+            &b.recv_tokens.ptr,
+            &b.recv_scales.ptr,
+            &b.src_info.ptr,
+            &b.row_src.ptr,
+            &self.msg_rows(),
         ];
         // At least one block: a rank without tokens still signals.
         self.launch(
@@ -364,14 +420,21 @@ impl CudaComm {
     pub(crate) fn issue_dispatch_wait(&self, slice_ns: u64) -> Result<()> {
         self.bind()?;
         self.wait_counts_unless_taken(|c| {
-            c.launch_dispatch_wait(&c.stream, slice_ns)?;
+            c.launch_dispatch_wait(&c.stream, slice_ns, false)?;
             c.mark("ep_dispatch_wait")
         })?;
         self.issue_copy(CopyOut::All, slice_ns)
     }
 
-    /// `ep_dispatch_wait` on `stream`: the counts, their check and the groups' layout.
-    fn launch_dispatch_wait(&self, stream: &CudaStream, slice_ns: u64) -> Result<()> {
+    /// `ep_dispatch_wait` on `stream`: the counts, their check and the groups' layout; beside an
+    /// overlapped round's send (`beside_send`), also the word that tells the send blocks the
+    /// layout is there (`layout_seq`).
+    fn launch_dispatch_wait(
+        &self,
+        stream: &CudaStream,
+        slice_ns: u64,
+        beside_send: bool,
+    ) -> Result<()> {
         let cfg = &self.cfg;
         let b = self.bufs();
         let sc = &self.sc;
@@ -393,9 +456,31 @@ impl CudaComm {
             &b.snapshot.ptr,
             &b.row_offsets.ptr,
             &b.src_offsets.ptr,
+            &self.layout_seq(beside_send),
+            &self.seq,
         ];
         let f = self.k().get("ep_dispatch_wait");
         launch(stream, f, 1, WAIT_THREADS, layout_smem, &wait)
+    }
+
+    /// The word that tells an overlapped round's send blocks the layout is there (null unless
+    /// `overlap` and the send blocks write the rank's own rows: `places_own_rows`).
+    fn layout_seq(&self, overlap: bool) -> u64 {
+        if overlap && places_own_rows(self.cfg.format) {
+            self.bufs().layout_seq.ptr
+        } else {
+            0
+        }
+    }
+
+    /// Each message's rows, for a marked round's combine only (the buffer is empty between
+    /// nodes; a null pointer writes nothing).
+    fn msg_rows(&self) -> u64 {
+        if self.marked_combine() {
+            self.bufs().msg_rows.ptr
+        } else {
+            0
+        }
     }
 
     /// The copy-out into the per-expert layout (dispatch.cu): `ep_dispatch_copy_out` on the main
@@ -413,13 +498,7 @@ impl CudaComm {
         } else {
             0
         };
-        // Each message's rows, for a marked round's combine only (the buffer is empty between
-        // nodes; a null pointer writes nothing).
-        let msg_rows: u64 = if self.marked_combine() {
-            b.msg_rows.ptr
-        } else {
-            0
-        };
+        let msg_rows = self.msg_rows();
         let args: [&dyn crate::kernels::KernelArg; COPY_OUT_ARGS] = [
             &b.d_recv.ptr,
             &b.d_nmsg.ptr,
@@ -479,6 +558,15 @@ impl CudaComm {
 mod tests {
     use super::*;
 
+    /// Round numbers stay clear of the placed bit and of 0.
+    #[test]
+    fn round_numbers() {
+        assert_eq!(next_seq(0), 1);
+        assert_eq!(next_seq(1), 2);
+        assert_eq!(next_seq(0x7fff_fffe), 0x7fff_ffff);
+        assert_eq!(next_seq(0x7fff_ffff), 1);
+    }
+
     /// The shapes measured (`send_threads`), and an overlapped copy-out grid that stays within
     /// what is resident for its block size.
     #[test]
@@ -487,7 +575,8 @@ mod tests {
         assert_eq!(send_threads(Format::Fp8, true), 256);
         assert_eq!(send_threads(Format::Bf16, false), 256);
         assert_eq!(send_threads(Format::Nvfp4, false), SEND_THREADS);
-        assert_eq!(overlap_copy_grid(Format::Fp8, 132), (264, 256));
+        assert!(places_own_rows(Format::Fp8) && !places_own_rows(Format::Bf16));
+        assert_eq!(overlap_copy_grid(Format::Fp8, 132), (198, 256));
         assert_eq!(overlap_copy_grid(Format::Bf16, 132), (88, 512));
         for format in [Format::Bf16, Format::Fp8, Format::Mxfp4, Format::Nvfp4] {
             for most in [1, 16, 132] {

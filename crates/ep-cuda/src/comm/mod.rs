@@ -95,7 +95,8 @@ pub struct CudaComm {
     slots_done: CudaEvent,
     copied: CudaEvent,
     /// The dispatch round's number, the same on every rank: an overlapped sender marks its
-    /// messages landed with it. Flags start at 0, so it starts at 1.
+    /// messages landed with it. Flags start at 0, so it starts at 1; it stays below the mark's
+    /// placed bit (dispatch.cu, EP_LANDED_PLACED; `next_seq`).
     seq: u32,
     /// The combine's number, the same on every rank: the word an LL row carries (common.cuh).
     /// The LL rows start at 0, so it starts at 1.

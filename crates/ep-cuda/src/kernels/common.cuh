@@ -353,12 +353,13 @@ __device__ __forceinline__ bool ep_aligned16(const void* p, u64 bytes) { return 
 
 // Copies `bytes` (a multiple of 4) from `src` to each of `dst[0 .. n_dst)` with the team's
 // threads, 16 bytes at a time where all are 16-byte aligned: `src` is read once however many
-// destinations there are. Each thread issues up to 8 loads before their stores, so a row of a few
-// KB is one round trip to memory, not one per 16 bytes (the stores cannot be moved past the next
-// load by the compiler: a destination may alias `src` as far as it knows). With `First`, the
-// thread's first pieces (id, id + size, ...) were loaded from `src` already, into `first`
-// (whenever src and bytes are 16-byte aligned): stored as they are.
-template <bool Warp, int First = 0>
+// destinations there are. Each thread issues up to `Batch` (8) loads before their stores, so a row
+// of a few KB is one round trip to memory, not one per 16 bytes (the stores cannot be moved past
+// the next load by the compiler: a destination may alias `src` as far as it knows); from shared
+// memory one at a time does (and takes 32 registers fewer). With `First`, the thread's first
+// pieces (id, id + size, ...) were loaded from `src` already, into `first` (whenever src and
+// bytes are 16-byte aligned): stored as they are.
+template <bool Warp, int First = 0, int Batch = 8>
 __device__ __forceinline__ void ep_copy_to(u8* const* dst, int n_dst, const u8* src, u64 bytes,
                                            const uint4* first = nullptr) {
     const unsigned id = ep_team_id<Warp>(), size = ep_team_size<Warp>();
@@ -367,7 +368,7 @@ __device__ __forceinline__ void ep_copy_to(u8* const* dst, int n_dst, const u8* 
     for (int i = 0; i < n_dst; i++) vector = vector && (u64)dst[i] % 16 == 0;
     if (vector) {
         const uint4* s = (const uint4*)src;
-        const int batch = 8;
+        const int batch = Batch;
         u64 n = bytes / 16, step = size;
         for (int i = 0; i < n_dst; i++)
 #pragma unroll
@@ -637,6 +638,9 @@ __device__ bool ep_wait_counts(u64* counts, int n, int rank, int n_ranks, int sk
 
 __device__ __forceinline__ void ep_red_release_gpu(u32* p, u32 v) {
     asm volatile("red.release.gpu.global.add.u32 [%0], %1;" :: "l"(p), "r"(v) : "memory");
+}
+__device__ __forceinline__ void ep_store_release_gpu(u32* p, u32 v) {
+    asm volatile("st.release.gpu.global.u32 [%0], %1;" :: "l"(p), "r"(v) : "memory");
 }
 __device__ __forceinline__ u32 ep_load_acquire_gpu(const u32* p) {
     u32 v;

@@ -6,7 +6,9 @@
 // while the wait's slice runs out before the counts are all there. A prefill round inside one node
 // overlaps (below): ep_assign_slots (publishes the counts) -> ep_dispatch_send (marks each message
 // landed), with ep_dispatch_wait -> ep_dispatch_copy_messages on a second stream beside the send,
-// then ep_dispatch_copy_out for the padding and shared-expert rows.
+// then ep_dispatch_copy_out for the padding and shared-expert rows. In such a round the send
+// blocks that run once the wait has laid out the groups write the rank's own rows themselves
+// (ep_place_own_rows; FP8 by default, comm/dispatch.rs).
 // Stream order makes every message store complete before the signal kernel's release stores.
 
 __device__ __forceinline__ bool ep_routes_to(int skip_a2a, int src, int e, int n_local) {
@@ -33,6 +35,11 @@ __device__ __forceinline__ u64 ep_recv_offset(int src, int max_tokens, u64 pos, 
 // reads a message from a sender whose message count carries the bit; every other sender
 // published its counts after its last store. (The word's flags: common.cuh.)
 __device__ __forceinline__ u32* ep_landed_flag(u8* msg, MsgLayout m) { return (u32*)(msg + m.src_off + 8); }
+
+// The mark of a message whose rows its sender wrote itself (the rank's own message in an
+// overlapped round whose layout was known by the time the message was encoded: ep_place_own_rows);
+// the copy-out skips it. Round numbers stay below it (comm/dispatch.rs).
+#define EP_LANDED_PLACED 0x80000000u
 
 // Block-wide exclusive prefix sum of `v` over the threads in thread order; `total` returns the
 // block's sum (the same in every thread). Sums may be packed fields (ep_assign_block's four
@@ -223,6 +230,8 @@ struct EpRoute {
     int msg_at[EP_MAX_TOP_K];
     bool carries[EP_MAX_TOP_K];
     u8* at[EP_MAX_TOP_K];
+    // The rank whose message's rows this block writes itself (ep_place_own_rows), -1: none.
+    int placed;
 };
 
 // Which sending slots carry the token's message to their rank: the first sending slot for each
@@ -233,6 +242,7 @@ __device__ void ep_route_carries(EpRoute& r, int top_k) {
         for (int j = 0; j < k; j++) carries = carries && !(r.slot[j] >= 0 && r.dest[j] == r.dest[k]);
         r.carries[k] = carries;
     }
+    if (threadIdx.x == 0) r.placed = -1;
     __syncthreads();
 }
 
@@ -285,9 +295,9 @@ __device__ void ep_fetch_row(int t, const u16* tokens, int hidden, int fmt, MsgL
 
 // One block per token, its row fetched (ep_fetch_row): encode the message once in shared memory,
 // then store it at every carrying slot's rank of this node (every rank the token reaches, unless
-// ep_route_only_to kept one; 16-byte stores; r.at, which ep_mark_landed reads too). Messages for
-// another node are staged for ep_dispatch_put; the shared expert's tokens are kept in
-// `shared_msgs`.
+// ep_route_only_to kept one, except rank r.placed, whose rows the block writes itself; 16-byte stores;
+// r.at, which ep_mark_landed reads too). Messages for another node are staged for
+// ep_dispatch_put; the shared expert's tokens are kept in `shared_msgs`.
 __device__ void ep_send_token(int t, EpRoute& r, const float* input_scales, int hidden, int top_k, int fmt,
                               MsgLayout m, const u64* recv_ptrs, int rank, int gpus_per_node, int max_tokens,
                               u8* staging, int shared_start, int shared_end, u8* shared_msgs) {
@@ -345,9 +355,12 @@ __device__ void ep_send_token(int t, EpRoute& r, const float* input_scales, int 
     __syncthreads();
     if (threadIdx.x == 0) EP_STAMP_FIRST(13);
 
+    // In a register: the stores below may alias shared memory as far as the compiler knows, so a
+    // field read in the loop is a reload after every store.
+    const int placed = r.placed;
     bool staged = false;
     for (int k = 0; k < top_k; k++) {
-        if (!r.carries[k]) continue;
+        if (!r.carries[k] || (placed >= 0 && r.dest[k] == placed)) continue;
         if (r.at[k]) {
             ep_block_copy(r.at[k], msg, m.bytes);
         } else if (!staged) {
@@ -426,11 +439,13 @@ struct EpCountFits {
 
 // Waits for every count, then lays out the groups: row_offsets [n_groups + 1] and src_offsets
 // [n_groups, n_ranks + 1]. One block; the counts and group starts go through shared memory
-// (`smem`: 8 * n_local * n_ranks + 4 * (n_groups + 1) bytes).
+// (`smem`: 8 * n_local * n_ranks + 4 * (n_groups + 1) bytes). An overlapped round's first slice
+// then releases round `seq` into `layout_seq` (null: not), for the send blocks still to encode
+// this rank's own messages (ep_place_own_rows).
 extern "C" __global__ void ep_dispatch_wait(u64* counts, int n_local, int n_ranks, int rank, int skip_a2a,
                                             u64 slice_ns, int max_tokens, int shared_groups, int shared_len,
                                             int row_multiple, u32* status, u64* snapshot, u32* row_offsets,
-                                            u32* src_offsets) {
+                                            u32* src_offsets, u32* layout_seq, u32 seq) {
     extern __shared__ u64 smem_counts[];
     int n = n_local * n_ranks;
     if (!ep_wait_counts(counts, n, rank, n_ranks, skip_a2a, slice_ns, status, snapshot, EpCountFits{(u64)max_tokens}))
@@ -442,22 +457,27 @@ extern "C" __global__ void ep_dispatch_wait(u64* counts, int n_local, int n_rank
     __syncthreads();
     ep_layout_groups(cnt, n_local, n_ranks, rank, shared_groups, shared_len, row_multiple, start, src_offsets);
     for (int g = threadIdx.x; g <= n_groups; g += blockDim.x) row_offsets[g] = start[g];
+    if (!layout_seq) return;
+    __syncthreads();
+    if (threadIdx.x == 0) ep_store_release_gpu(layout_seq, seq);
 }
 
 // Marks token t's messages inside this node (r.at, from ep_send_token), and its shared-expert
 // message (`shared_msg`, null when it has none), landed for round `seq` (a sender that published
 // early, above): the block's stores are ordered before one fence, then a system-scope store per
-// message. Every thread calls it.
+// message; rank r.placed's message as placed (EP_LANDED_PLACED: its rows are the block's to
+// write, ep_place_own_rows). Every thread calls it.
 __device__ void ep_mark_landed(const EpRoute& r, int top_k, MsgLayout m, u32 seq, u8* shared_msg) {
     __syncthreads();
     if (threadIdx.x != 0) return;
+    const int placed = r.placed;
     bool fenced = false;
     for (int k = -1; k < top_k; k++) {
         u8* msg = k < 0 ? shared_msg : r.at[k];
         if (!msg) continue;
         if (!fenced) ep_fence_acq_rel();
         fenced = true;
-        ep_store_relaxed_sys(ep_landed_flag(msg, m), seq);
+        ep_store_relaxed_sys(ep_landed_flag(msg, m), placed >= 0 && k >= 0 && r.dest[k] == placed ? seq | EP_LANDED_PLACED : seq);
     }
 }
 
@@ -466,10 +486,32 @@ __device__ __forceinline__ u8* ep_shared_msg(int t, int shared_start, int shared
     return t >= shared_start && t < shared_end ? shared_msgs + (u64)(t - shared_start) * m.bytes : nullptr;
 }
 
+// Whether ep_dispatch_wait has released round `seq`'s layout into `layout_seq`, waiting for it up to
+// `wait_ns` (0: a look). One thread.
+__device__ bool ep_layout_released(const u32* layout_seq, u32 seq, u64 wait_ns) {
+    bool there = ep_load_acquire_gpu(layout_seq) == seq;
+    if (there || wait_ns == 0) return there;
+    u64 deadline = ep_globaltimer() + wait_ns;
+    while (!there && ep_globaltimer() < deadline) {
+        __nanosleep(256);
+        there = ep_load_acquire_gpu(layout_seq) == seq;
+    }
+    return there;
+}
+
+// Defined with the copy-out, whose row finding and copy it shares.
+__device__ void ep_place_own_rows(const EpRoute& r, int top_k, int rank, const u32* row_offsets,
+                                  const u32* src_offsets, int n_local, int n_ranks, int shared_groups, int max_tokens,
+                                  int hidden, int fmt, MsgLayout m, u8* recv_tokens, u8* recv_scales, int* src_info,
+                                  int* row_src, int* msg_rows);
+
 // One block per token (at least one block, for a rank without tokens): the token's route, then
 // ep_send_token; with `early` each block marks its messages landed (ep_assign_slots published the
 // counts), otherwise with `signal` (one node) the last block to finish publishes the counts, with
-// `ll` and `marked` (this rank's combine form, ep_nmsg_flags).
+// `ll` and `marked` (this rank's combine form, ep_nmsg_flags). With `early`, a block that finds
+// the round's layout released (`layout_seq`, null: never; waiting up to `layout_wait_ns` for it,
+// which only tests set) expands its own message into this rank's rows itself (ep_place_own_rows,
+// with the copy-out's parameters after layout_seq).
 // Launched with 256 or 512 threads (comm/dispatch.rs, send_threads); at 59 registers a thread (sm_90), four
 // 256-thread blocks fit an SM, or two of 512.
 // Parameters ids .. staging are ep_dispatch_put's, in its order (comm/dispatch.rs passes that slice).
@@ -480,17 +522,28 @@ extern "C" __global__ void __launch_bounds__(512) ep_dispatch_send(const u16* to
                                             u8* staging, int shared_start, int shared_end, u8* shared_msgs,
                                             int signal, u32* ticket, const u64* sent, const u32* msgs_to,
                                             int n_experts, int skip_a2a, const u64* count_ptrs,
-                                            const u64* nmsg_ptrs, int early, u32 seq, int marked, int ll) {
+                                            const u64* nmsg_ptrs, int early, u32 seq, int marked, int ll,
+                                            const u32* layout_seq, u64 layout_wait_ns, const u32* row_offsets,
+                                            const u32* src_offsets,
+                                            int shared_groups, u8* recv_tokens, u8* recv_scales, int* src_info,
+                                            int* row_src, int* msg_rows) {
     __shared__ EpRoute route;
     int t = blockIdx.x;
     if (t < n_tokens) {
         EP_STAMPS
         ep_fetch_row(t, tokens, hidden, fmt, m);
         ep_load_route(route, t, ids, slots, rank_slots, top_k, n_local, n_ranks);
+        // Read while the row loads (ep_send_token's barrier publishes it to the block).
+        if (threadIdx.x == 0 && layout_seq && ep_layout_released(layout_seq, seq, layout_wait_ns)) route.placed = rank;
         EP_STAMP(1);
         ep_send_token(t, route, input_scales, hidden, top_k, fmt, m, recv_ptrs, rank, gpus_per_node, max_tokens,
                       staging, shared_start, shared_end, shared_msgs);
         if (early) ep_mark_landed(route, top_k, m, seq, ep_shared_msg(t, shared_start, shared_end, shared_msgs, m));
+        if (route.placed >= 0) {
+            ep_place_own_rows(route, top_k, rank, row_offsets, src_offsets, n_local, n_ranks, shared_groups,
+                              max_tokens, hidden, fmt, m, recv_tokens, recv_scales, src_info, row_src, msg_rows);
+            EP_STAMP(3);
+        }
         EP_STAMP(2);
         EP_STAMPS_PRINT("send", rank, early);
     }
@@ -569,15 +622,16 @@ __device__ __forceinline__ EpMsgHead ep_load_message(const u8* msg, int hidden, 
 // Rows r.row[0 .. r.n) of the output (of `rows`) from message `msg`, whose first loads are in `h`
 // (ep_load_message), by the block or (Warp) the calling warp: the payload read once and stored to
 // every row, then each row's scales, src_info (source token, r.slot[i]) and source rank `src`
-// (-1: none).
-template <bool Warp>
+// (-1: none). `Shared`: the message is in shared memory (the send's own rows), `h` holds only the
+// token, and the payload goes a piece at a time (ep_copy_to).
+template <bool Warp, bool Shared = false>
 __device__ void ep_copy_rows(const EpRows& r, const EpMsgHead& h, u64 rows, const u8* msg, int src, int hidden,
                              int fmt, MsgLayout m, u8* recv_scales, int* src_info, int* row_src) {
-    ep_copy_to<Warp, ep_copy_first<Warp>()>(r.dst, r.n, msg, m.payload_bytes, h.piece);
+    constexpr int First = Shared ? 0 : ep_copy_first<Warp>();
+    ep_copy_to<Warp, First, Shared ? 1 : 8>(r.dst, r.n, msg, m.payload_bytes, h.piece);
     for (int i = 0; i < r.n; i++) {
         u64 row = r.row[i];
-        ep_place_scales<Warp>(fmt, hidden, rows, row, msg + m.scales_off, recv_scales,
-                              ep_copy_first<Warp>() > 0 ? &h.scale : nullptr);
+        ep_place_scales<Warp>(fmt, hidden, rows, row, msg + m.scales_off, recv_scales, First > 0 ? &h.scale : nullptr);
         if (ep_team_id<Warp>() == 0) {
             src_info[2 * row] = h.token;
             src_info[2 * row + 1] = r.slot[i];
@@ -592,59 +646,107 @@ struct EpLanding {
     u64 slice_ns;
 };
 
+// What a copy-out finds of a message (ep_message_ready): not there when its slice ran out; there,
+// to be copied; placed, its rows written by its sender (EP_LANDED_PLACED).
+#define EP_MSG_MISSING 0
+#define EP_MSG_THERE 1
+#define EP_MSG_PLACED 2
+
+// The round's mark in `v`, as an EP_MSG_ value (EP_MSG_MISSING: not this round's).
+__device__ __forceinline__ u32 ep_landing_of(u32 v, u32 seq) {
+    return v == seq ? EP_MSG_THERE : v == (seq | EP_LANDED_PLACED) ? EP_MSG_PLACED : EP_MSG_MISSING;
+}
+
 // Waits (one thread) until message `msg` from rank `s` carries the round's mark, or the slice
 // runs out: then the status names every expert of `s` here and says EP_MESSAGES_PENDING, and the
 // host launches the copy-out again. The clock is read only once the mark is not there yet.
-// Returns whether the message is there.
-__device__ bool ep_message_landed(const u8* msg, int s, MsgLayout m, EpLanding landing, int n_local, int n_ranks,
-                                  u32* status) {
+// Returns what it found (EP_MSG_).
+__device__ u32 ep_message_landed(const u8* msg, int s, MsgLayout m, EpLanding landing, int n_local, int n_ranks,
+                                 u32* status) {
     const u32* flag = ep_landed_flag((u8*)msg, m);
-    if (ep_load_acquire(flag) == landing.seq) return true;
+    u32 got = ep_landing_of(ep_load_acquire(flag), landing.seq);
+    if (got != EP_MSG_MISSING) return got;
     u64 deadline = ep_globaltimer() + landing.slice_ns;
-    bool there = false;
-    while (!there && ep_globaltimer() < deadline) {
+    while (got == EP_MSG_MISSING && ep_globaltimer() < deadline) {
         __nanosleep(64);
-        there = ep_load_acquire(flag) == landing.seq;
+        got = ep_landing_of(ep_load_acquire(flag), landing.seq);
     }
-    if (!there) {
+    if (got == EP_MSG_MISSING) {
         for (int g = 0; g < n_local; g++) status[1 + g * n_ranks + s] = 1;
         ep_messages_pending(status);
     }
-    return there;
+    return got;
 }
 
 // Thread 0's `v` in every thread of the team. The block's form passes a barrier; its next call
 // must come after another one (ep_copy_message ends with one).
 template <bool Warp>
-__device__ bool ep_team_first(bool v) {
+__device__ u32 ep_team_first(u32 v) {
     if (Warp) return __shfl_sync(0xffffffffu, v, 0);
-    __shared__ bool first;
+    __shared__ u32 first;
     if (threadIdx.x == 0) first = v;
     __syncthreads();
     return first;
 }
 
-// Whether message `msg` from rank `s` may be read, in every thread of the team: at once when its
-// sender published after its last store (`nm`, its message count word, without EP_NMSG_EARLY),
-// otherwise once its mark is there (ep_message_landed, by the team's first thread).
+// Whether message `msg` from rank `s` may be read (EP_MSG_), in every thread of the team: at once
+// when its sender published after its last store (`nm`, its message count word, without
+// EP_NMSG_EARLY), otherwise once its mark is there (ep_message_landed, by the team's first
+// thread).
 template <bool Warp>
-__device__ bool ep_message_ready(const u8* msg, int s, u32 nm, MsgLayout m, EpLanding landing, int n_local,
-                                 int n_ranks, u32* status) {
-    bool there = !(nm & EP_NMSG_EARLY) ||
-                 ep_team_first<Warp>(ep_team_id<Warp>() == 0 &&
-                                     ep_message_landed(msg, s, m, landing, n_local, n_ranks, status));
-    if (there && threadIdx.x == 0) EP_STAMP_FIRST(9);
-    return there;
+__device__ u32 ep_message_ready(const u8* msg, int s, u32 nm, MsgLayout m, EpLanding landing, int n_local,
+                                int n_ranks, u32* status) {
+    u32 got = !(nm & EP_NMSG_EARLY)
+                  ? EP_MSG_THERE
+                  : ep_team_first<Warp>(ep_team_id<Warp>() == 0
+                                            ? ep_message_landed(msg, s, m, landing, n_local, n_ranks, status)
+                                            : EP_MSG_MISSING);
+    if (got != EP_MSG_MISSING && threadIdx.x == 0) EP_STAMP_FIRST(9);
+    return got;
+}
+
+// This rank's rows of message `j` from rank `s` (`msg`: its header as received, or as its sender
+// encoded it), found by the calling warp with a ballot per 32 slots: slots with a row slot whose
+// expert is here, row = the group's start for the source + the row slot the message carries
+// (every real row has exactly one). Of those, the i-th goes into `r` when i % parts == part (the
+// rest are other blocks'); with part 0 also every slot's row (-1: not here) into `msg_rows` (null:
+// none), for a combine that sends them back in token order.
+__device__ void ep_message_rows(const u8* msg, int s, u32 j, int part, int parts, const u32* src_offsets, int n_local,
+                                int n_ranks, int rank, int shared_groups, int max_tokens, MsgLayout m,
+                                u8* recv_tokens, EpRows& r, int* msg_rows) {
+    int lane = threadIdx.x & 31, n = 0, n_mine = 0;
+    unsigned below = (1u << lane) - 1u;
+    for (int k0 = 0; k0 < m.top_k; k0 += 32) {
+        int k = k0 + lane;
+        u64 row = 0;
+        bool here = false;
+        if (k < m.top_k) {
+            int slot = ((const int*)(msg + m.slots_off))[k];
+            int id = ((const u16*)(msg + m.ids_off))[k];
+            here = slot >= 0 && id / n_local == rank;
+            if (here) row = (u64)src_offsets[(id % n_local + shared_groups) * (n_ranks + 1) + s] + slot;
+            if (msg_rows && part == 0) msg_rows[((u64)s * max_tokens + j) * m.top_k + k] = here ? (int)row : -1;
+        }
+        unsigned mask = __ballot_sync(0xffffffffu, here);
+        bool mine = here && (parts == 1 || (n + __popc(mask & below)) % parts == part);
+        unsigned mine_mask = parts == 1 ? mask : __ballot_sync(0xffffffffu, mine);
+        if (mine) {
+            int i = n_mine + __popc(mine_mask & below);
+            r.dst[i] = recv_tokens + row * m.payload_bytes;
+            r.row[i] = row;
+            r.slot[i] = k;
+        }
+        n += __popc(mask);
+        n_mine += __popc(mine_mask);
+    }
+    if (lane == 0) r.n = n_mine;
 }
 
 // Message `j` from rank `s` (its message count word `nmsg_s`), by the block or (Warp) the calling
-// warp: this rank's rows of it (slots with a row slot whose expert is here, row = the group's
-// start for the source + the row slot the message carries; every real row has exactly one), found
-// by one warp with a ballot in the same round of loads as the payload's first pieces
-// (ep_load_message), then the payload read once and written to each. A block may take part
-// `part` of `parts` of the rows (the i-th row here when i % parts == part; the rest are other
-// blocks'). From an overlapped sender it first waits for the message's mark; returns false when
-// it did not come.
+// warp: this rank's rows of it (ep_message_rows: part `part` of `parts`), found by one warp in the
+// same round of loads as the payload's first pieces (ep_load_message), then the payload read once
+// and written to each. From an overlapped sender it first waits for the message's mark; returns
+// false when it did not come, true at once when the mark says its sender placed the rows itself.
 template <bool Warp>
 __device__ bool ep_copy_message(int s, u32 j, int part, int parts, u32 nmsg_s, EpLanding landing, const u8* recv,
                                 const u32* src_offsets, u64 rows, int n_local, int n_ranks, int rank,
@@ -652,42 +754,47 @@ __device__ bool ep_copy_message(int s, u32 j, int part, int parts, u32 nmsg_s, E
                                 u8* recv_scales, int* src_info, int* row_src, u32* status, EpRows& r,
                                 int* msg_rows = nullptr) {
     const u8* msg = recv + ep_recv_offset(s, max_tokens, j, m.bytes);
-    if (!ep_message_ready<Warp>(msg, s, nmsg_s, m, landing, n_local, n_ranks, status)) return false;
-    EpMsgHead h = ep_load_message<Warp>(msg, hidden, fmt, m);
-    if (Warp || threadIdx.x < 32) {
-        int lane = threadIdx.x & 31, n = 0, n_mine = 0;
-        unsigned below = (1u << lane) - 1u;
-        for (int k0 = 0; k0 < m.top_k; k0 += 32) {
-            int k = k0 + lane;
-            u64 row = 0;
-            bool here = false;
-            if (k < m.top_k) {
-                int slot = ((const int*)(msg + m.slots_off))[k];
-                int id = ((const u16*)(msg + m.ids_off))[k];
-                here = slot >= 0 && id / n_local == rank;
-                if (here) row = (u64)src_offsets[(id % n_local + shared_groups) * (n_ranks + 1) + s] + slot;
-                // The message's rows by slot, for a combine that sends them back in token order.
-                if (msg_rows && part == 0) msg_rows[((u64)s * max_tokens + j) * m.top_k + k] = here ? (int)row : -1;
-            }
-            unsigned mask = __ballot_sync(0xffffffffu, here);
-            bool mine = here && (parts == 1 || (n + __popc(mask & below)) % parts == part);
-            unsigned mine_mask = parts == 1 ? mask : __ballot_sync(0xffffffffu, mine);
-            if (mine) {
-                int i = n_mine + __popc(mine_mask & below);
-                r.dst[i] = recv_tokens + row * m.payload_bytes;
-                r.row[i] = row;
-                r.slot[i] = k;
-            }
-            n += __popc(mask);
-            n_mine += __popc(mine_mask);
-        }
-        if (lane == 0) r.n = n_mine;
+    u32 got = ep_message_ready<Warp>(msg, s, nmsg_s, m, landing, n_local, n_ranks, status);
+    if (got != EP_MSG_THERE) {
+        ep_team_sync<Warp>(); // as below: the next message's ep_message_ready after a barrier
+        return got == EP_MSG_PLACED;
     }
+    EpMsgHead h = ep_load_message<Warp>(msg, hidden, fmt, m);
+    if (Warp || threadIdx.x < 32)
+        ep_message_rows(msg, s, j, part, parts, src_offsets, n_local, n_ranks, rank, shared_groups, max_tokens, m,
+                        recv_tokens, r, msg_rows);
     ep_team_sync<Warp>();
     if (threadIdx.x == 0) EP_STAMP_FIRST(15);
     if (r.n > 0) ep_copy_rows<Warp>(r, h, rows, msg, s, hidden, fmt, m, recv_scales, src_info, row_src);
     ep_team_sync<Warp>(); // `r` is the next message's
     return true;
+}
+
+// An overlapped round's own message, expanded by the block that encoded it (r.placed, the rank,
+// set when ep_dispatch_wait had released the layout by then): this rank's rows of it, from the
+// message still in shared memory, as ep_copy_message would copy them from the receive buffer,
+// which then only holds its mark (ep_mark_landed). The message is neither written nor read back:
+// at 4096 tokens BF16, 58 MB of HBM writes and as much of reads fewer per rank with two ranks.
+// Every thread calls it, after ep_mark_landed; the last warp finds the rows (thread 0 may still be
+// in the fence).
+__device__ void ep_place_own_rows(const EpRoute& r, int top_k, int rank, const u32* row_offsets,
+                                  const u32* src_offsets, int n_local, int n_ranks, int shared_groups, int max_tokens,
+                                  int hidden, int fmt, MsgLayout m, u8* recv_tokens, u8* recv_scales, int* src_info,
+                                  int* row_src, int* msg_rows) {
+    __shared__ EpRows own;
+    int k = 0;
+    while (k < top_k && !(r.carries[k] && r.dest[k] == rank)) k++;
+    if (k == top_k) return;
+    const u8* msg = (const u8*)smem_u4;
+    if (threadIdx.x >= blockDim.x - 32)
+        ep_message_rows(msg, rank, r.msg_at[k], 0, 1, src_offsets, n_local, n_ranks, rank, shared_groups, max_tokens,
+                        m, recv_tokens, own, msg_rows);
+    __syncthreads();
+    EpMsgHead h;
+    h.token = *(const int*)(msg + m.src_off);
+    if (own.n > 0)
+        ep_copy_rows<false, true>(own, h, row_offsets[n_local + shared_groups], msg, rank, hidden, fmt, m, recv_scales,
+                                  src_info, row_src);
 }
 
 // Padding item `item` of n_groups * (row_multiple - 1): group g = item / (row_multiple - 1)'s
@@ -725,7 +832,8 @@ __device__ bool ep_copy_shared_row(u64 first, u64 i, u64 rows, const u8* shared_
                                    u8* recv_tokens, u8* recv_scales, int* src_info, int* row_src, u32* status,
                                    EpRows& r) {
     const u8* msg = shared_msgs + i * m.bytes;
-    if (!ep_message_ready<false>(msg, rank, nm_own, m, landing, n_local, n_ranks, status)) return false;
+    if (ep_message_ready<false>(msg, rank, nm_own, m, landing, n_local, n_ranks, status) == EP_MSG_MISSING)
+        return false;
     EpMsgHead h = ep_load_message<false>(msg, hidden, fmt, m);
     if (threadIdx.x == 0) {
         r.row[0] = first + i;
@@ -939,6 +1047,7 @@ __device__ void ep_own_route(EpRoute& r, int t, const int* ids, int top_k, int n
         names[k] = 0;
         reaches[k] = 0;
     }
+    if (threadIdx.x == 0) r.placed = -1;
     __syncthreads();
     // Warp 0 compacts the sending slots (a ballot per 32 slots).
     int lane = threadIdx.x & 31;
