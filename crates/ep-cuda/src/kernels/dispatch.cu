@@ -230,8 +230,6 @@ struct EpRoute {
     int msg_at[EP_MAX_TOP_K];
     bool carries[EP_MAX_TOP_K];
     u8* at[EP_MAX_TOP_K];
-    // The rank whose message's rows this block writes itself (ep_place_own_rows), -1: none.
-    int placed;
 };
 
 // Which sending slots carry the token's message to their rank: the first sending slot for each
@@ -242,7 +240,6 @@ __device__ void ep_route_carries(EpRoute& r, int top_k) {
         for (int j = 0; j < k; j++) carries = carries && !(r.slot[j] >= 0 && r.dest[j] == r.dest[k]);
         r.carries[k] = carries;
     }
-    if (threadIdx.x == 0) r.placed = -1;
     __syncthreads();
 }
 
@@ -295,12 +292,13 @@ __device__ void ep_fetch_row(int t, const u16* tokens, int hidden, int fmt, MsgL
 
 // One block per token, its row fetched (ep_fetch_row): encode the message once in shared memory,
 // then store it at every carrying slot's rank of this node (every rank the token reaches, unless
-// ep_route_only_to kept one, except rank r.placed, whose rows the block writes itself; 16-byte stores;
-// r.at, which ep_mark_landed reads too). Messages for another node are staged for
-// ep_dispatch_put; the shared expert's tokens are kept in `shared_msgs`.
+// ep_route_only_to kept one, except rank *placed_at, whose rows the block writes itself: null or
+// -1, none; 16-byte stores; r.at, which ep_mark_landed reads too). Messages for another node are
+// staged for ep_dispatch_put; the shared expert's tokens are kept in `shared_msgs`.
 __device__ void ep_send_token(int t, EpRoute& r, const float* input_scales, int hidden, int top_k, int fmt,
                               MsgLayout m, const u64* recv_ptrs, int rank, int gpus_per_node, int max_tokens,
-                              u8* staging, int shared_start, int shared_end, u8* shared_msgs) {
+                              u8* staging, int shared_start, int shared_end, u8* shared_msgs,
+                              const int* placed_at = nullptr) {
     u8* msg = (u8*)smem_u4;
     int node = rank / gpus_per_node;
     // The global loads the send needs besides the row, issued while the row's load completes:
@@ -356,8 +354,8 @@ __device__ void ep_send_token(int t, EpRoute& r, const float* input_scales, int 
     if (threadIdx.x == 0) EP_STAMP_FIRST(13);
 
     // In a register: the stores below may alias shared memory as far as the compiler knows, so a
-    // field read in the loop is a reload after every store.
-    const int placed = r.placed;
+    // read in the loop is a reload after every store.
+    const int placed = placed_at ? *placed_at : -1;
     bool staged = false;
     for (int k = 0; k < top_k; k++) {
         if (!r.carries[k] || (placed >= 0 && r.dest[k] == placed)) continue;
@@ -465,12 +463,11 @@ extern "C" __global__ void ep_dispatch_wait(u64* counts, int n_local, int n_rank
 // Marks token t's messages inside this node (r.at, from ep_send_token), and its shared-expert
 // message (`shared_msg`, null when it has none), landed for round `seq` (a sender that published
 // early, above): the block's stores are ordered before one fence, then a system-scope store per
-// message; rank r.placed's message as placed (EP_LANDED_PLACED: its rows are the block's to
-// write, ep_place_own_rows). Every thread calls it.
-__device__ void ep_mark_landed(const EpRoute& r, int top_k, MsgLayout m, u32 seq, u8* shared_msg) {
+// message; rank `placed`'s message (-1: none) as placed (EP_LANDED_PLACED: its rows are the
+// block's to write, ep_place_own_rows). Every thread calls it.
+__device__ void ep_mark_landed(const EpRoute& r, int top_k, MsgLayout m, u32 seq, u8* shared_msg, int placed = -1) {
     __syncthreads();
     if (threadIdx.x != 0) return;
-    const int placed = r.placed;
     bool fenced = false;
     for (int k = -1; k < top_k; k++) {
         u8* msg = k < 0 ? shared_msg : r.at[k];
@@ -528,18 +525,22 @@ extern "C" __global__ void __launch_bounds__(512) ep_dispatch_send(const u16* to
                                             int shared_groups, u8* recv_tokens, u8* recv_scales, int* src_info,
                                             int* row_src, int* msg_rows) {
     __shared__ EpRoute route;
+    // The rank whose message's rows this block writes itself (ep_place_own_rows), -1: none.
+    __shared__ int placed;
     int t = blockIdx.x;
     if (t < n_tokens) {
         EP_STAMPS
         ep_fetch_row(t, tokens, hidden, fmt, m);
         ep_load_route(route, t, ids, slots, rank_slots, top_k, n_local, n_ranks);
         // Read while the row loads (ep_send_token's barrier publishes it to the block).
-        if (threadIdx.x == 0 && layout_seq && ep_layout_released(layout_seq, seq, layout_wait_ns)) route.placed = rank;
+        if (threadIdx.x == 0)
+            placed = layout_seq && ep_layout_released(layout_seq, seq, layout_wait_ns) ? rank : -1;
         EP_STAMP(1);
         ep_send_token(t, route, input_scales, hidden, top_k, fmt, m, recv_ptrs, rank, gpus_per_node, max_tokens,
-                      staging, shared_start, shared_end, shared_msgs);
-        if (early) ep_mark_landed(route, top_k, m, seq, ep_shared_msg(t, shared_start, shared_end, shared_msgs, m));
-        if (route.placed >= 0) {
+                      staging, shared_start, shared_end, shared_msgs, &placed);
+        if (early)
+            ep_mark_landed(route, top_k, m, seq, ep_shared_msg(t, shared_start, shared_end, shared_msgs, m), placed);
+        if (placed >= 0) {
             ep_place_own_rows(route, top_k, rank, row_offsets, src_offsets, n_local, n_ranks, shared_groups,
                               max_tokens, hidden, fmt, m, recv_tokens, recv_scales, src_info, row_src, msg_rows);
             EP_STAMP(3);
@@ -651,39 +652,45 @@ struct EpLanding {
 #define EP_MSG_MISSING 0
 #define EP_MSG_THERE 1
 #define EP_MSG_PLACED 2
-
-// The round's mark in `v`, as an EP_MSG_ value (EP_MSG_MISSING: not this round's).
-__device__ __forceinline__ u32 ep_landing_of(u32 v, u32 seq) {
-    return v == seq ? EP_MSG_THERE : v == (seq | EP_LANDED_PLACED) ? EP_MSG_PLACED : EP_MSG_MISSING;
-}
+// The type of that: a bool (EP_MSG_MISSING or EP_MSG_THERE) for a reader that never meets a placed
+// mark (below), whose code then is what it was before placed marks existed.
+template <bool Placed> struct EpFound { typedef u32 T; };
+template <> struct EpFound<false> { typedef bool T; };
 
 // Waits (one thread) until message `msg` from rank `s` carries the round's mark, or the slice
 // runs out: then the status names every expert of `s` here and says EP_MESSAGES_PENDING, and the
 // host launches the copy-out again. The clock is read only once the mark is not there yet.
-// Returns what it found (EP_MSG_).
-__device__ u32 ep_message_landed(const u8* msg, int s, MsgLayout m, EpLanding landing, int n_local, int n_ranks,
+// Returns what it found (EP_MSG_); a placed mark counts only for a reader that may meet one
+// (`Placed`: the multi-kernel copy-outs; the single-launch dispatch's senders never place, and
+// its code stays what it was before placed marks existed).
+template <bool Placed>
+__device__ typename EpFound<Placed>::T ep_message_landed(const u8* msg, int s, MsgLayout m, EpLanding landing, int n_local, int n_ranks,
                                  u32* status) {
     const u32* flag = ep_landed_flag((u8*)msg, m);
-    u32 got = ep_landing_of(ep_load_acquire(flag), landing.seq);
-    if (got != EP_MSG_MISSING) return got;
+    const u32 placed = landing.seq | EP_LANDED_PLACED;
+    u32 v = ep_load_acquire(flag);
+    if (v == landing.seq) return EP_MSG_THERE;
+    if (Placed && v == placed) return EP_MSG_PLACED;
     u64 deadline = ep_globaltimer() + landing.slice_ns;
-    while (got == EP_MSG_MISSING && ep_globaltimer() < deadline) {
+    bool there = false;
+    while (!there && ep_globaltimer() < deadline) {
         __nanosleep(64);
-        got = ep_landing_of(ep_load_acquire(flag), landing.seq);
+        v = ep_load_acquire(flag);
+        there = v == landing.seq || (Placed && v == placed);
     }
-    if (got == EP_MSG_MISSING) {
+    if (!there) {
         for (int g = 0; g < n_local; g++) status[1 + g * n_ranks + s] = 1;
         ep_messages_pending(status);
     }
-    return got;
+    return !there ? EP_MSG_MISSING : Placed && v == placed ? EP_MSG_PLACED : EP_MSG_THERE;
 }
 
 // Thread 0's `v` in every thread of the team. The block's form passes a barrier; its next call
 // must come after another one (ep_copy_message ends with one).
-template <bool Warp>
-__device__ u32 ep_team_first(u32 v) {
+template <bool Warp, typename T>
+__device__ T ep_team_first(T v) {
     if (Warp) return __shfl_sync(0xffffffffu, v, 0);
-    __shared__ u32 first;
+    __shared__ T first;
     if (threadIdx.x == 0) first = v;
     __syncthreads();
     return first;
@@ -692,16 +699,23 @@ __device__ u32 ep_team_first(u32 v) {
 // Whether message `msg` from rank `s` may be read (EP_MSG_), in every thread of the team: at once
 // when its sender published after its last store (`nm`, its message count word, without
 // EP_NMSG_EARLY), otherwise once its mark is there (ep_message_landed, by the team's first
-// thread).
-template <bool Warp>
-__device__ u32 ep_message_ready(const u8* msg, int s, u32 nm, MsgLayout m, EpLanding landing, int n_local,
-                                int n_ranks, u32* status) {
-    u32 got = !(nm & EP_NMSG_EARLY)
-                  ? EP_MSG_THERE
-                  : ep_team_first<Warp>(ep_team_id<Warp>() == 0
-                                            ? ep_message_landed(msg, s, m, landing, n_local, n_ranks, status)
-                                            : EP_MSG_MISSING);
-    if (got != EP_MSG_MISSING && threadIdx.x == 0) EP_STAMP_FIRST(9);
+// thread). Without `Placed` a bool goes through the team, as before placed marks existed.
+template <bool Warp, bool Placed>
+__device__ typename EpFound<Placed>::T ep_message_ready(const u8* msg, int s, u32 nm, MsgLayout m, EpLanding landing,
+                                                         int n_local, int n_ranks, u32* status) {
+    typedef typename EpFound<Placed>::T T;
+    T got;
+    if (Placed)
+        got = !(nm & EP_NMSG_EARLY)
+                  ? (T)EP_MSG_THERE
+                  : ep_team_first<Warp, T>(ep_team_id<Warp>() == 0
+                                               ? ep_message_landed<Placed>(msg, s, m, landing, n_local, n_ranks, status)
+                                               : (T)EP_MSG_MISSING);
+    else
+        got = !(nm & EP_NMSG_EARLY) ||
+              ep_team_first<Warp, bool>(ep_team_id<Warp>() == 0 &&
+                                        ep_message_landed<Placed>(msg, s, m, landing, n_local, n_ranks, status));
+    if (got != (T)EP_MSG_MISSING && threadIdx.x == 0) EP_STAMP_FIRST(9);
     return got;
 }
 
@@ -747,17 +761,18 @@ __device__ void ep_message_rows(const u8* msg, int s, u32 j, int part, int parts
 // same round of loads as the payload's first pieces (ep_load_message), then the payload read once
 // and written to each. From an overlapped sender it first waits for the message's mark; returns
 // false when it did not come, true at once when the mark says its sender placed the rows itself.
-template <bool Warp>
+template <bool Warp, bool Placed = true>
 __device__ bool ep_copy_message(int s, u32 j, int part, int parts, u32 nmsg_s, EpLanding landing, const u8* recv,
                                 const u32* src_offsets, u64 rows, int n_local, int n_ranks, int rank,
                                 int shared_groups, int max_tokens, int hidden, int fmt, MsgLayout m, u8* recv_tokens,
                                 u8* recv_scales, int* src_info, int* row_src, u32* status, EpRows& r,
                                 int* msg_rows = nullptr) {
     const u8* msg = recv + ep_recv_offset(s, max_tokens, j, m.bytes);
-    u32 got = ep_message_ready<Warp>(msg, s, nmsg_s, m, landing, n_local, n_ranks, status);
-    if (got != EP_MSG_THERE) {
+    auto got = ep_message_ready<Warp, Placed>(msg, s, nmsg_s, m, landing, n_local, n_ranks, status);
+    if (!got) return false;
+    if (Placed && got == EP_MSG_PLACED) {
         ep_team_sync<Warp>(); // as below: the next message's ep_message_ready after a barrier
-        return got == EP_MSG_PLACED;
+        return true;
     }
     EpMsgHead h = ep_load_message<Warp>(msg, hidden, fmt, m);
     if (Warp || threadIdx.x < 32)
@@ -770,8 +785,8 @@ __device__ bool ep_copy_message(int s, u32 j, int part, int parts, u32 nmsg_s, E
     return true;
 }
 
-// An overlapped round's own message, expanded by the block that encoded it (r.placed, the rank,
-// set when ep_dispatch_wait had released the layout by then): this rank's rows of it, from the
+// An overlapped round's own message, expanded by the block that encoded it (when ep_dispatch_wait
+// had released the layout by then): this rank's rows of it, from the
 // message still in shared memory, as ep_copy_message would copy them from the receive buffer,
 // which then only holds its mark (ep_mark_landed). The message is neither written nor read back:
 // at 4096 tokens BF16, 58 MB of HBM writes and as much of reads fewer per rank with two ranks.
@@ -832,8 +847,7 @@ __device__ bool ep_copy_shared_row(u64 first, u64 i, u64 rows, const u8* shared_
                                    u8* recv_tokens, u8* recv_scales, int* src_info, int* row_src, u32* status,
                                    EpRows& r) {
     const u8* msg = shared_msgs + i * m.bytes;
-    if (ep_message_ready<false>(msg, rank, nm_own, m, landing, n_local, n_ranks, status) == EP_MSG_MISSING)
-        return false;
+    if (!ep_message_ready<false, false>(msg, rank, nm_own, m, landing, n_local, n_ranks, status)) return false;
     EpMsgHead h = ep_load_message<false>(msg, hidden, fmt, m);
     if (threadIdx.x == 0) {
         r.row[0] = first + i;
@@ -903,7 +917,7 @@ extern "C" __global__ void ep_dispatch_copy_out(const u8* recv, const u32* nmsg,
 // spare (step / messages, up to top_k): one block's stores to a message's rows took ~2 us at 1
 // token, where each SM has only so many stores in flight. Returns false when a message's mark did
 // not come.
-template <bool Warp, bool Spread = false>
+template <bool Warp, bool Spread = false, bool Placed = true>
 __device__ bool ep_copy_messages(u64 first, u64 step, const u8* recv, const u32* nmsg, const u32* src_offsets,
                                  u64 rows, int n_local, int n_ranks, int rank, int skip_a2a, int shared_groups,
                                  int max_tokens, int hidden, int fmt, MsgLayout m, u8* recv_tokens, u8* recv_scales,
@@ -918,7 +932,7 @@ __device__ bool ep_copy_messages(u64 first, u64 step, const u8* recv, const u32*
         int s = v % n_ranks, part = Spread ? w % parts : 0;
         u32 j = v / n_ranks, nm = nmsg[s];
         if (j >= ep_messages_from(nm, s, rank, skip_a2a, max_tokens)) continue;
-        if (!ep_copy_message<Warp>(s, j, part, parts, nm, landing, recv, src_offsets, rows, n_local, n_ranks, rank,
+        if (!ep_copy_message<Warp, Placed>(s, j, part, parts, nm, landing, recv, src_offsets, rows, n_local, n_ranks, rank,
                                    shared_groups, max_tokens, hidden, fmt, m, recv_tokens, recv_scales, src_info,
                                    row_src, status, scratch, msg_rows))
             return false;
@@ -1047,7 +1061,6 @@ __device__ void ep_own_route(EpRoute& r, int t, const int* ids, int top_k, int n
         names[k] = 0;
         reaches[k] = 0;
     }
-    if (threadIdx.x == 0) r.placed = -1;
     __syncthreads();
     // Warp 0 compacts the sending slots (a ballot per 32 slots).
     int lane = threadIdx.x & 31;
@@ -1152,7 +1165,7 @@ __device__ void ep_single_copy_out(const u64* got, const u32* start, const u32* 
         if (row >= 0) ep_pad_row<true>(row, rows, hidden, fmt, m, recv_tokens, recv_scales, src_info, row_src);
     }
     EP_STAMP(8);
-    if (!ep_copy_messages<false, Spread>(b, blocks, recv, nmsg, src_off, rows, n_local, n_ranks, rank, skip_a2a,
+    if (!ep_copy_messages<false, Spread, false>(b, blocks, recv, nmsg, src_off, rows, n_local, n_ranks, rank, skip_a2a,
                                  shared_groups, max_tokens, hidden, fmt, m, recv_tokens, recv_scales, src_info,
                                  row_src, status, landing, scratch))
         return;
