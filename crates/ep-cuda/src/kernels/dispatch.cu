@@ -474,7 +474,8 @@ __device__ void ep_mark_landed(const EpRoute& r, int top_k, MsgLayout m, u32 seq
         if (!msg) continue;
         if (!fenced) ep_fence_acq_rel();
         fenced = true;
-        ep_store_relaxed_sys(ep_landed_flag(msg, m), placed >= 0 && k >= 0 && r.dest[k] == placed ? seq | EP_LANDED_PLACED : seq);
+        ep_store_relaxed_sys(ep_landed_flag(msg, m),
+                             placed >= 0 && k >= 0 && r.dest[k] == placed ? seq | EP_LANDED_PLACED : seq);
     }
 }
 
@@ -521,9 +522,8 @@ extern "C" __global__ void __launch_bounds__(512) ep_dispatch_send(const u16* to
                                             int n_experts, int skip_a2a, const u64* count_ptrs,
                                             const u64* nmsg_ptrs, int early, u32 seq, int marked, int ll,
                                             const u32* layout_seq, u64 layout_wait_ns, const u32* row_offsets,
-                                            const u32* src_offsets,
-                                            int shared_groups, u8* recv_tokens, u8* recv_scales, int* src_info,
-                                            int* row_src, int* msg_rows) {
+                                            const u32* src_offsets, int shared_groups, u8* recv_tokens,
+                                            u8* recv_scales, int* src_info, int* row_src, int* msg_rows) {
     __shared__ EpRoute route;
     // The rank whose message's rows this block writes itself (ep_place_own_rows), -1: none.
     __shared__ int placed;
@@ -664,8 +664,8 @@ template <> struct EpFound<false> { typedef bool T; };
 // (`Placed`: the multi-kernel copy-outs; the single-launch dispatch's senders never place, and
 // its code stays what it was before placed marks existed).
 template <bool Placed>
-__device__ typename EpFound<Placed>::T ep_message_landed(const u8* msg, int s, MsgLayout m, EpLanding landing, int n_local, int n_ranks,
-                                 u32* status) {
+__device__ typename EpFound<Placed>::T ep_message_landed(const u8* msg, int s, MsgLayout m, EpLanding landing,
+                                                          int n_local, int n_ranks, u32* status) {
     const u32* flag = ep_landed_flag((u8*)msg, m);
     const u32 placed = landing.seq | EP_LANDED_PLACED;
     u32 v = ep_load_acquire(flag);
@@ -932,9 +932,9 @@ __device__ bool ep_copy_messages(u64 first, u64 step, const u8* recv, const u32*
         int s = v % n_ranks, part = Spread ? w % parts : 0;
         u32 j = v / n_ranks, nm = nmsg[s];
         if (j >= ep_messages_from(nm, s, rank, skip_a2a, max_tokens)) continue;
-        if (!ep_copy_message<Warp, Placed>(s, j, part, parts, nm, landing, recv, src_offsets, rows, n_local, n_ranks, rank,
-                                   shared_groups, max_tokens, hidden, fmt, m, recv_tokens, recv_scales, src_info,
-                                   row_src, status, scratch, msg_rows))
+        if (!ep_copy_message<Warp, Placed>(s, j, part, parts, nm, landing, recv, src_offsets, rows, n_local, n_ranks,
+                                           rank, shared_groups, max_tokens, hidden, fmt, m, recv_tokens, recv_scales,
+                                           src_info, row_src, status, scratch, msg_rows))
             return false;
     }
     return true;
