@@ -7,8 +7,7 @@ use std::sync::OnceLock;
 
 use super::path::tokens_from_env;
 use super::{contiguous, CudaComm, SEND_THREADS, THREADS, WAIT_THREADS};
-use crate::driver::cuda;
-use crate::kernels::{launch, KernelArg};
+use crate::kernels::KernelArg;
 
 /// Up to this many tokens the combine reduce gives each token a block as wide as its row.
 const REDUCE_WIDE_MAX_TOKENS: usize = 256;
@@ -114,12 +113,10 @@ impl CudaComm {
         let marked = self.marked_combine();
         let reduce_beside = self.reduce_beside_send();
         if reduce_beside {
-            self.slots_done.record(&self.stream).map_err(cuda)?;
-            self.copy_stream.wait(&self.slots_done).map_err(cuda)?;
+            self.fork_copy_stream()?;
             let slice = self.first_slice_ns();
             self.launch_combine_wait(true, slice)?;
             self.launch_reduce_marked(slice)?;
-            self.copied.record(&self.copy_stream).map_err(cuda)?;
         }
         if marked {
             // The rows in token order (the dispatch's copy-out wrote each message's rows).
@@ -138,7 +135,7 @@ impl CudaComm {
             self.launch("ep_combine_send", grid, THREADS, 0, &send)?;
         }
         if reduce_beside {
-            self.stream.wait(&self.copied).map_err(cuda)?;
+            self.join_copy_stream()?;
         }
         if cfg.n_nodes > 1 {
             // ep_combine_put's parameters are ep_combine_send's from src_info to staging (a test
@@ -218,9 +215,9 @@ impl CudaComm {
         Ok(())
     }
 
-    /// `ep_combine_wait`: the counts and their check, on the rank's stream or (`on_copy`, a
+    /// `ep_combine_wait`: the counts and their check, on the rank's stream or (`beside_send`, a
     /// marked round's reduce beside the send) the copy stream.
-    fn launch_combine_wait(&self, on_copy: bool, slice_ns: u64) -> Result<()> {
+    fn launch_combine_wait(&self, beside_send: bool, slice_ns: u64) -> Result<()> {
         let b = self.bufs();
         let sc = &self.sc;
         let args: [&dyn crate::kernels::KernelArg; 9] = [
@@ -234,9 +231,8 @@ impl CudaComm {
             &b.status.ptr,
             &b.c_snapshot.ptr,
         ];
-        if on_copy {
-            let f = self.k().get("ep_combine_wait");
-            return launch(&self.copy_stream, f, 1, WAIT_THREADS, 0, &args);
+        if beside_send {
+            return self.launch_beside("ep_combine_wait", 1, WAIT_THREADS, 0, &args);
         }
         self.launch("ep_combine_wait", 1, WAIT_THREADS, 0, &args)
     }
@@ -258,10 +254,8 @@ impl CudaComm {
         let n_tokens = self.round.n_tokens as i32;
         let mut args = self.reduce_args(&r).to_vec();
         args.extend_from_slice(&[&n_tokens, &self.sc.n, &b.c_marks.ptr, &self.cseq, &slice_ns]);
-        let f = self.k().get("ep_combine_reduce_marked");
-        launch(
-            &self.copy_stream,
-            f,
+        self.launch_beside(
+            "ep_combine_reduce_marked",
             grid as u32,
             MARKED_REDUCE_THREADS,
             self.whole_row_smem(),

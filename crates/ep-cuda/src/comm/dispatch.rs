@@ -3,14 +3,12 @@
 
 use std::sync::OnceLock;
 
-use cudarc::driver::CudaStream;
 use ep_core::format::TokenFormat;
 use ep_core::{DispatchInput, Format, Result};
 
 use super::path::{number_from_env, tokens_from_env};
 use super::{contiguous, CudaComm, RoundData, SEND_THREADS, THREADS, WAIT_THREADS};
-use crate::driver::cuda;
-use crate::kernels::{launch, MsgLayout};
+use crate::kernels::MsgLayout;
 
 pub(super) fn format_id(f: Format) -> i32 {
     match f {
@@ -237,10 +235,9 @@ impl CudaComm {
         if overlap {
             // The copy stream: the wait (the counts come before the payload), then the messages'
             // copy-out as they land.
-            self.slots_done.record(&self.stream).map_err(cuda)?;
-            self.copy_stream.wait(&self.slots_done).map_err(cuda)?;
+            self.fork_copy_stream()?;
             let slice = self.first_slice_ns();
-            self.launch_dispatch_wait(&self.copy_stream, slice, true)?;
+            self.launch_dispatch_wait(true, slice)?;
             self.issue_copy(CopyOut::Messages, slice)?;
         }
         let smem = send_smem(cfg.format, &m, cfg.hidden) as u32;
@@ -321,8 +318,7 @@ impl CudaComm {
         }
         if overlap {
             // The main stream takes the copy stream back, then the rows no message fills.
-            self.copied.record(&self.copy_stream).map_err(cuda)?;
-            self.stream.wait(&self.copied).map_err(cuda)?;
+            self.join_copy_stream()?;
             self.issue_copy(CopyOut::Tail, self.first_slice_ns())?;
         }
         Ok(())
@@ -419,22 +415,14 @@ impl CudaComm {
     /// (EP_MESSAGES_PENDING), the copy-out alone again: the counts are taken.
     pub(crate) fn issue_dispatch_wait(&self, slice_ns: u64) -> Result<()> {
         self.bind()?;
-        self.wait_counts_unless_taken(|c| {
-            c.launch_dispatch_wait(&c.stream, slice_ns, false)?;
-            c.mark("ep_dispatch_wait")
-        })?;
+        self.wait_counts_unless_taken(|c| c.launch_dispatch_wait(false, slice_ns))?;
         self.issue_copy(CopyOut::All, slice_ns)
     }
 
-    /// `ep_dispatch_wait` on `stream`: the counts, their check and the groups' layout; beside an
-    /// overlapped round's send (`beside_send`), also the word that tells the send blocks the
-    /// layout is there (`layout_seq`).
-    fn launch_dispatch_wait(
-        &self,
-        stream: &CudaStream,
-        slice_ns: u64,
-        beside_send: bool,
-    ) -> Result<()> {
+    /// `ep_dispatch_wait`: the counts, their check and the groups' layout, on the rank's stream
+    /// or beside an overlapped round's send (`beside_send`: on the copy stream, and also the word
+    /// that tells the send blocks the layout is there, `layout_seq`).
+    fn launch_dispatch_wait(&self, beside_send: bool, slice_ns: u64) -> Result<()> {
         let cfg = &self.cfg;
         let b = self.bufs();
         let sc = &self.sc;
@@ -459,8 +447,10 @@ impl CudaComm {
             &self.layout_seq(beside_send),
             &self.seq,
         ];
-        let f = self.k().get("ep_dispatch_wait");
-        launch(stream, f, 1, WAIT_THREADS, layout_smem, &wait)
+        if beside_send {
+            return self.launch_beside("ep_dispatch_wait", 1, WAIT_THREADS, layout_smem, &wait);
+        }
+        self.launch("ep_dispatch_wait", 1, WAIT_THREADS, layout_smem, &wait)
     }
 
     /// The word that tells an overlapped round's send blocks the layout is there (null unless
@@ -530,10 +520,8 @@ impl CudaComm {
                 cfg.format,
                 self.world.single_launch_blocks[self.rank] as usize,
             );
-            let f = self.k().get("ep_dispatch_copy_messages");
-            return launch(
-                &self.copy_stream,
-                f,
+            return self.launch_beside(
+                "ep_dispatch_copy_messages",
                 grid,
                 threads,
                 0,

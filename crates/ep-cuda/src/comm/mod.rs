@@ -89,11 +89,12 @@ pub struct CudaComm {
     cfg: EpConfig,
     world: Arc<World>,
     stream: Arc<CudaStream>,
-    /// The overlapped copy-out's stream (high priority, so its blocks get SMs as the send's
-    /// retire), and the events that fork it from and join it to `stream`.
+    /// The stream of the work beside a send (the overlapped dispatch's copy-out, the marked
+    /// combine's reduce; high priority, so its blocks get SMs as the send's retire), and the
+    /// events that fork it from and join it to `stream` (`fork_copy_stream`, `join_copy_stream`).
     copy_stream: Arc<CudaStream>,
-    slots_done: CudaEvent,
-    copied: CudaEvent,
+    forked: CudaEvent,
+    joined: CudaEvent,
     /// The dispatch round's number, the same on every rank: an overlapped sender marks its
     /// messages landed with it. Flags start at 0, so it starts at 1; it stays below the mark's
     /// placed bit (dispatch.cu, EP_LANDED_PLACED; `next_seq`).
@@ -120,7 +121,7 @@ impl CudaComm {
             ))
             .map_err(cuda)
         };
-        let (slots_done, copied) = (event()?, event()?);
+        let (forked, joined) = (event()?, event()?);
         Ok(CudaComm {
             rank,
             sc: Scalars::new(rank, &world.cfg),
@@ -128,8 +129,8 @@ impl CudaComm {
             world,
             stream,
             copy_stream,
-            slots_done,
-            copied,
+            forked,
+            joined,
             seq: 0,
             cseq: 0,
             tracker: RoundTracker::new(rank),
@@ -188,6 +189,38 @@ impl CudaComm {
     ) -> Result<()> {
         launch(&self.stream, f, grid, block, smem, args)?;
         self.mark(name)
+    }
+
+    /// Launches kernel `name` on the copy stream, beside what the rank's stream runs (not probed:
+    /// the breakdown times the rank's stream).
+    fn launch_beside(
+        &self,
+        name: &'static str,
+        grid: u32,
+        block: u32,
+        smem: u32,
+        args: &[&dyn crate::kernels::KernelArg],
+    ) -> Result<()> {
+        launch(
+            &self.copy_stream,
+            self.k().get(name),
+            grid,
+            block,
+            smem,
+            args,
+        )
+    }
+
+    /// Lets the copy stream start on what the rank's stream has issued so far (a round's inputs).
+    fn fork_copy_stream(&self) -> Result<()> {
+        self.forked.record(&self.stream).map_err(cuda)?;
+        self.copy_stream.wait(&self.forked).map_err(cuda)
+    }
+
+    /// Makes the rank's stream wait for everything issued on the copy stream.
+    fn join_copy_stream(&self) -> Result<()> {
+        self.joined.record(&self.copy_stream).map_err(cuda)?;
+        self.stream.wait(&self.joined).map_err(cuda)
     }
 
     /// Records an event named `name` on the stream while probing.
