@@ -3,7 +3,7 @@
 
 Usage: EP_CUDA_TRACE=all EP_CUDA_TRACE_RANK=0 ep bench --backend cuda --tokens 4096 --passes 1 \
            --rounds 5 > trace.txt
-       python3 scripts/trace_grid.py trace.txt
+       python3 scripts/trace_grid.py trace.txt [round.png]
 
 trace_summary.py asks which block held a decode launch; at prefill sizes a grid has thousands of
 blocks and the question is how busy the GPU was: how many blocks were alive at once, how long
@@ -12,7 +12,9 @@ each lived and in which step. A round starts at its `assign` launch (ep_assign_s
 `assign` belong to it. For each kernel, medians over rounds: its first block start and last block
 end from the round's start, the blocks, their median life and steps, and how many blocks were
 alive at once (their lives summed over the launch's span; per SM the SMs it used), then the share
-of the launch's blocks finished by each tenth of its span, and which blocks finished last.
+of the launch's blocks finished by each tenth of its span, and which blocks finished last. `msg`
+lines are the copy-out's messages, one each (taken, mark seen, rows written). With a second
+argument it plots the middle round of each rank: what was alive at once, and the share done.
 """
 import collections
 import statistics as st
@@ -25,10 +27,75 @@ STEPS = {
     "send": [(1, "route loaded"), (12, "row here"), (13, "message ready"), (14, "stores issued"),
              (3, "own rows written"), (2, "end")],
     "copy": [(9, "first mark seen"), (15, "first message copied"), (2, "end")],
+    # A message a copy-out team took (ep_copy_message): taken at its start, then these.
+    "msg": [(1, "mark seen"), (2, "rows written")],
 }
 
 
-def main(path):
+def plot_round(round_, rank, path):
+    """One round's timeline: per µs from the round's start, the send blocks alive, the copy-out's
+    messages in hand (waiting for their mark, and being written), and the share of each done."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    t0, r = round_
+    end = max((b[0] - t0) * 1e-3 + max(b[4]) for k in r for b in r[k])
+    bins = int(end) + 2
+    def spans(kernel, a, b):  # (start, end) µs of each record between its stamps a and b (0: start)
+        out = []
+        for x in r.get(kernel, []):
+            s = (x[0] - t0) * 1e-3
+            lo = s + (x[4][a - 1] if a else 0.0)
+            hi = s + (max(x[4]) if b is None else x[4][b - 1])
+            if lo <= hi:
+                out.append((lo, hi))
+        return out
+    def alive(sp):
+        c = [0] * bins
+        for lo, hi in sp:
+            for t in range(int(lo), int(hi) + 1):
+                c[t] += 1
+        return c
+    def done(sp):
+        c = [0] * bins
+        for _, hi in sp:
+            c[int(hi) + 1 if int(hi) + 1 < bins else bins - 1] += 1
+        tot, out = 0, []
+        for v in c:
+            tot += v
+            out.append(100.0 * tot / max(len(sp), 1))
+        return out
+    fig, (ax1, ax2, ax3) = plt.subplots(3, 1, figsize=(11, 10), sharex=True)
+    xs = list(range(bins))
+    for kernel, label in (("assign", "ep_assign_slots blocks alive"), ("send", "ep_dispatch_send blocks alive")):
+        if r.get(kernel):
+            ax1.plot(xs, alive(spans(kernel, 0, None)), label=label)
+    if r.get("msg"):
+        ax1.plot(xs, alive(spans("msg", 0, 1)), label="copy-out messages waiting for their mark")
+        ax1.plot(xs, alive(spans("msg", 1, 2)), label="copy-out messages being written")
+    ax1.set_ylabel("at once")
+    ax1.legend(fontsize=8)
+    for kernel, label in (("send", "send blocks ended"), ("msg", "messages copied")):
+        if r.get(kernel):
+            ax2.plot(xs, done(spans(kernel, 0, None)), label=label)
+    ax2.set_ylabel("% done")
+    ax2.legend(fontsize=8)
+    # How long each send block and each message took, by when it started: a block whose life
+    # grows as the copy-out gets going shares something with it.
+    for kernel, label in (("send", "send block life"), ("msg", "message: mark seen to rows written")):
+        sp = spans(kernel, 0, None) if kernel == "send" else spans(kernel, 1, 2)
+        if sp:
+            ax3.scatter([lo for lo, _ in sp], [hi - lo for lo, hi in sp], s=2, label=label)
+    ax3.set_ylabel("µs")
+    ax3.set_xlabel("µs from the round's first ep_assign_slots block")
+    ax3.legend(fontsize=8, markerscale=4)
+    fig.suptitle(f"one dispatch round, rank {rank} (EP_CUDA_TRACE=all)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    print(f"rank {rank}: plotted a round to {path}")
+
+
+def main(path, plot=None):
     text = open(path, errors="replace").read()
     blocks = collections.defaultdict(list)  # rank -> [(start_ns, kernel, block, sm, stamps)]
     for b in parse_blocks(text):
@@ -47,7 +114,9 @@ def main(path):
             if cur is not None:
                 cur[b[1]].append(b)
         print(f"rank {rank}: {len(rounds)} rounds")
-        for kernel in ("assign", "send", "copy"):
+        if plot:
+            plot_round(rounds[len(rounds) // 2], rank, plot)
+        for kernel in ("assign", "send", "copy", "msg"):
             per = [(t0, r[kernel]) for t0, r in rounds if r.get(kernel)]
             if not per:
                 continue
@@ -93,4 +162,4 @@ def main(path):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else None)

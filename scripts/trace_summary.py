@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Summarises the stamps the single-launch kernels print under EP_CUDA_TRACE (common.cuh).
+"""Summarises the stamps the kernels record under EP_CUDA_TRACE (common.cuh; `ep bench` prints them).
 
 Usage: EP_CUDA_TRACE=all ep bench --backend cuda --tokens N --passes 1 --rounds 40 > trace.txt
        python3 scripts/trace_summary.py trace.txt

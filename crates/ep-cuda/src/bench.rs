@@ -117,7 +117,7 @@ impl StartGate {
     }
 
     /// After the stream finished: an error when one of rank `rank`'s gates timed out.
-    pub(crate) fn check(&self, rank: usize, stream: &CudaStream) -> Result<()> {
+    pub(crate) fn check(&self, rank: usize, stream: &Arc<CudaStream>) -> Result<()> {
         let n = self.kernels.len();
         let mut flags = vec![0u64; n + 3];
         self.flags[rank].download(&mut flags, stream)?;
@@ -128,6 +128,7 @@ impl StartGate {
                 let end = flags[n + 1 + (epoch % 2) as usize];
                 println!("trace gate rank {rank} epoch {epoch} end {end}");
             }
+            self.kernels[rank].print_trace(stream)?;
         }
         if flags[n] != 0 {
             return Err(EpError::Backend(format!(

@@ -114,8 +114,9 @@ pub fn arch_name(major: i32, minor: i32) -> &'static str {
 }
 
 /// The defines every program is compiled with: the LL bound, and under EP_CUDA_TRACE the
-/// single-launch kernels' stamps (common.cuh); `all`: every block prints, not only block 0 and the
-/// publishing one; EP_CUDA_TRACE_RANK=r: only rank r prints.
+/// kernels' stamps (common.cuh), recorded in device memory and printed by `print_trace`; `all`:
+/// every block records, not only block 0 and the publishing one, and so does every message a
+/// copy-out takes; EP_CUDA_TRACE_RANK=r: only rank r records.
 fn prelude() -> String {
     let mut prelude = format!(
         "#define EP_LL_MAX_TOKENS {}\n",
@@ -134,15 +135,18 @@ fn prelude() -> String {
     prelude
 }
 
-/// The printf buffer under EP_CUDA_TRACE: every block of a decode grid prints a line per launch.
-const TRACE_PRINTF_BYTES: usize = 256 << 20;
+/// Words of one trace record (common.cuh's EP_TRACE_WORDS): name, (rank, block), (sm,
+/// published), 16 stamps.
+const TRACE_RECORD_WORDS: usize = 3 + 16;
 
 /// The loaded kernels of one device.
 pub struct Kernels {
     pub ctx: Arc<CudaContext>,
     pub arch: &'static str,
     functions: HashMap<&'static str, CudaFunction>,
-    _modules: Vec<Arc<CudaModule>>,
+    modules: Vec<Arc<CudaModule>>,
+    /// Under EP_CUDA_TRACE: each module's trace records printed so far.
+    trace_printed: Mutex<Vec<usize>>,
     /// Combine variants with a device-code epilogue, by source hash.
     epilogues: Mutex<HashMap<u64, (Arc<CudaModule>, EpilogueKernels)>>,
 }
@@ -154,15 +158,6 @@ impl Kernels {
         let mut functions = HashMap::new();
         let mut modules = Vec::new();
         let prelude = prelude();
-        if std::env::var_os("EP_CUDA_TRACE").is_some() {
-            // Rounds queued back to back print more than the default 1 MB holds between syncs.
-            ctx.set_limit(
-                cudarc::driver::sys::CUlimit::CU_LIMIT_PRINTF_FIFO_SIZE,
-                TRACE_PRINTF_BYTES,
-            )
-            .map_err(cuda)?;
-        }
-
         for (_, body, names) in PROGRAMS {
             let module = ctx
                 .load_module(compile(&source(body, &prelude), arch)?)
@@ -176,13 +171,57 @@ impl Kernels {
             ctx: Arc::clone(ctx),
             arch,
             functions,
-            _modules: modules,
+            trace_printed: Mutex::new(vec![0; modules.len()]),
+            modules,
             epilogues: Mutex::default(),
         })
     }
 
     pub fn get(&self, name: &str) -> &CudaFunction {
         &self.functions[name]
+    }
+
+    /// Under EP_CUDA_TRACE, after `stream` synchronised: prints the trace records the kernels
+    /// wrote since the last call, one `trace` line each (the stamps as µs from the start, -1 not
+    /// reached), for scripts/trace_summary.py and trace_grid.py. Records are not cleared, so
+    /// ranks that share this device may print each other's (and one still being written).
+    pub fn print_trace(&self, stream: &Arc<CudaStream>) -> Result<()> {
+        if std::env::var_os("EP_CUDA_TRACE").is_none() {
+            return Ok(());
+        }
+        let mut printed = self.trace_printed.lock().unwrap();
+        for (module, done) in self.modules.iter().zip(printed.iter_mut()) {
+            let mut count = [0u32];
+            let view = module.get_global("ep_trace_count", stream).map_err(cuda)?;
+            let view = unsafe { view.transmute::<u32>(1) }
+                .ok_or_else(|| EpError::Backend("trace count is not a u32".into()))?;
+            stream.memcpy_dtoh(&view, &mut count).map_err(cuda)?;
+            let records = module
+                .get_global("ep_trace_records", stream)
+                .map_err(cuda)?;
+            let cap = records.len() / (TRACE_RECORD_WORDS * 8);
+            let count = count[0] as usize;
+            let end = count.min(cap);
+            if count > cap && *done < cap {
+                eprintln!(
+                    "trace: {} records past the buffer's {cap} dropped",
+                    count - cap
+                );
+            }
+            if end > *done {
+                let words = unsafe { records.transmute::<u64>(cap * TRACE_RECORD_WORDS) }
+                    .ok_or_else(|| EpError::Backend("trace records are not u64".into()))?;
+                let new = words.slice(*done * TRACE_RECORD_WORDS..end * TRACE_RECORD_WORDS);
+                let mut host = vec![0u64; new.len()];
+                stream.memcpy_dtoh(&new, &mut host).map_err(cuda)?;
+                stream.synchronize().map_err(cuda)?;
+                for rec in host.chunks_exact(TRACE_RECORD_WORDS) {
+                    println!("{}", trace_line(rec));
+                }
+            }
+            *done = end.max(*done);
+        }
+        Ok(())
     }
 
     /// The combine kernels that reduce, with `name`/`source` compiled in as their epilogue.
@@ -208,6 +247,31 @@ impl Kernels {
         cache.insert(key, (module, f.clone()));
         Ok(f)
     }
+}
+
+/// One trace record as a line: `trace NAME rank R block B sm S pub P start T: d1 ... d15`.
+fn trace_line(rec: &[u64]) -> String {
+    let name: String = rec[0]
+        .to_le_bytes()
+        .iter()
+        .take_while(|&&b| b != 0)
+        .map(|&b| b as char)
+        .collect();
+    let (rank, block) = (rec[1] >> 32, rec[1] as u32);
+    let (sm, published) = (rec[2] >> 32, rec[2] as u32);
+    let stamps = &rec[3..];
+    let start = stamps[0];
+    let mut line =
+        format!("trace {name} rank {rank} block {block} sm {sm} pub {published} start {start}:");
+    for &t in &stamps[1..] {
+        let us = if t == 0 {
+            -1.0
+        } else {
+            (t as f64 - start as f64) * 1e-3
+        };
+        line += &format!(" {us:.2}");
+    }
+    line
 }
 
 /// The kernels that reduce a combine, compiled with a device-code epilogue.
@@ -361,6 +425,29 @@ pub(crate) mod tests {
     fn parameter_names_reads_a_signature() {
         let src = "extern \"C\" __global__ void k(int a, const u8* b,\n  MsgLayout m) {}";
         assert_eq!(parameter_names(src, "k"), ["a", "b", "m"]);
+    }
+
+    /// A trace record prints as the line scripts/trace_summary.py parses: the name from its
+    /// bytes, the stamps as µs from the start, -1 for one not reached; and the record's size is
+    /// common.cuh's.
+    #[test]
+    fn trace_record_prints_as_a_trace_line() {
+        let mut rec = vec![0u64; super::TRACE_RECORD_WORDS];
+        rec[0] = u64::from_le_bytes(*b"send\0\0\0\0");
+        rec[1] = (1u64 << 32) | 4095;
+        rec[2] = (131u64 << 32) | 1;
+        rec[3] = 1_000_000;
+        rec[4] = 1_001_500;
+        rec[6] = 1_000_250;
+        let line = super::trace_line(&rec);
+        let want = "trace send rank 1 block 4095 sm 131 pub 1 start 1000000: 1.50 -1.00 0.25";
+        assert!(line.starts_with(want), "{line}");
+        assert_eq!(
+            line.split(':').nth(1).unwrap().split_whitespace().count(),
+            15
+        );
+        assert!(super::COMMON.contains("#define EP_TRACE_WORDS (3 + EP_N_STAMPS)"));
+        assert!(super::COMMON.contains("#define EP_N_STAMPS 16"));
     }
 
     /// The kernels size per-token arrays by EP_MAX_TOP_K; the config admits up to MAX_TOP_K.

@@ -683,11 +683,13 @@ __device__ void ep_reset_counts_when_read(u32* ticket, u32 blocks, u64* counts, 
     __syncthreads();
 }
 
-// Stamps inside the single-launch kernels, to find where a decode phase's time goes: compiled in
-// only when the process runs with EP_CUDA_TRACE set (kernels.rs), then block 0 and the block that
-// published the counts print, every launch, the block's start (%globaltimer, ns) and the µs from
-// it to each stamp; with EP_CUDA_TRACE=all every block prints, so that scripts/trace_summary.py
-// can find the launch's last block and what held it (EP_CUDA_TRACE_RANK: one rank prints).
+// Stamps inside the kernels, to find where a phase's time goes: compiled in only when the process
+// runs with EP_CUDA_TRACE set (kernels.rs). Then block 0 and the block that published the counts
+// record, every launch, the block's start (%globaltimer, ns) and each stamp; with EP_CUDA_TRACE=all
+// every block does, so that scripts/trace_summary.py can find the launch's last block and what held
+// it, and trace_grid.py how busy the GPU was (EP_CUDA_TRACE_RANK: one rank records). Records go
+// to a buffer in device memory, which the host prints as `trace` lines after the stream syncs
+// (Kernels::print_trace): printf from every block stretched a launch several times over.
 #ifdef EP_TRACE
 #ifndef EP_TRACE_RANK
 #define EP_TRACE_RANK -1
@@ -699,6 +701,29 @@ __device__ void ep_reset_counts_when_read(u32* ticket, u32 blocks, u64* counts, 
     ((EP_TRACE_RANK < 0 || (rank) == EP_TRACE_RANK) && (blockIdx.x == 0 || (published)))
 #endif
 #define EP_N_STAMPS 16
+// A record: the name's first 8 bytes, (rank, block), (sm, published), then the stamps, stamp 0 the
+// start (absolute %globaltimer, 0: not reached). Its layout is kernels.rs' TRACE_RECORD_WORDS.
+#define EP_TRACE_WORDS (3 + EP_N_STAMPS)
+#define EP_TRACE_RECORDS (1 << 17)
+__device__ u64 ep_trace_records[EP_TRACE_RECORDS * EP_TRACE_WORDS];
+__device__ unsigned int ep_trace_count; // records asked for, overflow included
+__device__ __forceinline__ u64 ep_trace_name(const char* what) {
+    u64 w = 0;
+    for (int i = 0; i < 8 && what[i]; i++) w |= (u64)(u8)what[i] << (8 * i);
+    return w;
+}
+__device__ __forceinline__ void ep_trace_record(const char* what, int rank, u32 block, int published,
+                                                const u64* stamps) {
+    u32 sm;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+    u32 i = atomicAdd(&ep_trace_count, 1u);
+    if (i >= EP_TRACE_RECORDS) return;
+    u64* rec = ep_trace_records + (u64)i * EP_TRACE_WORDS;
+    rec[0] = ep_trace_name(what);
+    rec[1] = ((u64)(u32)rank << 32) | block;
+    rec[2] = ((u64)sm << 32) | (u32)published;
+    for (int k = 0; k < EP_N_STAMPS; k++) rec[3 + k] = stamps[k];
+}
 __shared__ u64 ep_stamp[EP_N_STAMPS]; // at file scope: the device functions a kernel calls stamp too
 #define EP_STAMPS                                                          \
     if (threadIdx.x < EP_N_STAMPS) ep_stamp[threadIdx.x] = 0;              \
@@ -709,20 +734,29 @@ __shared__ u64 ep_stamp[EP_N_STAMPS]; // at file scope: the device functions a k
 #define EP_STAMP_FIRST(i) do { if (ep_stamp[i] == 0) ep_stamp[i] = ep_globaltimer(); } while (0)
 #define EP_STAMPS_PRINT(what, rank, published)                                                         \
     do {                                                                                               \
-        if (threadIdx.x == 0 && EP_TRACE_PRINTS(rank, published)) {                                   \
-            float d[EP_N_STAMPS];                                                                      \
-            for (int i = 0; i < EP_N_STAMPS; i++) d[i] = ep_stamp[i] ? (ep_stamp[i] - ep_stamp[0]) * 1e-3f : -1.0f; \
-            u32 sm;                                                                                    \
-            asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));                                            \
-            printf("trace %s rank %d block %d sm %u pub %d start %llu: %.2f %.2f %.2f %.2f %.2f %.2f %.2f %.2f " \
-                   "%.2f %.2f %.2f %.2f %.2f %.2f %.2f\n",                                            \
-                   what, rank, blockIdx.x, sm, (int)(published), ep_stamp[0], d[1], d[2], d[3], d[4], d[5], \
-                   d[6], d[7], d[8], d[9], d[10], d[11], d[12], d[13], d[14], d[15]);                   \
+        if (threadIdx.x == 0 && EP_TRACE_PRINTS(rank, published))                                     \
+            ep_trace_record(what, rank, blockIdx.x, (int)(published), ep_stamp);                      \
+    } while (0)
+// One unit of work inside a launch (a message a copy-out warp took), recorded as a block of its
+// own named `what` with id `id`: start `t0`, stamps 1 and 2 `t1` and `t2`. Every one is recorded
+// under EP_CUDA_TRACE=all, none otherwise.
+#ifdef EP_TRACE_ALL
+#define EP_TRACE_WORK(what, rank, id, t0, t1, t2)                                                      \
+    do {                                                                                               \
+        if (EP_TRACE_RANK < 0 || (rank) == EP_TRACE_RANK) {                                            \
+            u64 st_[EP_N_STAMPS] = {(t0), (t1), (t2)};                                                 \
+            ep_trace_record(what, rank, (u32)(id), 0, st_);                                            \
         }                                                                                              \
     } while (0)
 #else
+#define EP_TRACE_WORK(what, rank, id, t0, t1, t2) do {} while (0)
+#endif
+#define EP_TRACE_NOW() ep_globaltimer()
+#else
 #define EP_STAMPS
 #define EP_STAMP(i) do {} while (0)
+#define EP_TRACE_WORK(what, rank, id, t0, t1, t2) do {} while (0)
+#define EP_TRACE_NOW() 0ull
 #define EP_STAMP_FIRST(i) do {} while (0)
 #define EP_STAMPS_PRINT(what, rank, published) do {} while (0)
 #endif

@@ -768,8 +768,14 @@ __device__ bool ep_copy_message(int s, u32 j, int part, int parts, u32 nmsg_s, E
                                 u8* recv_scales, int* src_info, int* row_src, u32* status, EpRows& r,
                                 int* msg_rows = nullptr) {
     const u8* msg = recv + ep_recv_offset(s, max_tokens, j, m.bytes);
+#ifdef EP_TRACE
+    u64 t_begin = EP_TRACE_NOW();
+#endif
     auto got = ep_message_ready<Warp, Placed>(msg, s, nmsg_s, m, landing, n_local, n_ranks, status);
     if (!got) return false;
+#ifdef EP_TRACE
+    u64 t_ready = EP_TRACE_NOW();
+#endif
     if (Placed && got == EP_MSG_PLACED) {
         ep_team_sync<Warp>(); // as below: the next message's ep_message_ready after a barrier
         return true;
@@ -782,6 +788,10 @@ __device__ bool ep_copy_message(int s, u32 j, int part, int parts, u32 nmsg_s, E
     if (threadIdx.x == 0) EP_STAMP_FIRST(15);
     if (r.n > 0) ep_copy_rows<Warp>(r, h, rows, msg, s, hidden, fmt, m, recv_scales, src_info, row_src);
     ep_team_sync<Warp>(); // `r` is the next message's
+#ifdef EP_TRACE
+    // "msg" (id: sender * max_tokens + message): taken, its mark seen, its rows written.
+    if (ep_team_id<Warp>() == 0) EP_TRACE_WORK("msg", rank, (u64)s * max_tokens + j, t_begin, t_ready, EP_TRACE_NOW());
+#endif
     return true;
 }
 
