@@ -8,8 +8,8 @@ Usage: EP_CUDA_TRACE=all EP_CUDA_TRACE_RANK=0 ep bench --backend cuda --tokens 4
 trace_summary.py asks which block held a decode launch; at prefill sizes a grid has thousands of
 blocks and the question is how busy the GPU was: how many blocks were alive at once, how long
 each lived and in which step. A round starts at its `assign` launch (ep_assign_slots); the `send`
-(ep_dispatch_send) and `copy` (the overlapped ep_dispatch_copy_messages) launches up to the next
-`assign` belong to it. For each kernel, medians over rounds: its first block start and last block
+(ep_dispatch_send) and `copy` (the overlapped ep_dispatch_copy_messages; `helper`: its launch after
+the send) launches up to the next `assign` belong to it. For each kernel, medians over rounds: its first block start and last block
 end from the round's start, the blocks, their median life and steps, and how many blocks were
 alive at once (their lives summed over the launch's span; per SM the SMs it used), then the share
 of the launch's blocks finished by each tenth of its span, and which blocks finished last. `msg`
@@ -27,6 +27,7 @@ STEPS = {
     "send": [(1, "route loaded"), (12, "row here"), (13, "message ready"), (14, "stores issued"),
              (3, "own rows written"), (2, "end")],
     "copy": [(9, "first mark seen"), (15, "first message copied"), (2, "end")],
+    "helper": [(9, "first mark seen"), (15, "first message copied"), (2, "end")],
     # A message a copy-out team took (ep_copy_message): taken at its start, then these.
     "msg": [(1, "mark seen"), (2, "rows written")],
 }
@@ -116,7 +117,7 @@ def main(path, plot=None):
         print(f"rank {rank}: {len(rounds)} rounds")
         if plot:
             plot_round(rounds[len(rounds) // 2], rank, plot)
-        for kernel in ("assign", "send", "copy", "msg"):
+        for kernel in ("assign", "send", "copy", "helper", "msg"):
             per = [(t0, r[kernel]) for t0, r in rounds if r.get(kernel)]
             if not per:
                 continue

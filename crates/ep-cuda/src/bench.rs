@@ -128,7 +128,7 @@ impl StartGate {
                 let end = flags[n + 1 + (epoch % 2) as usize];
                 println!("trace gate rank {rank} epoch {epoch} end {end}");
             }
-            self.kernels[rank].print_trace(stream)?;
+            self.kernels[rank].collect_trace(stream)?;
         }
         if flags[n] != 0 {
             return Err(EpError::Backend(format!(

@@ -145,8 +145,8 @@ pub struct Kernels {
     pub arch: &'static str,
     functions: HashMap<&'static str, CudaFunction>,
     modules: Vec<Arc<CudaModule>>,
-    /// Under EP_CUDA_TRACE: each module's trace records printed so far.
-    trace_printed: Mutex<Vec<usize>>,
+    /// Under EP_CUDA_TRACE: the records copied from the device, not printed yet.
+    trace: Mutex<Trace>,
     /// Combine variants with a device-code epilogue, by source hash.
     epilogues: Mutex<HashMap<u64, (Arc<CudaModule>, EpilogueKernels)>>,
 }
@@ -171,7 +171,10 @@ impl Kernels {
             ctx: Arc::clone(ctx),
             arch,
             functions,
-            trace_printed: Mutex::new(vec![0; modules.len()]),
+            trace: Mutex::new(Trace {
+                copied: vec![0; modules.len()],
+                records: Vec::new(),
+            }),
             modules,
             epilogues: Mutex::default(),
         })
@@ -181,25 +184,26 @@ impl Kernels {
         &self.functions[name]
     }
 
-    /// Under EP_CUDA_TRACE, after `stream` synchronised: prints the trace records the kernels
-    /// wrote since the last call, one `trace` line each (the stamps as µs from the start, -1 not
-    /// reached), for scripts/trace_summary.py and trace_grid.py. Records are not cleared, so
-    /// ranks that share this device may print each other's (and one still being written).
-    pub fn print_trace(&self, stream: &Arc<CudaStream>) -> Result<()> {
+    /// Under EP_CUDA_TRACE, after `stream` synchronised: copies the trace records the kernels
+    /// wrote since the last call to the host, to be printed by `print_trace`. Records are not
+    /// cleared on the device, so ranks that share this device may collect each other's (and one
+    /// still being written).
+    pub fn collect_trace(&self, stream: &Arc<CudaStream>) -> Result<()> {
         if std::env::var_os("EP_CUDA_TRACE").is_none() {
             return Ok(());
         }
-        let mut printed = self.trace_printed.lock().unwrap();
-        for (module, done) in self.modules.iter().zip(printed.iter_mut()) {
+        let mut trace = self.trace.lock().unwrap();
+        let Trace { copied, records } = &mut *trace;
+        for (module, done) in self.modules.iter().zip(copied.iter_mut()) {
             let mut count = [0u32];
             let view = module.get_global("ep_trace_count", stream).map_err(cuda)?;
             let view = unsafe { view.transmute::<u32>(1) }
                 .ok_or_else(|| EpError::Backend("trace count is not a u32".into()))?;
             stream.memcpy_dtoh(&view, &mut count).map_err(cuda)?;
-            let records = module
+            let all = module
                 .get_global("ep_trace_records", stream)
                 .map_err(cuda)?;
-            let cap = records.len() / (TRACE_RECORD_WORDS * 8);
+            let cap = all.len() / (TRACE_RECORD_WORDS * 8);
             let count = count[0] as usize;
             let end = count.min(cap);
             if count > cap && *done < cap {
@@ -209,19 +213,31 @@ impl Kernels {
                 );
             }
             if end > *done {
-                let words = unsafe { records.transmute::<u64>(cap * TRACE_RECORD_WORDS) }
+                let words = unsafe { all.transmute::<u64>(cap * TRACE_RECORD_WORDS) }
                     .ok_or_else(|| EpError::Backend("trace records are not u64".into()))?;
                 let new = words.slice(*done * TRACE_RECORD_WORDS..end * TRACE_RECORD_WORDS);
-                let mut host = vec![0u64; new.len()];
-                stream.memcpy_dtoh(&new, &mut host).map_err(cuda)?;
+                let at = records.len();
+                records.resize(at + new.len(), 0);
+                stream.memcpy_dtoh(&new, &mut records[at..]).map_err(cuda)?;
                 stream.synchronize().map_err(cuda)?;
-                for rec in host.chunks_exact(TRACE_RECORD_WORDS) {
-                    println!("{}", trace_line(rec));
-                }
             }
             *done = end.max(*done);
         }
         Ok(())
+    }
+
+    /// Prints the trace records collected so far, one `trace` line each (the stamps as µs from
+    /// the start, -1 not reached), for scripts/trace_summary.py and trace_grid.py. Not between
+    /// rounds: printed after each, a prefill round's ~12,000 lines held its rank's host long
+    /// enough that the next dispatch's first NVLink stores took ~150 µs longer (v28).
+    pub fn print_trace(&self) {
+        let records = std::mem::take(&mut self.trace.lock().unwrap().records);
+        let mut out = String::new();
+        for rec in records.chunks_exact(TRACE_RECORD_WORDS) {
+            out += &trace_line(rec);
+            out.push('\n');
+        }
+        print!("{out}");
     }
 
     /// The combine kernels that reduce, with `name`/`source` compiled in as their epilogue.
@@ -247,6 +263,14 @@ impl Kernels {
         cache.insert(key, (module, f.clone()));
         Ok(f)
     }
+}
+
+/// Trace records copied from the device (`Kernels::collect_trace`).
+struct Trace {
+    /// Per module, the records copied so far.
+    copied: Vec<usize>,
+    /// Their words, TRACE_RECORD_WORDS a record.
+    records: Vec<u64>,
 }
 
 /// One trace record as a line: `trace NAME rank R block B sm S pub P start T: d1 ... d15`.

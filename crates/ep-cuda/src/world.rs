@@ -61,9 +61,10 @@ pub struct RankBuffers {
     /// Each received message's rows by slot [n_ranks, max_tokens, top_k] (i32, -1: not here),
     /// for a combine that sends its rows back in token order.
     pub msg_rows: DevBuf,
-    /// The overlapped dispatch round whose layout `ep_dispatch_wait` has written (u32): the send
-    /// blocks that read it expand the rank's own messages themselves (dispatch.cu,
-    /// ep_place_own_rows).
+    /// Two u32: the overlapped dispatch round whose layout `ep_dispatch_wait` has written (the
+    /// send blocks that read it expand the rank's own messages themselves, ep_place_own_rows, and
+    /// the copy-out's helpers start from it), then how many of the round's messages the copy-out
+    /// has taken (dispatch.cu, ep_dispatch_copy_messages).
     pub layout_seq: DevBuf,
     // Combine.
     pub expert_out: DevBuf,
@@ -318,7 +319,7 @@ impl RankBuffers {
             })?,
             c_marks: b(if multi_node { 0 } else { t * k * 4 })?,
             msg_rows: b(if multi_node { 0 } else { n * t * k * 4 })?,
-            layout_seq: b(4)?,
+            layout_seq: b(8)?,
         };
         bufs.d_counts.fill(0xFF)?;
         bufs.d_ticket.fill(0)?;

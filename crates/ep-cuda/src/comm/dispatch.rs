@@ -117,6 +117,14 @@ fn places_own_rows(format: Format) -> bool {
     tokens_from_env(&SET, "EP_CUDA_OWN_ROWS").map_or(format == Format::Fp8, |n| n != 0)
 }
 
+/// Whether an overlapped round launches the copy-out again after the send, on every SM, to take
+/// the messages the copy-out beside the send has not (dispatch.cu, ep_dispatch_copy_messages).
+/// `EP_CUDA_COPY_HELPERS=0` turns it off.
+fn copy_helpers() -> bool {
+    static SET: OnceLock<Option<usize>> = OnceLock::new();
+    tokens_from_env(&SET, "EP_CUDA_COPY_HELPERS").is_none_or(|n| n != 0)
+}
+
 /// How long an overlapped round's send blocks wait for the layout before they send the rank's own
 /// messages as messages instead of writing their rows (dispatch.cu, `ep_place_own_rows`): by
 /// default not at all, they look once, so the blocks that run before the layout is there lose no
@@ -140,7 +148,7 @@ fn next_seq(seq: u32) -> u32 {
 pub(super) const SEND_ARGS: usize = 42;
 pub(super) const WAIT_ARGS: usize = 16;
 pub(super) const COPY_OUT_ARGS: usize = 24;
-/// `ep_dispatch_copy_messages` takes the first of `ep_dispatch_copy_out`'s.
+/// `ep_dispatch_copy_messages` takes the first of `ep_dispatch_copy_out`'s, then two of its own.
 pub(super) const COPY_MESSAGES_ARGS: usize = 21;
 pub(super) const DISPATCH_SINGLE_ARGS: usize = 38;
 
@@ -153,6 +161,9 @@ enum CopyOut {
     Tail,
     /// An overlapped round's messages, on the copy stream, as they land.
     Messages,
+    /// An overlapped round's messages that the copy stream has not taken yet, after the send on
+    /// the main stream, on every SM.
+    MessagesLeft,
 }
 
 impl CudaComm {
@@ -317,6 +328,10 @@ impl CudaComm {
             )?;
         }
         if overlap {
+            // What the copy stream has not taken yet, by every SM now that the send is done.
+            if copy_helpers() {
+                self.issue_copy(CopyOut::MessagesLeft, self.first_slice_ns())?;
+            }
             // The main stream takes the copy stream back, then the rows no message fills.
             self.join_copy_stream()?;
             self.issue_copy(CopyOut::Tail, self.first_slice_ns())?;
@@ -444,7 +459,9 @@ impl CudaComm {
             &b.snapshot.ptr,
             &b.row_offsets.ptr,
             &b.src_offsets.ptr,
-            &self.layout_seq(beside_send),
+            // An overlapped round's layout released, and its copy-out's count of messages taken
+            // zeroed.
+            &if beside_send { b.layout_seq.ptr } else { 0 },
             &self.seq,
         ];
         if beside_send {
@@ -515,18 +532,27 @@ impl CudaComm {
             &row_multiple,
             &first_block,
         ];
-        if what == CopyOut::Messages {
-            let (grid, threads) = overlap_copy_grid(
-                cfg.format,
-                self.world.single_launch_blocks[self.rank] as usize,
-            );
-            return self.launch_beside(
-                "ep_dispatch_copy_messages",
-                grid,
-                threads,
-                0,
-                &args[..COPY_MESSAGES_ARGS],
-            );
+        if matches!(what, CopyOut::Messages | CopyOut::MessagesLeft) {
+            let most = self.world.single_launch_blocks[self.rank] as usize;
+            let (grid, threads) = overlap_copy_grid(cfg.format, most);
+            let helper = (what == CopyOut::MessagesLeft) as i32;
+            let mut messages: [&dyn crate::kernels::KernelArg; COPY_MESSAGES_ARGS + 2] =
+                [&0i32; COPY_MESSAGES_ARGS + 2];
+            messages[..COPY_MESSAGES_ARGS].copy_from_slice(&args[..COPY_MESSAGES_ARGS]);
+            messages[COPY_MESSAGES_ARGS] = &b.layout_seq.ptr;
+            messages[COPY_MESSAGES_ARGS + 1] = &helper;
+            if helper == 0 {
+                return self.launch_beside(
+                    "ep_dispatch_copy_messages",
+                    grid,
+                    threads,
+                    0,
+                    &messages,
+                );
+            }
+            // Every block the rank's share of the GPU holds.
+            let grid = (most * (512 / threads as usize)) as u32;
+            return self.launch("ep_dispatch_copy_messages", grid, threads, 0, &messages);
         }
         let grid = messages - first_block as usize
             + cfg.n_groups() * (row_multiple as usize - 1)

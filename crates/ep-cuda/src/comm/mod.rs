@@ -493,6 +493,8 @@ impl Drop for CudaComm {
     fn drop(&mut self) {
         // Nothing of this rank may still run when its buffers are freed.
         let _ = self.stream.synchronize();
+        // Under EP_CUDA_TRACE, the rounds' records (collected between rounds, printed now).
+        self.world.kernels[self.rank].print_trace();
     }
 }
 
@@ -519,10 +521,11 @@ mod tests {
         assert_eq!(parameter_names(DISPATCH, "ep_dispatch_put"), send[5..17]);
         let copy = parameter_names(DISPATCH, "ep_dispatch_copy_out");
         assert_eq!(copy.len(), COPY_OUT_ARGS);
-        assert_eq!(
-            parameter_names(DISPATCH, "ep_dispatch_copy_messages"),
-            copy[..COPY_MESSAGES_ARGS]
-        );
+        // dispatch.rs passes the copy-out's first arguments and two more to the copy beside the
+        // send.
+        let messages = parameter_names(DISPATCH, "ep_dispatch_copy_messages");
+        assert_eq!(messages[..COPY_MESSAGES_ARGS], copy[..COPY_MESSAGES_ARGS]);
+        assert_eq!(messages[COPY_MESSAGES_ARGS..], ["layout_seq", "helper"]);
         let send = parameter_names(COMBINE, "ep_combine_send");
         assert_eq!(send.len(), COMBINE_SEND_ARGS);
         assert_eq!(parameter_names(COMBINE, "ep_combine_put"), send[1..10]);

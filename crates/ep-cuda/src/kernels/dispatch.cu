@@ -438,8 +438,9 @@ struct EpCountFits {
 // Waits for every count, then lays out the groups: row_offsets [n_groups + 1] and src_offsets
 // [n_groups, n_ranks + 1]. One block; the counts and group starts go through shared memory
 // (`smem`: 8 * n_local * n_ranks + 4 * (n_groups + 1) bytes). An overlapped round's first slice
-// then releases round `seq` into `layout_seq` (null: not), for the send blocks still to encode
-// this rank's own messages (ep_place_own_rows).
+// then zeroes the copy-out's count of messages taken (`layout_seq[1]`, ep_copy_messages) and
+// releases round `seq` into `layout_seq[0]` (null: neither), for the send blocks still to encode
+// this rank's own messages (ep_place_own_rows) and the copy-out's helpers after the send.
 extern "C" __global__ void ep_dispatch_wait(u64* counts, int n_local, int n_ranks, int rank, int skip_a2a,
                                             u64 slice_ns, int max_tokens, int shared_groups, int shared_len,
                                             int row_multiple, u32* status, u64* snapshot, u32* row_offsets,
@@ -457,7 +458,10 @@ extern "C" __global__ void ep_dispatch_wait(u64* counts, int n_local, int n_rank
     for (int g = threadIdx.x; g <= n_groups; g += blockDim.x) row_offsets[g] = start[g];
     if (!layout_seq) return;
     __syncthreads();
-    if (threadIdx.x == 0) ep_store_release_gpu(layout_seq, seq);
+    if (threadIdx.x == 0) {
+        layout_seq[1] = 0;
+        ep_store_release_gpu(layout_seq, seq);
+    }
 }
 
 // Marks token t's messages inside this node (r.at, from ep_send_token), and its shared-expert
@@ -925,18 +929,35 @@ extern "C" __global__ void ep_dispatch_copy_out(const u8* recv, const u32* nmsg,
 // w / n_ranks), each by the block or (Warp) the calling warp (ep_copy_message). With `Spread`
 // (blocks, at the smallest sizes) a message's rows are cut into parts when there are blocks to
 // spare (step / messages, up to top_k): one block's stores to a message's rows took ~2 us at 1
-// token, where each SM has only so many stores in flight. Returns false when a message's mark did
-// not come.
-template <bool Warp, bool Spread = false, bool Placed = true>
+// token, where each SM has only so many stores in flight. With `Claimed` (warps) each warp takes
+// the walk's next item from the count `claimed` instead, so that grids launched apart share the
+// walk (the overlapped copy-out and its helpers after the send). Returns false when a message's
+// mark did not come.
+template <bool Warp, bool Spread = false, bool Placed = true, bool Claimed = false>
 __device__ bool ep_copy_messages(u64 first, u64 step, const u8* recv, const u32* nmsg, const u32* src_offsets,
                                  u64 rows, int n_local, int n_ranks, int rank, int skip_a2a, int shared_groups,
                                  int max_tokens, int hidden, int fmt, MsgLayout m, u8* recv_tokens, u8* recv_scales,
                                  int* src_info, int* row_src, u32* status, EpLanding landing, EpRows& scratch,
-                                 int* msg_rows = nullptr) {
+                                 int* msg_rows = nullptr, u32* claimed = nullptr) {
     u32 most = 0;
     for (int s = 0; s < n_ranks; s++) most = max(most, ep_messages_from(nmsg[s], s, rank, skip_a2a, max_tokens));
     u64 messages = (u64)most * n_ranks;
     int parts = !Spread || messages == 0 ? 1 : (int)max((u64)1, min((u64)m.top_k, step / messages));
+    if (Claimed) {
+        for (;;) {
+            u32 w = 0;
+            if ((threadIdx.x & 31) == 0) w = atomicAdd(claimed, 1u);
+            w = __shfl_sync(0xffffffffu, w, 0);
+            if (w >= messages) return true;
+            int s = w % n_ranks;
+            u32 j = w / n_ranks, nm = nmsg[s];
+            if (j >= ep_messages_from(nm, s, rank, skip_a2a, max_tokens)) continue;
+            if (!ep_copy_message<Warp, Placed>(s, j, 0, 1, nm, landing, recv, src_offsets, rows, n_local, n_ranks,
+                                               rank, shared_groups, max_tokens, hidden, fmt, m, recv_tokens,
+                                               recv_scales, src_info, row_src, status, scratch, msg_rows))
+                return false;
+        }
+    }
     for (u64 w = first; w < messages * parts; w += step) {
         u64 v = Spread ? w / parts : w;
         int s = v % n_ranks, part = Spread ? w % parts : 0;
@@ -958,26 +979,48 @@ __device__ bool ep_copy_messages(u64 first, u64 step, const u8* recv, const u32*
 // counts. A persistent grid (comm/dispatch.rs, overlap_copy_grid: a share of the SMs, its blocks the size of
 // the send's, so that one takes the registers a retiring send block frees) gives each warp a message
 // at a time (a block per message left each SM one message in flight: a chain of round trips per
-// message, 3x slower than the send), in the order they are sent (ep_copy_messages), waiting for
-// each one's mark. The padding and shared-expert rows follow on the main stream
-// (ep_dispatch_copy_out with first_block past the messages).
+// message, 3x slower than the send), in the order they are sent, waiting for each one's mark: each
+// warp takes the next message from the count `layout_seq[1]` (ep_copy_messages, Claimed). While
+// the send runs most warps wait, holding registers the send could use, so the grid is small; the
+// same kernel is launched again after the send on the main stream (`helper`), on every SM, and
+// takes what is left. A helper is ordered after the send, not after ep_dispatch_wait: it first
+// waits for the layout (`layout_seq[0]` = seq), up to the slice, else leaves the messages to the
+// copy-out beside the send, which takes every one that no helper took. The padding and
+// shared-expert rows follow on the main stream (ep_dispatch_copy_out with first_block past the
+// messages).
 extern "C" __global__ void __launch_bounds__(512, 2)
     ep_dispatch_copy_messages(const u8* recv, const u32* nmsg, const u32* row_offsets, const u32* src_offsets,
                               int n_local, int n_ranks, int rank, int skip_a2a, int shared_groups, int max_tokens,
                               int hidden, int fmt, MsgLayout m, u8* recv_tokens, u8* recv_scales, int* src_info,
-                              int* row_src, int* msg_rows, u32* status, u32 seq, u64 slice_ns) {
+                              int* row_src, int* msg_rows, u32* status, u32 seq, u64 slice_ns, u32* layout_seq,
+                              int helper) {
     __shared__ EpRows scratch[EP_COPY_WARPS];
+    __shared__ bool laid_out;
+    if (helper) {
+        if (threadIdx.x == 0) {
+            u64 deadline = ep_globaltimer() + slice_ns;
+            bool there = ep_load_acquire_gpu(layout_seq) == seq;
+            while (!there && *(volatile const u32*)status == EP_OK && ep_globaltimer() < deadline) {
+                __nanosleep(256);
+                there = ep_load_acquire_gpu(layout_seq) == seq;
+            }
+            laid_out = there;
+        }
+        __syncthreads();
+        if (!laid_out) return;
+    }
     if (status[0] != EP_OK) return;
     EP_STAMPS
     u64 rows = row_offsets[n_local + shared_groups];
-    int warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
-    ep_copy_messages<true>((u64)blockIdx.x * warps + warp, (u64)gridDim.x * warps, recv, nmsg, src_offsets, rows,
-                           n_local, n_ranks, rank, skip_a2a, shared_groups, max_tokens, hidden, fmt, m, recv_tokens,
-                           recv_scales, src_info, row_src, status, EpLanding{seq, slice_ns}, scratch[warp], msg_rows);
+    int warp = threadIdx.x >> 5;
+    ep_copy_messages<true, false, true, true>(0, 0, recv, nmsg, src_offsets, rows, n_local, n_ranks, rank, skip_a2a,
+                                              shared_groups, max_tokens, hidden, fmt, m, recv_tokens, recv_scales,
+                                              src_info, row_src, status, EpLanding{seq, slice_ns}, scratch[warp],
+                                              msg_rows, layout_seq + 1);
 #ifdef EP_TRACE
     __syncthreads();
     EP_STAMP(2);
-    EP_STAMPS_PRINT("copy", rank, 0);
+    EP_STAMPS_PRINT(helper ? "helper" : "copy", rank, 0);
 #endif
 }
 
