@@ -11,7 +11,7 @@ O="EP_CUDA_OVERLAP_MIN_TOKENS=1 EP_CUDA_SINGLE_DISPATCH_MAX_TOKENS=0"
 timeout 100 ./ep-gpu conformance --backend cuda > $OUT/conformance.txt 2>&1; echo "conf defaults rc=$? $(tail -n 1 $OUT/conformance.txt)" >> $OUT/rc.txt
 env $O EP_CUDA_OVERLAP_COPY_BLOCKS=1 EP_CUDA_OWN_ROWS_WAIT_NS=2000000 EP_CUDA_MARKED_MIN_TOKENS=1 timeout 100 ./ep-gpu conformance --backend cuda > /tmp/c2.txt 2>&1; echo "conf overlapped 1-block copy placed marked rc=$? $(tail -n 1 /tmp/c2.txt)" >> $OUT/rc.txt
 grep -h -B2 -A12 FAILED $OUT/conformance.txt /tmp/c2.txt | head -40 >> $OUT/rc.txt
-for f in bf16 fp8; do env $O EP_CUDA_OVERLAP_COPY_BLOCKS=8 timeout 100 ./ep-gpu soak --backend cuda --rounds 400 --format $f --hidden 7168 > /tmp/s.txt 2>&1; echo "soak overlapped 8-block copy $f rc=$? $(tail -n 1 /tmp/s.txt)" >> $OUT/rc.txt; done
+for f in bf16 fp8; do env $O EP_CUDA_OVERLAP_COPY_BLOCKS=8 timeout 100 ./ep-gpu soak --backend cuda --rounds 400 --format $f > /tmp/s.txt 2>&1; echo "soak overlapped 8-block copy $f rc=$? $(tail -n 1 /tmp/s.txt)" >> $OUT/rc.txt; done
 cat $OUT/rc.txt
 run() { # label, build, env, tokens, format, [--skewed]
   local b=./ep-gpu; [ $2 = base ] && b=base/ep-gpu
