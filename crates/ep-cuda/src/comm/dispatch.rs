@@ -45,7 +45,8 @@ fn send_smem(format: Format, m: &MsgLayout, hidden: usize) -> usize {
 /// 4096 tokens BF16 290 -> 315 us). The copy-out's grid is then a share of the SMs, in blocks as
 /// launched (`overlap_copy_grid`, per SM), the best measured at 4096 tokens:
 /// - BF16: 512-thread sends and copy blocks on two thirds of the SMs (v17: two thirds 304-308 us,
-///   a half 291-335 with p95 338-372; v20 292 / 291 with p95 296 / 295). 256-thread shapes were
+///   a half 291-335 with p95 338-372; v20 292 / 291 with p95 296 / 295), on half of them from
+///   2048 tokens since v28 (`BF16_COPY_PER_SM`). 256-thread shapes were
 ///   slower here (v26: 313-352 us with 1 to 5/3 copy blocks per SM; 1024 tokens 117-120 against
 ///   104-108), the send then taking HBM and NVLink from the copy-out.
 /// - FP8: 256-thread sends and copy blocks, 2 copy blocks per SM. Its send is bound by its encode
@@ -56,6 +57,10 @@ fn send_smem(format: Format, m: &MsgLayout, hidden: usize) -> usize {
 ///   5/3 per SM 290-302, 11/6 284; 2048 tokens uniform 146-147 -> 130). Since v27 the send
 ///   blocks write the rank's own rows (`places_own_rows`), which leaves the copy-out half the
 ///   messages: `FP8_PLACED_COPY_PER_SM`.
+///
+/// Since v28 the copy-out's warps take messages from a shared count and the same kernel runs again
+/// after the send on every SM (`copy_helpers`), so a grid that falls behind during the send is
+/// caught up after it: the grids are smaller than before, and leave the send more room.
 /// - MXFP4 and NVFP4 (not measured): 512-thread blocks, the copy-out on a third of the SMs.
 ///
 /// `EP_CUDA_SEND_THREADS` (a multiple of 32, 64 to 512; the copy blocks follow it) and
@@ -76,12 +81,13 @@ fn send_threads(format: Format, overlap: bool) -> u32 {
     })
 }
 
-/// The overlapped copy-out's grid and block size (`send_threads`) on a rank where `most` blocks
-/// of 512 threads are resident (its share of the SMs).
-fn overlap_copy_grid(format: Format, most: usize) -> (u32, u32) {
+/// The overlapped copy-out's grid and block size (`send_threads`) for a round of `tokens` tokens
+/// on a rank where `most` blocks of 512 threads are resident (its share of the SMs).
+fn overlap_copy_grid(format: Format, most: usize, tokens: usize) -> (u32, u32) {
     static BLOCKS: OnceLock<Option<usize>> = OnceLock::new();
     let threads = send_threads(format, true);
     let (num, den) = match format {
+        Format::Bf16 if tokens >= BF16_HALF_COPY_MIN_TOKENS => BF16_COPY_PER_SM,
         Format::Bf16 => (2, 3),
         Format::Fp8 if places_own_rows(format) => FP8_PLACED_COPY_PER_SM,
         Format::Fp8 => (2, 1),
@@ -93,15 +99,24 @@ fn overlap_copy_grid(format: Format, most: usize) -> (u32, u32) {
     (grid as u32, threads)
 }
 
-/// FP8's overlapped copy blocks per SM, as a fraction, when the send blocks write the rank's own
-/// rows: the copy-out has half the messages left, and as before uniform routing wants fewer copy
-/// blocks and skewed more. v27 on 2x H200, means of two interleaved reps, uniform / skewed
-/// (`bench/results/history/prefill-dispatch-ab-h200-x2-2026-11-23-v27.txt`): 4096 tokens, 2 per
-/// SM without the own rows (v26) 221.1 / 274.6 us; 1 per SM 204.4 / 259.9; 5/4 212.2 / 247.7;
-/// 3/2 218.0 / 249.7; 2048 tokens 130.1 / 154.4, 124.6 / 150.1, 128.2 / 149.1, 128.0 / 141.0.
-/// 3/2 had the lowest sum and is nowhere slower than v26 (one rep: 1/2 232.9 / 282.8, 3/4
-/// 208.0 / 260.4).
-const FP8_PLACED_COPY_PER_SM: (usize, usize) = (3, 2);
+/// FP8's overlapped copy blocks (256 threads) per SM, as a fraction, when the send blocks write
+/// the rank's own rows: the copy-out has half the messages left. v27 took 3/2 with the fixed walk,
+/// where uniform routing wanted fewer copy blocks and skewed more (4096 tokens 218.0 / 249.7 us
+/// uniform / skewed, 1 per SM 204.4 / 259.9). With the helpers after the send (v28, 2x H200,
+/// `bench/results/history/prefill-dispatch-ab-h200-x2-2026-11-23-v28.txt`, 4096 tokens, reps
+/// interleaved with v27's build at 216.9-220.1 / 247.2 us): 3/2 220.3-221.8 / 256.7, 1 per SM
+/// 207.9-209.1 / 240.0-245.5, **1/2 199.3-201.3 / 235.8-245.7**, 1/3 214.0-214.4 / 246.2-248.0, 1/4
+/// 223.5-224.3; 2048 tokens (one rep) 127.6 / 139.9 before, 126.2 / 144.3 with 1/2.
+const FP8_PLACED_COPY_PER_SM: (usize, usize) = (1, 2);
+
+/// BF16's overlapped copy blocks (512 threads) per SM from `BF16_HALF_COPY_MIN_TOKENS`, with the
+/// helpers after the send (v28, 2x H200, same file): 4096 tokens 2/3 per SM (v20's grid) 279.5-281.2
+/// us uniform, 324.5-330.6 skewed; **1/2 267.6-270.2 / 327.6-328.4**; 7/12 271.2-272.8 / 339.1-344.4;
+/// 1/3 288.9-289.0 / 347.4; 1/4 308.5-308.7 / 367.5; v27's build 288.1-291.8 / 338.7. 2048 tokens
+/// (one rep) 172.4 / 192.7 before, 162.5 / 190.1 with 1/2. At 1024 tokens two thirds stay best
+/// (104.2-106.3 us, 1/2 106.4-106.6, v27's build 104.5-105.7).
+const BF16_COPY_PER_SM: (usize, usize) = (1, 2);
+const BF16_HALF_COPY_MIN_TOKENS: usize = 2048;
 
 /// Whether an overlapped round's send blocks write the rank's own rows themselves once the layout
 /// is known (dispatch.cu, `ep_place_own_rows`), rather than store the rank's own message for the
@@ -534,7 +549,7 @@ impl CudaComm {
         ];
         if matches!(what, CopyOut::Messages | CopyOut::MessagesLeft) {
             let most = self.world.single_launch_blocks[self.rank] as usize;
-            let (grid, threads) = overlap_copy_grid(cfg.format, most);
+            let (grid, threads) = overlap_copy_grid(cfg.format, most, self.round.n_tokens);
             let helper = (what == CopyOut::MessagesLeft) as i32;
             let mut messages: [&dyn crate::kernels::KernelArg; COPY_MESSAGES_ARGS + 2] =
                 [&0i32; COPY_MESSAGES_ARGS + 2];
@@ -590,11 +605,12 @@ mod tests {
         assert_eq!(send_threads(Format::Bf16, false), 256);
         assert_eq!(send_threads(Format::Nvfp4, false), SEND_THREADS);
         assert!(places_own_rows(Format::Fp8) && !places_own_rows(Format::Bf16));
-        assert_eq!(overlap_copy_grid(Format::Fp8, 132), (198, 256));
-        assert_eq!(overlap_copy_grid(Format::Bf16, 132), (88, 512));
+        assert_eq!(overlap_copy_grid(Format::Fp8, 132, 4096), (66, 256));
+        assert_eq!(overlap_copy_grid(Format::Bf16, 132, 4096), (66, 512));
+        assert_eq!(overlap_copy_grid(Format::Bf16, 132, 1024), (88, 512));
         for format in [Format::Bf16, Format::Fp8, Format::Mxfp4, Format::Nvfp4] {
             for most in [1, 16, 132] {
-                let (grid, threads) = overlap_copy_grid(format, most);
+                let (grid, threads) = overlap_copy_grid(format, most, 4096);
                 assert!(
                     grid >= 1 && grid as usize <= most * (512 / threads) as usize,
                     "{format:?}"
