@@ -63,7 +63,8 @@ fn send_smem(format: Format, m: &MsgLayout, hidden: usize) -> usize {
 /// caught up after it: the grids are smaller than before, and leave the send more room.
 /// - MXFP4 and NVFP4 (not measured): 512-thread blocks, the copy-out on a third of the SMs.
 ///
-/// `EP_CUDA_SEND_THREADS` (a multiple of 32, 64 to 512; the copy blocks follow it) and
+/// `EP_CUDA_SEND_THREADS` (a multiple of 32, 64 to 512; the copy blocks follow it),
+/// `EP_CUDA_COPY_THREADS` (the copy blocks alone, for experiments; other values are ignored) and
 /// `EP_CUDA_OVERLAP_COPY_BLOCKS` (the grid) override them for every round.
 fn send_threads(format: Format, overlap: bool) -> u32 {
     static SEND: OnceLock<Option<u32>> = OnceLock::new();
@@ -85,7 +86,11 @@ fn send_threads(format: Format, overlap: bool) -> u32 {
 /// on a rank where `most` blocks of 512 threads are resident (its share of the SMs).
 fn overlap_copy_grid(format: Format, most: usize, tokens: usize) -> (u32, u32) {
     static BLOCKS: OnceLock<Option<usize>> = OnceLock::new();
-    let threads = send_threads(format, true);
+    static THREADS: OnceLock<Option<usize>> = OnceLock::new();
+    let threads = match tokens_from_env(&THREADS, "EP_CUDA_COPY_THREADS") {
+        Some(n) if (64..=512).contains(&n) && n % 32 == 0 => n as u32,
+        _ => send_threads(format, true),
+    };
     let (num, den) = match format {
         Format::Bf16 if tokens >= BF16_HALF_COPY_MIN_TOKENS => BF16_COPY_PER_SM,
         Format::Bf16 => (2, 3),
