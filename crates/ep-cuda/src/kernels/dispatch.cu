@@ -489,12 +489,13 @@ __device__ __forceinline__ u8* ep_shared_msg(int t, int shared_start, int shared
 }
 
 // Whether ep_dispatch_wait has released round `seq`'s layout into `layout_seq`, waiting for it up to
-// `wait_ns` (0: a look). One thread.
-__device__ bool ep_layout_released(const u32* layout_seq, u32 seq, u64 wait_ns) {
+// `wait_ns` (0: a look), and (`status`, null: not) no longer once the status is not EP_OK (the
+// wait failed, and will not release it). One thread.
+__device__ bool ep_layout_released(const u32* layout_seq, u32 seq, u64 wait_ns, const u32* status = nullptr) {
     bool there = ep_load_acquire_gpu(layout_seq) == seq;
     if (there || wait_ns == 0) return there;
     u64 deadline = ep_globaltimer() + wait_ns;
-    while (!there && ep_globaltimer() < deadline) {
+    while (!there && (!status || *(volatile const u32*)status == EP_OK) && ep_globaltimer() < deadline) {
         __nanosleep(256);
         there = ep_load_acquire_gpu(layout_seq) == seq;
     }
@@ -943,6 +944,7 @@ __device__ bool ep_copy_messages(u64 first, u64 step, const u8* recv, const u32*
     for (int s = 0; s < n_ranks; s++) most = max(most, ep_messages_from(nmsg[s], s, rank, skip_a2a, max_tokens));
     u64 messages = (u64)most * n_ranks;
     int parts = !Spread || messages == 0 ? 1 : (int)max((u64)1, min((u64)m.top_k, step / messages));
+    static_assert(!Claimed || (Warp && !Spread), "a message is taken by a warp, whole");
     if (Claimed) {
         for (;;) {
             u32 w = 0;
@@ -997,15 +999,7 @@ extern "C" __global__ void __launch_bounds__(512, 2)
     __shared__ EpRows scratch[EP_COPY_WARPS];
     __shared__ bool laid_out;
     if (helper) {
-        if (threadIdx.x == 0) {
-            u64 deadline = ep_globaltimer() + slice_ns;
-            bool there = ep_load_acquire_gpu(layout_seq) == seq;
-            while (!there && *(volatile const u32*)status == EP_OK && ep_globaltimer() < deadline) {
-                __nanosleep(256);
-                there = ep_load_acquire_gpu(layout_seq) == seq;
-            }
-            laid_out = there;
-        }
+        if (threadIdx.x == 0) laid_out = ep_layout_released(layout_seq, seq, slice_ns, status);
         __syncthreads();
         if (!laid_out) return;
     }
