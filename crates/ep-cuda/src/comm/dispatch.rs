@@ -57,11 +57,11 @@ fn send_smem(format: Format, m: &MsgLayout, hidden: usize) -> usize {
 ///   5/3 per SM 290-302, 11/6 284; 2048 tokens uniform 146-147 -> 130). Since v27 the send
 ///   blocks write the rank's own rows (`places_own_rows`), which leaves the copy-out half the
 ///   messages: `FP8_PLACED_COPY_PER_SM`.
+/// - MXFP4 and NVFP4 (not measured): 512-thread blocks, the copy-out on a third of the SMs.
 ///
 /// Since v28 the copy-out's warps take messages from a shared count and the same kernel runs again
 /// after the send on every SM (`copy_helpers`), so a grid that falls behind during the send is
 /// caught up after it: the grids are smaller than before, and leave the send more room.
-/// - MXFP4 and NVFP4 (not measured): 512-thread blocks, the copy-out on a third of the SMs.
 ///
 /// `EP_CUDA_SEND_THREADS` (a multiple of 32, 64 to 512; the copy blocks follow it),
 /// `EP_CUDA_COPY_THREADS` (the copy blocks alone, for experiments; other values are ignored) and
