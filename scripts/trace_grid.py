@@ -3,7 +3,7 @@
 
 Usage: EP_CUDA_TRACE=all EP_CUDA_TRACE_RANK=0 ep bench --backend cuda --tokens 4096 --passes 1 \
            --rounds 5 > trace.txt
-       python3 scripts/trace_grid.py trace.txt [round.png]
+       python3 scripts/trace_grid.py trace.txt [round.png] [--windows US] [--round N]
 
 trace_summary.py asks which block held a decode launch; at prefill sizes a grid has thousands of
 blocks and the question is how busy the GPU was: how many blocks were alive at once, how long
@@ -14,11 +14,14 @@ end from the round's start, the blocks, their median life and steps, and how man
 alive at once (their lives summed over the launch's span; per SM the SMs it used), then the share
 of the launch's blocks finished by each tenth of its span, and which blocks finished last. `msg`
 lines are the copy-out's messages, one each (taken, mark seen, rows written). With a second
-argument it plots the middle round of each rank: what was alive at once, and the share done.
+argument it plots one round of each rank (`--round`, default the middle one): what was alive at
+once, and the share done. `--windows US` prints that round in windows of US µs: send blocks
+ended, alive at once, and the median life and steps of those started; the copy-out's messages
+copied, and how many were waiting for their mark and being written at once.
 """
+import argparse
 import collections
 import statistics as st
-import sys
 
 from trace_summary import parse_blocks  # the same lines, read one way
 # The stamps each kernel sets (common.cuh's EP_STAMP numbers) and what they mean, in order.
@@ -27,10 +30,10 @@ STEPS = {
     "send": [(1, "route loaded"), (12, "row here"), (13, "message ready"), (14, "stores issued"),
              (3, "own rows written"), (2, "end")],
     "copy": [(9, "first mark seen"), (15, "first message copied"), (2, "end")],
-    "helper": [(9, "first mark seen"), (15, "first message copied"), (2, "end")],
     # A message a copy-out team took (ep_copy_message): taken at its start, then these.
     "msg": [(1, "mark seen"), (2, "rows written")],
 }
+STEPS["helper"] = STEPS["copy"]  # the same kernel, launched again after the send
 
 
 def plot_round(round_, rank, path):
@@ -96,7 +99,32 @@ def plot_round(round_, rank, path):
     print(f"rank {rank}: plotted a round to {path}")
 
 
-def main(path, plot=None):
+def windows(round_, width):
+    """One round in windows of `width` µs (see the module's doc)."""
+    t0, r = round_
+    def spans(kernel):
+        return [((x[0] - t0) * 1e-3, (x[0] - t0) * 1e-3 + max(x[4]), x[4]) for x in r.get(kernel, [])]
+    def at_once(sp, t):
+        return sum(max(0.0, min(hi, t + width) - max(lo, t)) for lo, hi in sp) / width
+    send, msg = spans("send"), spans("msg")
+    waiting = [(lo, lo + x[0]) for lo, _, x in msg]
+    writing = [(lo + x[0], hi) for lo, hi, x in msg]
+    end = max((hi for _, hi, _ in send + msg), default=0.0)
+    names = [name for i, name in STEPS["send"][:4]]
+    print(f"  windows of {width:g} us: start | send ended, alive, life and steps ({', '.join(names)}) of those "
+          "started | messages copied, waiting for a mark, being written")
+    t = 0.0
+    while t < end:
+        started = [x for x in send if t <= x[0] < t + width]
+        life = f"{st.median(hi - lo for lo, hi, _ in started):6.2f} " + " ".join(
+            f"{st.median(x[2][i - 1] for x in started):5.2f}" for i, _ in STEPS["send"][:4]) if started else ""
+        print(f"  {t:6.0f} | {sum(t <= hi < t + width for _, hi, _ in send):5d} {at_once([(a, b) for a, b, _ in send], t):6.1f} "
+              f"{life:31} | {sum(t <= hi < t + width for _, hi, _ in msg):5d} {at_once(waiting, t):6.1f} "
+              f"{at_once(writing, t):6.1f}")
+        t += width
+
+
+def main(path, plot=None, width=None, which=None):
     text = open(path, errors="replace").read()
     blocks = collections.defaultdict(list)  # rank -> [(start_ns, kernel, block, sm, stamps)]
     for b in parse_blocks(text):
@@ -115,8 +143,11 @@ def main(path, plot=None):
             if cur is not None:
                 cur[b[1]].append(b)
         print(f"rank {rank}: {len(rounds)} rounds")
+        chosen = rounds[len(rounds) // 2 if which is None else which]
         if plot:
-            plot_round(rounds[len(rounds) // 2], rank, plot)
+            plot_round(chosen, rank, plot)
+        if width:
+            windows(chosen, width)
         for kernel in ("assign", "send", "copy", "helper", "msg"):
             per = [(t0, r[kernel]) for t0, r in rounds if r.get(kernel)]
             if not per:
@@ -163,4 +194,10 @@ def main(path, plot=None):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else None)
+    ap = argparse.ArgumentParser()
+    ap.add_argument("trace")
+    ap.add_argument("png", nargs="?")
+    ap.add_argument("--windows", type=float, help="print one round in windows of this many us")
+    ap.add_argument("--round", type=int, help="the round to plot and print in windows (default: the middle one)")
+    a = ap.parse_args()
+    main(a.trace, a.png, a.windows, a.round)

@@ -231,10 +231,7 @@ impl CudaComm {
             &b.status.ptr,
             &b.c_snapshot.ptr,
         ];
-        if beside_send {
-            return self.launch_beside("ep_combine_wait", 1, WAIT_THREADS, 0, &args);
-        }
-        self.launch("ep_combine_wait", 1, WAIT_THREADS, 0, &args)
+        self.launch_on(beside_send, "ep_combine_wait", 1, WAIT_THREADS, 0, &args)
     }
 
     /// `ep_combine_reduce_marked` on the copy stream, beside the send: a persistent grid on a
@@ -254,7 +251,8 @@ impl CudaComm {
         let n_tokens = self.round.n_tokens as i32;
         let mut args = self.reduce_args(&r).to_vec();
         args.extend_from_slice(&[&n_tokens, &self.sc.n, &b.c_marks.ptr, &self.cseq, &slice_ns]);
-        self.launch_beside(
+        self.launch_on(
+            true,
             "ep_combine_reduce_marked",
             grid as u32,
             MARKED_REDUCE_THREADS,

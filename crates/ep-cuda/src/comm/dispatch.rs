@@ -484,10 +484,14 @@ impl CudaComm {
             &if beside_send { b.layout_seq.ptr } else { 0 },
             &self.seq,
         ];
-        if beside_send {
-            return self.launch_beside("ep_dispatch_wait", 1, WAIT_THREADS, layout_smem, &wait);
-        }
-        self.launch("ep_dispatch_wait", 1, WAIT_THREADS, layout_smem, &wait)
+        self.launch_on(
+            beside_send,
+            "ep_dispatch_wait",
+            1,
+            WAIT_THREADS,
+            layout_smem,
+            &wait,
+        )
     }
 
     /// The word that tells an overlapped round's send blocks the layout is there (null unless
@@ -555,24 +559,24 @@ impl CudaComm {
         if matches!(what, CopyOut::Messages | CopyOut::MessagesLeft) {
             let most = self.world.single_launch_blocks[self.rank] as usize;
             let (grid, threads) = overlap_copy_grid(cfg.format, most, self.round.n_tokens);
-            let helper = (what == CopyOut::MessagesLeft) as i32;
-            let mut messages: [&dyn crate::kernels::KernelArg; COPY_MESSAGES_ARGS + 2] =
-                [&0i32; COPY_MESSAGES_ARGS + 2];
-            messages[..COPY_MESSAGES_ARGS].copy_from_slice(&args[..COPY_MESSAGES_ARGS]);
-            messages[COPY_MESSAGES_ARGS] = &b.layout_seq.ptr;
-            messages[COPY_MESSAGES_ARGS + 1] = &helper;
-            if helper == 0 {
-                return self.launch_beside(
-                    "ep_dispatch_copy_messages",
-                    grid,
-                    threads,
-                    0,
-                    &messages,
-                );
-            }
-            // Every block the rank's share of the GPU holds.
-            let grid = (most * (512 / threads as usize)) as u32;
-            return self.launch("ep_dispatch_copy_messages", grid, threads, 0, &messages);
+            let beside = what == CopyOut::Messages;
+            // The helpers after the send: every block the rank's share of the GPU holds.
+            let grid = if beside {
+                grid
+            } else {
+                (most * (512 / threads as usize)) as u32
+            };
+            let helper = !beside as i32;
+            let mut messages = args[..COPY_MESSAGES_ARGS].to_vec();
+            messages.extend_from_slice(&[&b.layout_seq.ptr, &helper]);
+            return self.launch_on(
+                beside,
+                "ep_dispatch_copy_messages",
+                grid,
+                threads,
+                0,
+                &messages,
+            );
         }
         let grid = messages - first_block as usize
             + cfg.n_groups() * (row_multiple as usize - 1)

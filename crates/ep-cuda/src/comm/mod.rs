@@ -191,16 +191,20 @@ impl CudaComm {
         self.mark(name)
     }
 
-    /// Launches kernel `name` on the copy stream, beside what the rank's stream runs (not probed:
-    /// the breakdown times the rank's stream).
-    fn launch_beside(
+    /// Launches kernel `name` on the copy stream, beside what the rank's stream runs (`beside`;
+    /// not probed: the breakdown times the rank's stream), or else on the rank's stream.
+    fn launch_on(
         &self,
+        beside: bool,
         name: &'static str,
         grid: u32,
         block: u32,
         smem: u32,
         args: &[&dyn crate::kernels::KernelArg],
     ) -> Result<()> {
+        if !beside {
+            return self.launch(name, grid, block, smem, args);
+        }
         launch(
             &self.copy_stream,
             self.k().get(name),

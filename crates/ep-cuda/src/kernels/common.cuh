@@ -751,12 +751,9 @@ __shared__ u64 ep_stamp[EP_N_STAMPS]; // at file scope: the device functions a k
 #else
 #define EP_TRACE_WORK(what, rank, id, t0, t1, t2) do {} while (0)
 #endif
-#define EP_TRACE_NOW() ep_globaltimer()
 #else
 #define EP_STAMPS
 #define EP_STAMP(i) do {} while (0)
-#define EP_TRACE_WORK(what, rank, id, t0, t1, t2) do {} while (0)
-#define EP_TRACE_NOW() 0ull
 #define EP_STAMP_FIRST(i) do {} while (0)
 #define EP_STAMPS_PRINT(what, rank, published) do {} while (0)
 #endif

@@ -774,12 +774,12 @@ __device__ bool ep_copy_message(int s, u32 j, int part, int parts, u32 nmsg_s, E
                                 int* msg_rows = nullptr) {
     const u8* msg = recv + ep_recv_offset(s, max_tokens, j, m.bytes);
 #ifdef EP_TRACE
-    u64 t_begin = EP_TRACE_NOW();
+    u64 t_begin = ep_globaltimer();
 #endif
     auto got = ep_message_ready<Warp, Placed>(msg, s, nmsg_s, m, landing, n_local, n_ranks, status);
     if (!got) return false;
 #ifdef EP_TRACE
-    u64 t_ready = EP_TRACE_NOW();
+    u64 t_ready = ep_globaltimer();
 #endif
     if (Placed && got == EP_MSG_PLACED) {
         ep_team_sync<Warp>(); // as below: the next message's ep_message_ready after a barrier
@@ -795,7 +795,7 @@ __device__ bool ep_copy_message(int s, u32 j, int part, int parts, u32 nmsg_s, E
     ep_team_sync<Warp>(); // `r` is the next message's
 #ifdef EP_TRACE
     // "msg" (id: sender * max_tokens + message): taken, its mark seen, its rows written.
-    if (ep_team_id<Warp>() == 0) EP_TRACE_WORK("msg", rank, (u64)s * max_tokens + j, t_begin, t_ready, EP_TRACE_NOW());
+    if (ep_team_id<Warp>() == 0) EP_TRACE_WORK("msg", rank, (u64)s * max_tokens + j, t_begin, t_ready, ep_globaltimer());
 #endif
     return true;
 }
@@ -925,6 +925,13 @@ extern "C" __global__ void ep_dispatch_copy_out(const u8* recv, const u32* nmsg,
                            hidden, fmt, m, recv_tokens, recv_scales, src_info, row_src, status, scratch);
 }
 
+// The next item of a walk shared by every warp that takes from `claimed` (one atomic by lane 0).
+__device__ __forceinline__ u32 ep_warp_claim(u32* claimed) {
+    u32 w = 0;
+    if ((threadIdx.x & 31) == 0) w = atomicAdd(claimed, 1u);
+    return __shfl_sync(0xffffffffu, w, 0);
+}
+
 // Messages first, first + step, ... of a walk over every received message in the order they are
 // sent, every sender's j-th message before any j+1-th (item w: sender w % n_ranks, its message
 // w / n_ranks), each by the block or (Warp) the calling warp (ep_copy_message). With `Spread`
@@ -932,8 +939,8 @@ extern "C" __global__ void ep_dispatch_copy_out(const u8* recv, const u32* nmsg,
 // spare (step / messages, up to top_k): one block's stores to a message's rows took ~2 us at 1
 // token, where each SM has only so many stores in flight. With `Claimed` (warps) each warp takes
 // the walk's next item from the count `claimed` instead, so that grids launched apart share the
-// walk (the overlapped copy-out and its helpers after the send). Returns false when a message's
-// mark did not come.
+// walk (the overlapped copy-out and its helpers after the send; `first` and `step` unused).
+// Returns false when a message's mark did not come.
 template <bool Warp, bool Spread = false, bool Placed = true, bool Claimed = false>
 __device__ bool ep_copy_messages(u64 first, u64 step, const u8* recv, const u32* nmsg, const u32* src_offsets,
                                  u64 rows, int n_local, int n_ranks, int rank, int skip_a2a, int shared_groups,
@@ -945,22 +952,8 @@ __device__ bool ep_copy_messages(u64 first, u64 step, const u8* recv, const u32*
     u64 messages = (u64)most * n_ranks;
     int parts = !Spread || messages == 0 ? 1 : (int)max((u64)1, min((u64)m.top_k, step / messages));
     static_assert(!Claimed || (Warp && !Spread), "a message is taken by a warp, whole");
-    if (Claimed) {
-        for (;;) {
-            u32 w = 0;
-            if ((threadIdx.x & 31) == 0) w = atomicAdd(claimed, 1u);
-            w = __shfl_sync(0xffffffffu, w, 0);
-            if (w >= messages) return true;
-            int s = w % n_ranks;
-            u32 j = w / n_ranks, nm = nmsg[s];
-            if (j >= ep_messages_from(nm, s, rank, skip_a2a, max_tokens)) continue;
-            if (!ep_copy_message<Warp, Placed>(s, j, 0, 1, nm, landing, recv, src_offsets, rows, n_local, n_ranks,
-                                               rank, shared_groups, max_tokens, hidden, fmt, m, recv_tokens,
-                                               recv_scales, src_info, row_src, status, scratch, msg_rows))
-                return false;
-        }
-    }
-    for (u64 w = first; w < messages * parts; w += step) {
+    for (u64 w = Claimed ? ep_warp_claim(claimed) : first; w < messages * parts;
+         w = Claimed ? ep_warp_claim(claimed) : w + step) {
         u64 v = Spread ? w / parts : w;
         int s = v % n_ranks, part = Spread ? w % parts : 0;
         u32 j = v / n_ranks, nm = nmsg[s];
