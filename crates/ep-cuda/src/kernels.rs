@@ -31,7 +31,6 @@ pub const PROGRAMS: &[(&str, &str, &[&str])] = &[
             "ep_dispatch_wait",
             "ep_dispatch_copy_out",
             "ep_dispatch_copy_messages",
-            "ep_dispatch_copy_bulk",
             "ep_dispatch_single",
             "ep_dispatch_single_spread",
         ],

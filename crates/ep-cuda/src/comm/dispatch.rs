@@ -145,39 +145,6 @@ fn copy_helpers() -> bool {
     tokens_from_env(&SET, "EP_CUDA_COPY_HELPERS").is_none_or(|n| n != 0)
 }
 
-/// Whether an overlapped round's copy-out moves each message's payload with the SM's copy engine
-/// (dispatch.cu, `ep_dispatch_copy_bulk`: a warp's first lane loads it into shared memory and
-/// stores it to each row, so a warp holds few registers): on sm_90 and later, for payloads of
-/// 16-byte pieces that a stage holds. Off unless `EP_CUDA_COPY_BULK=1`: not yet timed on two GPUs.
-fn bulk_copy(arch: &str, m: &MsgLayout) -> bool {
-    static SET: OnceLock<Option<usize>> = OnceLock::new();
-    let sm90 = arch
-        .strip_prefix("sm_")
-        .and_then(|v| v.parse::<u32>().ok())
-        .is_some_and(|v| v >= 90);
-    tokens_from_env(&SET, "EP_CUDA_COPY_BULK").is_some_and(|n| n != 0)
-        && sm90
-        && m.payload_bytes > 0
-        && m.payload_bytes % 16 == 0
-        && (m.payload_bytes as usize) <= BULK_STAGE_BYTES
-}
-
-/// Shared memory for the stages of one bulk copy block (a message's payload per warp).
-const BULK_STAGE_BYTES: usize = 120 * 1024;
-/// Shared memory the bulk copy blocks may take of an SM (228 KB on H100 and H200), leaving room
-/// for the send blocks beside them.
-const BULK_SMEM_PER_SM: usize = 160 * 1024;
-
-/// A bulk copy block's shape for a copy-out of `threads`-thread blocks: its threads (up to the
-/// kernel's 256, a warp per stage that fits `BULK_STAGE_BYTES`) and its dynamic shared memory.
-fn bulk_block(threads: u32, m: &MsgLayout) -> (u32, u32) {
-    let payload = m.payload_bytes as usize;
-    let warps = (threads.min(256) as usize / 32)
-        .min(BULK_STAGE_BYTES / payload)
-        .max(1);
-    ((warps * 32) as u32, (warps * payload) as u32)
-}
-
 /// How long an overlapped round's send blocks wait for the layout before they send the rank's own
 /// messages as messages instead of writing their rows (dispatch.cu, `ep_place_own_rows`): by
 /// default not at all, they look once, so the blocks that run before the layout is there lose no
@@ -593,20 +560,23 @@ impl CudaComm {
             let most = self.world.single_launch_blocks[self.rank] as usize;
             let (grid, threads) = overlap_copy_grid(cfg.format, most, self.round.n_tokens);
             let beside = what == CopyOut::Messages;
-            let (name, threads, smem, per_sm) = if bulk_copy(self.k().arch, &self.world.msg) {
-                let (threads, smem) = bulk_block(threads, &self.world.msg);
-                let per_sm = (BULK_SMEM_PER_SM / smem as usize).max(1);
-                ("ep_dispatch_copy_bulk", threads, smem, per_sm)
-            } else {
-                let per_sm = 512 / threads as usize;
-                ("ep_dispatch_copy_messages", threads, 0, per_sm)
-            };
             // The helpers after the send: every block the rank's share of the GPU holds.
-            let grid = if beside { grid } else { (most * per_sm) as u32 };
+            let grid = if beside {
+                grid
+            } else {
+                (most * (512 / threads as usize)) as u32
+            };
             let helper = !beside as i32;
             let mut messages = args[..COPY_MESSAGES_ARGS].to_vec();
             messages.extend_from_slice(&[&b.layout_seq.ptr, &helper]);
-            return self.launch_on(beside, name, grid, threads, smem, &messages);
+            return self.launch_on(
+                beside,
+                "ep_dispatch_copy_messages",
+                grid,
+                threads,
+                0,
+                &messages,
+            );
         }
         let grid = messages - first_block as usize
             + cfg.n_groups() * (row_multiple as usize - 1)
@@ -647,13 +617,6 @@ mod tests {
         assert_eq!(overlap_copy_grid(Format::Fp8, 132, 4096), (66, 256));
         assert_eq!(overlap_copy_grid(Format::Bf16, 132, 4096), (66, 512));
         assert_eq!(overlap_copy_grid(Format::Bf16, 132, 1024), (88, 512));
-        // Bulk copy blocks: a warp per stage, the stages within BULK_STAGE_BYTES.
-        let bf16 = MsgLayout::from(&ep_core::MessageLayout::new(Format::Bf16, 7168, 8));
-        assert_eq!(bulk_block(512, &bf16), (256, 8 * 14336));
-        let fp8 = MsgLayout::from(&ep_core::MessageLayout::new(Format::Fp8, 7168, 8));
-        assert_eq!(bulk_block(256, &fp8), (256, 8 * 7168));
-        let wide = MsgLayout::from(&ep_core::MessageLayout::new(Format::Bf16, 7168 * 8, 8));
-        assert_eq!(bulk_block(512, &wide), (32, 8 * 14336));
         for format in [Format::Bf16, Format::Fp8, Format::Mxfp4, Format::Nvfp4] {
             for most in [1, 16, 132] {
                 let (grid, threads) = overlap_copy_grid(format, most, 4096);

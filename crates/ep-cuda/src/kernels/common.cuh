@@ -422,62 +422,6 @@ __device__ __forceinline__ void ep_async_wait() {
 #endif
 }
 
-// ---- bulk copies (sm_90: cp.async.bulk, done by the SM's copy engine) -------------------------
-//
-// One thread moves a whole 16-byte-aligned range, a multiple of 16 bytes, between global and
-// shared memory without a register per 16 bytes: global -> shared completes on an mbarrier
-// (ep_bar_*), shared -> global in a group the thread waits for (ep_bulk_wait_*). The host
-// launches the kernels that call them only on sm_90 and later (comm/dispatch.rs, bulk_copy);
-// compiled for an earlier device they trap.
-#if __CUDA_ARCH__ >= 900
-#define EP_BULK_ASM(...) asm volatile(__VA_ARGS__)
-#else
-#define EP_BULK_ASM(...) __trap()
-#endif
-__device__ __forceinline__ u32 ep_smem_addr(const void* p) { return (u32)__cvta_generic_to_shared(p); }
-
-// An mbarrier for one arriving thread, made visible to the copy engine.
-__device__ __forceinline__ void ep_bar_init(u64* bar) {
-    EP_BULK_ASM("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(ep_smem_addr(bar)) : "memory");
-    EP_BULK_ASM("fence.mbarrier_init.release.cluster;" ::: "memory");
-}
-
-// Loads `bytes` at `src` into shared `dst`; complete once ep_bar_wait(bar, phase) returns for
-// this use of `bar`. Global memory written before through ordinary stores (here, a peer's, seen
-// through an acquire) must be ordered before the copy engine reads it: the proxy fence.
-__device__ __forceinline__ void ep_bulk_load(void* dst, const void* src, u32 bytes, u64* bar) {
-    EP_BULK_ASM("fence.proxy.async.global;" ::: "memory");
-    EP_BULK_ASM("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(ep_smem_addr(bar)), "r"(bytes)
-                : "memory");
-    EP_BULK_ASM("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-                    ep_smem_addr(dst)),
-                "l"(src), "r"(bytes), "r"(ep_smem_addr(bar))
-                : "memory");
-}
-
-// Waits until `bar` completes the phase of parity `phase` (0 for its first use, then 1, 0, ...).
-__device__ __forceinline__ void ep_bar_wait(u64* bar, u32 phase) {
-    u32 done = 0;
-    while (!done) {
-        EP_BULK_ASM("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
-                    : "=r"(done)
-                    : "r"(ep_smem_addr(bar)), "r"(phase)
-                    : "memory");
-    }
-}
-
-// Stores `bytes` of shared `src` at `dst`, in the thread's current group (ep_bulk_commit).
-__device__ __forceinline__ void ep_bulk_store(void* dst, const void* src, u32 bytes) {
-    EP_BULK_ASM("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(dst), "r"(ep_smem_addr(src)),
-                "r"(bytes)
-                : "memory");
-}
-__device__ __forceinline__ void ep_bulk_commit() { EP_BULK_ASM("cp.async.bulk.commit_group;" ::: "memory"); }
-// Every committed store has read its shared source (which may then be overwritten).
-__device__ __forceinline__ void ep_bulk_wait_read() { EP_BULK_ASM("cp.async.bulk.wait_group.read 0;" ::: "memory"); }
-// Every committed store is done.
-__device__ __forceinline__ void ep_bulk_wait() { EP_BULK_ASM("cp.async.bulk.wait_group 0;" ::: "memory"); }
-
 // A system-scope acquire-release fence: with a later store it is a release, with an earlier
 // load or atomic an acquire (the PTX memory model's patterns), which is all the protocol needs.
 // __threadfence_system() is the sequentially consistent fence, stronger and slower; the send

@@ -591,15 +591,6 @@ struct EpRows {
     int n;
 };
 
-// A warp's stage for bulk copies (ep_dispatch_copy_bulk): a message's payload in shared memory,
-// loaded once by the copy engine and stored from there to each of its rows, and the barrier the
-// load completes on. `phase` is the parity of the barrier's next completion (lane 0's).
-struct EpStage {
-    u8* buf;
-    u64* bar;
-    u32 phase;
-};
-
 // Whether the threads of a team copying a message load its first payload pieces (EP_COPY_FIRST
 // each: a thread's share of a 7168-wide BF16 row in a 512-thread block) and their first FP8 scale
 // word with its header (EpMsgHead). A block's do; a warp's (the overlapped copy-out) do not: its
@@ -638,23 +629,12 @@ __device__ __forceinline__ EpMsgHead ep_load_message(const u8* msg, int hidden, 
 // (ep_load_message), by the block or (Warp) the calling warp: the payload read once and stored to
 // every row, then each row's scales, src_info (source token, r.slot[i]) and source rank `src`
 // (-1: none). `Shared`: the message is in shared memory (the send's own rows), `h` holds only the
-// token, and the payload goes a piece at a time (ep_copy_to). `Bulk` (a warp): the payload is on
-// its way into `stage` (ep_copy_message): the first lane stores it from there to every row.
-template <bool Warp, bool Shared = false, bool Bulk = false>
+// token, and the payload goes a piece at a time (ep_copy_to).
+template <bool Warp, bool Shared = false>
 __device__ void ep_copy_rows(const EpRows& r, const EpMsgHead& h, u64 rows, const u8* msg, int src, int hidden,
-                             int fmt, MsgLayout m, u8* recv_scales, int* src_info, int* row_src,
-                             EpStage* stage = nullptr) {
+                             int fmt, MsgLayout m, u8* recv_scales, int* src_info, int* row_src) {
     constexpr int First = Shared ? 0 : ep_copy_first<Warp>();
-    if (Bulk) {
-        if (ep_team_id<Warp>() == 0) {
-            ep_bar_wait(stage->bar, stage->phase);
-            stage->phase ^= 1;
-            for (int i = 0; i < r.n; i++) ep_bulk_store(r.dst[i], stage->buf, m.payload_bytes);
-            ep_bulk_commit();
-        }
-    } else {
-        ep_copy_to<Warp, First, Shared ? 1 : 8>(r.dst, r.n, msg, m.payload_bytes, h.piece);
-    }
+    ep_copy_to<Warp, First, Shared ? 1 : 8>(r.dst, r.n, msg, m.payload_bytes, h.piece);
     for (int i = 0; i < r.n; i++) {
         u64 row = r.row[i];
         ep_place_scales<Warp>(fmt, hidden, rows, row, msg + m.scales_off, recv_scales, First > 0 ? &h.scale : nullptr);
@@ -786,15 +766,12 @@ __device__ void ep_message_rows(const u8* msg, int s, u32 j, int part, int parts
 // same round of loads as the payload's first pieces (ep_load_message), then the payload read once
 // and written to each. From an overlapped sender it first waits for the message's mark; returns
 // false when it did not come, true at once when the mark says its sender placed the rows itself.
-// `Bulk` (a warp, sm_90): the first lane has the copy engine load the payload into `stage` as
-// soon as the mark is there, while the warp finds the rows, then store it to each (ep_copy_rows).
-template <bool Warp, bool Placed = true, bool Bulk = false>
+template <bool Warp, bool Placed = true>
 __device__ bool ep_copy_message(int s, u32 j, int part, int parts, u32 nmsg_s, EpLanding landing, const u8* recv,
                                 const u32* src_offsets, u64 rows, int n_local, int n_ranks, int rank,
                                 int shared_groups, int max_tokens, int hidden, int fmt, MsgLayout m, u8* recv_tokens,
                                 u8* recv_scales, int* src_info, int* row_src, u32* status, EpRows& r,
-                                int* msg_rows = nullptr, EpStage* stage = nullptr) {
-    static_assert(!Bulk || Warp, "a warp's first lane drives a bulk copy");
+                                int* msg_rows = nullptr) {
     const u8* msg = recv + ep_recv_offset(s, max_tokens, j, m.bytes);
 #ifdef EP_TRACE
     u64 t_begin = ep_globaltimer();
@@ -808,19 +785,13 @@ __device__ bool ep_copy_message(int s, u32 j, int part, int parts, u32 nmsg_s, E
         ep_team_sync<Warp>(); // as below: the next message's ep_message_ready after a barrier
         return true;
     }
-    if (Bulk && ep_team_id<Warp>() == 0) {
-        ep_bulk_wait_read(); // the last message's stores have read the stage
-        ep_bulk_load(stage->buf, msg, m.payload_bytes, stage->bar);
-    }
     EpMsgHead h = ep_load_message<Warp>(msg, hidden, fmt, m);
     if (Warp || threadIdx.x < 32)
         ep_message_rows(msg, s, j, part, parts, src_offsets, n_local, n_ranks, rank, shared_groups, max_tokens, m,
                         recv_tokens, r, msg_rows);
     ep_team_sync<Warp>();
     if (threadIdx.x == 0) EP_STAMP_FIRST(15);
-    // With Bulk even without rows: the load must complete (its barrier's phase) before the next.
-    if (r.n > 0 || Bulk)
-        ep_copy_rows<Warp, false, Bulk>(r, h, rows, msg, s, hidden, fmt, m, recv_scales, src_info, row_src, stage);
+    if (r.n > 0) ep_copy_rows<Warp>(r, h, rows, msg, s, hidden, fmt, m, recv_scales, src_info, row_src);
     ep_team_sync<Warp>(); // `r` is the next message's
 #ifdef EP_TRACE
     // "msg" (id: sender * max_tokens + message): taken, its mark seen, its rows written.
@@ -969,14 +940,13 @@ __device__ __forceinline__ u32 ep_warp_claim(u32* claimed) {
 // token, where each SM has only so many stores in flight. With `Claimed` (warps) each warp takes
 // the walk's next item from the count `claimed` instead, so that grids launched apart share the
 // walk (the overlapped copy-out and its helpers after the send; `first` and `step` unused).
-// `Bulk`: by the copy engine through the warp's `stage` (ep_copy_message). Returns false when a
-// message's mark did not come.
-template <bool Warp, bool Spread = false, bool Placed = true, bool Claimed = false, bool Bulk = false>
+// Returns false when a message's mark did not come.
+template <bool Warp, bool Spread = false, bool Placed = true, bool Claimed = false>
 __device__ bool ep_copy_messages(u64 first, u64 step, const u8* recv, const u32* nmsg, const u32* src_offsets,
                                  u64 rows, int n_local, int n_ranks, int rank, int skip_a2a, int shared_groups,
                                  int max_tokens, int hidden, int fmt, MsgLayout m, u8* recv_tokens, u8* recv_scales,
                                  int* src_info, int* row_src, u32* status, EpLanding landing, EpRows& scratch,
-                                 int* msg_rows = nullptr, u32* claimed = nullptr, EpStage* stage = nullptr) {
+                                 int* msg_rows = nullptr, u32* claimed = nullptr) {
     u32 most = 0;
     for (int s = 0; s < n_ranks; s++) most = max(most, ep_messages_from(nmsg[s], s, rank, skip_a2a, max_tokens));
     u64 messages = (u64)most * n_ranks;
@@ -988,10 +958,9 @@ __device__ bool ep_copy_messages(u64 first, u64 step, const u8* recv, const u32*
         int s = v % n_ranks, part = Spread ? w % parts : 0;
         u32 j = v / n_ranks, nm = nmsg[s];
         if (j >= ep_messages_from(nm, s, rank, skip_a2a, max_tokens)) continue;
-        if (!ep_copy_message<Warp, Placed, Bulk>(s, j, part, parts, nm, landing, recv, src_offsets, rows, n_local,
-                                                 n_ranks, rank, shared_groups, max_tokens, hidden, fmt, m,
-                                                 recv_tokens, recv_scales, src_info, row_src, status, scratch,
-                                                 msg_rows, stage))
+        if (!ep_copy_message<Warp, Placed>(s, j, part, parts, nm, landing, recv, src_offsets, rows, n_local, n_ranks,
+                                           rank, shared_groups, max_tokens, hidden, fmt, m, recv_tokens, recv_scales,
+                                           src_info, row_src, status, scratch, msg_rows))
             return false;
     }
     return true;
@@ -1014,13 +983,12 @@ __device__ bool ep_copy_messages(u64 first, u64 step, const u8* recv, const u32*
 // copy-out beside the send, which takes every one that no helper took. The padding and
 // shared-expert rows follow on the main stream (ep_dispatch_copy_out with first_block past the
 // messages).
-template <bool Bulk>
-__device__ __forceinline__ void ep_copy_messages_kernel(const u8* recv, const u32* nmsg, const u32* row_offsets,
-                                                        const u32* src_offsets, int n_local, int n_ranks, int rank,
-                                                        int skip_a2a, int shared_groups, int max_tokens, int hidden,
-                                                        int fmt, MsgLayout m, u8* recv_tokens, u8* recv_scales,
-                                                        int* src_info, int* row_src, int* msg_rows, u32* status,
-                                                        u32 seq, u64 slice_ns, u32* layout_seq, int helper) {
+extern "C" __global__ void __launch_bounds__(512, 2)
+    ep_dispatch_copy_messages(const u8* recv, const u32* nmsg, const u32* row_offsets, const u32* src_offsets,
+                              int n_local, int n_ranks, int rank, int skip_a2a, int shared_groups, int max_tokens,
+                              int hidden, int fmt, MsgLayout m, u8* recv_tokens, u8* recv_scales, int* src_info,
+                              int* row_src, int* msg_rows, u32* status, u32 seq, u64 slice_ns, u32* layout_seq,
+                              int helper) {
     __shared__ EpRows scratch[EP_COPY_WARPS];
     __shared__ bool laid_out;
     if (helper) {
@@ -1032,58 +1000,15 @@ __device__ __forceinline__ void ep_copy_messages_kernel(const u8* recv, const u3
     EP_STAMPS
     u64 rows = row_offsets[n_local + shared_groups];
     int warp = threadIdx.x >> 5;
-    EpStage* stage = nullptr;
-    if (Bulk) {
-        // Each warp's stage: its share of the dynamic shared memory (m.payload_bytes a warp).
-        __shared__ EpStage stages[EP_COPY_WARPS];
-        __shared__ u64 bars[EP_COPY_WARPS];
-        if ((threadIdx.x & 31) == 0) {
-            stages[warp] = EpStage{(u8*)smem_u4 + (u64)warp * m.payload_bytes, &bars[warp], 0};
-            ep_bar_init(&bars[warp]);
-        }
-        __syncwarp();
-        stage = &stages[warp];
-    }
-    ep_copy_messages<true, false, true, true, Bulk>(0, 0, recv, nmsg, src_offsets, rows, n_local, n_ranks, rank,
-                                                    skip_a2a, shared_groups, max_tokens, hidden, fmt, m, recv_tokens,
-                                                    recv_scales, src_info, row_src, status, EpLanding{seq, slice_ns},
-                                                    scratch[warp], msg_rows, layout_seq + 1, stage);
-    if (Bulk && (threadIdx.x & 31) == 0) ep_bulk_wait(); // the rows written before the kernel ends
+    ep_copy_messages<true, false, true, true>(0, 0, recv, nmsg, src_offsets, rows, n_local, n_ranks, rank, skip_a2a,
+                                              shared_groups, max_tokens, hidden, fmt, m, recv_tokens, recv_scales,
+                                              src_info, row_src, status, EpLanding{seq, slice_ns}, scratch[warp],
+                                              msg_rows, layout_seq + 1);
 #ifdef EP_TRACE
     __syncthreads();
     EP_STAMP(2);
     EP_STAMPS_PRINT(helper ? "helper" : "copy", rank, 0);
 #endif
-}
-
-extern "C" __global__ void __launch_bounds__(512, 2)
-    ep_dispatch_copy_messages(const u8* recv, const u32* nmsg, const u32* row_offsets, const u32* src_offsets,
-                              int n_local, int n_ranks, int rank, int skip_a2a, int shared_groups, int max_tokens,
-                              int hidden, int fmt, MsgLayout m, u8* recv_tokens, u8* recv_scales, int* src_info,
-                              int* row_src, int* msg_rows, u32* status, u32 seq, u64 slice_ns, u32* layout_seq,
-                              int helper) {
-    ep_copy_messages_kernel<false>(recv, nmsg, row_offsets, src_offsets, n_local, n_ranks, rank, skip_a2a,
-                                   shared_groups, max_tokens, hidden, fmt, m, recv_tokens, recv_scales, src_info,
-                                   row_src, msg_rows, status, seq, slice_ns, layout_seq, helper);
-}
-
-// ep_dispatch_copy_messages with each message's payload moved by the SM's copy engine (sm_90,
-// cp.async.bulk): the warp's first lane loads it into the warp's stage in shared memory
-// (m.payload_bytes of dynamic shared memory per warp, 16-byte aligned: comm/dispatch.rs launches
-// it only then) and stores it from there to each row; the other lanes place the scales and the
-// source info. A warp then holds a few registers where the copy through registers held 8 pieces
-// of 16 bytes a thread, so a copy block can sit beside the send blocks for less. Up to 256 threads
-// (8 stages of a 7168-wide BF16 payload are 112 KB), at 48 registers a thread (sm_90, no spills;
-// at 40 it spilled 24 bytes).
-extern "C" __global__ void __launch_bounds__(256, 5)
-    ep_dispatch_copy_bulk(const u8* recv, const u32* nmsg, const u32* row_offsets, const u32* src_offsets,
-                          int n_local, int n_ranks, int rank, int skip_a2a, int shared_groups, int max_tokens,
-                          int hidden, int fmt, MsgLayout m, u8* recv_tokens, u8* recv_scales, int* src_info,
-                          int* row_src, int* msg_rows, u32* status, u32 seq, u64 slice_ns, u32* layout_seq,
-                          int helper) {
-    ep_copy_messages_kernel<true>(recv, nmsg, row_offsets, src_offsets, n_local, n_ranks, rank, skip_a2a,
-                                  shared_groups, max_tokens, hidden, fmt, m, recv_tokens, recv_scales, src_info,
-                                  row_src, msg_rows, status, seq, slice_ns, layout_seq, helper);
 }
 
 // ---- the single-launch dispatch (decode sizes) ------------------------------------------------
