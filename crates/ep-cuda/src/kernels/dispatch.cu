@@ -295,6 +295,12 @@ __device__ void ep_fetch_row(int t, const u16* tokens, int hidden, int fmt, MsgL
 // ep_route_only_to kept one, except rank *placed_at, whose rows the block writes itself: null or
 // -1, none; 16-byte stores; r.at, which ep_mark_landed reads too). Messages for another node are
 // staged for ep_dispatch_put; the shared expert's tokens are kept in `shared_msgs`.
+// `Batch`: the 16-byte pieces a thread loads from shared memory before storing them (ep_copy_to).
+// A block's threads have ~2 pieces of a 7168-wide message each, so 8 only held registers: the
+// multi-kernel send takes 1 (40 registers a thread on sm_90, was 62: three 512-thread blocks fit
+// an SM, or two beside a 256-thread copy-out block); the single-launch kernels keep 8 (their
+// machine code as it was).
+template <int Batch = 8>
 __device__ void ep_send_token(int t, EpRoute& r, const float* input_scales, int hidden, int top_k, int fmt,
                               MsgLayout m, const u64* recv_ptrs, int rank, int gpus_per_node, int max_tokens,
                               u8* staging, int shared_start, int shared_end, u8* shared_msgs,
@@ -360,13 +366,13 @@ __device__ void ep_send_token(int t, EpRoute& r, const float* input_scales, int 
     for (int k = 0; k < top_k; k++) {
         if (!r.carries[k] || (placed >= 0 && r.dest[k] == placed)) continue;
         if (r.at[k]) {
-            ep_block_copy(r.at[k], msg, m.bytes);
+            ep_block_copy<Batch>(r.at[k], msg, m.bytes);
         } else if (!staged) {
-            ep_block_copy(staging + (u64)t * m.bytes, msg, m.bytes);
+            ep_block_copy<Batch>(staging + (u64)t * m.bytes, msg, m.bytes);
             staged = true;
         }
     }
-    if (shared) ep_block_copy(shared_msgs + (u64)(t - shared_start) * m.bytes, msg, m.bytes);
+    if (shared) ep_block_copy<Batch>(shared_msgs + (u64)(t - shared_start) * m.bytes, msg, m.bytes);
     if (threadIdx.x == 0) EP_STAMP_FIRST(14);
 }
 
@@ -515,8 +521,9 @@ __device__ void ep_place_own_rows(const EpRoute& r, int top_k, int rank, const u
 // the round's layout released (`layout_seq`, null: never; waiting up to `layout_wait_ns` for it,
 // which only tests set) expands its own message into this rank's rows itself (ep_place_own_rows,
 // with the copy-out's parameters after layout_seq).
-// Launched with 256 or 512 threads (comm/dispatch.rs, send_threads); at 59 registers a thread (sm_90), four
-// 256-thread blocks fit an SM, or two of 512.
+// Launched with 256 or 512 threads (comm/dispatch.rs, send_threads); at 40 registers a thread (sm_90;
+// 62 up to v28, when its stores went 8 pieces a thread at a time), six 256-thread blocks fit an
+// SM, or three of 512, or two of 512 beside a 256-thread copy-out block.
 // Parameters ids .. staging are ep_dispatch_put's, in its order (comm/dispatch.rs passes that slice).
 extern "C" __global__ void __launch_bounds__(512) ep_dispatch_send(const u16* tokens, const float* input_scales,
                                             int n_tokens, int hidden, int fmt, const int* ids, const int* slots,
@@ -541,8 +548,8 @@ extern "C" __global__ void __launch_bounds__(512) ep_dispatch_send(const u16* to
         if (threadIdx.x == 0)
             placed = layout_seq && ep_layout_released(layout_seq, seq, layout_wait_ns) ? rank : -1;
         EP_STAMP(1);
-        ep_send_token(t, route, input_scales, hidden, top_k, fmt, m, recv_ptrs, rank, gpus_per_node, max_tokens,
-                      staging, shared_start, shared_end, shared_msgs, &placed);
+        ep_send_token<1>(t, route, input_scales, hidden, top_k, fmt, m, recv_ptrs, rank, gpus_per_node, max_tokens,
+                         staging, shared_start, shared_end, shared_msgs, &placed);
         if (early)
             ep_mark_landed(route, top_k, m, seq, ep_shared_msg(t, shared_start, shared_end, shared_msgs, m), placed);
         if (placed >= 0) {
