@@ -598,6 +598,13 @@ struct EpRows {
     int n;
 };
 
+// The 16-byte pieces a lane of a warp copying a message (the overlapped copy-out) loads before
+// their stores: 2, so that ep_dispatch_copy_messages fits 48 registers a thread (24 bytes of
+// spills; with 8 it took 64 and spilled 40). A warp has ~28 pieces a lane of a BF16 row, a
+// chain of 14 round trips, but most copy warps wait for marks, and a message's mark, not its
+// copy, is what a warp of the copy beside the send waits on.
+#define EP_COPY_WARP_BATCH 2
+
 // Whether the threads of a team copying a message load its first payload pieces (EP_COPY_FIRST
 // each: a thread's share of a 7168-wide BF16 row in a 512-thread block) and their first FP8 scale
 // word with its header (EpMsgHead). A block's do; a warp's (the overlapped copy-out) do not: its
@@ -636,12 +643,13 @@ __device__ __forceinline__ EpMsgHead ep_load_message(const u8* msg, int hidden, 
 // (ep_load_message), by the block or (Warp) the calling warp: the payload read once and stored to
 // every row, then each row's scales, src_info (source token, r.slot[i]) and source rank `src`
 // (-1: none). `Shared`: the message is in shared memory (the send's own rows), `h` holds only the
-// token, and the payload goes a piece at a time (ep_copy_to).
+// token, and the payload goes a piece at a time (ep_copy_to). A warp loads EP_COPY_WARP_BATCH pieces
+// a lane at a time (ep_dispatch_copy_messages' register budget).
 template <bool Warp, bool Shared = false>
 __device__ void ep_copy_rows(const EpRows& r, const EpMsgHead& h, u64 rows, const u8* msg, int src, int hidden,
                              int fmt, MsgLayout m, u8* recv_scales, int* src_info, int* row_src) {
     constexpr int First = Shared ? 0 : ep_copy_first<Warp>();
-    ep_copy_to<Warp, First, Shared ? 1 : 8>(r.dst, r.n, msg, m.payload_bytes, h.piece);
+    ep_copy_to<Warp, First, Shared ? 1 : Warp ? EP_COPY_WARP_BATCH : 8>(r.dst, r.n, msg, m.payload_bytes, h.piece);
     for (int i = 0; i < r.n; i++) {
         u64 row = r.row[i];
         ep_place_scales<Warp>(fmt, hidden, rows, row, msg + m.scales_off, recv_scales, First > 0 ? &h.scale : nullptr);
@@ -990,7 +998,10 @@ __device__ bool ep_copy_messages(u64 first, u64 step, const u8* recv, const u32*
 // copy-out beside the send, which takes every one that no helper took. The padding and
 // shared-expert rows follow on the main stream (ep_dispatch_copy_out with first_block past the
 // messages).
-extern "C" __global__ void __launch_bounds__(512, 2)
+// 48 registers a thread (__maxnreg__; launched with up to 512 threads): a 512-thread block fits an
+// SM beside two 512-thread send blocks of 40 (24,576 + 2 x 20,480 = the 65,536 of sm_90), where at
+// 64 it took the place of one of them.
+extern "C" __global__ void __maxnreg__(48)
     ep_dispatch_copy_messages(const u8* recv, const u32* nmsg, const u32* row_offsets, const u32* src_offsets,
                               int n_local, int n_ranks, int rank, int skip_a2a, int shared_groups, int max_tokens,
                               int hidden, int fmt, MsgLayout m, u8* recv_tokens, u8* recv_scales, int* src_info,
