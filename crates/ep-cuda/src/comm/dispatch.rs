@@ -43,9 +43,7 @@ fn send_smem(format: Format, m: &MsgLayout, hidden: usize) -> usize {
 /// half an SM that a 512-thread send block frees, and a 256-thread one the quarter a 256-thread
 /// send block frees (with 512-thread copy blocks beside 256-thread sends the copy-out starved:
 /// 4096 tokens BF16 290 -> 315 us). The copy-out's grid is then a share of the SMs, in blocks as
-/// launched (`overlap_copy_grid`, per SM), the best measured at 4096 tokens (with sends of 62
-/// registers a thread; since v29 they take 40, so an SM holds three 512-thread send blocks, or two
-/// beside a 256-thread copy block: faster on one H100, not yet re-measured on two GPUs):
+/// launched (`overlap_copy_grid`, per SM), the best measured at 4096 tokens:
 /// - BF16: 512-thread sends and copy blocks on two thirds of the SMs (v17: two thirds 304-308 us,
 ///   a half 291-335 with p95 338-372; v20 292 / 291 with p95 296 / 295), on half of them from
 ///   2048 tokens since v28 (`BF16_COPY_PER_SM`). 256-thread shapes were

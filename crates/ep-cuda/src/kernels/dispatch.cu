@@ -295,12 +295,6 @@ __device__ void ep_fetch_row(int t, const u16* tokens, int hidden, int fmt, MsgL
 // ep_route_only_to kept one, except rank *placed_at, whose rows the block writes itself: null or
 // -1, none; 16-byte stores; r.at, which ep_mark_landed reads too). Messages for another node are
 // staged for ep_dispatch_put; the shared expert's tokens are kept in `shared_msgs`.
-// `Batch`: the 16-byte pieces a thread loads from shared memory before storing them (ep_copy_to).
-// A block's threads have ~2 pieces of a 7168-wide message each, so 8 only held registers: the
-// multi-kernel send takes 1 (40 registers a thread on sm_90, was 62: three 512-thread blocks fit
-// an SM, or two beside a 256-thread copy-out block); the single-launch kernels keep 8 (their
-// machine code as it was).
-template <int Batch = 8>
 __device__ void ep_send_token(int t, EpRoute& r, const float* input_scales, int hidden, int top_k, int fmt,
                               MsgLayout m, const u64* recv_ptrs, int rank, int gpus_per_node, int max_tokens,
                               u8* staging, int shared_start, int shared_end, u8* shared_msgs,
@@ -366,13 +360,13 @@ __device__ void ep_send_token(int t, EpRoute& r, const float* input_scales, int 
     for (int k = 0; k < top_k; k++) {
         if (!r.carries[k] || (placed >= 0 && r.dest[k] == placed)) continue;
         if (r.at[k]) {
-            ep_block_copy<Batch>(r.at[k], msg, m.bytes);
+            ep_block_copy(r.at[k], msg, m.bytes);
         } else if (!staged) {
-            ep_block_copy<Batch>(staging + (u64)t * m.bytes, msg, m.bytes);
+            ep_block_copy(staging + (u64)t * m.bytes, msg, m.bytes);
             staged = true;
         }
     }
-    if (shared) ep_block_copy<Batch>(shared_msgs + (u64)(t - shared_start) * m.bytes, msg, m.bytes);
+    if (shared) ep_block_copy(shared_msgs + (u64)(t - shared_start) * m.bytes, msg, m.bytes);
     if (threadIdx.x == 0) EP_STAMP_FIRST(14);
 }
 
@@ -521,9 +515,8 @@ __device__ void ep_place_own_rows(const EpRoute& r, int top_k, int rank, const u
 // the round's layout released (`layout_seq`, null: never; waiting up to `layout_wait_ns` for it,
 // which only tests set) expands its own message into this rank's rows itself (ep_place_own_rows,
 // with the copy-out's parameters after layout_seq).
-// Launched with 256 or 512 threads (comm/dispatch.rs, send_threads); at 40 registers a thread (sm_90;
-// 62 up to v28, when its stores went 8 pieces a thread at a time), six 256-thread blocks fit an
-// SM, or three of 512, or two of 512 beside a 256-thread copy-out block.
+// Launched with 256 or 512 threads (comm/dispatch.rs, send_threads); at 59 registers a thread (sm_90), four
+// 256-thread blocks fit an SM, or two of 512.
 // Parameters ids .. staging are ep_dispatch_put's, in its order (comm/dispatch.rs passes that slice).
 extern "C" __global__ void __launch_bounds__(512) ep_dispatch_send(const u16* tokens, const float* input_scales,
                                             int n_tokens, int hidden, int fmt, const int* ids, const int* slots,
@@ -548,8 +541,8 @@ extern "C" __global__ void __launch_bounds__(512) ep_dispatch_send(const u16* to
         if (threadIdx.x == 0)
             placed = layout_seq && ep_layout_released(layout_seq, seq, layout_wait_ns) ? rank : -1;
         EP_STAMP(1);
-        ep_send_token<1>(t, route, input_scales, hidden, top_k, fmt, m, recv_ptrs, rank, gpus_per_node, max_tokens,
-                         staging, shared_start, shared_end, shared_msgs, &placed);
+        ep_send_token(t, route, input_scales, hidden, top_k, fmt, m, recv_ptrs, rank, gpus_per_node, max_tokens,
+                      staging, shared_start, shared_end, shared_msgs, &placed);
         if (early)
             ep_mark_landed(route, top_k, m, seq, ep_shared_msg(t, shared_start, shared_end, shared_msgs, m), placed);
         if (placed >= 0) {
@@ -598,13 +591,6 @@ struct EpRows {
     int n;
 };
 
-// The 16-byte pieces a lane of a warp copying a message (the overlapped copy-out) loads before
-// their stores: 2, so that ep_dispatch_copy_messages fits 48 registers a thread (24 bytes of
-// spills; with 8 it took 64 and spilled 40). A warp has ~28 pieces a lane of a BF16 row, a
-// chain of 14 round trips, but most copy warps wait for marks, and a message's mark, not its
-// copy, is what a warp of the copy beside the send waits on.
-#define EP_COPY_WARP_BATCH 2
-
 // Whether the threads of a team copying a message load its first payload pieces (EP_COPY_FIRST
 // each: a thread's share of a 7168-wide BF16 row in a 512-thread block) and their first FP8 scale
 // word with its header (EpMsgHead). A block's do; a warp's (the overlapped copy-out) do not: its
@@ -643,13 +629,12 @@ __device__ __forceinline__ EpMsgHead ep_load_message(const u8* msg, int hidden, 
 // (ep_load_message), by the block or (Warp) the calling warp: the payload read once and stored to
 // every row, then each row's scales, src_info (source token, r.slot[i]) and source rank `src`
 // (-1: none). `Shared`: the message is in shared memory (the send's own rows), `h` holds only the
-// token, and the payload goes a piece at a time (ep_copy_to). A warp loads EP_COPY_WARP_BATCH pieces
-// a lane at a time (ep_dispatch_copy_messages' register budget).
+// token, and the payload goes a piece at a time (ep_copy_to).
 template <bool Warp, bool Shared = false>
 __device__ void ep_copy_rows(const EpRows& r, const EpMsgHead& h, u64 rows, const u8* msg, int src, int hidden,
                              int fmt, MsgLayout m, u8* recv_scales, int* src_info, int* row_src) {
     constexpr int First = Shared ? 0 : ep_copy_first<Warp>();
-    ep_copy_to<Warp, First, Shared ? 1 : Warp ? EP_COPY_WARP_BATCH : 8>(r.dst, r.n, msg, m.payload_bytes, h.piece);
+    ep_copy_to<Warp, First, Shared ? 1 : 8>(r.dst, r.n, msg, m.payload_bytes, h.piece);
     for (int i = 0; i < r.n; i++) {
         u64 row = r.row[i];
         ep_place_scales<Warp>(fmt, hidden, rows, row, msg + m.scales_off, recv_scales, First > 0 ? &h.scale : nullptr);
@@ -998,10 +983,7 @@ __device__ bool ep_copy_messages(u64 first, u64 step, const u8* recv, const u32*
 // copy-out beside the send, which takes every one that no helper took. The padding and
 // shared-expert rows follow on the main stream (ep_dispatch_copy_out with first_block past the
 // messages).
-// 48 registers a thread (__maxnreg__; launched with up to 512 threads): a 512-thread block fits an
-// SM beside two 512-thread send blocks of 40 (24,576 + 2 x 20,480 = the 65,536 of sm_90), where at
-// 64 it took the place of one of them.
-extern "C" __global__ void __maxnreg__(48)
+extern "C" __global__ void __launch_bounds__(512, 2)
     ep_dispatch_copy_messages(const u8* recv, const u32* nmsg, const u32* row_offsets, const u32* src_offsets,
                               int n_local, int n_ranks, int rank, int skip_a2a, int shared_groups, int max_tokens,
                               int hidden, int fmt, MsgLayout m, u8* recv_tokens, u8* recv_scales, int* src_info,
