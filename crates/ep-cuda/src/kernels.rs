@@ -26,11 +26,13 @@ pub const PROGRAMS: &[(&str, &str, &[&str])] = &[
         &[
             "ep_assign_slots",
             "ep_dispatch_send",
+            "ep_dispatch_send_lean",
             "ep_dispatch_put",
             "ep_dispatch_signal",
             "ep_dispatch_wait",
             "ep_dispatch_copy_out",
             "ep_dispatch_copy_messages",
+            "ep_dispatch_copy_lean",
             "ep_dispatch_single",
             "ep_dispatch_single_spread",
         ],

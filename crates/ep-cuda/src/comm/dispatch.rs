@@ -94,7 +94,7 @@ fn overlap_copy_grid(format: Format, most: usize, tokens: usize) -> (u32, u32) {
     let (num, den) = match format {
         Format::Bf16 if tokens >= BF16_HALF_COPY_MIN_TOKENS => BF16_COPY_PER_SM,
         Format::Bf16 => (2, 3),
-        Format::Fp8 if places_own_rows(format) => FP8_PLACED_COPY_PER_SM,
+        Format::Fp8 if places_own_rows(format, false) => FP8_PLACED_COPY_PER_SM,
         Format::Fp8 => (2, 1),
         _ => (1, 3),
     };
@@ -130,11 +130,12 @@ const BF16_HALF_COPY_MIN_TOKENS: usize = 2048;
 /// grid of `FP8_PLACED_COPY_PER_SM`; 204.4 / 259.9 with a copy block per SM). Not
 /// BF16: its send is at the NVLink ceiling already, and four rows of 14 KB a token made its send
 /// blocks live longer (4096 tokens 288-291 -> 332-334 us; with 256-thread sends and copy blocks
-/// 301.5, with fewer copy blocks 300-590). MXFP4 and NVFP4 not measured: not. `EP_CUDA_OWN_ROWS`
-/// overrides it (0: never, 1: every format).
-fn places_own_rows(format: Format) -> bool {
+/// 301.5, with fewer copy blocks 300-590), except in a lean round (`lean`, comm/path.rs
+/// `lean_dispatch`), whose send has the registers to spare and whose copy-out sets the pace (v29).
+/// MXFP4 and NVFP4 not measured: not. `EP_CUDA_OWN_ROWS` overrides it (0: never, 1: every format).
+fn places_own_rows(format: Format, lean: bool) -> bool {
     static SET: OnceLock<Option<usize>> = OnceLock::new();
-    tokens_from_env(&SET, "EP_CUDA_OWN_ROWS").map_or(format == Format::Fp8, |n| n != 0)
+    tokens_from_env(&SET, "EP_CUDA_OWN_ROWS").map_or(format == Format::Fp8 || lean, |n| n != 0)
 }
 
 /// Whether an overlapped round launches the copy-out again after the send, on every SM, to take
@@ -318,8 +319,13 @@ impl CudaComm {
             &self.msg_rows(),
         ];
         // At least one block: a rank without tokens still signals.
+        let kernel = if self.lean_dispatch() {
+            "ep_dispatch_send_lean"
+        } else {
+            "ep_dispatch_send"
+        };
         self.launch(
-            "ep_dispatch_send",
+            kernel,
             t.max(1) as u32,
             send_threads(cfg.format, overlap),
             smem,
@@ -497,7 +503,7 @@ impl CudaComm {
     /// The word that tells an overlapped round's send blocks the layout is there (null unless
     /// `overlap` and the send blocks write the rank's own rows: `places_own_rows`).
     fn layout_seq(&self, overlap: bool) -> u64 {
-        if overlap && places_own_rows(self.cfg.format) {
+        if overlap && places_own_rows(self.cfg.format, self.lean_dispatch()) {
             self.bufs().layout_seq.ptr
         } else {
             0
@@ -569,14 +575,12 @@ impl CudaComm {
             let helper = !beside as i32;
             let mut messages = args[..COPY_MESSAGES_ARGS].to_vec();
             messages.extend_from_slice(&[&b.layout_seq.ptr, &helper]);
-            return self.launch_on(
-                beside,
-                "ep_dispatch_copy_messages",
-                grid,
-                threads,
-                0,
-                &messages,
-            );
+            let kernel = if self.lean_dispatch() {
+                "ep_dispatch_copy_lean"
+            } else {
+                "ep_dispatch_copy_messages"
+            };
+            return self.launch_on(beside, kernel, grid, threads, 0, &messages);
         }
         let grid = messages - first_block as usize
             + cfg.n_groups() * (row_multiple as usize - 1)
@@ -613,7 +617,8 @@ mod tests {
         assert_eq!(send_threads(Format::Fp8, true), 256);
         assert_eq!(send_threads(Format::Bf16, false), 256);
         assert_eq!(send_threads(Format::Nvfp4, false), SEND_THREADS);
-        assert!(places_own_rows(Format::Fp8) && !places_own_rows(Format::Bf16));
+        assert!(places_own_rows(Format::Fp8, false) && !places_own_rows(Format::Bf16, false));
+        assert!(places_own_rows(Format::Bf16, true));
         assert_eq!(overlap_copy_grid(Format::Fp8, 132, 4096), (66, 256));
         assert_eq!(overlap_copy_grid(Format::Bf16, 132, 4096), (66, 512));
         assert_eq!(overlap_copy_grid(Format::Bf16, 132, 1024), (88, 512));

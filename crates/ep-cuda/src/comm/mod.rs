@@ -535,6 +535,9 @@ mod tests {
         let messages = parameter_names(DISPATCH, "ep_dispatch_copy_messages");
         assert_eq!(messages[..COPY_MESSAGES_ARGS], copy[..COPY_MESSAGES_ARGS]);
         assert_eq!(messages[COPY_MESSAGES_ARGS..], ["layout_seq", "helper"]);
+        // The lean kernels take their kernel's list.
+        assert_eq!(parameter_names(DISPATCH, "ep_dispatch_copy_lean"), messages);
+        assert_eq!(parameter_names(DISPATCH, "ep_dispatch_send_lean"), send);
         let send = parameter_names(COMBINE, "ep_combine_send");
         assert_eq!(send.len(), COMBINE_SEND_ARGS);
         assert_eq!(parameter_names(COMBINE, "ep_combine_put"), send[1..10]);

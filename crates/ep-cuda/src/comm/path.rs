@@ -41,6 +41,14 @@ const OVERLAP_MIN_TOKENS: usize = 2048;
 /// [`OVERLAP_MIN_TOKENS`] for BF16, whose send does not encode.
 const OVERLAP_MIN_TOKENS_BF16: usize = 1024;
 
+/// From this many tokens an overlapped BF16 round takes the lean kernels (`CudaComm::lean_dispatch`).
+/// Measured on 2x H200 (docs/perf.md, v29; `bench/results/history/lean-ab-h200-x2-2026-11-23-v29.txt`),
+/// reps interleaved with v28's kernels: 4096 tokens 266.2-268.4 -> 256.6-260.7 us, skewed
+/// 321.7-329.6 -> 306.4-314.9; but 2048 tokens 154.7-157.9 -> 161.9-166.4 and 1024 104.7-105.8 ->
+/// 113.1-113.3, and FP8 slower at every size (4096 200.4-203.2 -> 214.4-216.7). Sizes between 2048
+/// and 4096 not measured. `EP_CUDA_LEAN_MIN_TOKENS` overrides it for every format (0: never).
+const LEAN_MIN_TOKENS_BF16: usize = 4096;
+
 /// From this many tokens a rank takes its combine rows marked and reduces them beside the send
 /// (`CudaComm::marked_combine`). Measured on 2x H200 (docs/perf.md, v22), marked against not:
 /// 1024 tokens 210.5 / 211.7 against 236.5 / 236.4 µs; 512 tokens 136.0-136.7 against
@@ -152,6 +160,23 @@ impl CudaComm {
             },
         );
         self.persistent_grids() && min > 0 && self.round.n_tokens >= min && !self.single_dispatch()
+    }
+
+    /// This overlapped round's send and copy-out leave each other room (dispatch.cu,
+    /// `ep_dispatch_send_lean` and `ep_dispatch_copy_lean`: 40 and 48 registers a thread, so a
+    /// copy block sits beside two send blocks), and the send blocks write the rank's own rows
+    /// (`places_own_rows`). With the registers, the send runs near the NVLink ceiling and the
+    /// copy-out, HBM-bound, sets the pace; writing the own rows at the sender takes 117 MB of HBM
+    /// traffic off the copy-out at 4096 tokens BF16 (`LEAN_MIN_TOKENS_BF16`).
+    pub(super) fn lean_dispatch(&self) -> bool {
+        static MIN: OnceLock<Option<usize>> = OnceLock::new();
+        let default = if self.cfg.format == Format::Bf16 {
+            LEAN_MIN_TOKENS_BF16
+        } else {
+            0
+        };
+        let min = tokens_from_env(&MIN, "EP_CUDA_LEAN_MIN_TOKENS").unwrap_or(default);
+        self.overlap_dispatch() && min > 0 && self.round.n_tokens >= min
     }
 
     /// The dispatch's first wait slice is already on the stream once `issue_dispatch_send`

@@ -399,8 +399,9 @@ __device__ __forceinline__ void ep_block_copy_to(u8* const* dst, int n_dst, cons
     ep_copy_to<false>(dst, n_dst, src, bytes);
 }
 
+template <int Batch = 8>
 __device__ __forceinline__ void ep_block_copy(u8* dst, const u8* src, u64 bytes) {
-    ep_block_copy_to(&dst, 1, src, bytes);
+    ep_copy_to<false, 0, Batch>(&dst, 1, src, bytes);
 }
 
 // 16 bytes from global to shared memory without passing through registers (cp.async, sm_80 and

@@ -295,6 +295,10 @@ __device__ void ep_fetch_row(int t, const u16* tokens, int hidden, int fmt, MsgL
 // ep_route_only_to kept one, except rank *placed_at, whose rows the block writes itself: null or
 // -1, none; 16-byte stores; r.at, which ep_mark_landed reads too). Messages for another node are
 // staged for ep_dispatch_put; the shared expert's tokens are kept in `shared_msgs`.
+// `Batch`: the 16-byte pieces a thread loads from shared memory before storing them (ep_copy_to).
+// A block's threads have ~2 pieces of a 7168-wide message each, so a batch of 8 only holds
+// registers: the lean send (ep_dispatch_send_lean) takes 1.
+template <int Batch = 8>
 __device__ void ep_send_token(int t, EpRoute& r, const float* input_scales, int hidden, int top_k, int fmt,
                               MsgLayout m, const u64* recv_ptrs, int rank, int gpus_per_node, int max_tokens,
                               u8* staging, int shared_start, int shared_end, u8* shared_msgs,
@@ -360,13 +364,13 @@ __device__ void ep_send_token(int t, EpRoute& r, const float* input_scales, int 
     for (int k = 0; k < top_k; k++) {
         if (!r.carries[k] || (placed >= 0 && r.dest[k] == placed)) continue;
         if (r.at[k]) {
-            ep_block_copy(r.at[k], msg, m.bytes);
+            ep_block_copy<Batch>(r.at[k], msg, m.bytes);
         } else if (!staged) {
-            ep_block_copy(staging + (u64)t * m.bytes, msg, m.bytes);
+            ep_block_copy<Batch>(staging + (u64)t * m.bytes, msg, m.bytes);
             staged = true;
         }
     }
-    if (shared) ep_block_copy(shared_msgs + (u64)(t - shared_start) * m.bytes, msg, m.bytes);
+    if (shared) ep_block_copy<Batch>(shared_msgs + (u64)(t - shared_start) * m.bytes, msg, m.bytes);
     if (threadIdx.x == 0) EP_STAMP_FIRST(14);
 }
 
@@ -515,10 +519,8 @@ __device__ void ep_place_own_rows(const EpRoute& r, int top_k, int rank, const u
 // the round's layout released (`layout_seq`, null: never; waiting up to `layout_wait_ns` for it,
 // which only tests set) expands its own message into this rank's rows itself (ep_place_own_rows,
 // with the copy-out's parameters after layout_seq).
-// Launched with 256 or 512 threads (comm/dispatch.rs, send_threads); at 59 registers a thread (sm_90), four
-// 256-thread blocks fit an SM, or two of 512.
-// Parameters ids .. staging are ep_dispatch_put's, in its order (comm/dispatch.rs passes that slice).
-extern "C" __global__ void __launch_bounds__(512) ep_dispatch_send(const u16* tokens, const float* input_scales,
+template <int Batch>
+__device__ __forceinline__ void ep_dispatch_send_body(const u16* tokens, const float* input_scales,
                                             int n_tokens, int hidden, int fmt, const int* ids, const int* slots,
                                             const int* rank_slots, int top_k, MsgLayout m, const u64* recv_ptrs,
                                             int rank, int n_ranks, int n_local, int gpus_per_node, int max_tokens,
@@ -541,8 +543,8 @@ extern "C" __global__ void __launch_bounds__(512) ep_dispatch_send(const u16* to
         if (threadIdx.x == 0)
             placed = layout_seq && ep_layout_released(layout_seq, seq, layout_wait_ns) ? rank : -1;
         EP_STAMP(1);
-        ep_send_token(t, route, input_scales, hidden, top_k, fmt, m, recv_ptrs, rank, gpus_per_node, max_tokens,
-                      staging, shared_start, shared_end, shared_msgs, &placed);
+        ep_send_token<Batch>(t, route, input_scales, hidden, top_k, fmt, m, recv_ptrs, rank, gpus_per_node,
+                             max_tokens, staging, shared_start, shared_end, shared_msgs, &placed);
         if (early)
             ep_mark_landed(route, top_k, m, seq, ep_shared_msg(t, shared_start, shared_end, shared_msgs, m), placed);
         if (placed >= 0) {
@@ -556,6 +558,49 @@ extern "C" __global__ void __launch_bounds__(512) ep_dispatch_send(const u16* to
     if (!early && signal && ep_last_block(ticket))
         ep_publish_counts(sent, msgs_to, n_experts, n_local, n_ranks, rank, skip_a2a, count_ptrs, nmsg_ptrs,
                           ep_nmsg_flags(0, ll, marked));
+}
+
+
+// ep_dispatch_send_body's kernel. Launched with 256 or 512 threads (comm/dispatch.rs, send_threads);
+// at 62 registers a thread (sm_90), four 256-thread blocks fit an SM, or two of 512.
+// Parameters ids .. staging are ep_dispatch_put's, in its order (comm/dispatch.rs passes that slice).
+extern "C" __global__ void __launch_bounds__(512) ep_dispatch_send(const u16* tokens, const float* input_scales,
+                                            int n_tokens, int hidden, int fmt, const int* ids, const int* slots,
+                                            const int* rank_slots, int top_k, MsgLayout m, const u64* recv_ptrs,
+                                            int rank, int n_ranks, int n_local, int gpus_per_node, int max_tokens,
+                                            u8* staging, int shared_start, int shared_end, u8* shared_msgs,
+                                            int signal, u32* ticket, const u64* sent, const u32* msgs_to,
+                                            int n_experts, int skip_a2a, const u64* count_ptrs,
+                                            const u64* nmsg_ptrs, int early, u32 seq, int marked, int ll,
+                                            const u32* layout_seq, u64 layout_wait_ns, const u32* row_offsets,
+                                            const u32* src_offsets, int shared_groups, u8* recv_tokens,
+                                            u8* recv_scales, int* src_info, int* row_src, int* msg_rows) {
+    ep_dispatch_send_body<8>(tokens, input_scales, n_tokens, hidden, fmt, ids, slots, rank_slots, top_k, m, recv_ptrs, rank, n_ranks, n_local,
+        gpus_per_node, max_tokens, staging, shared_start, shared_end, shared_msgs, signal, ticket, sent, msgs_to, n_experts,
+        skip_a2a, count_ptrs, nmsg_ptrs, early, seq, marked, ll, layout_seq, layout_wait_ns, row_offsets, src_offsets,
+        shared_groups, recv_tokens, recv_scales, src_info, row_src, msg_rows);
+}
+
+// The lean send: ep_dispatch_send with the message stored a piece at a time (ep_send_token's
+// Batch), 40 registers a thread instead of 62 (sm_90, no spills): three 512-thread blocks fit an
+// SM, or two beside a lean copy-out block (ep_dispatch_copy_lean). With the lean copy-out and the
+// own rows written by the send blocks, for BF16 from 4096 tokens (comm/path.rs, lean_dispatch).
+// The same parameters.
+extern "C" __global__ void __launch_bounds__(512) ep_dispatch_send_lean(const u16* tokens, const float* input_scales,
+                                            int n_tokens, int hidden, int fmt, const int* ids, const int* slots,
+                                            const int* rank_slots, int top_k, MsgLayout m, const u64* recv_ptrs,
+                                            int rank, int n_ranks, int n_local, int gpus_per_node, int max_tokens,
+                                            u8* staging, int shared_start, int shared_end, u8* shared_msgs,
+                                            int signal, u32* ticket, const u64* sent, const u32* msgs_to,
+                                            int n_experts, int skip_a2a, const u64* count_ptrs,
+                                            const u64* nmsg_ptrs, int early, u32 seq, int marked, int ll,
+                                            const u32* layout_seq, u64 layout_wait_ns, const u32* row_offsets,
+                                            const u32* src_offsets, int shared_groups, u8* recv_tokens,
+                                            u8* recv_scales, int* src_info, int* row_src, int* msg_rows) {
+    ep_dispatch_send_body<1>(tokens, input_scales, n_tokens, hidden, fmt, ids, slots, rank_slots, top_k, m, recv_ptrs, rank, n_ranks, n_local,
+        gpus_per_node, max_tokens, staging, shared_start, shared_end, shared_msgs, signal, ticket, sent, msgs_to, n_experts,
+        skip_a2a, count_ptrs, nmsg_ptrs, early, seq, marked, ll, layout_seq, layout_wait_ns, row_offsets, src_offsets,
+        shared_groups, recv_tokens, recv_scales, src_info, row_src, msg_rows);
 }
 
 // The inter-node transport: puts of the staged messages to the ranks of other nodes. Runs after
@@ -629,12 +674,13 @@ __device__ __forceinline__ EpMsgHead ep_load_message(const u8* msg, int hidden, 
 // (ep_load_message), by the block or (Warp) the calling warp: the payload read once and stored to
 // every row, then each row's scales, src_info (source token, r.slot[i]) and source rank `src`
 // (-1: none). `Shared`: the message is in shared memory (the send's own rows), `h` holds only the
-// token, and the payload goes a piece at a time (ep_copy_to).
-template <bool Warp, bool Shared = false>
+// token, and the payload goes a piece at a time (ep_copy_to). A warp's lanes load `WarpBatch`
+// pieces each before storing them (the lean copy-out takes 2, for its registers).
+template <bool Warp, bool Shared = false, int WarpBatch = 8>
 __device__ void ep_copy_rows(const EpRows& r, const EpMsgHead& h, u64 rows, const u8* msg, int src, int hidden,
                              int fmt, MsgLayout m, u8* recv_scales, int* src_info, int* row_src) {
     constexpr int First = Shared ? 0 : ep_copy_first<Warp>();
-    ep_copy_to<Warp, First, Shared ? 1 : 8>(r.dst, r.n, msg, m.payload_bytes, h.piece);
+    ep_copy_to<Warp, First, Shared ? 1 : Warp ? WarpBatch : 8>(r.dst, r.n, msg, m.payload_bytes, h.piece);
     for (int i = 0; i < r.n; i++) {
         u64 row = r.row[i];
         ep_place_scales<Warp>(fmt, hidden, rows, row, msg + m.scales_off, recv_scales, First > 0 ? &h.scale : nullptr);
@@ -766,7 +812,8 @@ __device__ void ep_message_rows(const u8* msg, int s, u32 j, int part, int parts
 // same round of loads as the payload's first pieces (ep_load_message), then the payload read once
 // and written to each. From an overlapped sender it first waits for the message's mark; returns
 // false when it did not come, true at once when the mark says its sender placed the rows itself.
-template <bool Warp, bool Placed = true>
+// `WarpBatch`: ep_copy_rows'.
+template <bool Warp, bool Placed = true, int WarpBatch = 8>
 __device__ bool ep_copy_message(int s, u32 j, int part, int parts, u32 nmsg_s, EpLanding landing, const u8* recv,
                                 const u32* src_offsets, u64 rows, int n_local, int n_ranks, int rank,
                                 int shared_groups, int max_tokens, int hidden, int fmt, MsgLayout m, u8* recv_tokens,
@@ -791,7 +838,8 @@ __device__ bool ep_copy_message(int s, u32 j, int part, int parts, u32 nmsg_s, E
                         recv_tokens, r, msg_rows);
     ep_team_sync<Warp>();
     if (threadIdx.x == 0) EP_STAMP_FIRST(15);
-    if (r.n > 0) ep_copy_rows<Warp>(r, h, rows, msg, s, hidden, fmt, m, recv_scales, src_info, row_src);
+    if (r.n > 0)
+        ep_copy_rows<Warp, false, WarpBatch>(r, h, rows, msg, s, hidden, fmt, m, recv_scales, src_info, row_src);
     ep_team_sync<Warp>(); // `r` is the next message's
 #ifdef EP_TRACE
     // "msg" (id: sender * max_tokens + message): taken, its mark seen, its rows written.
@@ -940,8 +988,8 @@ __device__ __forceinline__ u32 ep_warp_claim(u32* claimed) {
 // token, where each SM has only so many stores in flight. With `Claimed` (warps) each warp takes
 // the walk's next item from the count `claimed` instead, so that grids launched apart share the
 // walk (the overlapped copy-out and its helpers after the send; `first` and `step` unused).
-// Returns false when a message's mark did not come.
-template <bool Warp, bool Spread = false, bool Placed = true, bool Claimed = false>
+// `WarpBatch`: ep_copy_rows'. Returns false when a message's mark did not come.
+template <bool Warp, bool Spread = false, bool Placed = true, bool Claimed = false, int WarpBatch = 8>
 __device__ bool ep_copy_messages(u64 first, u64 step, const u8* recv, const u32* nmsg, const u32* src_offsets,
                                  u64 rows, int n_local, int n_ranks, int rank, int skip_a2a, int shared_groups,
                                  int max_tokens, int hidden, int fmt, MsgLayout m, u8* recv_tokens, u8* recv_scales,
@@ -958,9 +1006,10 @@ __device__ bool ep_copy_messages(u64 first, u64 step, const u8* recv, const u32*
         int s = v % n_ranks, part = Spread ? w % parts : 0;
         u32 j = v / n_ranks, nm = nmsg[s];
         if (j >= ep_messages_from(nm, s, rank, skip_a2a, max_tokens)) continue;
-        if (!ep_copy_message<Warp, Placed>(s, j, part, parts, nm, landing, recv, src_offsets, rows, n_local, n_ranks,
-                                           rank, shared_groups, max_tokens, hidden, fmt, m, recv_tokens, recv_scales,
-                                           src_info, row_src, status, scratch, msg_rows))
+        if (!ep_copy_message<Warp, Placed, WarpBatch>(s, j, part, parts, nm, landing, recv, src_offsets, rows,
+                                                      n_local, n_ranks, rank, shared_groups, max_tokens, hidden, fmt,
+                                                      m, recv_tokens, recv_scales, src_info, row_src, status, scratch,
+                                                      msg_rows))
             return false;
     }
     return true;
@@ -983,8 +1032,8 @@ __device__ bool ep_copy_messages(u64 first, u64 step, const u8* recv, const u32*
 // copy-out beside the send, which takes every one that no helper took. The padding and
 // shared-expert rows follow on the main stream (ep_dispatch_copy_out with first_block past the
 // messages).
-extern "C" __global__ void __launch_bounds__(512, 2)
-    ep_dispatch_copy_messages(const u8* recv, const u32* nmsg, const u32* row_offsets, const u32* src_offsets,
+template <int WarpBatch>
+__device__ __forceinline__ void ep_dispatch_copy_messages_body(const u8* recv, const u32* nmsg, const u32* row_offsets, const u32* src_offsets,
                               int n_local, int n_ranks, int rank, int skip_a2a, int shared_groups, int max_tokens,
                               int hidden, int fmt, MsgLayout m, u8* recv_tokens, u8* recv_scales, int* src_info,
                               int* row_src, int* msg_rows, u32* status, u32 seq, u64 slice_ns, u32* layout_seq,
@@ -1000,7 +1049,7 @@ extern "C" __global__ void __launch_bounds__(512, 2)
     EP_STAMPS
     u64 rows = row_offsets[n_local + shared_groups];
     int warp = threadIdx.x >> 5;
-    ep_copy_messages<true, false, true, true>(0, 0, recv, nmsg, src_offsets, rows, n_local, n_ranks, rank, skip_a2a,
+    ep_copy_messages<true, false, true, true, WarpBatch>(0, 0, recv, nmsg, src_offsets, rows, n_local, n_ranks, rank, skip_a2a,
                                               shared_groups, max_tokens, hidden, fmt, m, recv_tokens, recv_scales,
                                               src_info, row_src, status, EpLanding{seq, slice_ns}, scratch[warp],
                                               msg_rows, layout_seq + 1);
@@ -1009,6 +1058,32 @@ extern "C" __global__ void __launch_bounds__(512, 2)
     EP_STAMP(2);
     EP_STAMPS_PRINT(helper ? "helper" : "copy", rank, 0);
 #endif
+}
+
+
+extern "C" __global__ void __launch_bounds__(512, 2)
+    ep_dispatch_copy_messages(const u8* recv, const u32* nmsg, const u32* row_offsets, const u32* src_offsets,
+                              int n_local, int n_ranks, int rank, int skip_a2a, int shared_groups, int max_tokens,
+                              int hidden, int fmt, MsgLayout m, u8* recv_tokens, u8* recv_scales, int* src_info,
+                              int* row_src, int* msg_rows, u32* status, u32 seq, u64 slice_ns, u32* layout_seq,
+                              int helper) {
+    ep_dispatch_copy_messages_body<8>(recv, nmsg, row_offsets, src_offsets, n_local, n_ranks, rank, skip_a2a, shared_groups, max_tokens,
+        hidden, fmt, m, recv_tokens, recv_scales, src_info, row_src, msg_rows, status, seq, slice_ns, layout_seq, helper);
+}
+
+// The lean copy-out, beside the lean send (ep_dispatch_send_lean): ep_dispatch_copy_messages at 48
+// registers a thread (__maxnreg__, which cannot be combined with launch bounds; launched with up to
+// 512 threads), its warps copying 2 pieces a lane at a time (24 bytes of spills; 4 spilled 56, 8
+// at 64 registers 40). A 512-thread block then fits an SM beside two lean send blocks: 24,576 +
+// 2 x 20,480 = the 65,536 registers of sm_90. The same parameters.
+extern "C" __global__ void __maxnreg__(48)
+    ep_dispatch_copy_lean(const u8* recv, const u32* nmsg, const u32* row_offsets, const u32* src_offsets,
+                              int n_local, int n_ranks, int rank, int skip_a2a, int shared_groups, int max_tokens,
+                              int hidden, int fmt, MsgLayout m, u8* recv_tokens, u8* recv_scales, int* src_info,
+                              int* row_src, int* msg_rows, u32* status, u32 seq, u64 slice_ns, u32* layout_seq,
+                              int helper) {
+    ep_dispatch_copy_messages_body<2>(recv, nmsg, row_offsets, src_offsets, n_local, n_ranks, rank, skip_a2a, shared_groups, max_tokens,
+        hidden, fmt, m, recv_tokens, recv_scales, src_info, row_src, msg_rows, status, seq, slice_ns, layout_seq, helper);
 }
 
 // ---- the single-launch dispatch (decode sizes) ------------------------------------------------
