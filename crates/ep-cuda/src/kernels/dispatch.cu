@@ -520,17 +520,14 @@ __device__ void ep_place_own_rows(const EpRoute& r, int top_k, int rank, const u
 // which only tests set) expands its own message into this rank's rows itself (ep_place_own_rows,
 // with the copy-out's parameters after layout_seq).
 template <int Batch>
-__device__ __forceinline__ void ep_dispatch_send_body(const u16* tokens, const float* input_scales,
-                                            int n_tokens, int hidden, int fmt, const int* ids, const int* slots,
-                                            const int* rank_slots, int top_k, MsgLayout m, const u64* recv_ptrs,
-                                            int rank, int n_ranks, int n_local, int gpus_per_node, int max_tokens,
-                                            u8* staging, int shared_start, int shared_end, u8* shared_msgs,
-                                            int signal, u32* ticket, const u64* sent, const u32* msgs_to,
-                                            int n_experts, int skip_a2a, const u64* count_ptrs,
-                                            const u64* nmsg_ptrs, int early, u32 seq, int marked, int ll,
-                                            const u32* layout_seq, u64 layout_wait_ns, const u32* row_offsets,
-                                            const u32* src_offsets, int shared_groups, u8* recv_tokens,
-                                            u8* recv_scales, int* src_info, int* row_src, int* msg_rows) {
+__device__ __forceinline__ void ep_dispatch_send_body(
+        const u16* tokens, const float* input_scales, int n_tokens, int hidden, int fmt, const int* ids,
+        const int* slots, const int* rank_slots, int top_k, MsgLayout m, const u64* recv_ptrs, int rank, int n_ranks,
+        int n_local, int gpus_per_node, int max_tokens, u8* staging, int shared_start, int shared_end, u8* shared_msgs,
+        int signal, u32* ticket, const u64* sent, const u32* msgs_to, int n_experts, int skip_a2a,
+        const u64* count_ptrs, const u64* nmsg_ptrs, int early, u32 seq, int marked, int ll, const u32* layout_seq,
+        u64 layout_wait_ns, const u32* row_offsets, const u32* src_offsets, int shared_groups, u8* recv_tokens,
+        u8* recv_scales, int* src_info, int* row_src, int* msg_rows) {
     __shared__ EpRoute route;
     // The rank whose message's rows this block writes itself (ep_place_own_rows), -1: none.
     __shared__ int placed;
@@ -575,10 +572,11 @@ extern "C" __global__ void __launch_bounds__(512) ep_dispatch_send(const u16* to
                                             const u32* layout_seq, u64 layout_wait_ns, const u32* row_offsets,
                                             const u32* src_offsets, int shared_groups, u8* recv_tokens,
                                             u8* recv_scales, int* src_info, int* row_src, int* msg_rows) {
-    ep_dispatch_send_body<8>(tokens, input_scales, n_tokens, hidden, fmt, ids, slots, rank_slots, top_k, m, recv_ptrs, rank, n_ranks, n_local,
-        gpus_per_node, max_tokens, staging, shared_start, shared_end, shared_msgs, signal, ticket, sent, msgs_to, n_experts,
-        skip_a2a, count_ptrs, nmsg_ptrs, early, seq, marked, ll, layout_seq, layout_wait_ns, row_offsets, src_offsets,
-        shared_groups, recv_tokens, recv_scales, src_info, row_src, msg_rows);
+    ep_dispatch_send_body<8>(tokens, input_scales, n_tokens, hidden, fmt, ids, slots, rank_slots, top_k, m, recv_ptrs,
+                             rank, n_ranks, n_local, gpus_per_node, max_tokens, staging, shared_start, shared_end,
+                             shared_msgs, signal, ticket, sent, msgs_to, n_experts, skip_a2a, count_ptrs, nmsg_ptrs,
+                             early, seq, marked, ll, layout_seq, layout_wait_ns, row_offsets, src_offsets,
+                             shared_groups, recv_tokens, recv_scales, src_info, row_src, msg_rows);
 }
 
 // The lean send: ep_dispatch_send with the message stored a piece at a time (ep_send_token's
@@ -597,10 +595,11 @@ extern "C" __global__ void __launch_bounds__(512) ep_dispatch_send_lean(const u1
                                             const u32* layout_seq, u64 layout_wait_ns, const u32* row_offsets,
                                             const u32* src_offsets, int shared_groups, u8* recv_tokens,
                                             u8* recv_scales, int* src_info, int* row_src, int* msg_rows) {
-    ep_dispatch_send_body<1>(tokens, input_scales, n_tokens, hidden, fmt, ids, slots, rank_slots, top_k, m, recv_ptrs, rank, n_ranks, n_local,
-        gpus_per_node, max_tokens, staging, shared_start, shared_end, shared_msgs, signal, ticket, sent, msgs_to, n_experts,
-        skip_a2a, count_ptrs, nmsg_ptrs, early, seq, marked, ll, layout_seq, layout_wait_ns, row_offsets, src_offsets,
-        shared_groups, recv_tokens, recv_scales, src_info, row_src, msg_rows);
+    ep_dispatch_send_body<1>(tokens, input_scales, n_tokens, hidden, fmt, ids, slots, rank_slots, top_k, m, recv_ptrs,
+                             rank, n_ranks, n_local, gpus_per_node, max_tokens, staging, shared_start, shared_end,
+                             shared_msgs, signal, ticket, sent, msgs_to, n_experts, skip_a2a, count_ptrs, nmsg_ptrs,
+                             early, seq, marked, ll, layout_seq, layout_wait_ns, row_offsets, src_offsets,
+                             shared_groups, recv_tokens, recv_scales, src_info, row_src, msg_rows);
 }
 
 // The inter-node transport: puts of the staged messages to the ranks of other nodes. Runs after
@@ -1033,11 +1032,11 @@ __device__ bool ep_copy_messages(u64 first, u64 step, const u8* recv, const u32*
 // shared-expert rows follow on the main stream (ep_dispatch_copy_out with first_block past the
 // messages).
 template <int WarpBatch>
-__device__ __forceinline__ void ep_dispatch_copy_messages_body(const u8* recv, const u32* nmsg, const u32* row_offsets, const u32* src_offsets,
-                              int n_local, int n_ranks, int rank, int skip_a2a, int shared_groups, int max_tokens,
-                              int hidden, int fmt, MsgLayout m, u8* recv_tokens, u8* recv_scales, int* src_info,
-                              int* row_src, int* msg_rows, u32* status, u32 seq, u64 slice_ns, u32* layout_seq,
-                              int helper) {
+__device__ __forceinline__ void ep_dispatch_copy_messages_body(
+        const u8* recv, const u32* nmsg, const u32* row_offsets, const u32* src_offsets, int n_local, int n_ranks,
+        int rank, int skip_a2a, int shared_groups, int max_tokens, int hidden, int fmt, MsgLayout m, u8* recv_tokens,
+        u8* recv_scales, int* src_info, int* row_src, int* msg_rows, u32* status, u32 seq, u64 slice_ns,
+        u32* layout_seq, int helper) {
     __shared__ EpRows scratch[EP_COPY_WARPS];
     __shared__ bool laid_out;
     if (helper) {
@@ -1049,10 +1048,10 @@ __device__ __forceinline__ void ep_dispatch_copy_messages_body(const u8* recv, c
     EP_STAMPS
     u64 rows = row_offsets[n_local + shared_groups];
     int warp = threadIdx.x >> 5;
-    ep_copy_messages<true, false, true, true, WarpBatch>(0, 0, recv, nmsg, src_offsets, rows, n_local, n_ranks, rank, skip_a2a,
-                                              shared_groups, max_tokens, hidden, fmt, m, recv_tokens, recv_scales,
-                                              src_info, row_src, status, EpLanding{seq, slice_ns}, scratch[warp],
-                                              msg_rows, layout_seq + 1);
+    ep_copy_messages<true, false, true, true, WarpBatch>(
+        0, 0, recv, nmsg, src_offsets, rows, n_local, n_ranks, rank, skip_a2a, shared_groups, max_tokens, hidden, fmt,
+        m, recv_tokens, recv_scales, src_info, row_src, status, EpLanding{seq, slice_ns}, scratch[warp], msg_rows,
+        layout_seq + 1);
 #ifdef EP_TRACE
     __syncthreads();
     EP_STAMP(2);
@@ -1060,15 +1059,16 @@ __device__ __forceinline__ void ep_dispatch_copy_messages_body(const u8* recv, c
 #endif
 }
 
-
+// ep_dispatch_copy_messages_body's kernel: 8 pieces a lane at a time, 64 registers a thread.
 extern "C" __global__ void __launch_bounds__(512, 2)
     ep_dispatch_copy_messages(const u8* recv, const u32* nmsg, const u32* row_offsets, const u32* src_offsets,
                               int n_local, int n_ranks, int rank, int skip_a2a, int shared_groups, int max_tokens,
                               int hidden, int fmt, MsgLayout m, u8* recv_tokens, u8* recv_scales, int* src_info,
                               int* row_src, int* msg_rows, u32* status, u32 seq, u64 slice_ns, u32* layout_seq,
                               int helper) {
-    ep_dispatch_copy_messages_body<8>(recv, nmsg, row_offsets, src_offsets, n_local, n_ranks, rank, skip_a2a, shared_groups, max_tokens,
-        hidden, fmt, m, recv_tokens, recv_scales, src_info, row_src, msg_rows, status, seq, slice_ns, layout_seq, helper);
+    ep_dispatch_copy_messages_body<8>(recv, nmsg, row_offsets, src_offsets, n_local, n_ranks, rank, skip_a2a,
+                                      shared_groups, max_tokens, hidden, fmt, m, recv_tokens, recv_scales, src_info,
+                                      row_src, msg_rows, status, seq, slice_ns, layout_seq, helper);
 }
 
 // The lean copy-out, beside the lean send (ep_dispatch_send_lean): ep_dispatch_copy_messages at 48
@@ -1082,8 +1082,9 @@ extern "C" __global__ void __maxnreg__(48)
                               int hidden, int fmt, MsgLayout m, u8* recv_tokens, u8* recv_scales, int* src_info,
                               int* row_src, int* msg_rows, u32* status, u32 seq, u64 slice_ns, u32* layout_seq,
                               int helper) {
-    ep_dispatch_copy_messages_body<2>(recv, nmsg, row_offsets, src_offsets, n_local, n_ranks, rank, skip_a2a, shared_groups, max_tokens,
-        hidden, fmt, m, recv_tokens, recv_scales, src_info, row_src, msg_rows, status, seq, slice_ns, layout_seq, helper);
+    ep_dispatch_copy_messages_body<2>(recv, nmsg, row_offsets, src_offsets, n_local, n_ranks, rank, skip_a2a,
+                                      shared_groups, max_tokens, hidden, fmt, m, recv_tokens, recv_scales, src_info,
+                                      row_src, msg_rows, status, seq, slice_ns, layout_seq, helper);
 }
 
 // ---- the single-launch dispatch (decode sizes) ------------------------------------------------
