@@ -557,7 +557,6 @@ __device__ __forceinline__ void ep_dispatch_send_body(
                           ep_nmsg_flags(0, ll, marked));
 }
 
-
 // ep_dispatch_send_body's kernel. Launched with 256 or 512 threads (comm/dispatch.rs, send_threads);
 // at 62 registers a thread (sm_90), four 256-thread blocks fit an SM, or two of 512.
 // Parameters ids .. staging are ep_dispatch_put's, in its order (comm/dispatch.rs passes that slice).
