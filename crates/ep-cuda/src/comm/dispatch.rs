@@ -119,7 +119,7 @@ const FP8_PLACED_COPY_PER_SM: (usize, usize) = (1, 2);
 /// us uniform, 324.5-330.6 skewed; **1/2 267.6-270.2 / 327.6-328.4**; 7/12 271.2-272.8 / 339.1-344.4;
 /// 1/3 288.9-289.0 / 347.4; 1/4 308.5-308.7 / 367.5; v27's build 288.1-291.8 / 338.7. 2048 tokens
 /// (one rep) 172.4 / 192.7 before, 162.5 / 190.1 with 1/2. At 1024 tokens two thirds stay best
-/// (104.2-106.3 us, 1/2 106.4-106.6, v27's build 104.5-105.7). The lean path (from 4096 tokens,
+/// (104.2-106.3 us, 1/2 106.4-106.6, v27's build 104.5-105.7). The lean path (from 2560 tokens,
 /// comm/path.rs `lean_dispatch`) keeps it: 4096 tokens 256.6-260.7 us with 1/2, 282-286 with 1 to
 /// 2 per SM (v29, `bench/results/history/lean-ab-h200-x2-2026-11-23-v29.txt`).
 const BF16_COPY_PER_SM: (usize, usize) = (1, 2);

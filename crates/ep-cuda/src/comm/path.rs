@@ -45,9 +45,11 @@ const OVERLAP_MIN_TOKENS_BF16: usize = 1024;
 /// Measured on 2x H200 (docs/perf.md, v29; `bench/results/history/lean-ab-h200-x2-2026-11-23-v29.txt`),
 /// reps interleaved with v28's kernels: 4096 tokens 266.2-268.4 -> 256.6-260.7 us, skewed
 /// 321.7-329.6 -> 306.4-314.9; but 2048 tokens 154.7-157.9 -> 161.9-166.4 and 1024 104.7-105.8 ->
-/// 113.1-113.3, and FP8 slower at every size (4096 200.4-203.2 -> 214.4-216.7). Sizes between 2048
-/// and 4096 not measured. `EP_CUDA_LEAN_MIN_TOKENS` overrides it for every format (0: never).
-const LEAN_MIN_TOKENS_BF16: usize = 4096;
+/// 113.1-113.3, and FP8 slower at every size (4096 200.4-203.2 -> 214.4-216.7). Between them
+/// (`lean54-h200.sh`, lean forced against off, in the same file): 2560 tokens 186.8-187.2 ->
+/// 182.6-182.8 us, 3072 212.6-212.8 -> 207.0-211.1, 3584 240.3-241.3 -> 234.0-234.5.
+/// `EP_CUDA_LEAN_MIN_TOKENS` overrides it for every format (0: never).
+const LEAN_MIN_TOKENS_BF16: usize = 2560;
 
 /// From this many tokens a rank takes its combine rows marked and reduces them beside the send
 /// (`CudaComm::marked_combine`). Measured on 2x H200 (docs/perf.md, v22), marked against not:
@@ -167,7 +169,7 @@ impl CudaComm {
     /// copy block sits beside two send blocks), and the send blocks write the rank's own rows
     /// (`places_own_rows`). With the registers, the send runs near the NVLink ceiling and the
     /// copy-out, HBM-bound, sets the pace; writing the own rows at the sender takes 117 MB of HBM
-    /// traffic off the copy-out at 4096 tokens BF16 (`LEAN_MIN_TOKENS_BF16`).
+    /// traffic off the copy-out at 4096 tokens BF16. BF16 from `LEAN_MIN_TOKENS_BF16`.
     pub(super) fn lean_dispatch(&self) -> bool {
         static MIN: OnceLock<Option<usize>> = OnceLock::new();
         let default = if self.cfg.format == Format::Bf16 {

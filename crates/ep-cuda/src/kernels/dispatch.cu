@@ -581,7 +581,7 @@ extern "C" __global__ void __launch_bounds__(512) ep_dispatch_send(const u16* to
 // The lean send: ep_dispatch_send with the message stored a piece at a time (ep_send_token's
 // Batch), 40 registers a thread instead of 62 (sm_90, no spills): three 512-thread blocks fit an
 // SM, or two beside a lean copy-out block (ep_dispatch_copy_lean). With the lean copy-out and the
-// own rows written by the send blocks, for BF16 from 4096 tokens (comm/path.rs, lean_dispatch).
+// own rows written by the send blocks, for BF16 from 2560 tokens (comm/path.rs, lean_dispatch).
 // The same parameters.
 extern "C" __global__ void __launch_bounds__(512) ep_dispatch_send_lean(const u16* tokens, const float* input_scales,
                                             int n_tokens, int hidden, int fmt, const int* ids, const int* slots,
