@@ -63,8 +63,7 @@ fn send_smem(format: Format, m: &MsgLayout, hidden: usize) -> usize {
 /// after the send on every SM (`copy_helpers`), so a grid that falls behind during the send is
 /// caught up after it: the grids are smaller than before, and leave the send more room.
 ///
-/// `EP_CUDA_SEND_THREADS` (a multiple of 32, 64 to 512; the copy blocks follow it),
-/// `EP_CUDA_COPY_THREADS` (the copy blocks alone, for experiments; other values are ignored) and
+/// `EP_CUDA_SEND_THREADS` (a multiple of 32, 64 to 512; the copy blocks follow it) and
 /// `EP_CUDA_OVERLAP_COPY_BLOCKS` (the grid) override them for every round.
 fn send_threads(format: Format, overlap: bool) -> u32 {
     static SEND: OnceLock<Option<u32>> = OnceLock::new();
@@ -86,11 +85,7 @@ fn send_threads(format: Format, overlap: bool) -> u32 {
 /// on a rank where `most` blocks of 512 threads are resident (its share of the SMs).
 fn overlap_copy_grid(format: Format, most: usize, tokens: usize) -> (u32, u32) {
     static BLOCKS: OnceLock<Option<usize>> = OnceLock::new();
-    static THREADS: OnceLock<Option<usize>> = OnceLock::new();
-    let threads = match tokens_from_env(&THREADS, "EP_CUDA_COPY_THREADS") {
-        Some(n) if (64..=512).contains(&n) && n % 32 == 0 => n as u32,
-        _ => send_threads(format, true),
-    };
+    let threads = send_threads(format, true);
     let (num, den) = match format {
         Format::Bf16 if tokens >= BF16_HALF_COPY_MIN_TOKENS => BF16_COPY_PER_SM,
         Format::Bf16 => (2, 3),
@@ -577,6 +572,9 @@ impl CudaComm {
             let helper = !beside as i32;
             let mut messages = args[..COPY_MESSAGES_ARGS].to_vec();
             messages.extend_from_slice(&[&b.layout_seq.ptr, &helper]);
+            // The helpers after a lean send take the lean copy-out too: on the full-batch kernel
+            // they were no faster (v29's review, 2x H200: 4096 tokens 260.5-264.6 -> 263.7-266.0
+            // us, skewed 303.5-311.7 -> 318.9-320.1).
             let kernel = if self.lean_dispatch() {
                 "ep_dispatch_copy_lean"
             } else {
