@@ -43,7 +43,7 @@ macro_rules! __with_cases {
                 two_nodes_x4 uniform wide_deepseek_shape zero_token_ranks
             ]
             cases [
-                round_trip_identity rounds_1000
+                round_trip_identity rounds_1000 rounds_many_tokens
                 expert_id_too_large expert_id_below_minus_one too_many_tokens
                 tokens_wrong_shape topk_ids_wrong_shape experts_not_divisible hidden_not_allowed
                 config_mismatch weights_wrong_shape expert_out_wrong_rows stale_routing_handle

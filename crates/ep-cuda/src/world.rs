@@ -7,7 +7,7 @@ use std::sync::Arc;
 use cudarc::driver::{sys, CudaContext};
 use ep_core::{ConfigError, EpConfig, EpError, MessageLayout, Result, TokenFormat};
 
-use crate::comm::ll_max_tokens;
+use crate::comm::{assign_chunks, ll_max_tokens};
 use crate::driver::cuda;
 use crate::kernels::{Kernels, MsgLayout};
 use crate::memory::DevBuf;
@@ -39,8 +39,12 @@ pub struct RankBuffers {
     pub ids: DevBuf,
     pub scales_in: DevBuf,
     pub slots: DevBuf,
-    /// Each token's message slot at each destination rank [max_tokens, n_ranks], -1 if none.
+    /// Each token's message slot at each destination rank [max_tokens, n_ranks], -1 if none;
+    /// with `slots`, the position in the token's chunk (`ep_assign_slots` in dispatch.cu).
     pub rank_slots: DevBuf,
+    /// Each chunk's start per expert and per destination rank [chunks, n_experts + n_ranks]
+    /// (u32), which `slots` and `rank_slots` are relative to.
+    pub chunk_base: DevBuf,
     /// Messages sent to each rank this round, `[n_ranks]` (u32).
     pub msgs_to: DevBuf,
     pub sent: DevBuf,
@@ -320,6 +324,8 @@ impl RankBuffers {
             c_marks: b(if multi_node { 0 } else { t * k * 4 })?,
             msg_rows: b(if multi_node { 0 } else { n * t * k * 4 })?,
             layout_seq: b(8)?,
+            // Last, as c_ll above (v30).
+            chunk_base: b(assign_chunks(t) * (cfg.n_experts + n) * 4)?,
         };
         bufs.d_counts.fill(0xFF)?;
         bufs.d_ticket.fill(0)?;

@@ -71,3 +71,40 @@ pub fn rounds_1000<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
     }
     Ok(())
 }
+
+/// Prefill-sized rounds, each bit-exact against the oracle: more tokens than one block of a
+/// backend's slot assignment may take (ep-cuda assigns slots per chunk of 128 tokens and lays out
+/// the chunks' starts 32 chunks at a time: 4,133 tokens are 33 chunks, the last one partial), and
+/// more experts than one pass over a chunk counts (2,048 columns), on one node and two, with
+/// skewed, masked and duplicate routing and a rank with no tokens.
+pub fn rounds_many_tokens<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
+    let spec = RoutingSpec {
+        skew: Some((3, 0.5)),
+        masked: 0.1,
+        duplicates: 0.1,
+        ..Default::default()
+    };
+    // (experts, top_k, nodes, tokens per rank, calls)
+    let rounds = [
+        (64, 8, 1, [4133, 129], Calls::Fused),
+        (2048, 8, 1, [200, 257], Calls::Split),
+        (64, 6, 2, [300, 0], Calls::Fused),
+    ];
+    for (i, (experts, top_k, nodes, tokens, calls)) in rounds.into_iter().enumerate() {
+        let max = tokens.into_iter().max().unwrap_or(0);
+        // Two ranks: both on one node, or one on each of two.
+        let cfg = EpConfig::new(128, top_k, experts, max, 2 / nodes).with_nodes(nodes);
+        let mut rng = Rng::new(41 + i as u64);
+        let ids = tokens
+            .iter()
+            .map(|&t| spec.generate(&mut rng, t, top_k, experts, cfg.n_ranks()))
+            .collect();
+        let inputs = RoundInputs::with_random_values(cfg.hidden, ids, 17 + i as u64);
+        let mut comms = b.init_uniform(&cfg).map_err(err)?;
+        let opts = RoundOptions::new(calls, WeightKind::F32);
+        run_and_check(&mut comms, &inputs, &opts).map_err(|e| {
+            format!("{experts} experts, top-{top_k}, {nodes} node(s), tokens {tokens:?}: {e}")
+        })?;
+    }
+    Ok(())
+}

@@ -20,6 +20,25 @@ pub(super) fn format_id(f: Format) -> i32 {
     }
 }
 
+/// Tokens per block of `ep_assign_slots`, and its threads (dispatch.cu: EP_ASSIGN_CHUNK,
+/// EP_ASSIGN_THREADS); columns per pass over a chunk (EP_ASSIGN_COLS).
+const ASSIGN_CHUNK: usize = 128;
+const ASSIGN_THREADS: u32 = 256;
+const ASSIGN_COLS: usize = 2048;
+
+/// Blocks of `ep_assign_slots` for `tokens` tokens, and rows of the chunk starts it writes: a
+/// chunk each, at least one (a rank without tokens still publishes its counts).
+pub(crate) fn assign_chunks(tokens: usize) -> usize {
+    tokens.div_ceil(ASSIGN_CHUNK).max(1)
+}
+
+/// Dynamic shared memory of an `ep_assign_slots` block (`ep_assign_chunk`): the chunk's ids, each
+/// warp's count per column of a pass (u16), each slot's place among its warp's (u8).
+fn assign_smem(top_k: usize, columns: usize) -> usize {
+    let warps = ASSIGN_THREADS as usize / 32;
+    ASSIGN_CHUNK * top_k * 4 + warps * columns.min(ASSIGN_COLS) * 2 + ASSIGN_CHUNK * top_k
+}
+
 /// Dynamic shared memory a block needs to send a token (dispatch.cu, `ep_fetched_row`): the
 /// message (BF16 fetches its row into it); FP8 also the row as fetched (bf16), which it encodes
 /// from; the others (MXFP4, NVFP4) also the row in f32 before that.
@@ -163,7 +182,7 @@ fn next_seq(seq: u32) -> u32 {
 
 /// Parameters of the kernels whose argument lists are built as arrays here (a test in mod.rs
 /// checks them against the kernels' declarations).
-pub(super) const SEND_ARGS: usize = 42;
+pub(super) const SEND_ARGS: usize = 43;
 pub(super) const WAIT_ARGS: usize = 16;
 pub(super) const COPY_OUT_ARGS: usize = 24;
 /// `ep_dispatch_copy_messages` takes the first of `ep_dispatch_copy_out`'s, then two of its own.
@@ -234,12 +253,12 @@ impl CudaComm {
         let one_node = (cfg.n_nodes == 1) as i32;
         let sc = &self.sc;
         let m = self.world.msg;
-        // A block per expert (row slots), then one per destination rank (message slots).
+        // A block per chunk of tokens: row and message slots in the chunk, and the chunks' starts.
         self.launch(
             "ep_assign_slots",
-            (cfg.n_experts + cfg.n_ranks()) as u32,
-            WAIT_THREADS,
-            0,
+            assign_chunks(t) as u32,
+            ASSIGN_THREADS,
+            assign_smem(cfg.top_k, cfg.n_experts + cfg.n_ranks()) as u32,
             &[
                 &b.ids.ptr,
                 &(t as i32),
@@ -251,6 +270,7 @@ impl CudaComm {
                 &sc.skip,
                 &b.slots.ptr,
                 &b.rank_slots.ptr,
+                &b.chunk_base.ptr,
                 &b.sent.ptr,
                 &b.msgs_to.ptr,
                 &early,
@@ -279,6 +299,7 @@ impl CudaComm {
             &b.ids.ptr,
             &b.slots.ptr,
             &b.rank_slots.ptr,
+            &b.chunk_base.ptr,
             &sc.top_k,
             &m,
             &b.d_recv_ptrs.ptr,
@@ -331,7 +352,7 @@ impl CudaComm {
         if cfg.n_nodes > 1 {
             // ep_dispatch_put's parameters are ep_dispatch_send's from ids to staging (a test
             // checks them name for name).
-            self.launch("ep_dispatch_put", t as u32, THREADS, 0, &send[5..17])?;
+            self.launch("ep_dispatch_put", t as u32, THREADS, 0, &send[5..18])?;
             self.launch(
                 "ep_dispatch_signal",
                 1,

@@ -31,6 +31,7 @@ mod dispatch;
 mod path;
 mod wait;
 
+pub(crate) use dispatch::assign_chunks;
 use dispatch::format_id;
 pub(crate) use path::ll_max_tokens;
 
@@ -527,7 +528,7 @@ mod tests {
             parameter_names(DISPATCH, "ep_dispatch_wait").len(),
             WAIT_ARGS
         );
-        assert_eq!(parameter_names(DISPATCH, "ep_dispatch_put"), send[5..17]);
+        assert_eq!(parameter_names(DISPATCH, "ep_dispatch_put"), send[5..18]);
         let copy = parameter_names(DISPATCH, "ep_dispatch_copy_out");
         assert_eq!(copy.len(), COPY_OUT_ARGS);
         // dispatch.rs passes the copy-out's first arguments and two more to the copy beside the

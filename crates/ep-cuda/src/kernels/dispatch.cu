@@ -41,123 +41,156 @@ __device__ __forceinline__ u32* ep_landed_flag(u8* msg, MsgLayout m) { return (u
 // the copy-out skips it. Round numbers stay below it (comm/dispatch.rs).
 #define EP_LANDED_PLACED 0x80000000u
 
-// Block-wide exclusive prefix sum of `v` over the threads in thread order; `total` returns the
-// block's sum (the same in every thread). Sums may be packed fields (ep_assign_block's four
-// 16-bit counts) as long as none overflows. Every thread of the block calls it; blockDim.x is a
-// multiple of 32. Returns with a barrier passed.
-__device__ u64 ep_scan_counts(u64 v, u64* warp_sums, u64& total) {
-    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
-    u64 incl = v;
-    for (int off = 1; off < 32; off <<= 1) {
-        u64 o = __shfl_up_sync(0xffffffffu, incl, off);
-        if (lane >= off) incl += o;
+// A block's dynamic shared memory (ep_assign_slots' chunk; the send's message and row; the
+// single-launch kernel's phases).
+extern __shared__ uint4 smem_u4[];
+
+// ep_assign_slots works on chunks of EP_ASSIGN_CHUNK tokens, a block of EP_ASSIGN_THREADS each
+// (comm/dispatch.rs launches ceil(n_tokens / EP_ASSIGN_CHUNK), at least one), each warp on
+// EP_ASSIGN_WARP_TOKENS consecutive tokens of its chunk. Columns are the experts, then the
+// destination ranks (n_experts + n_ranks). A block writes each (token, slot)'s position among its
+// chunk's rows for the slot's expert, and each (token, rank)'s among its chunk's tokens that reach
+// the rank; the last block turns the chunks' totals into `chunk_base` [n_chunks, columns], the
+// rows of each column in the chunks before, which ep_load_route adds. Positions so follow token
+// order, as the contract's slots do, and every id is read once. Until v30 a block per expert and
+// one per rank each read every id (4096 tokens: ~13 us a block, the kernel ~22 us of the round).
+#define EP_ASSIGN_CHUNK 128
+#define EP_ASSIGN_THREADS 256
+#define EP_ASSIGN_WARPS (EP_ASSIGN_THREADS / 32)
+#define EP_ASSIGN_WARP_TOKENS (EP_ASSIGN_CHUNK / EP_ASSIGN_WARPS) // <= 32: a ballot covers them
+// Columns counted per pass over a chunk (the per-warp counts in shared memory are u16: a chunk
+// holds at most EP_ASSIGN_CHUNK rows of a column). More columns take more passes.
+#define EP_ASSIGN_COLS 2048
+// A slot's position in ep_assign_chunk's shared memory when the slot sends nothing.
+#define EP_ASSIGN_NONE 0xFFu
+
+// Bit q of the result: token `tok` of the chunk staged in `ids` reaches rank p0 + q (p0 + q <
+// n_ranks) through an expert this rank sends to.
+__device__ __forceinline__ u64 ep_assign_reach(const int* ids, int tok, int top_k, int n_local, int rank,
+                                               int skip_a2a, int p0) {
+    u64 reach = 0;
+    for (int k = 0; k < top_k; k++) {
+        int id = ids[tok * top_k + k];
+        int q = id >= 0 ? id / n_local - p0 : -1;
+        if (q >= 0 && q < 64 && ep_routes_to(skip_a2a, rank, id, n_local)) reach |= 1ull << q;
     }
-    if (lane == 31) warp_sums[warp] = incl;
-    __syncthreads();
-    u64 before = 0;
-    total = 0;
-    for (int w = 0; w < warps; w++) {
-        before += w < warp ? warp_sums[w] : 0;
-        total += warp_sums[w];
-    }
-    __syncthreads();
-    return before + incl - v;
+    return reach;
 }
 
-// ep_assign_block's passes: the pass's ids staged in shared memory with 16-byte copies (up to
-// EP_ASSIGN_TILE ints), then each thread takes EP_ASSIGN_RUN of its tokens, blockDim.x apart,
-// and one scan of their flags packed in 16-bit fields gives every token its position. Until v20
-// each thread read one token's ids a pass with its own 4-byte loads and the block scanned after
-// each: 16 passes of a 256-thread block at 4096 tokens, ~20 us per block where staged they take
-// ~13 (grid traces, bench/results/history/prefill-ab-h200-x2-2026-11-22-v20.txt).
-#define EP_ASSIGN_RUN 4
-#define EP_ASSIGN_TILE 8192
-
-// One block of ep_assign_slots. Blocks 0 .. n_experts-1, one per expert: for every (token, slot),
-// the slot's position among this rank's rows for its expert (token order), or -1 for duplicates,
-// masked and (skip_a2a) off-device slots; and per expert the number of rows sent. Blocks
-// n_experts .. + n_ranks-1, one per destination rank: each token's position among this rank's
-// tokens that reach that rank (its message slot there), or -1, and the number of messages to that
-// rank (`msgs_to`). Positions follow token order, so they are deterministic. Every entry is
-// written by exactly one block (its expert's or rank's; block 0 for masked slots), so no memset
-// comes first. blockDim.x <= 1024 (a 16-bit field holds a count per block).
-__device__ void ep_assign_block(const int* ids, int n_tokens, int top_k, int n_experts, int n_local, int n_ranks,
-                                int rank, int skip_a2a, int* slots, int* rank_slots, u64* sent, u32* msgs_to) {
-    __shared__ u64 warp_sums[32];
-    __shared__ __align__(16) int tile[EP_ASSIGN_TILE];
-    bool by_rank = (int)blockIdx.x >= n_experts;
-    int p = blockIdx.x - n_experts, e = blockIdx.x;
-    // Rank p's experts are [lo, lo + n_local): a range test (with a division per id these blocks
-    // ended ~7 us after the expert blocks at 4096 tokens).
-    int lo = p * n_local;
-    // Whether this rank sends to expert e (expert blocks) or to rank p (rank blocks) at all.
-    bool routed = ep_routes_to(skip_a2a, rank, by_rank ? lo : e, n_local);
-    // Tokens per pass: a multiple of 4, so that every pass's ids start 16-byte aligned.
-    int per_pass = min(EP_ASSIGN_RUN * (int)blockDim.x, EP_ASSIGN_TILE / top_k) & ~3;
-    bool aligned = ((u64)ids & 15) == 0;
-    u64 done = 0; // positions given so far (every thread keeps the same count)
-    for (int t0 = 0; t0 < n_tokens; t0 += per_pass) {
-        int n = min(per_pass, n_tokens - t0), n_ints = n * top_k;
-        const int* src = ids + (u64)t0 * top_k;
-        int whole = aligned ? n_ints / 4 : 0;
-        for (int i = threadIdx.x; i < whole; i += blockDim.x) ep_async_copy16(tile + 4 * i, src + 4 * i);
-        for (int i = 4 * whole + threadIdx.x; i < n_ints; i += blockDim.x) tile[i] = src[i];
+// One block of ep_assign_slots (above): its chunk's positions into `slots` [n_tokens, top_k] and
+// `rank_slots` [n_tokens, n_ranks] (-1: duplicate, masked, or off-device with skip_a2a; the rank
+// not reached), and the chunk's total per column into chunk_base's row. Per pass over
+// EP_ASSIGN_COLS columns: each warp counts its tokens' rows per column in shared memory, in token
+// order (__match_any_sync gives a row its place among the warp's rows for the same expert, a
+// ballot a token its place among the warp's tokens for a rank), the block turns the warps' counts
+// into each warp's start, then writes. Called by every thread of an EP_ASSIGN_THREADS block.
+__device__ void ep_assign_chunk(const int* ids, int n_tokens, int top_k, int n_experts, int n_local, int n_ranks,
+                                int rank, int skip_a2a, int* slots, int* rank_slots, u32* chunk_base) {
+    int cols = n_experts + n_ranks;
+    int t0 = blockIdx.x * EP_ASSIGN_CHUNK, n = max(0, min(EP_ASSIGN_CHUNK, n_tokens - t0)), n_ids = n * top_k;
+    int* tile = (int*)smem_u4;                                  // [EP_ASSIGN_CHUNK * top_k] the chunk's ids
+    u16* cnt = (u16*)(tile + EP_ASSIGN_CHUNK * top_k);          // [EP_ASSIGN_WARPS, EP_ASSIGN_COLS at most]
+    int pass_cols = min(cols, EP_ASSIGN_COLS);
+    u8* pos = (u8*)(cnt + EP_ASSIGN_WARPS * pass_cols);         // [EP_ASSIGN_CHUNK * top_k] place in the warp
+    const int* src = ids + (u64)t0 * top_k;
+    // 16-byte copies when the ids are 16-byte aligned (t0 * top_k * 4 is a multiple of 16).
+    int whole = ((u64)ids & 15) == 0 ? n_ids / 4 : 0;
+    for (int i = threadIdx.x; i < whole; i += blockDim.x) ep_async_copy16(tile + 4 * i, src + 4 * i);
+    for (int i = 4 * whole + threadIdx.x; i < n_ids; i += blockDim.x) tile[i] = src[i];
+    int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    u32 lt = (1u << lane) - 1;
+    int w0 = warp * EP_ASSIGN_WARP_TOKENS, w1 = min(w0 + EP_ASSIGN_WARP_TOKENS, n);
+    int tok = w0 + lane; // the token of the lane in the rank steps
+    bool has_tok = lane < EP_ASSIGN_WARP_TOKENS && tok < n;
+    u16* wcnt = cnt + warp * pass_cols;
+    for (int c0 = 0; c0 < cols; c0 += EP_ASSIGN_COLS) {
+        int nc = min(EP_ASSIGN_COLS, cols - c0);
+        for (int i = threadIdx.x; i < EP_ASSIGN_WARPS * nc; i += blockDim.x) cnt[(i / nc) * pass_cols + i % nc] = 0;
         ep_async_wait();
         __syncthreads();
-        // Token i of the thread, t0 + threadIdx.x + i * blockDim.x: expert blocks, the first
-        // slot naming e (-1: none sends); rank blocks, 0 when the token reaches rank p (-1: not).
-        int hit[EP_ASSIGN_RUN];
-        u64 flags = 0;
-#pragma unroll
-        for (int i = 0; i < EP_ASSIGN_RUN; i++) {
-            int u = threadIdx.x + i * blockDim.x;
-            const int* row = tile + u * top_k;
-            int* out = slots + (u64)(t0 + u) * top_k;
-            int h = -1;
-            auto slot = [&](int k, int id) {
-                if (by_rank) {
-                    if (id >= lo && id < lo + n_local && routed) h = 0;
-                } else if (id == e) {
-                    if (h < 0 && routed) h = k; // later slots naming e are duplicates
-                    else out[k] = -1;
-                } else if (id < 0 && e == 0) {
-                    out[k] = -1;
-                }
-            };
-            if (u < n && top_k % 4 == 0) {
-                // 16-byte reads: rows 32 bytes apart across a warp conflict 2-way, not 8
-                for (int k = 0; k < top_k; k += 4) {
-                    int4 w = *(const int4*)(row + k);
-                    slot(k, w.x);
-                    slot(k + 1, w.y);
-                    slot(k + 2, w.z);
-                    slot(k + 3, w.w);
-                }
-            } else {
-                for (int k = 0; u < n && k < top_k; k++) slot(k, row[k]);
-            }
-            hit[i] = h;
-            flags |= (u64)(h >= 0) << (16 * i);
+        // The experts of this pass: a step of 32 of the warp's (token, slot) pairs at a time.
+        for (int j0 = w0 * top_k; j0 < w1 * top_k; j0 += 32) {
+            int j = j0 + lane;
+            int id = j < w1 * top_k ? tile[j] : -1;
+            // A slot counts once: the first of its token's slots naming the expert.
+            bool live = id >= 0 && ep_routes_to(skip_a2a, rank, id, n_local);
+            for (int q = j - j % top_k; live && q < j; q++) live = tile[q] != id;
+            bool here = live && id >= c0 && id < c0 + nc;
+            u32 peers = __match_any_sync(0xffffffffu, here ? id : -1 - lane);
+            u32 c = here ? wcnt[id - c0] : 0;
+            __syncwarp();
+            if (here && (peers & lt) == 0) wcnt[id - c0] = (u16)(c + __popc(peers));
+            // (A live slot of a later pass's expert is placed in that pass.)
+            if (here) pos[j] = (u8)(c + __popc(peers & lt));
+            else if (c0 == 0 && j < w1 * top_k) pos[j] = live ? 0 : EP_ASSIGN_NONE;
+            __syncwarp();
         }
-        // (Its first barrier also keeps the tile until every thread has read it.)
-        u64 total;
-        u64 before = ep_scan_counts(flags, warp_sums, total);
-#pragma unroll
-        for (int i = 0; i < EP_ASSIGN_RUN; i++) {
-            int u = threadIdx.x + i * blockDim.x;
-            int at = (int)(done + (before >> (16 * i) & 0xffffu));
-            if (u < n) {
-                u64 t = t0 + u;
-                if (by_rank) rank_slots[t * n_ranks + p] = hit[i] >= 0 ? at : -1;
-                else if (hit[i] >= 0) slots[t * top_k + hit[i]] = at;
+        // The ranks of this pass: a warp's tokens fit one ballot.
+        int p_lo = max(c0 - n_experts, 0), p_hi = min(c0 + nc - n_experts, n_ranks);
+        for (int p0 = p_lo; p0 < p_hi; p0 += 64) {
+            u64 reach = has_tok ? ep_assign_reach(tile, tok, top_k, n_local, rank, skip_a2a, p0) : 0;
+            for (int q = 0; q < 64 && p0 + q < p_hi; q++) {
+                u32 b = __ballot_sync(0xffffffffu, reach >> q & 1);
+                if (lane == 0) wcnt[n_experts + p0 + q - c0] = (u16)__popc(b);
             }
-            done += total >> (16 * i) & 0xffffu;
         }
+        __syncthreads();
+        // Each warp's start in the chunk per column, and the chunk's total.
+        for (int c = threadIdx.x; c < nc; c += blockDim.x) {
+            u32 acc = 0;
+            for (int w = 0; w < EP_ASSIGN_WARPS; w++) {
+                u32 v = cnt[w * pass_cols + c];
+                cnt[w * pass_cols + c] = (u16)acc;
+                acc += v;
+            }
+            chunk_base[(u64)blockIdx.x * cols + c0 + c] = acc;
+        }
+        __syncthreads();
+        for (int j = threadIdx.x; j < n_ids; j += blockDim.x) {
+            int id = tile[j];
+            u32 at = pos[j];
+            if (at == EP_ASSIGN_NONE) {
+                if (c0 == 0) slots[(u64)t0 * top_k + j] = -1;
+            } else if (id >= c0 && id < c0 + nc) {
+                slots[(u64)t0 * top_k + j] = (int)(cnt[(j / top_k / EP_ASSIGN_WARP_TOKENS) * pass_cols + id - c0] + at);
+            }
+        }
+        for (int p0 = p_lo; p0 < p_hi; p0 += 64) {
+            u64 reach = has_tok ? ep_assign_reach(tile, tok, top_k, n_local, rank, skip_a2a, p0) : 0;
+            for (int q = 0; q < 64 && p0 + q < p_hi; q++) {
+                bool r = reach >> q & 1;
+                u32 b = __ballot_sync(0xffffffffu, r);
+                int p = p0 + q, col = n_experts + p - c0;
+                if (has_tok)
+                    rank_slots[(u64)(t0 + tok) * n_ranks + p] = r ? (int)(wcnt[col] + __popc(b & lt)) : -1;
+            }
+        }
+        __syncthreads();
     }
-    if (threadIdx.x == 0) {
-        if (by_rank) msgs_to[p] = (u32)done;
-        else sent[e] = done;
+}
+
+// After every chunk's block (the last block): chunk_base's rows, each chunk's totals, become each
+// chunk's start per column, and the totals over all chunks go to `sent` (experts) and `msgs_to`
+// (ranks). A thread per column; the chunks' totals are loaded 32 at a time, each load independent.
+__device__ void ep_assign_starts(u32* chunk_base, int n_chunks, int n_experts, int n_ranks, u64* sent,
+                                 u32* msgs_to) {
+    int cols = n_experts + n_ranks;
+    for (int c = threadIdx.x; c < cols; c += blockDim.x) {
+        u32 acc = 0;
+        for (int g0 = 0; g0 < n_chunks; g0 += 32) {
+            u32 v[32];
+#pragma unroll
+            for (int i = 0; i < 32; i++) v[i] = g0 + i < n_chunks ? __ldcg(chunk_base + (u64)(g0 + i) * cols + c) : 0;
+#pragma unroll
+            for (int i = 0; i < 32; i++) {
+                if (g0 + i < n_chunks) chunk_base[(u64)(g0 + i) * cols + c] = acc;
+                acc += v[i];
+            }
+        }
+        if (c < n_experts) sent[c] = acc;
+        else msgs_to[c - n_experts] = acc;
     }
+    __syncthreads();
 }
 
 // The flags of this rank's message count words (common.cuh): `early` from the publishing kernel,
@@ -189,21 +222,24 @@ __device__ void ep_publish_counts(const Sent* sent, const u32* msgs_to, int n_ex
     }
 }
 
-// Row and message slots (ep_assign_block), a block per expert then one per destination rank.
-// With `early` (an overlapped round, above) the last block publishes the counts, before the send,
-// with `ll` and `marked` (this rank's combine form, ep_nmsg_flags).
-extern "C" __global__ void ep_assign_slots(const int* ids, int n_tokens, int top_k, int n_experts, int n_local,
-                                           int n_ranks, int rank, int skip_a2a, int* slots, int* rank_slots,
-                                           u64* sent, u32* msgs_to, int early, u32* ticket, const u64* count_ptrs,
-                                           const u64* nmsg_ptrs, int marked, int ll) {
+// Row and message slots, a block per chunk of tokens (ep_assign_chunk); the last block to finish
+// lays out the chunks' starts and the totals (ep_assign_starts) and, with `early` (an overlapped
+// round, above), publishes the counts before the send, with `ll` and `marked` (this rank's combine
+// form, ep_nmsg_flags). Every entry of slots, rank_slots and chunk_base is written by exactly one
+// block, so no memset comes first.
+extern "C" __global__ void __launch_bounds__(EP_ASSIGN_THREADS)
+    ep_assign_slots(const int* ids, int n_tokens, int top_k, int n_experts, int n_local, int n_ranks, int rank,
+                    int skip_a2a, int* slots, int* rank_slots, u32* chunk_base, u64* sent, u32* msgs_to, int early,
+                    u32* ticket, const u64* count_ptrs, const u64* nmsg_ptrs, int marked, int ll) {
     EP_STAMPS
-    ep_assign_block(ids, n_tokens, top_k, n_experts, n_local, n_ranks, rank, skip_a2a, slots, rank_slots, sent,
-                    msgs_to);
+    ep_assign_chunk(ids, n_tokens, top_k, n_experts, n_local, n_ranks, rank, skip_a2a, slots, rank_slots, chunk_base);
     EP_STAMP(1);
-    bool publisher = early && ep_last_block(ticket, true);
+    bool publisher = ep_last_block(ticket, true);
     if (publisher) {
-        ep_publish_counts(sent, msgs_to, n_experts, n_local, n_ranks, rank, skip_a2a, count_ptrs, nmsg_ptrs,
-                          ep_nmsg_flags(1, ll, marked));
+        ep_assign_starts(chunk_base, gridDim.x, n_experts, n_ranks, sent, msgs_to);
+        if (early)
+            ep_publish_counts(sent, msgs_to, n_experts, n_local, n_ranks, rank, skip_a2a, count_ptrs, nmsg_ptrs,
+                              ep_nmsg_flags(1, ll, marked));
 #ifdef EP_TRACE
         __syncthreads();
         EP_STAMP(2);
@@ -211,10 +247,6 @@ extern "C" __global__ void ep_assign_slots(const int* ids, int n_tokens, int top
     }
     EP_STAMPS_PRINT("assign", rank, publisher);
 }
-
-// A block's dynamic shared memory (the send's message and row, the single-launch kernel's
-// phases).
-extern __shared__ uint4 smem_u4[];
 
 // One token's routing, in shared memory for the block that sends it, so the send loop reads no
 // global memory (with the ids and slots in global memory every step waited on a load that the
@@ -257,16 +289,21 @@ __device__ void ep_route_only_to(EpRoute& r, int top_k, int dest) {
     __syncthreads();
 }
 
-// Token t's route from the slot arrays ep_assign_slots wrote. Every thread calls it.
-__device__ void ep_load_route(EpRoute& r, int t, const int* ids, const int* slots, const int* rank_slots, int top_k,
-                              int n_local, int n_ranks) {
+// Token t's route from the slot arrays ep_assign_slots wrote: each position in its chunk, plus
+// the rows of the chunks before (`chunk_base`, columns: the experts, then the ranks). Every
+// thread calls it.
+__device__ void ep_load_route(EpRoute& r, int t, const int* ids, const int* slots, const int* rank_slots,
+                              const u32* chunk_base, int top_k, int n_local, int n_ranks) {
+    const u32* base = chunk_base + (u64)(t / EP_ASSIGN_CHUNK) * (n_local + 1) * n_ranks;
     for (int k = threadIdx.x; k < top_k; k += blockDim.x) {
-        int id = ids[(u64)t * top_k + k], slot = slots[(u64)t * top_k + k];
+        int id = ids[(u64)t * top_k + k], in_chunk = slots[(u64)t * top_k + k];
         int dest = id >= 0 ? id / n_local : -1;
+        int slot = in_chunk >= 0 ? in_chunk + (int)base[id] : -1;
         r.id[k] = id;
         r.dest[k] = dest;
         r.slot[k] = slot;
-        r.msg_at[k] = slot >= 0 ? rank_slots[(u64)t * n_ranks + dest] : -1;
+        r.msg_at[k] =
+            slot >= 0 ? rank_slots[(u64)t * n_ranks + dest] + (int)base[n_local * n_ranks + dest] : -1;
     }
     __syncthreads();
     ep_route_carries(r, top_k);
@@ -522,8 +559,9 @@ __device__ void ep_place_own_rows(const EpRoute& r, int top_k, int rank, const u
 template <int Batch>
 __device__ __forceinline__ void ep_dispatch_send_body(
         const u16* tokens, const float* input_scales, int n_tokens, int hidden, int fmt, const int* ids,
-        const int* slots, const int* rank_slots, int top_k, MsgLayout m, const u64* recv_ptrs, int rank, int n_ranks,
-        int n_local, int gpus_per_node, int max_tokens, u8* staging, int shared_start, int shared_end, u8* shared_msgs,
+        const int* slots, const int* rank_slots, const u32* chunk_base, int top_k, MsgLayout m, const u64* recv_ptrs,
+        int rank, int n_ranks, int n_local, int gpus_per_node, int max_tokens, u8* staging, int shared_start,
+        int shared_end, u8* shared_msgs,
         int signal, u32* ticket, const u64* sent, const u32* msgs_to, int n_experts, int skip_a2a,
         const u64* count_ptrs, const u64* nmsg_ptrs, int early, u32 seq, int marked, int ll, const u32* layout_seq,
         u64 layout_wait_ns, const u32* row_offsets, const u32* src_offsets, int shared_groups, u8* recv_tokens,
@@ -535,7 +573,7 @@ __device__ __forceinline__ void ep_dispatch_send_body(
     if (t < n_tokens) {
         EP_STAMPS
         ep_fetch_row(t, tokens, hidden, fmt, m);
-        ep_load_route(route, t, ids, slots, rank_slots, top_k, n_local, n_ranks);
+        ep_load_route(route, t, ids, slots, rank_slots, chunk_base, top_k, n_local, n_ranks);
         // Read while the row loads (ep_send_token's barrier publishes it to the block).
         if (threadIdx.x == 0)
             placed = layout_seq && ep_layout_released(layout_seq, seq, layout_wait_ns) ? rank : -1;
@@ -562,8 +600,9 @@ __device__ __forceinline__ void ep_dispatch_send_body(
 // Parameters ids .. staging are ep_dispatch_put's, in its order (comm/dispatch.rs passes that slice).
 extern "C" __global__ void __launch_bounds__(512) ep_dispatch_send(const u16* tokens, const float* input_scales,
                                             int n_tokens, int hidden, int fmt, const int* ids, const int* slots,
-                                            const int* rank_slots, int top_k, MsgLayout m, const u64* recv_ptrs,
-                                            int rank, int n_ranks, int n_local, int gpus_per_node, int max_tokens,
+                                            const int* rank_slots, const u32* chunk_base, int top_k,
+                                            MsgLayout m, const u64* recv_ptrs, int rank, int n_ranks,
+                                            int n_local, int gpus_per_node, int max_tokens,
                                             u8* staging, int shared_start, int shared_end, u8* shared_msgs,
                                             int signal, u32* ticket, const u64* sent, const u32* msgs_to,
                                             int n_experts, int skip_a2a, const u64* count_ptrs,
@@ -571,10 +610,10 @@ extern "C" __global__ void __launch_bounds__(512) ep_dispatch_send(const u16* to
                                             const u32* layout_seq, u64 layout_wait_ns, const u32* row_offsets,
                                             const u32* src_offsets, int shared_groups, u8* recv_tokens,
                                             u8* recv_scales, int* src_info, int* row_src, int* msg_rows) {
-    ep_dispatch_send_body<8>(tokens, input_scales, n_tokens, hidden, fmt, ids, slots, rank_slots, top_k, m, recv_ptrs,
-                             rank, n_ranks, n_local, gpus_per_node, max_tokens, staging, shared_start, shared_end,
-                             shared_msgs, signal, ticket, sent, msgs_to, n_experts, skip_a2a, count_ptrs, nmsg_ptrs,
-                             early, seq, marked, ll, layout_seq, layout_wait_ns, row_offsets, src_offsets,
+    ep_dispatch_send_body<8>(tokens, input_scales, n_tokens, hidden, fmt, ids, slots, rank_slots, chunk_base, top_k,
+                             m, recv_ptrs, rank, n_ranks, n_local, gpus_per_node, max_tokens, staging, shared_start,
+                             shared_end, shared_msgs, signal, ticket, sent, msgs_to, n_experts, skip_a2a, count_ptrs,
+                             nmsg_ptrs, early, seq, marked, ll, layout_seq, layout_wait_ns, row_offsets, src_offsets,
                              shared_groups, recv_tokens, recv_scales, src_info, row_src, msg_rows);
 }
 
@@ -585,8 +624,9 @@ extern "C" __global__ void __launch_bounds__(512) ep_dispatch_send(const u16* to
 // The same parameters.
 extern "C" __global__ void __launch_bounds__(512) ep_dispatch_send_lean(const u16* tokens, const float* input_scales,
                                             int n_tokens, int hidden, int fmt, const int* ids, const int* slots,
-                                            const int* rank_slots, int top_k, MsgLayout m, const u64* recv_ptrs,
-                                            int rank, int n_ranks, int n_local, int gpus_per_node, int max_tokens,
+                                            const int* rank_slots, const u32* chunk_base, int top_k,
+                                            MsgLayout m, const u64* recv_ptrs, int rank, int n_ranks,
+                                            int n_local, int gpus_per_node, int max_tokens,
                                             u8* staging, int shared_start, int shared_end, u8* shared_msgs,
                                             int signal, u32* ticket, const u64* sent, const u32* msgs_to,
                                             int n_experts, int skip_a2a, const u64* count_ptrs,
@@ -594,21 +634,22 @@ extern "C" __global__ void __launch_bounds__(512) ep_dispatch_send_lean(const u1
                                             const u32* layout_seq, u64 layout_wait_ns, const u32* row_offsets,
                                             const u32* src_offsets, int shared_groups, u8* recv_tokens,
                                             u8* recv_scales, int* src_info, int* row_src, int* msg_rows) {
-    ep_dispatch_send_body<1>(tokens, input_scales, n_tokens, hidden, fmt, ids, slots, rank_slots, top_k, m, recv_ptrs,
-                             rank, n_ranks, n_local, gpus_per_node, max_tokens, staging, shared_start, shared_end,
-                             shared_msgs, signal, ticket, sent, msgs_to, n_experts, skip_a2a, count_ptrs, nmsg_ptrs,
-                             early, seq, marked, ll, layout_seq, layout_wait_ns, row_offsets, src_offsets,
+    ep_dispatch_send_body<1>(tokens, input_scales, n_tokens, hidden, fmt, ids, slots, rank_slots, chunk_base, top_k,
+                             m, recv_ptrs, rank, n_ranks, n_local, gpus_per_node, max_tokens, staging, shared_start,
+                             shared_end, shared_msgs, signal, ticket, sent, msgs_to, n_experts, skip_a2a, count_ptrs,
+                             nmsg_ptrs, early, seq, marked, ll, layout_seq, layout_wait_ns, row_offsets, src_offsets,
                              shared_groups, recv_tokens, recv_scales, src_info, row_src, msg_rows);
 }
 
 // The inter-node transport: puts of the staged messages to the ranks of other nodes. Runs after
 // ep_dispatch_send and before ep_dispatch_signal on the same stream: put, then signal.
-extern "C" __global__ void ep_dispatch_put(const int* ids, const int* slots, const int* rank_slots, int top_k,
-                                           MsgLayout m, const u64* recv_ptrs, int rank, int n_ranks, int n_local,
-                                           int gpus_per_node, int max_tokens, const u8* staging) {
+extern "C" __global__ void ep_dispatch_put(const int* ids, const int* slots, const int* rank_slots,
+                                           const u32* chunk_base, int top_k, MsgLayout m, const u64* recv_ptrs,
+                                           int rank, int n_ranks, int n_local, int gpus_per_node, int max_tokens,
+                                           const u8* staging) {
     __shared__ EpRoute route;
     int t = blockIdx.x;
-    ep_load_route(route, t, ids, slots, rank_slots, top_k, n_local, n_ranks);
+    ep_load_route(route, t, ids, slots, rank_slots, chunk_base, top_k, n_local, n_ranks);
     int node = rank / gpus_per_node;
     for (int k = 0; k < top_k; k++) {
         int dest = route.dest[k];
