@@ -108,6 +108,7 @@ __device__ void ep_assign_chunk(const int* ids, int n_tokens, int top_k, int n_e
         for (int i = threadIdx.x; i < EP_ASSIGN_WARPS * nc; i += blockDim.x) cnt[(i / nc) * pass_cols + i % nc] = 0;
         ep_async_wait();
         __syncthreads();
+        if (threadIdx.x == 0) EP_STAMP_FIRST(3);
         // The experts of this pass: a step of 32 of the warp's (token, slot) pairs at a time.
         for (int j0 = w0 * top_k; j0 < w1 * top_k; j0 += 32) {
             int j = j0 + lane;
@@ -125,6 +126,7 @@ __device__ void ep_assign_chunk(const int* ids, int n_tokens, int top_k, int n_e
             else if (c0 == 0 && j < w1 * top_k) pos[j] = live ? 0 : EP_ASSIGN_NONE;
             __syncwarp();
         }
+        if (threadIdx.x == 0) EP_STAMP_FIRST(4);
         // The ranks of this pass: a warp's tokens fit one ballot.
         int p_lo = max(c0 - n_experts, 0), p_hi = min(c0 + nc - n_experts, n_ranks);
         for (int p0 = p_lo; p0 < p_hi; p0 += 64) {
@@ -135,6 +137,7 @@ __device__ void ep_assign_chunk(const int* ids, int n_tokens, int top_k, int n_e
             }
         }
         __syncthreads();
+        if (threadIdx.x == 0) EP_STAMP_FIRST(5);
         // Each warp's start in the chunk per column, and the chunk's total.
         for (int c = threadIdx.x; c < nc; c += blockDim.x) {
             u32 acc = 0;
@@ -146,6 +149,7 @@ __device__ void ep_assign_chunk(const int* ids, int n_tokens, int top_k, int n_e
             chunk_base[(u64)blockIdx.x * cols + c0 + c] = acc;
         }
         __syncthreads();
+        if (threadIdx.x == 0) EP_STAMP_FIRST(6);
         for (int j = threadIdx.x; j < n_ids; j += blockDim.x) {
             int id = tile[j];
             u32 at = pos[j];
@@ -235,8 +239,10 @@ extern "C" __global__ void __launch_bounds__(EP_ASSIGN_THREADS)
     ep_assign_chunk(ids, n_tokens, top_k, n_experts, n_local, n_ranks, rank, skip_a2a, slots, rank_slots, chunk_base);
     EP_STAMP(1);
     bool publisher = ep_last_block(ticket, true);
+    EP_STAMP(7);
     if (publisher) {
         ep_assign_starts(chunk_base, gridDim.x, n_experts, n_ranks, sent, msgs_to);
+        EP_STAMP(8);
         if (early)
             ep_publish_counts(sent, msgs_to, n_experts, n_local, n_ranks, rank, skip_a2a, count_ptrs, nmsg_ptrs,
                               ep_nmsg_flags(1, ll, marked));
