@@ -6,5 +6,6 @@ for build in v29 .; do for t in 512 4096; do
   echo "== build $build $t bf16"
   EP_CUDA_TRACE=all EP_CUDA_TRACE_RANK=0 timeout 90 $build/ep-gpu bench --backend cuda --ranks 2 --tokens $t --format bf16 --passes 1 --rounds 20 > /tmp/t.txt 2>&1
   grep -E '^t[0-9]' /tmp/t.txt
-  python3 trace_summary.py /tmp/t.txt 2>&1 | grep -A14 -E 'assign' | head -32
+  python3 trace_summary.py /tmp/t.txt > $OUT/summary-$(basename $build)-$t.txt 2>&1
+  grep -A14 -E 'assign' $OUT/summary-$(basename $build)-$t.txt | head -24
 done; done
