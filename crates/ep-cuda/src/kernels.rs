@@ -25,6 +25,7 @@ pub const PROGRAMS: &[(&str, &str, &[&str])] = &[
         DISPATCH,
         &[
             "ep_assign_slots",
+            "ep_assign_chunks",
             "ep_dispatch_send",
             "ep_dispatch_send_lean",
             "ep_dispatch_put",

@@ -253,12 +253,22 @@ impl CudaComm {
         let one_node = (cfg.n_nodes == 1) as i32;
         let sc = &self.sc;
         let m = self.world.msg;
-        // A block per chunk of tokens: row and message slots in the chunk, and the chunks' starts.
+        // Row and message slots: a block per chunk of tokens, the slots in the chunk and the
+        // chunks' starts; or a block per expert, then one per destination rank, the whole slots.
+        let chunked = self.chunked_assign();
+        let (assign, grid, threads, smem) = if chunked {
+            let smem = assign_smem(cfg.top_k, cfg.n_experts + cfg.n_ranks());
+            ("ep_assign_chunks", assign_chunks(t), ASSIGN_THREADS, smem)
+        } else {
+            let grid = cfg.n_experts + cfg.n_ranks();
+            ("ep_assign_slots", grid, WAIT_THREADS, 0)
+        };
+        let chunk_base = if chunked { b.chunk_base.ptr } else { 0 };
         self.launch(
-            "ep_assign_slots",
-            assign_chunks(t) as u32,
-            ASSIGN_THREADS,
-            assign_smem(cfg.top_k, cfg.n_experts + cfg.n_ranks()) as u32,
+            assign,
+            grid as u32,
+            threads,
+            smem as u32,
             &[
                 &b.ids.ptr,
                 &(t as i32),
@@ -270,7 +280,7 @@ impl CudaComm {
                 &sc.skip,
                 &b.slots.ptr,
                 &b.rank_slots.ptr,
-                &b.chunk_base.ptr,
+                &chunk_base,
                 &b.sent.ptr,
                 &b.msgs_to.ptr,
                 &early,
@@ -299,7 +309,8 @@ impl CudaComm {
             &b.ids.ptr,
             &b.slots.ptr,
             &b.rank_slots.ptr,
-            &b.chunk_base.ptr,
+            // Null after the per-column assign, whose slots are whole.
+            &chunk_base,
             &sc.top_k,
             &m,
             &b.d_recv_ptrs.ptr,

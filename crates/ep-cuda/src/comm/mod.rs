@@ -529,6 +529,11 @@ mod tests {
             WAIT_ARGS
         );
         assert_eq!(parameter_names(DISPATCH, "ep_dispatch_put"), send[5..18]);
+        // dispatch.rs passes one list to either assign kernel.
+        assert_eq!(
+            parameter_names(DISPATCH, "ep_assign_chunks"),
+            parameter_names(DISPATCH, "ep_assign_slots")
+        );
         let copy = parameter_names(DISPATCH, "ep_dispatch_copy_out");
         assert_eq!(copy.len(), COPY_OUT_ARGS);
         // dispatch.rs passes the copy-out's first arguments and two more to the copy beside the

@@ -51,6 +51,14 @@ const OVERLAP_MIN_TOKENS_BF16: usize = 1024;
 /// `EP_CUDA_LEAN_MIN_TOKENS` overrides it for every format (0: never).
 const LEAN_MIN_TOKENS_BF16: usize = 2560;
 
+/// From this many tokens a multi-kernel dispatch assigns its slots per chunk of 128 tokens
+/// (`ep_assign_chunks`: each id read once, the chunks' starts laid out by the last block) rather
+/// than a block per expert and per rank that each read every id (`ep_assign_slots`), whose blocks'
+/// time grows with the tokens (one H100, two ranks, grid traces `trace58-h100.sh`: the per-column
+/// kernel spans 3.7 µs at 512 tokens and 23.0 at 4096, the chunked one 12.0 and 15.3).
+/// `EP_CUDA_CHUNKED_ASSIGN_MIN_TOKENS` overrides it (0: never).
+const CHUNKED_ASSIGN_MIN_TOKENS: usize = 2048;
+
 /// From this many tokens a rank takes its combine rows marked and reduces them beside the send
 /// (`CudaComm::marked_combine`). Measured on 2x H200 (docs/perf.md, v22), marked against not:
 /// 1024 tokens 210.5 / 211.7 against 236.5 / 236.4 µs; 512 tokens 136.0-136.7 against
@@ -179,6 +187,14 @@ impl CudaComm {
         };
         let min = tokens_from_env(&MIN, "EP_CUDA_LEAN_MIN_TOKENS").unwrap_or(default);
         self.overlap_dispatch() && min > 0 && self.round.n_tokens >= min
+    }
+
+    /// This round's slots are assigned per chunk of tokens (`ep_assign_chunks`).
+    pub(super) fn chunked_assign(&self) -> bool {
+        static MIN: OnceLock<Option<usize>> = OnceLock::new();
+        let min = tokens_from_env(&MIN, "EP_CUDA_CHUNKED_ASSIGN_MIN_TOKENS")
+            .unwrap_or(CHUNKED_ASSIGN_MIN_TOKENS);
+        min > 0 && self.round.n_tokens >= min
     }
 
     /// The dispatch's first wait slice is already on the stream once `issue_dispatch_send`

@@ -41,19 +41,140 @@ __device__ __forceinline__ u32* ep_landed_flag(u8* msg, MsgLayout m) { return (u
 // the copy-out skips it. Round numbers stay below it (comm/dispatch.rs).
 #define EP_LANDED_PLACED 0x80000000u
 
-// A block's dynamic shared memory (ep_assign_slots' chunk; the send's message and row; the
+// Block-wide exclusive prefix sum of `v` over the threads in thread order; `total` returns the
+// block's sum (the same in every thread). Sums may be packed fields (ep_assign_block's four
+// 16-bit counts) as long as none overflows. Every thread of the block calls it; blockDim.x is a
+// multiple of 32. Returns with a barrier passed.
+__device__ u64 ep_scan_counts(u64 v, u64* warp_sums, u64& total) {
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+    u64 incl = v;
+    for (int off = 1; off < 32; off <<= 1) {
+        u64 o = __shfl_up_sync(0xffffffffu, incl, off);
+        if (lane >= off) incl += o;
+    }
+    if (lane == 31) warp_sums[warp] = incl;
+    __syncthreads();
+    u64 before = 0;
+    total = 0;
+    for (int w = 0; w < warps; w++) {
+        before += w < warp ? warp_sums[w] : 0;
+        total += warp_sums[w];
+    }
+    __syncthreads();
+    return before + incl - v;
+}
+
+// ep_assign_block's passes: the pass's ids staged in shared memory with 16-byte copies (up to
+// EP_ASSIGN_TILE ints), then each thread takes EP_ASSIGN_RUN of its tokens, blockDim.x apart,
+// and one scan of their flags packed in 16-bit fields gives every token its position. Until v20
+// each thread read one token's ids a pass with its own 4-byte loads and the block scanned after
+// each: 16 passes of a 256-thread block at 4096 tokens, ~20 us per block where staged they take
+// ~13 (grid traces, bench/results/history/prefill-ab-h200-x2-2026-11-22-v20.txt).
+#define EP_ASSIGN_RUN 4
+#define EP_ASSIGN_TILE 8192
+
+// One block of ep_assign_slots (the per-column form; ep_assign_chunks below for many tokens).
+// Blocks 0 .. n_experts-1, one per expert: for every (token, slot),
+// the slot's position among this rank's rows for its expert (token order), or -1 for duplicates,
+// masked and (skip_a2a) off-device slots; and per expert the number of rows sent. Blocks
+// n_experts .. + n_ranks-1, one per destination rank: each token's position among this rank's
+// tokens that reach that rank (its message slot there), or -1, and the number of messages to that
+// rank (`msgs_to`). Positions follow token order, so they are deterministic. Every entry is
+// written by exactly one block (its expert's or rank's; block 0 for masked slots), so no memset
+// comes first. blockDim.x <= 1024 (a 16-bit field holds a count per block).
+__device__ void ep_assign_block(const int* ids, int n_tokens, int top_k, int n_experts, int n_local, int n_ranks,
+                                int rank, int skip_a2a, int* slots, int* rank_slots, u64* sent, u32* msgs_to) {
+    __shared__ u64 warp_sums[32];
+    __shared__ __align__(16) int tile[EP_ASSIGN_TILE];
+    bool by_rank = (int)blockIdx.x >= n_experts;
+    int p = blockIdx.x - n_experts, e = blockIdx.x;
+    // Rank p's experts are [lo, lo + n_local): a range test (with a division per id these blocks
+    // ended ~7 us after the expert blocks at 4096 tokens).
+    int lo = p * n_local;
+    // Whether this rank sends to expert e (expert blocks) or to rank p (rank blocks) at all.
+    bool routed = ep_routes_to(skip_a2a, rank, by_rank ? lo : e, n_local);
+    // Tokens per pass: a multiple of 4, so that every pass's ids start 16-byte aligned.
+    int per_pass = min(EP_ASSIGN_RUN * (int)blockDim.x, EP_ASSIGN_TILE / top_k) & ~3;
+    bool aligned = ((u64)ids & 15) == 0;
+    u64 done = 0; // positions given so far (every thread keeps the same count)
+    for (int t0 = 0; t0 < n_tokens; t0 += per_pass) {
+        int n = min(per_pass, n_tokens - t0), n_ints = n * top_k;
+        const int* src = ids + (u64)t0 * top_k;
+        int whole = aligned ? n_ints / 4 : 0;
+        for (int i = threadIdx.x; i < whole; i += blockDim.x) ep_async_copy16(tile + 4 * i, src + 4 * i);
+        for (int i = 4 * whole + threadIdx.x; i < n_ints; i += blockDim.x) tile[i] = src[i];
+        ep_async_wait();
+        __syncthreads();
+        // Token i of the thread, t0 + threadIdx.x + i * blockDim.x: expert blocks, the first
+        // slot naming e (-1: none sends); rank blocks, 0 when the token reaches rank p (-1: not).
+        int hit[EP_ASSIGN_RUN];
+        u64 flags = 0;
+#pragma unroll
+        for (int i = 0; i < EP_ASSIGN_RUN; i++) {
+            int u = threadIdx.x + i * blockDim.x;
+            const int* row = tile + u * top_k;
+            int* out = slots + (u64)(t0 + u) * top_k;
+            int h = -1;
+            auto slot = [&](int k, int id) {
+                if (by_rank) {
+                    if (id >= lo && id < lo + n_local && routed) h = 0;
+                } else if (id == e) {
+                    if (h < 0 && routed) h = k; // later slots naming e are duplicates
+                    else out[k] = -1;
+                } else if (id < 0 && e == 0) {
+                    out[k] = -1;
+                }
+            };
+            if (u < n && top_k % 4 == 0) {
+                // 16-byte reads: rows 32 bytes apart across a warp conflict 2-way, not 8
+                for (int k = 0; k < top_k; k += 4) {
+                    int4 w = *(const int4*)(row + k);
+                    slot(k, w.x);
+                    slot(k + 1, w.y);
+                    slot(k + 2, w.z);
+                    slot(k + 3, w.w);
+                }
+            } else {
+                for (int k = 0; u < n && k < top_k; k++) slot(k, row[k]);
+            }
+            hit[i] = h;
+            flags |= (u64)(h >= 0) << (16 * i);
+        }
+        // (Its first barrier also keeps the tile until every thread has read it.)
+        u64 total;
+        u64 before = ep_scan_counts(flags, warp_sums, total);
+#pragma unroll
+        for (int i = 0; i < EP_ASSIGN_RUN; i++) {
+            int u = threadIdx.x + i * blockDim.x;
+            int at = (int)(done + (before >> (16 * i) & 0xffffu));
+            if (u < n) {
+                u64 t = t0 + u;
+                if (by_rank) rank_slots[t * n_ranks + p] = hit[i] >= 0 ? at : -1;
+                else if (hit[i] >= 0) slots[t * top_k + hit[i]] = at;
+            }
+            done += total >> (16 * i) & 0xffffu;
+        }
+    }
+    if (threadIdx.x == 0) {
+        if (by_rank) msgs_to[p] = (u32)done;
+        else sent[e] = done;
+    }
+}
+
+// A block's dynamic shared memory (ep_assign_chunks' chunk; the send's message and row; the
 // single-launch kernel's phases).
 extern __shared__ uint4 smem_u4[];
 
-// ep_assign_slots works on chunks of EP_ASSIGN_CHUNK tokens, a block of EP_ASSIGN_THREADS each
+// ep_assign_chunks, the form of ep_assign_slots for many tokens (comm/path.rs, chunked_assign),
+// works on chunks of EP_ASSIGN_CHUNK tokens, a block of EP_ASSIGN_THREADS each
 // (comm/dispatch.rs launches ceil(n_tokens / EP_ASSIGN_CHUNK), at least one), each warp on
 // EP_ASSIGN_WARP_TOKENS consecutive tokens of its chunk. Columns are the experts, then the
 // destination ranks (n_experts + n_ranks). A block writes each (token, slot)'s position among its
 // chunk's rows for the slot's expert, and each (token, rank)'s among its chunk's tokens that reach
 // the rank; the last block turns the chunks' totals into `chunk_base` [n_chunks, columns], the
 // rows of each column in the chunks before, which ep_load_route adds. Positions so follow token
-// order, as the contract's slots do, and every id is read once. Until v30 a block per expert and
-// one per rank each read every id (4096 tokens: ~13 us a block, the kernel ~22 us of the round).
+// order, as the contract's slots do, and every id is read once, where ep_assign_slots' blocks each
+// read every id: a few µs at 512 tokens (one pass), ~19 at 4096 (four; one H100, two ranks).
 #define EP_ASSIGN_CHUNK 128
 #define EP_ASSIGN_THREADS 256
 #define EP_ASSIGN_WARPS (EP_ASSIGN_THREADS / 32)
@@ -77,7 +198,7 @@ __device__ __forceinline__ u64 ep_assign_reach(const int* ids, int tok, int top_
     return reach;
 }
 
-// One block of ep_assign_slots (above): its chunk's positions into `slots` [n_tokens, top_k] and
+// One block of ep_assign_chunks (above): its chunk's positions into `slots` [n_tokens, top_k] and
 // `rank_slots` [n_tokens, n_ranks] (-1: duplicate, masked, or off-device with skip_a2a; the rank
 // not reached), and the chunk's total per column into chunk_base's row. Per pass over
 // EP_ASSIGN_COLS columns: each warp counts its tokens' rows per column in shared memory, in token
@@ -175,24 +296,41 @@ __device__ void ep_assign_chunk(const int* ids, int n_tokens, int top_k, int n_e
 
 // After every chunk's block (the last block): chunk_base's rows, each chunk's totals, become each
 // chunk's start per column, and the totals over all chunks go to `sent` (experts) and `msgs_to`
-// (ranks). A thread per column; the chunks' totals are loaded 32 at a time, each load independent.
+// (ranks). A thread per column and the one blockDim.x after it (258 columns at 256 experts on two
+// ranks), their chunks' totals loaded 32 at a time, each load independent: one round trip up to
+// 32 chunks (4096 tokens).
 __device__ void ep_assign_starts(u32* chunk_base, int n_chunks, int n_experts, int n_ranks, u64* sent,
                                  u32* msgs_to) {
     int cols = n_experts + n_ranks;
-    for (int c = threadIdx.x; c < cols; c += blockDim.x) {
-        u32 acc = 0;
+    for (int c = threadIdx.x; c < cols; c += 2 * blockDim.x) {
+        int c2 = c + blockDim.x;
+        bool two = c2 < cols;
+        u32 acc = 0, acc2 = 0;
         for (int g0 = 0; g0 < n_chunks; g0 += 32) {
-            u32 v[32];
-#pragma unroll
-            for (int i = 0; i < 32; i++) v[i] = g0 + i < n_chunks ? __ldcg(chunk_base + (u64)(g0 + i) * cols + c) : 0;
+            u32 v[32], v2[32];
 #pragma unroll
             for (int i = 0; i < 32; i++) {
-                if (g0 + i < n_chunks) chunk_base[(u64)(g0 + i) * cols + c] = acc;
+                u32* row = chunk_base + (u64)(g0 + i) * cols;
+                v[i] = g0 + i < n_chunks ? __ldcg(row + c) : 0;
+                v2[i] = g0 + i < n_chunks && two ? __ldcg(row + c2) : 0;
+            }
+#pragma unroll
+            for (int i = 0; i < 32; i++) {
+                u32* row = chunk_base + (u64)(g0 + i) * cols;
+                if (g0 + i < n_chunks) {
+                    row[c] = acc;
+                    if (two) row[c2] = acc2;
+                }
                 acc += v[i];
+                acc2 += v2[i];
             }
         }
-        if (c < n_experts) sent[c] = acc;
-        else msgs_to[c - n_experts] = acc;
+        for (int i = 0; i < 1 + two; i++) {
+            int col = i ? c2 : c;
+            u32 total = i ? acc2 : acc;
+            if (col < n_experts) sent[col] = total;
+            else msgs_to[col - n_experts] = total;
+        }
     }
     __syncthreads();
 }
@@ -226,13 +364,37 @@ __device__ void ep_publish_counts(const Sent* sent, const u32* msgs_to, int n_ex
     }
 }
 
+// Row and message slots, a block per expert then one per destination rank (ep_assign_block). With
+// `early` (an overlapped round, above) the last block publishes the counts, before the send, with
+// `ll` and `marked` (this rank's combine form, ep_nmsg_flags). The slots are whole: the route reads
+// no chunk_base (ep_assign_chunks' parameters, which this kernel shares, name one it leaves alone).
+extern "C" __global__ void ep_assign_slots(const int* ids, int n_tokens, int top_k, int n_experts, int n_local,
+                                           int n_ranks, int rank, int skip_a2a, int* slots, int* rank_slots,
+                                           u32* chunk_base, u64* sent, u32* msgs_to, int early, u32* ticket,
+                                           const u64* count_ptrs, const u64* nmsg_ptrs, int marked, int ll) {
+    EP_STAMPS
+    ep_assign_block(ids, n_tokens, top_k, n_experts, n_local, n_ranks, rank, skip_a2a, slots, rank_slots, sent,
+                    msgs_to);
+    EP_STAMP(1);
+    bool publisher = early && ep_last_block(ticket, true);
+    if (publisher) {
+        ep_publish_counts(sent, msgs_to, n_experts, n_local, n_ranks, rank, skip_a2a, count_ptrs, nmsg_ptrs,
+                          ep_nmsg_flags(1, ll, marked));
+#ifdef EP_TRACE
+        __syncthreads();
+        EP_STAMP(2);
+#endif
+    }
+    EP_STAMPS_PRINT("assign", rank, publisher);
+}
+
 // Row and message slots, a block per chunk of tokens (ep_assign_chunk); the last block to finish
 // lays out the chunks' starts and the totals (ep_assign_starts) and, with `early` (an overlapped
 // round, above), publishes the counts before the send, with `ll` and `marked` (this rank's combine
 // form, ep_nmsg_flags). Every entry of slots, rank_slots and chunk_base is written by exactly one
 // block, so no memset comes first.
 extern "C" __global__ void __launch_bounds__(EP_ASSIGN_THREADS)
-    ep_assign_slots(const int* ids, int n_tokens, int top_k, int n_experts, int n_local, int n_ranks, int rank,
+    ep_assign_chunks(const int* ids, int n_tokens, int top_k, int n_experts, int n_local, int n_ranks, int rank,
                     int skip_a2a, int* slots, int* rank_slots, u32* chunk_base, u64* sent, u32* msgs_to, int early,
                     u32* ticket, const u64* count_ptrs, const u64* nmsg_ptrs, int marked, int ll) {
     EP_STAMPS
@@ -251,7 +413,7 @@ extern "C" __global__ void __launch_bounds__(EP_ASSIGN_THREADS)
         EP_STAMP(2);
 #endif
     }
-    EP_STAMPS_PRINT("assign", rank, publisher);
+    EP_STAMPS_PRINT("chunks", rank, publisher);
 }
 
 // One token's routing, in shared memory for the block that sends it, so the send loop reads no
@@ -295,21 +457,21 @@ __device__ void ep_route_only_to(EpRoute& r, int top_k, int dest) {
     __syncthreads();
 }
 
-// Token t's route from the slot arrays ep_assign_slots wrote: each position in its chunk, plus
-// the rows of the chunks before (`chunk_base`, columns: the experts, then the ranks). Every
-// thread calls it.
+// Token t's route from the slot arrays ep_assign_slots wrote, or ep_assign_chunks: then each
+// position in its chunk, plus the rows of the chunks before (`chunk_base`, columns: the experts,
+// then the ranks; null after ep_assign_slots). Every thread calls it.
 __device__ void ep_load_route(EpRoute& r, int t, const int* ids, const int* slots, const int* rank_slots,
                               const u32* chunk_base, int top_k, int n_local, int n_ranks) {
-    const u32* base = chunk_base + (u64)(t / EP_ASSIGN_CHUNK) * (n_local + 1) * n_ranks;
+    const u32* base = chunk_base ? chunk_base + (u64)(t / EP_ASSIGN_CHUNK) * (n_local + 1) * n_ranks : nullptr;
     for (int k = threadIdx.x; k < top_k; k += blockDim.x) {
         int id = ids[(u64)t * top_k + k], in_chunk = slots[(u64)t * top_k + k];
         int dest = id >= 0 ? id / n_local : -1;
-        int slot = in_chunk >= 0 ? in_chunk + (int)base[id] : -1;
+        int slot = in_chunk < 0 ? -1 : base ? in_chunk + (int)base[id] : in_chunk;
         r.id[k] = id;
         r.dest[k] = dest;
         r.slot[k] = slot;
-        r.msg_at[k] =
-            slot >= 0 ? rank_slots[(u64)t * n_ranks + dest] + (int)base[n_local * n_ranks + dest] : -1;
+        int msg_at = slot >= 0 ? rank_slots[(u64)t * n_ranks + dest] : -1;
+        r.msg_at[k] = slot >= 0 && base ? msg_at + (int)base[n_local * n_ranks + dest] : msg_at;
     }
     __syncthreads();
     ep_route_carries(r, top_k);
