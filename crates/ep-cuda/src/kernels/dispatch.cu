@@ -224,6 +224,9 @@ __device__ void ep_assign_chunk(const int* ids, int n_tokens, int top_k, int n_e
     int tok = w0 + lane; // the token of the lane in the rank steps
     bool has_tok = lane < EP_ASSIGN_WARP_TOKENS && tok < n;
     u16* wcnt = cnt + warp * pass_cols;
+    // The lane's slot in its token at the warp's first step, and how far a step moves it (no
+    // division per step: j % top_k kept up as j goes 32 at a time).
+    int k_first = lane % top_k, k_step = 32 % top_k;
     for (int c0 = 0; c0 < cols; c0 += EP_ASSIGN_COLS) {
         int nc = min(EP_ASSIGN_COLS, cols - c0);
         for (int i = threadIdx.x; i < EP_ASSIGN_WARPS * nc; i += blockDim.x) cnt[(i / nc) * pass_cols + i % nc] = 0;
@@ -231,12 +234,14 @@ __device__ void ep_assign_chunk(const int* ids, int n_tokens, int top_k, int n_e
         __syncthreads();
         if (threadIdx.x == 0) EP_STAMP_FIRST(3);
         // The experts of this pass: a step of 32 of the warp's (token, slot) pairs at a time.
-        for (int j0 = w0 * top_k; j0 < w1 * top_k; j0 += 32) {
+        for (int j0 = w0 * top_k, kk = k_first; j0 < w1 * top_k; j0 += 32) {
             int j = j0 + lane;
             int id = j < w1 * top_k ? tile[j] : -1;
             // A slot counts once: the first of its token's slots naming the expert.
             bool live = id >= 0 && ep_routes_to(skip_a2a, rank, id, n_local);
-            for (int q = j - j % top_k; live && q < j; q++) live = tile[q] != id;
+            for (int q = j - kk; live && q < j; q++) live = tile[q] != id;
+            kk += k_step;
+            if (kk >= top_k) kk -= top_k;
             bool here = live && id >= c0 && id < c0 + nc;
             u32 peers = __match_any_sync(0xffffffffu, here ? id : -1 - lane);
             u32 c = here ? wcnt[id - c0] : 0;
@@ -250,8 +255,10 @@ __device__ void ep_assign_chunk(const int* ids, int n_tokens, int top_k, int n_e
         if (threadIdx.x == 0) EP_STAMP_FIRST(4);
         // The ranks of this pass: a warp's tokens fit one ballot.
         int p_lo = max(c0 - n_experts, 0), p_hi = min(c0 + nc - n_experts, n_ranks);
+        u64 reach_lo = 0; // the first 64 ranks' bits, kept for the writes (others are worked out again)
         for (int p0 = p_lo; p0 < p_hi; p0 += 64) {
             u64 reach = has_tok ? ep_assign_reach(tile, tok, top_k, n_local, rank, skip_a2a, p0) : 0;
+            if (p0 == p_lo) reach_lo = reach;
             for (int q = 0; q < 64 && p0 + q < p_hi; q++) {
                 u32 b = __ballot_sync(0xffffffffu, reach >> q & 1);
                 if (lane == 0) wcnt[n_experts + p0 + q - c0] = (u16)__popc(b);
@@ -277,11 +284,13 @@ __device__ void ep_assign_chunk(const int* ids, int n_tokens, int top_k, int n_e
             if (at == EP_ASSIGN_NONE) {
                 if (c0 == 0) slots[(u64)t0 * top_k + j] = -1;
             } else if (id >= c0 && id < c0 + nc) {
-                slots[(u64)t0 * top_k + j] = (int)(cnt[(j / top_k / EP_ASSIGN_WARP_TOKENS) * pass_cols + id - c0] + at);
+                int w = j / (top_k * EP_ASSIGN_WARP_TOKENS);
+                slots[(u64)t0 * top_k + j] = (int)(cnt[w * pass_cols + id - c0] + at);
             }
         }
         for (int p0 = p_lo; p0 < p_hi; p0 += 64) {
-            u64 reach = has_tok ? ep_assign_reach(tile, tok, top_k, n_local, rank, skip_a2a, p0) : 0;
+            u64 reach = reach_lo;
+            if (p0 != p_lo) reach = has_tok ? ep_assign_reach(tile, tok, top_k, n_local, rank, skip_a2a, p0) : 0;
             for (int q = 0; q < 64 && p0 + q < p_hi; q++) {
                 bool r = reach >> q & 1;
                 u32 b = __ballot_sync(0xffffffffu, r);
