@@ -315,20 +315,23 @@ __device__ void ep_assign_starts(u32* chunk_base, int n_chunks, int n_experts, i
         int c2 = c + blockDim.x;
         bool two = c2 < cols;
         u32 acc = 0, acc2 = 0;
+        // A pointer stepped a row at a time: with each address worked out from its chunk number
+        // the loads issued ~20 instructions apart, and the pass took ~3 µs (one H100).
+        u32* at = chunk_base + c;
         for (int g0 = 0; g0 < n_chunks; g0 += 32) {
             u32 v[32], v2[32];
+            u32* row = at;
 #pragma unroll
-            for (int i = 0; i < 32; i++) {
-                u32* row = chunk_base + (u64)(g0 + i) * cols;
-                v[i] = g0 + i < n_chunks ? __ldcg(row + c) : 0;
-                v2[i] = g0 + i < n_chunks && two ? __ldcg(row + c2) : 0;
+            for (int i = 0; i < 32; i++, row += cols) {
+                bool in = g0 + i < n_chunks;
+                v[i] = in ? __ldcg(row) : 0;
+                v2[i] = in && two ? __ldcg(row + blockDim.x) : 0;
             }
 #pragma unroll
-            for (int i = 0; i < 32; i++) {
-                u32* row = chunk_base + (u64)(g0 + i) * cols;
+            for (int i = 0; i < 32; i++, at += cols) {
                 if (g0 + i < n_chunks) {
-                    row[c] = acc;
-                    if (two) row[c2] = acc2;
+                    *at = acc;
+                    if (two) at[blockDim.x] = acc2;
                 }
                 acc += v[i];
                 acc2 += v2[i];
