@@ -73,7 +73,7 @@ pub fn rounds_1000<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
 }
 
 /// Prefill-sized rounds, each bit-exact against the oracle: more tokens than one block of a
-/// backend's slot assignment may take (ep-cuda's chunked assign, from 2,048 tokens or forced by
+/// backend's slot assignment may take (ep-cuda's chunked assign, from 4,096 tokens or forced by
 /// `EP_CUDA_CHUNKED_ASSIGN_MIN_TOKENS`, takes chunks of 128 tokens and lays out the chunks' starts
 /// 32 chunks at a time: 4,133 tokens are 33 chunks, the last one partial), and more experts than
 /// one pass over a chunk counts (2,048 columns), on one node and two, with skewed, masked and
