@@ -376,6 +376,18 @@ __device__ void ep_publish_counts(const Sent* sent, const u32* msgs_to, int n_ex
     }
 }
 
+// An overlapped round's counts, published by the assign's last block before the send (stamp 2).
+__device__ void ep_assign_publish(const u64* sent, const u32* msgs_to, int n_experts, int n_local, int n_ranks,
+                                  int rank, int skip_a2a, const u64* count_ptrs, const u64* nmsg_ptrs, int marked,
+                                  int ll) {
+    ep_publish_counts(sent, msgs_to, n_experts, n_local, n_ranks, rank, skip_a2a, count_ptrs, nmsg_ptrs,
+                      ep_nmsg_flags(1, ll, marked));
+#ifdef EP_TRACE
+    __syncthreads();
+    EP_STAMP(2);
+#endif
+}
+
 // Row and message slots, a block per expert then one per destination rank (ep_assign_block). With
 // `early` (an overlapped round, above) the last block publishes the counts, before the send, with
 // `ll` and `marked` (this rank's combine form, ep_nmsg_flags). The slots are whole: the route reads
@@ -389,14 +401,9 @@ extern "C" __global__ void ep_assign_slots(const int* ids, int n_tokens, int top
                     msgs_to);
     EP_STAMP(1);
     bool publisher = early && ep_last_block(ticket, true);
-    if (publisher) {
-        ep_publish_counts(sent, msgs_to, n_experts, n_local, n_ranks, rank, skip_a2a, count_ptrs, nmsg_ptrs,
-                          ep_nmsg_flags(1, ll, marked));
-#ifdef EP_TRACE
-        __syncthreads();
-        EP_STAMP(2);
-#endif
-    }
+    if (publisher)
+        ep_assign_publish(sent, msgs_to, n_experts, n_local, n_ranks, rank, skip_a2a, count_ptrs, nmsg_ptrs, marked,
+                          ll);
     EP_STAMPS_PRINT("assign", rank, publisher);
 }
 
@@ -418,12 +425,8 @@ extern "C" __global__ void __launch_bounds__(EP_ASSIGN_THREADS)
         ep_assign_starts(chunk_base, gridDim.x, n_experts, n_ranks, sent, msgs_to);
         EP_STAMP(8);
         if (early)
-            ep_publish_counts(sent, msgs_to, n_experts, n_local, n_ranks, rank, skip_a2a, count_ptrs, nmsg_ptrs,
-                              ep_nmsg_flags(1, ll, marked));
-#ifdef EP_TRACE
-        __syncthreads();
-        EP_STAMP(2);
-#endif
+            ep_assign_publish(sent, msgs_to, n_experts, n_local, n_ranks, rank, skip_a2a, count_ptrs, nmsg_ptrs,
+                              marked, ll);
     }
     EP_STAMPS_PRINT("chunks", rank, publisher);
 }
