@@ -40,10 +40,10 @@ pub struct RankBuffers {
     pub scales_in: DevBuf,
     pub slots: DevBuf,
     /// Each token's message slot at each destination rank [max_tokens, n_ranks], -1 if none;
-    /// with `slots`, the position in the token's chunk (`ep_assign_slots` in dispatch.cu).
+    /// after `ep_assign_chunks` (dispatch.cu), as `slots`, the position in the token's chunk.
     pub rank_slots: DevBuf,
     /// Each chunk's start per expert and per destination rank [chunks, n_experts + n_ranks]
-    /// (u32), which `slots` and `rank_slots` are relative to.
+    /// (u32), which `slots` and `rank_slots` are relative to after `ep_assign_chunks`.
     pub chunk_base: DevBuf,
     /// Messages sent to each rank this round, `[n_ranks]` (u32).
     pub msgs_to: DevBuf,

@@ -20,19 +20,19 @@ pub(super) fn format_id(f: Format) -> i32 {
     }
 }
 
-/// Tokens per block of `ep_assign_slots`, and its threads (dispatch.cu: EP_ASSIGN_CHUNK,
+/// Tokens per block of `ep_assign_chunks`, and its threads (dispatch.cu: EP_ASSIGN_CHUNK,
 /// EP_ASSIGN_THREADS); columns per pass over a chunk (EP_ASSIGN_COLS).
 const ASSIGN_CHUNK: usize = 128;
 const ASSIGN_THREADS: u32 = 256;
 const ASSIGN_COLS: usize = 2048;
 
-/// Blocks of `ep_assign_slots` for `tokens` tokens, and rows of the chunk starts it writes: a
+/// Blocks of `ep_assign_chunks` for `tokens` tokens, and rows of the chunk starts it writes: a
 /// chunk each, at least one (a rank without tokens still publishes its counts).
 pub(crate) fn assign_chunks(tokens: usize) -> usize {
     tokens.div_ceil(ASSIGN_CHUNK).max(1)
 }
 
-/// Dynamic shared memory of an `ep_assign_slots` block (`ep_assign_chunk`): the chunk's ids, each
+/// Dynamic shared memory of an `ep_assign_chunks` block (`ep_assign_chunk`): the chunk's ids, each
 /// warp's count per column of a pass (u16), each slot's place among its warp's (u8).
 fn assign_smem(top_k: usize, columns: usize) -> usize {
     let warps = ASSIGN_THREADS as usize / 32;

@@ -55,10 +55,11 @@ const LEAN_MIN_TOKENS_BF16: usize = 2560;
 /// (`ep_assign_chunks`: each id read once, the chunks' starts laid out by the last block) rather
 /// than a block per expert and per rank that each read every id (`ep_assign_slots`), whose blocks'
 /// time grows with the tokens. One H100, two ranks (docs/perf.md, v30): grid traces put the
-/// per-column kernel at 3.7 µs at 512 tokens and 23.0 at 4096, the chunked one at 9.8 and 13.6
-/// (`chunk59-h100.sh`); the dispatch, chunked against v29, 4096 tokens BF16 530.9 / 531.2 ->
-/// 531.1 / 531.6 µs, FP8 421.9 / 419.7 -> 414.4 / 414.9, but 2048 BF16 340.4 / 342.7 -> 346.1 /
-/// 349.4 and FP8 227.9 / 227.6 -> 232.5 / 231.5. Not measured on 2x H200 (not lent in v30).
+/// per-column kernel at 3.7 µs at 512 tokens and 23.0 at 4096, the chunked one at 9.8 and 11.9
+/// (`chunk59-h100.sh`, `chunk60-h100.sh`); the dispatch, chunked against v29 (`chunk60`), 4096
+/// tokens BF16 530.4 / 531.3 -> 529.2 / 528.1 µs, FP8 420.3 / 418.4 -> 415.3 / 414.9, but 2048
+/// BF16 339.9 / 339.6 -> 345.4 / 344.7 and FP8 226.6 / 224.4 -> 231.2 / 227.6. Not measured on
+/// 2x H200 (not lent in v30).
 /// `EP_CUDA_CHUNKED_ASSIGN_MIN_TOKENS` overrides it (0: never).
 const CHUNKED_ASSIGN_MIN_TOKENS: usize = 4096;
 

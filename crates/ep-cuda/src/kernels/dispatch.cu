@@ -1,8 +1,9 @@
 // Dispatch: each rank's tokens to the ranks that hold their experts, laid out per expert.
 //
-// Launch order on the rank's stream: ep_assign_slots -> ep_dispatch_send (which also signals,
-// from its last block, inside one node) or, between nodes, ep_assign_slots -> ep_dispatch_send ->
-// ep_dispatch_put -> ep_dispatch_signal; then ep_dispatch_wait -> ep_dispatch_copy_out, again
+// Launch order on the rank's stream: ep_assign_slots (ep_assign_chunks from 4096 tokens:
+// comm/path.rs, chunked_assign) -> ep_dispatch_send (which also signals, from its last block,
+// inside one node) or, between nodes, ep_assign_slots -> ep_dispatch_send -> ep_dispatch_put ->
+// ep_dispatch_signal; then ep_dispatch_wait -> ep_dispatch_copy_out, again
 // while the wait's slice runs out before the counts are all there. A prefill round inside one node
 // overlaps (below): ep_assign_slots (publishes the counts) -> ep_dispatch_send (marks each message
 // landed), with ep_dispatch_wait -> ep_dispatch_copy_messages on a second stream beside the send,
@@ -305,43 +306,39 @@ __device__ void ep_assign_chunk(const int* ids, int n_tokens, int top_k, int n_e
 
 // After every chunk's block (the last block): chunk_base's rows, each chunk's totals, become each
 // chunk's start per column, and the totals over all chunks go to `sent` (experts) and `msgs_to`
-// (ranks). A thread per column and the one blockDim.x after it (258 columns at 256 experts on two
-// ranks), their chunks' totals loaded 32 at a time, each load independent: one round trip up to
-// 32 chunks (4096 tokens).
+// (ranks). Each thread takes EP_ASSIGN_START_COLS columns blockDim.x apart at once (258 columns at
+// 256 experts on two ranks: one column a thread went round twice), their chunks' totals loaded 32
+// at a time, each load independent: one round trip up to 32 chunks (4096 tokens).
+#define EP_ASSIGN_START_COLS 2
 __device__ void ep_assign_starts(u32* chunk_base, int n_chunks, int n_experts, int n_ranks, u64* sent,
                                  u32* msgs_to) {
     int cols = n_experts + n_ranks;
-    for (int c = threadIdx.x; c < cols; c += 2 * blockDim.x) {
-        int c2 = c + blockDim.x;
-        bool two = c2 < cols;
-        u32 acc = 0, acc2 = 0;
+    for (int c0 = threadIdx.x; c0 < cols; c0 += EP_ASSIGN_START_COLS * blockDim.x) {
+        u32 acc[EP_ASSIGN_START_COLS] = {};
         // A pointer stepped a row at a time: with each address worked out from its chunk number
         // the loads issued ~20 instructions apart, and the pass took ~3 µs (one H100).
-        u32* at = chunk_base + c;
+        u32* at = chunk_base + c0;
         for (int g0 = 0; g0 < n_chunks; g0 += 32) {
-            u32 v[32], v2[32];
+            u32 v[32][EP_ASSIGN_START_COLS];
             u32* row = at;
 #pragma unroll
-            for (int i = 0; i < 32; i++, row += cols) {
-                bool in = g0 + i < n_chunks;
-                v[i] = in ? __ldcg(row) : 0;
-                v2[i] = in && two ? __ldcg(row + blockDim.x) : 0;
-            }
+            for (int i = 0; i < 32; i++, row += cols)
 #pragma unroll
-            for (int i = 0; i < 32; i++, at += cols) {
-                if (g0 + i < n_chunks) {
-                    *at = acc;
-                    if (two) at[blockDim.x] = acc2;
+                for (int h = 0; h < EP_ASSIGN_START_COLS; h++)
+                    v[i][h] = g0 + i < n_chunks && c0 + h * blockDim.x < cols ? __ldcg(row + h * blockDim.x) : 0;
+#pragma unroll
+            for (int i = 0; i < 32; i++, at += cols)
+#pragma unroll
+                for (int h = 0; h < EP_ASSIGN_START_COLS; h++) {
+                    if (g0 + i < n_chunks && c0 + h * blockDim.x < cols) at[h * blockDim.x] = acc[h];
+                    acc[h] += v[i][h];
                 }
-                acc += v[i];
-                acc2 += v2[i];
-            }
         }
-        for (int i = 0; i < 1 + two; i++) {
-            int col = i ? c2 : c;
-            u32 total = i ? acc2 : acc;
-            if (col < n_experts) sent[col] = total;
-            else msgs_to[col - n_experts] = total;
+#pragma unroll
+        for (int h = 0; h < EP_ASSIGN_START_COLS; h++) {
+            int c = c0 + h * blockDim.x;
+            if (c < n_experts) sent[c] = acc[h];
+            else if (c < cols) msgs_to[c - n_experts] = acc[h];
         }
     }
     __syncthreads();
