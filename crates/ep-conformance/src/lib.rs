@@ -12,10 +12,12 @@
 //!
 //! - [`fixture`]: routing scenarios from `fixtures/*.json`, embedded at build time.
 //! - [`scenario`], [`routing`], [`rng`]: inputs of a round and the stand-in experts.
-//! - [`round`]: run a round on every rank's thread and hold it against the oracle.
+//! - [`round`]: run a round on every rank's thread and hold it against the oracle; [`barrier`]:
+//!   the rank threads' rendezvous, which a panicking rank breaks.
 //! - [`snapshot`]: routing snapshots shared by all backends (`fixtures/snapshots`).
 //! - [`cases`]: the cases; [`runner`]: the list of cases and a runner outside `cargo test`.
 
+pub mod barrier;
 pub mod cases;
 pub mod fixture;
 pub mod rng;

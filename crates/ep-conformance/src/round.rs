@@ -1,6 +1,5 @@
 //! Running one round on a backend (one thread per rank) and holding it against the oracle.
 
-use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
 use ep_core::{
@@ -9,6 +8,7 @@ use ep_core::{
 };
 use ndarray::Array2;
 
+use crate::barrier::RankBarrier;
 use crate::scenario::{toy_experts, RoundInputs, WeightKind};
 
 /// Fused calls (`dispatch`, `combine`) or the split `*_async` / `*_wait` pairs.
@@ -66,17 +66,25 @@ pub struct RankRound {
 
 /// Runs one round on every rank, each on its own thread. Returns each rank's result. Ranks meet
 /// at a barrier before each phase, so a phase's time is the phase, not a wait for a rank that is
-/// still computing its experts.
+/// still computing its experts. A rank thread that panics releases the others from the barrier
+/// (they return an error naming it) and its panic is passed on, so a broken case fails, never
+/// hangs.
 pub fn run_round<C: EpComm>(
     comms: &mut [C],
     inputs: &RoundInputs,
     opts: &RoundOptions,
 ) -> Vec<Result<RankRound, EpError>> {
-    let barrier = Barrier::new(comms.len());
+    let barrier = RankBarrier::new(comms.len());
+    let released = |r: usize, by: usize| {
+        EpError::Backend(format!(
+            "rank {r}: released from the round's barrier because rank {by}'s thread panicked"
+        ))
+    };
     on_every_rank(comms, |c| {
         let r = c.rank();
+        let _guard = barrier.guard(r);
         let input = inputs.dispatch_input(r);
-        barrier.wait();
+        barrier.wait().map_err(|by| released(r, by))?;
         let t0 = Instant::now();
         let dispatch = match opts.calls {
             Calls::Fused => c.dispatch(&input),
@@ -85,7 +93,7 @@ pub fn run_round<C: EpComm>(
         let dispatch_time = t0.elapsed();
         let expert_out = dispatch.as_ref().ok().map(opts.experts);
         // Every rank reaches this barrier, failed or not, so none waits forever.
-        barrier.wait();
+        barrier.wait().map_err(|by| released(r, by))?;
         let (dispatch, expert_out) = (dispatch?, expert_out.expect("dispatch succeeded"));
         let cin = opts.combine_input(inputs, r, &expert_out);
         let t1 = Instant::now();
