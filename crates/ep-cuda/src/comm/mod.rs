@@ -242,6 +242,11 @@ impl CudaComm {
         Ok(())
     }
 
+    /// Whether events are being recorded after every kernel (`set_probe`).
+    pub(crate) fn probing(&self) -> bool {
+        self.probe.borrow().is_some()
+    }
+
     /// Starts (`true`) or stops probing; stopping returns the events recorded since the start.
     pub(crate) fn set_probe(&self, on: bool) -> Vec<(&'static str, CudaEvent)> {
         std::mem::replace(&mut *self.probe.borrow_mut(), on.then(Vec::new)).unwrap_or_default()

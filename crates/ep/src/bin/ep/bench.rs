@@ -538,35 +538,43 @@ fn measure_cuda(
                 times.push(t);
             }
         }
+        // The probed rounds, with an event after every kernel, also time the async parts.
         let mut probed = Vec::new();
         for _ in 0..if probe { PROBED_ROUNDS } else { 0 } {
-            let (_, steps) = c.bench_round_probed().unwrap_or_else(|e| fail(e));
-            probed.push(steps);
+            probed.push(c.bench_round_probed().unwrap_or_else(|e| fail(e)));
         }
         (times, probed)
     });
     let (per_rank, probed): (Vec<_>, Vec<_>) = per_rank.into_iter().unzip();
     drop(comms);
-    let worst = |f: fn(&ep::cuda::bench::PhaseTimes) -> f32| -> Vec<f64> {
-        (0..rounds)
-            .map(|i| {
+    type Times = ep::cuda::bench::PhaseTimes;
+    // Per round, the slowest rank's time (ms → µs); rounds where a rank has none are left out.
+    let worst = |per_rank: &[Vec<Times>], f: fn(&Times) -> Option<f32>| -> Vec<f64> {
+        let n = per_rank.iter().map(Vec::len).min().unwrap_or(0);
+        (0..n)
+            .filter_map(|i| {
                 per_rank
                     .iter()
-                    .map(|t| f(&t[i]) as f64 * 1e3)
-                    .fold(0.0, f64::max)
+                    .map(|t| f(&t[i]).map(|ms| ms as f64 * 1e3))
+                    .try_fold(0.0, |a: f64, v| v.map(|v| a.max(v)))
             })
             .collect()
     };
+    let probed_times: Vec<Vec<Times>> = probed
+        .iter()
+        .map(|p| p.iter().map(|(t, _)| *t).collect())
+        .collect();
+    let steps: Vec<_> = probed[0].iter().map(|(_, s)| s.clone()).collect();
     let mut m = Measured {
         s: Samples {
-            dispatch: worst(|t| t.dispatch_ms),
-            combine: worst(|t| t.combine_ms),
-            dispatch_async: worst(|t| t.dispatch_async_ms),
-            combine_async: worst(|t| t.combine_async_ms),
+            dispatch: worst(&per_rank, |t| Some(t.dispatch_ms)),
+            combine: worst(&per_rank, |t| Some(t.combine_ms)),
+            dispatch_async: worst(&probed_times, |t| t.dispatch_async_ms),
+            combine_async: worst(&probed_times, |t| t.combine_async_ms),
             ..Default::default()
         },
         rounds,
-        breakdown: median_steps(&probed[0]),
+        breakdown: median_steps(&steps),
     };
     if cfg.n_ranks() == n_gpus {
         let mut nccl = ep::cuda::bench::NcclBaseline::new(cfg, &inputs.topk_ids, &inputs.weights)
