@@ -146,6 +146,8 @@ const TRACE_RECORD_WORDS: usize = 3 + 16;
 pub struct Kernels {
     pub ctx: Arc<CudaContext>,
     pub arch: &'static str,
+    /// The device takes programmatic dependent launches (sm_90 and later; `launch_ex`).
+    pub chained_launches: bool,
     functions: HashMap<&'static str, CudaFunction>,
     modules: Vec<Arc<CudaModule>>,
     /// Under EP_CUDA_TRACE: the records copied from the device, not printed yet.
@@ -173,6 +175,7 @@ impl Kernels {
         Ok(Kernels {
             ctx: Arc::clone(ctx),
             arch,
+            chained_launches: major >= 9,
             functions,
             trace: Mutex::new(Trace {
                 copied: vec![0; modules.len()],
@@ -369,6 +372,21 @@ pub fn launch(
     smem: u32,
     args: &[&dyn KernelArg],
 ) -> Result<()> {
+    launch_ex(stream, f, grid, block, smem, args, false)
+}
+
+/// [`launch`], and with `chained` as a programmatic dependent launch (sm_90): the kernel may
+/// start while the kernel before it on the stream finishes, and waits for it on the device
+/// (`ep_await_prior_grid`, common.cuh). Only for kernels that call that wait.
+pub fn launch_ex(
+    stream: &CudaStream,
+    f: &CudaFunction,
+    grid: u32,
+    block: u32,
+    smem: u32,
+    args: &[&dyn KernelArg],
+    chained: bool,
+) -> Result<()> {
     if grid == 0 {
         return Ok(());
     }
@@ -387,6 +405,9 @@ pub fn launch(
         shared_mem_bytes: smem,
     };
     stream.context().bind_to_thread().map_err(cuda)?;
+    if chained {
+        return launch_chained(stream, f, &cfg, &mut ptrs);
+    }
     // SAFETY: each kernel's parameter list is matched by its one call site in comm/; every
     // pointer argument is a live device allocation of the size the kernel indexes.
     unsafe {
@@ -399,6 +420,44 @@ pub fn launch(
             &mut ptrs,
         )
     }
+    .map_err(cuda)
+}
+
+/// `cuLaunchKernelEx` with the programmatic stream serialization attribute ([`launch_ex`]).
+fn launch_chained(
+    stream: &CudaStream,
+    f: &CudaFunction,
+    cfg: &LaunchConfig,
+    ptrs: &mut [*mut c_void],
+) -> Result<()> {
+    use cudarc::driver::sys;
+    // SAFETY: a zeroed attribute is a valid union value; the one field set is the one the id
+    // names.
+    let mut attr: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
+    attr.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attr.value.programmaticStreamSerializationAllowed = 1;
+    let config = sys::CUlaunchConfig {
+        gridDimX: cfg.grid_dim.0,
+        gridDimY: cfg.grid_dim.1,
+        gridDimZ: cfg.grid_dim.2,
+        blockDimX: cfg.block_dim.0,
+        blockDimY: cfg.block_dim.1,
+        blockDimZ: cfg.block_dim.2,
+        sharedMemBytes: cfg.shared_mem_bytes,
+        hStream: stream.cu_stream(),
+        attrs: &mut attr,
+        numAttrs: 1,
+    };
+    // SAFETY: as in `launch_ex`; `config` and `attr` outlive the call, which copies them.
+    unsafe {
+        sys::cuLaunchKernelEx(
+            &config,
+            f.cu_function(),
+            ptrs.as_mut_ptr(),
+            std::ptr::null_mut(),
+        )
+    }
+    .result()
     .map_err(cuda)
 }
 

@@ -171,7 +171,7 @@ impl CudaComm {
         self.wait_counts_unless_taken(|c| c.launch_combine_wait(false, slice_ns))?;
         if self.marked_combine() {
             // The kernels after this one read the rows: their marks first (combine.cu).
-            self.launch(
+            self.launch_chained(
                 "ep_combine_await_marks",
                 self.round.n_tokens as u32,
                 THREADS,
@@ -191,7 +191,7 @@ impl CudaComm {
             )?;
         }
         if self.ll_combine() {
-            self.launch(
+            self.launch_chained(
                 "ep_combine_ll_unpack",
                 self.round.n_tokens as u32,
                 THREADS,
@@ -231,7 +231,10 @@ impl CudaComm {
             &b.status.ptr,
             &b.c_snapshot.ptr,
         ];
-        self.launch_on(beside_send, "ep_combine_wait", 1, WAIT_THREADS, 0, &args)
+        if beside_send {
+            return self.launch_on(true, "ep_combine_wait", 1, WAIT_THREADS, 0, &args);
+        }
+        self.launch_chained("ep_combine_wait", 1, WAIT_THREADS, 0, &args)
     }
 
     /// `ep_combine_reduce_marked` on the copy stream, beside the send: a persistent grid on a
@@ -409,7 +412,7 @@ impl CudaComm {
                 &b.out.ptr,
                 &b.status.ptr,
             ];
-            return self.launch("ep_combine_unreduced", t as u32, THREADS, 0, &args);
+            return self.launch_chained("ep_combine_unreduced", t as u32, THREADS, 0, &args);
         }
         let (epi, scale, device) = self.epilogue_args()?;
         let r = ReduceScalars::new(self, epi, scale);
@@ -426,7 +429,7 @@ impl CudaComm {
         } else {
             THREADS
         };
-        self.launch_fn(
+        self.launch_chained_fn(
             "ep_combine_reduce",
             f,
             t as u32,

@@ -353,7 +353,7 @@ impl CudaComm {
         } else {
             "ep_dispatch_send"
         };
-        self.launch(
+        self.launch_chained(
             kernel,
             t.max(1) as u32,
             send_threads(cfg.format, overlap),
@@ -519,14 +519,17 @@ impl CudaComm {
             &if beside_send { b.layout_seq.ptr } else { 0 },
             &self.seq,
         ];
-        self.launch_on(
-            beside_send,
-            "ep_dispatch_wait",
-            1,
-            WAIT_THREADS,
-            layout_smem,
-            &wait,
-        )
+        if beside_send {
+            return self.launch_on(
+                true,
+                "ep_dispatch_wait",
+                1,
+                WAIT_THREADS,
+                layout_smem,
+                &wait,
+            );
+        }
+        self.launch_chained("ep_dispatch_wait", 1, WAIT_THREADS, layout_smem, &wait)
     }
 
     /// The word that tells an overlapped round's send blocks the layout is there (null unless
@@ -624,7 +627,7 @@ impl CudaComm {
         if grid == 0 {
             return Ok(());
         }
-        self.launch("ep_dispatch_copy_out", grid as u32, THREADS, 0, &args)
+        self.launch_chained("ep_dispatch_copy_out", grid as u32, THREADS, 0, &args)
     }
 }
 

@@ -21,7 +21,7 @@ use ep_core::{
 use ndarray::{Array2, Array3, ArrayView2};
 
 use crate::driver::cuda;
-use crate::kernels::{launch, Kernels};
+use crate::kernels::{launch, launch_ex, Kernels};
 use crate::memory::DevBuf;
 use crate::world::{RankBuffers, World};
 use cudarc::driver::{CudaEvent, CudaFunction};
@@ -162,7 +162,7 @@ impl CudaComm {
         &self.world.ranks[self.rank]
     }
 
-    fn k(&self) -> &Kernels {
+    pub(super) fn k(&self) -> &Kernels {
         &self.world.kernels[self.rank]
     }
 
@@ -176,6 +176,42 @@ impl CudaComm {
         args: &[&dyn crate::kernels::KernelArg],
     ) -> Result<()> {
         self.launch_fn(name, self.k().get(name), grid, block, smem, args)
+    }
+
+    /// Launches kernel `name` chained to the kernel before it on this rank's stream (when the
+    /// device takes it, `chained_launches`): it may start launching while that one finishes,
+    /// and waits for it on the device (`ep_await_prior_grid`, which the kernel must call).
+    fn launch_chained(
+        &self,
+        name: &'static str,
+        grid: u32,
+        block: u32,
+        smem: u32,
+        args: &[&dyn crate::kernels::KernelArg],
+    ) -> Result<()> {
+        self.launch_chained_fn(name, self.k().get(name), grid, block, smem, args)
+    }
+
+    /// [`Self::launch_chained`] for `f`, kernel `name` or a variant of it.
+    fn launch_chained_fn(
+        &self,
+        name: &'static str,
+        f: &CudaFunction,
+        grid: u32,
+        block: u32,
+        smem: u32,
+        args: &[&dyn crate::kernels::KernelArg],
+    ) -> Result<()> {
+        launch_ex(
+            &self.stream,
+            f,
+            grid,
+            block,
+            smem,
+            args,
+            self.chained_launches(),
+        )?;
+        self.mark(name)
     }
 
     /// Launches `f` (kernel `name`, or a variant of it) on this rank's stream.

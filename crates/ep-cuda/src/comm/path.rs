@@ -201,6 +201,15 @@ impl CudaComm {
         min > 0 && self.round.n_tokens >= min
     }
 
+    /// Whether the kernels after a phase's first launch go chained (programmatic dependent
+    /// launch, `kernels::launch_ex`): each may start launching while the one before it
+    /// finishes. Hopper and later; `EP_CUDA_CHAINED_LAUNCH=0` turns it off.
+    pub(super) fn chained_launches(&self) -> bool {
+        static OFF: OnceLock<bool> = OnceLock::new();
+        let off = *OFF.get_or_init(|| number_from_env("EP_CUDA_CHAINED_LAUNCH") == Some(0));
+        !off && self.k().chained_launches
+    }
+
     /// The dispatch's first wait slice is already on the stream once `issue_dispatch_send`
     /// returns (a single-launch or overlapped round).
     pub(crate) fn dispatch_wait_issued(&self) -> bool {

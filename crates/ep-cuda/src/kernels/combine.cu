@@ -130,11 +130,14 @@ struct EpRowsMatch {
     }
 };
 
-// Waits for every expert's rows (EpRowsMatch).
+// Waits for every expert's rows (EpRowsMatch). Launched chained after the send (common.cuh); the
+// kernels after it may launch once the counts are in.
 extern "C" __global__ void ep_combine_wait(u64* counts, int n_local, int n_ranks, int rank, int skip_a2a,
                                            u64 slice_ns, const u64* sent, u32* status, u64* snapshot) {
-    ep_wait_counts(counts, n_local * n_ranks, rank, n_ranks, skip_a2a, slice_ns, status, snapshot,
-                   EpRowsMatch{sent, n_local, n_ranks});
+    ep_await_prior_grid();
+    if (ep_wait_counts(counts, n_local * n_ranks, rank, n_ranks, skip_a2a, slice_ns, status, snapshot,
+                       EpRowsMatch{sent, n_local, n_ranks}))
+        ep_release_dependents();
 }
 
 // One block per received row (the grid may cover the capacity, at least one block; the row count
@@ -148,6 +151,7 @@ extern "C" __global__ void ep_combine_send(const u16* expert_out, const int* src
                                            const u64* dispatch_counts, int n_local, int n_ranks, int skip_a2a,
                                            const u64* count_ptrs, const u32* nmsg, const u64* ll_ptrs, u32 seq,
                                            const u64* mark_ptrs) {
+    ep_release_dependents(); // the wait (one block) may wait beside the send
     u64 row = blockIdx.x;
     u32 lane_nmsg = ep_lane_nmsg(nmsg, n_ranks);
     if (signal && row == 0)
@@ -357,6 +361,7 @@ extern "C" __global__ void __launch_bounds__(1024) ep_combine_reduce(const u16* 
                                              const u16* shared_rows, int shared_start, int shared_end,
                                              int epilogue, const u16* residual, float scale, u16* out,
                                              u8* fp8_payload, float* fp8_scales, const u32* status) {
+    ep_await_prior_grid();          // launched chained (comm/combine.rs)
     if (status[0] != EP_OK) return; // launched with the wait, before the host knows it completed
     extern __shared__ float smem_f[];
     __shared__ EpSlots sl;
@@ -419,6 +424,7 @@ extern "C" __global__ void ep_combine_await_marks(const int* ids, int top_k, int
                                                   u32* status) {
     __shared__ int rows[EP_MAX_TOP_K];
     __shared__ int n;
+    ep_await_prior_grid(); // launched chained (comm/combine.rs)
     if (status[0] != EP_OK) return;
     int t = blockIdx.x;
     if (threadIdx.x == 0) {
@@ -434,6 +440,7 @@ extern "C" __global__ void ep_combine_await_marks(const int* ids, int top_k, int
 // Without weights: each slot's returned row, masked and off-device slots zero. One block per token.
 extern "C" __global__ void ep_combine_unreduced(const u16* recv, const int* ids, int top_k, int hidden, int rank,
                                                 int n_local, int skip_a2a, u16* out, const u32* status) {
+    ep_await_prior_grid(); // launched chained (comm/combine.rs)
     if (status[0] != EP_OK) return;
     int t = blockIdx.x;
     const int* tid = ids + (u64)t * top_k;
@@ -453,6 +460,7 @@ extern "C" __global__ void ep_combine_unreduced(const u16* recv, const int* ids,
 extern "C" __global__ void ep_combine_ll_unpack(const u64* ll_ptrs, u32 seq, u64 slice_ns, const int* ids, int top_k,
                                                 int hidden, int rank, int n_local, int n_ranks, int skip_a2a,
                                                 u16* recv, u32* status) {
+    ep_await_prior_grid(); // launched chained (comm/combine.rs)
     if (status[0] != EP_OK) return;
     int t = blockIdx.x, w8 = hidden / 8;
     const int* tid = ids + (u64)t * top_k;

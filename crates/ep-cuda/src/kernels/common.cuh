@@ -348,6 +348,27 @@ __device__ __forceinline__ u64 ep_globaltimer() {
     return t;
 }
 
+// Chained launches (programmatic dependent launch, sm_90; comm/mod.rs `launch_chained`): a kernel
+// launched chained may start while the kernel before it on the stream still runs, so it calls
+// ep_await_prior_grid before it reads what an earlier kernel wrote or writes what one reads
+// (the wait returns once the kernel before has completed and its writes are visible; at once
+// when the kernel was not launched chained). A kernel calls ep_release_dependents where the one
+// chained after it may start launching: its blocks then take the SM room this grid no longer
+// needs and wait there, instead of being launched after this grid ends. Only where this grid
+// waits for no other rank: a chained grid's waiting blocks hold SMs that a rank sharing the GPU
+// may need.
+__device__ __forceinline__ void ep_await_prior_grid() {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void ep_release_dependents() {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 // Whether `p` and `bytes` allow 16-byte accesses (ep_copy_to's test of its source).
 __device__ __forceinline__ bool ep_aligned16(const void* p, u64 bytes) { return (u64)p % 16 == 0 && bytes % 16 == 0; }
 

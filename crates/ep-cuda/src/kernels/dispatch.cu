@@ -393,6 +393,7 @@ extern "C" __global__ void ep_assign_slots(const int* ids, int n_tokens, int top
                                            int n_ranks, int rank, int skip_a2a, int* slots, int* rank_slots,
                                            u32* chunk_base, u64* sent, u32* msgs_to, int early, u32* ticket,
                                            const u64* count_ptrs, const u64* nmsg_ptrs, int marked, int ll) {
+    ep_release_dependents(); // the send blocks may fetch their rows meanwhile (ep_dispatch_send_body)
     EP_STAMPS
     ep_assign_block(ids, n_tokens, top_k, n_experts, n_local, n_ranks, rank, skip_a2a, slots, rank_slots, sent,
                     msgs_to);
@@ -413,6 +414,7 @@ extern "C" __global__ void __launch_bounds__(EP_ASSIGN_THREADS)
     ep_assign_chunks(const int* ids, int n_tokens, int top_k, int n_experts, int n_local, int n_ranks, int rank,
                     int skip_a2a, int* slots, int* rank_slots, u32* chunk_base, u64* sent, u32* msgs_to, int early,
                     u32* ticket, const u64* count_ptrs, const u64* nmsg_ptrs, int marked, int ll) {
+    ep_release_dependents(); // as ep_assign_slots
     EP_STAMPS
     ep_assign_chunk(ids, n_tokens, top_k, n_experts, n_local, n_ranks, rank, skip_a2a, slots, rank_slots, chunk_base);
     EP_STAMP(1);
@@ -668,8 +670,10 @@ extern "C" __global__ void ep_dispatch_wait(u64* counts, int n_local, int n_rank
                                             u32* src_offsets, u32* layout_seq, u32 seq) {
     extern __shared__ u64 smem_counts[];
     int n = n_local * n_ranks;
+    ep_await_prior_grid(); // launched chained after the send (comm/dispatch.rs)
     if (!ep_wait_counts(counts, n, rank, n_ranks, skip_a2a, slice_ns, status, snapshot, EpCountFits{(u64)max_tokens}))
         return;
+    ep_release_dependents(); // the copy-out's blocks may launch while the groups are laid out
     int n_groups = n_local + shared_groups;
     u64* cnt = smem_counts;               // [n]
     u32* start = (u32*)(smem_counts + n); // [n_groups + 1]
@@ -750,9 +754,13 @@ __device__ __forceinline__ void ep_dispatch_send_body(
     // The rank whose message's rows this block writes itself (ep_place_own_rows), -1: none.
     __shared__ int placed;
     int t = blockIdx.x;
+    // Launched chained after the assign (comm/dispatch.rs): the row, the round's input, is there
+    // before the assign starts; the slots are not until it ends.
+    ep_release_dependents();
     if (t < n_tokens) {
         EP_STAMPS
         ep_fetch_row(t, tokens, hidden, fmt, m);
+        ep_await_prior_grid();
         ep_load_route(route, t, ids, slots, rank_slots, chunk_base, top_k, n_local, n_ranks);
         // Read while the row loads (ep_send_token's barrier publishes it to the block).
         if (threadIdx.x == 0)
@@ -770,6 +778,7 @@ __device__ __forceinline__ void ep_dispatch_send_body(
         EP_STAMP(2);
         EP_STAMPS_PRINT("send", rank, early);
     }
+    ep_await_prior_grid(); // a block without a token has not waited yet
     if (!early && signal && ep_last_block(ticket))
         ep_publish_counts(sent, msgs_to, n_experts, n_local, n_ranks, rank, skip_a2a, count_ptrs, nmsg_ptrs,
                           ep_nmsg_flags(0, ll, marked));
@@ -1162,6 +1171,7 @@ extern "C" __global__ void ep_dispatch_copy_out(const u8* recv, const u32* nmsg,
                                                 int* row_src, int* msg_rows, u32* status, u32 seq, u64 slice_ns,
                                                 const u8* shared_msgs, int row_multiple, u64 first_block) {
     __shared__ EpRows scratch;
+    ep_await_prior_grid(); // launched chained after the wait (comm/dispatch.rs)
     int n_groups = n_local + shared_groups;
     u32 done = status[0];
     u64 rows = row_offsets[n_groups];
