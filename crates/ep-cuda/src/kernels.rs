@@ -125,6 +125,11 @@ fn prelude() -> String {
         "#define EP_LL_MAX_TOKENS {}\n",
         crate::comm::ll_max_tokens()
     );
+    // An experiment's switch (docs/perf.md, v31): chained kernels launch only as the grid
+    // before them ends, never at its ep_release_dependents.
+    if std::env::var("EP_CUDA_CHAINED_RELEASE").as_deref() == Ok("0") {
+        prelude += "#define EP_NO_EARLY_RELEASE 1\n";
+    }
     if let Some(trace) = std::env::var_os("EP_CUDA_TRACE") {
         prelude += "#define EP_TRACE 1\n";
         if trace == "all" {

@@ -364,7 +364,7 @@ __device__ __forceinline__ void ep_await_prior_grid() {
 }
 
 __device__ __forceinline__ void ep_release_dependents() {
-#if __CUDA_ARCH__ >= 900
+#if __CUDA_ARCH__ >= 900 && !defined(EP_NO_EARLY_RELEASE)
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
 }
