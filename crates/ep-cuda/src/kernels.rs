@@ -125,10 +125,10 @@ fn prelude() -> String {
         "#define EP_LL_MAX_TOKENS {}\n",
         crate::comm::ll_max_tokens()
     );
-    // An experiment's switch (docs/perf.md, v31): chained kernels launch only as the grid
-    // before them ends, never at its ep_release_dependents.
-    if std::env::var("EP_CUDA_CHAINED_RELEASE").as_deref() == Ok("0") {
-        prelude += "#define EP_NO_EARLY_RELEASE 1\n";
+    // An experiment's switch (docs/perf.md, v31): which release points (common.cuh's
+    // EP_RELEASE_* bits) let the chained kernel after them launch early.
+    if let Some(mask) = crate::comm::number_from_env("EP_CUDA_CHAINED_RELEASE") {
+        prelude += &format!("#define EP_EARLY_RELEASES {mask}\n");
     }
     if let Some(trace) = std::env::var_os("EP_CUDA_TRACE") {
         prelude += "#define EP_TRACE 1\n";

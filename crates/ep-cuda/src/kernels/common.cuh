@@ -363,9 +363,18 @@ __device__ __forceinline__ void ep_await_prior_grid() {
 #endif
 }
 
-__device__ __forceinline__ void ep_release_dependents() {
-#if __CUDA_ARCH__ >= 900 && !defined(EP_NO_EARLY_RELEASE)
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+// The release points, each a bit of EP_EARLY_RELEASES (kernels.rs sets it; all by default).
+#define EP_RELEASE_ASSIGN 1       // the assign kernels, at their start
+#define EP_RELEASE_SEND 2         // the dispatch send, at its start
+#define EP_RELEASE_WAIT 4         // the dispatch and combine waits, once the counts are in
+#define EP_RELEASE_COMBINE_SEND 8 // the combine send, at its start
+#ifndef EP_EARLY_RELEASES
+#define EP_EARLY_RELEASES 15
+#endif
+
+__device__ __forceinline__ void ep_release_dependents(int site) {
+#if __CUDA_ARCH__ >= 900
+    if (EP_EARLY_RELEASES & site) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
 }
 
