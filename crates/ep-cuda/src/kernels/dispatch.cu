@@ -756,7 +756,7 @@ __device__ __forceinline__ void ep_dispatch_send_body(
     int t = blockIdx.x;
     // Launched chained after the assign (comm/dispatch.rs): the row, the round's input, is there
     // before the assign starts; the slots are not until it ends.
-    ep_release_dependents(EP_RELEASE_SEND);
+    ep_release_dependents(EP_RELEASE_SEND); // off by default (common.cuh)
     if (t < n_tokens) {
         EP_STAMPS
         ep_fetch_row(t, tokens, hidden, fmt, m);
