@@ -389,7 +389,7 @@ impl CudaComm {
             &self.cseq,
             &b.c_mark_ptrs.ptr,
         ];
-        self.launch_fn(name, f, grid, SEND_THREADS, smem, &args)
+        self.launch_fn(name, f, false, grid, SEND_THREADS, smem, &args)
     }
 
     /// The reduction (or unreduced layout) and the epilogue, into the device output buffers;
@@ -429,9 +429,10 @@ impl CudaComm {
         } else {
             THREADS
         };
-        self.launch_chained_fn(
+        self.launch_fn(
             "ep_combine_reduce",
             f,
+            true,
             t as u32,
             reduce_threads,
             smem,

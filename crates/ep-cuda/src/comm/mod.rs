@@ -175,7 +175,7 @@ impl CudaComm {
         smem: u32,
         args: &[&dyn crate::kernels::KernelArg],
     ) -> Result<()> {
-        self.launch_fn(name, self.k().get(name), grid, block, smem, args)
+        self.launch_fn(name, self.k().get(name), false, grid, block, smem, args)
     }
 
     /// Launches kernel `name` chained to the kernel before it on this rank's stream (when the
@@ -189,42 +189,24 @@ impl CudaComm {
         smem: u32,
         args: &[&dyn crate::kernels::KernelArg],
     ) -> Result<()> {
-        self.launch_chained_fn(name, self.k().get(name), grid, block, smem, args)
+        self.launch_fn(name, self.k().get(name), true, grid, block, smem, args)
     }
 
-    /// [`Self::launch_chained`] for `f`, kernel `name` or a variant of it.
-    fn launch_chained_fn(
-        &self,
-        name: &'static str,
-        f: &CudaFunction,
-        grid: u32,
-        block: u32,
-        smem: u32,
-        args: &[&dyn crate::kernels::KernelArg],
-    ) -> Result<()> {
-        launch_ex(
-            &self.stream,
-            f,
-            grid,
-            block,
-            smem,
-            args,
-            self.chained_launches(),
-        )?;
-        self.mark(name)
-    }
-
-    /// Launches `f` (kernel `name`, or a variant of it) on this rank's stream.
+    /// Launches `f` (kernel `name`, or a variant of it) on this rank's stream, `chained` as
+    /// [`Self::launch_chained`].
+    #[allow(clippy::too_many_arguments)]
     fn launch_fn(
         &self,
         name: &'static str,
         f: &CudaFunction,
+        chained: bool,
         grid: u32,
         block: u32,
         smem: u32,
         args: &[&dyn crate::kernels::KernelArg],
     ) -> Result<()> {
-        launch(&self.stream, f, grid, block, smem, args)?;
+        let chained = chained && self.chained_launches();
+        launch_ex(&self.stream, f, grid, block, smem, args, chained)?;
         self.mark(name)
     }
 
