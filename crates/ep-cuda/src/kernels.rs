@@ -125,11 +125,6 @@ fn prelude() -> String {
         "#define EP_LL_MAX_TOKENS {}\n",
         crate::comm::ll_max_tokens()
     );
-    // An experiment's switch (docs/perf.md, v31): which release points (common.cuh's
-    // EP_RELEASE_* bits) let the chained kernel after them launch early.
-    if let Some(mask) = crate::comm::number_from_env("EP_CUDA_CHAINED_RELEASE") {
-        prelude += &format!("#define EP_EARLY_RELEASES {mask}\n");
-    }
     if let Some(trace) = std::env::var_os("EP_CUDA_TRACE") {
         prelude += "#define EP_TRACE 1\n";
         if trace == "all" {
@@ -484,6 +479,18 @@ pub(crate) mod tests {
                 assert_eq!(wire.payload_bytes as usize, msg.payload.len());
             }
         }
+    }
+
+    /// The number `#define NAME <number>` gives in `source` (a kernel constant the host repeats).
+    pub(crate) fn defined(source: &str, name: &str) -> u64 {
+        let line = source
+            .lines()
+            .find(|l| l.starts_with(&format!("#define {name} ")))
+            .unwrap_or_else(|| panic!("no #define {name}"));
+        let value = line.split_whitespace().nth(2).unwrap();
+        value
+            .parse()
+            .unwrap_or_else(|_| panic!("#define {name} {value}: not a number"))
     }
 
     /// The parameter names `kernel` declares in `source`, in order.

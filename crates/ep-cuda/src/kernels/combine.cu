@@ -137,7 +137,7 @@ extern "C" __global__ void ep_combine_wait(u64* counts, int n_local, int n_ranks
     ep_await_prior_grid();
     if (ep_wait_counts(counts, n_local * n_ranks, rank, n_ranks, skip_a2a, slice_ns, status, snapshot,
                        EpRowsMatch{sent, n_local, n_ranks}))
-        ep_release_dependents(EP_RELEASE_WAIT);
+        ep_release_dependents();
 }
 
 // One block per received row (the grid may cover the capacity, at least one block; the row count
@@ -151,7 +151,7 @@ extern "C" __global__ void ep_combine_send(const u16* expert_out, const int* src
                                            const u64* dispatch_counts, int n_local, int n_ranks, int skip_a2a,
                                            const u64* count_ptrs, const u32* nmsg, const u64* ll_ptrs, u32 seq,
                                            const u64* mark_ptrs) {
-    ep_release_dependents(EP_RELEASE_COMBINE_SEND); // the wait (one block) may wait beside the send
+    ep_release_dependents(); // the wait (one block) may wait beside the send
     u64 row = blockIdx.x;
     u32 lane_nmsg = ep_lane_nmsg(nmsg, n_ranks);
     if (signal && row == 0)

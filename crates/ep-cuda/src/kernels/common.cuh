@@ -363,22 +363,12 @@ __device__ __forceinline__ void ep_await_prior_grid() {
 #endif
 }
 
-// The release points, each a bit of EP_EARLY_RELEASES (EP_CUDA_CHAINED_RELEASE sets it, kernels.rs).
-// By default all but the dispatch send's: one H100, one rank alone (docs/perf.md, v31), the
-// dispatch at 256 tokens took 36.7 µs with every release, 34.0 without the send's (the wait
-// kernel's one block launched early made it later), and 512 tokens 43.4 / 44.0; without the
-// assign's, 512 tokens 47.2 (the send blocks fetch their rows while the assign runs).
-#define EP_RELEASE_ASSIGN 1       // the assign kernels, at their start
-#define EP_RELEASE_SEND 2         // the dispatch send, at its start
-#define EP_RELEASE_WAIT 4         // the dispatch and combine waits, once the counts are in
-#define EP_RELEASE_COMBINE_SEND 8 // the combine send, at its start
-#ifndef EP_EARLY_RELEASES
-#define EP_EARLY_RELEASES (EP_RELEASE_ASSIGN | EP_RELEASE_WAIT | EP_RELEASE_COMBINE_SEND)
-#endif
-
-__device__ __forceinline__ void ep_release_dependents(int site) {
+// Called by the assign kernels and the combine send at their start, and by the waits once their
+// counts are in; not by the dispatch send (docs/perf.md, v31: one H100, one rank alone, 256
+// tokens 36.7 µs with it, 34.0 without; the wait kernel's one block launched early ended later).
+__device__ __forceinline__ void ep_release_dependents() {
 #if __CUDA_ARCH__ >= 900
-    if (EP_EARLY_RELEASES & site) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
 }
 

@@ -393,7 +393,7 @@ extern "C" __global__ void ep_assign_slots(const int* ids, int n_tokens, int top
                                            int n_ranks, int rank, int skip_a2a, int* slots, int* rank_slots,
                                            u32* chunk_base, u64* sent, u32* msgs_to, int early, u32* ticket,
                                            const u64* count_ptrs, const u64* nmsg_ptrs, int marked, int ll) {
-    ep_release_dependents(EP_RELEASE_ASSIGN); // the send blocks may fetch their rows meanwhile (ep_dispatch_send_body)
+    ep_release_dependents(); // the send blocks may fetch their rows meanwhile (ep_dispatch_send_body)
     EP_STAMPS
     ep_assign_block(ids, n_tokens, top_k, n_experts, n_local, n_ranks, rank, skip_a2a, slots, rank_slots, sent,
                     msgs_to);
@@ -414,7 +414,7 @@ extern "C" __global__ void __launch_bounds__(EP_ASSIGN_THREADS)
     ep_assign_chunks(const int* ids, int n_tokens, int top_k, int n_experts, int n_local, int n_ranks, int rank,
                     int skip_a2a, int* slots, int* rank_slots, u32* chunk_base, u64* sent, u32* msgs_to, int early,
                     u32* ticket, const u64* count_ptrs, const u64* nmsg_ptrs, int marked, int ll) {
-    ep_release_dependents(EP_RELEASE_ASSIGN); // as ep_assign_slots
+    ep_release_dependents(); // as ep_assign_slots
     EP_STAMPS
     ep_assign_chunk(ids, n_tokens, top_k, n_experts, n_local, n_ranks, rank, skip_a2a, slots, rank_slots, chunk_base);
     EP_STAMP(1);
@@ -673,7 +673,7 @@ extern "C" __global__ void ep_dispatch_wait(u64* counts, int n_local, int n_rank
     ep_await_prior_grid(); // launched chained after the send (comm/dispatch.rs)
     if (!ep_wait_counts(counts, n, rank, n_ranks, skip_a2a, slice_ns, status, snapshot, EpCountFits{(u64)max_tokens}))
         return;
-    ep_release_dependents(EP_RELEASE_WAIT); // the copy-out's blocks may launch while the groups are laid out
+    ep_release_dependents(); // the copy-out's blocks may launch while the groups are laid out
     int n_groups = n_local + shared_groups;
     u64* cnt = smem_counts;               // [n]
     u32* start = (u32*)(smem_counts + n); // [n_groups + 1]
@@ -755,8 +755,7 @@ __device__ __forceinline__ void ep_dispatch_send_body(
     __shared__ int placed;
     int t = blockIdx.x;
     // Launched chained after the assign (comm/dispatch.rs): the row, the round's input, is there
-    // before the assign starts; the slots are not until it ends.
-    ep_release_dependents(EP_RELEASE_SEND); // off by default (common.cuh)
+    // before the assign starts; the slots are not until it ends. No early release (common.cuh).
     if (t < n_tokens) {
         EP_STAMPS
         ep_fetch_row(t, tokens, hidden, fmt, m);
@@ -777,8 +776,9 @@ __device__ __forceinline__ void ep_dispatch_send_body(
         }
         EP_STAMP(2);
         EP_STAMPS_PRINT("send", rank, early);
+    } else {
+        ep_await_prior_grid(); // the ticket and the counts this block may publish are the assign's
     }
-    ep_await_prior_grid(); // a block without a token has not waited yet
     if (!early && signal && ep_last_block(ticket))
         ep_publish_counts(sent, msgs_to, n_experts, n_local, n_ranks, rank, skip_a2a, count_ptrs, nmsg_ptrs,
                           ep_nmsg_flags(0, ll, marked));
