@@ -641,6 +641,16 @@ impl CudaComm {
 mod tests {
     use super::*;
 
+    /// The chunked assign's shape is dispatch.cu's: the grid, the threads and the shared memory
+    /// the host gives it follow from these.
+    #[test]
+    fn assign_shape_matches_dispatch_cu() {
+        let defined = |name: &str| crate::kernels::tests::defined(crate::kernels::DISPATCH, name);
+        assert_eq!(defined("EP_ASSIGN_CHUNK"), ASSIGN_CHUNK as u64);
+        assert_eq!(defined("EP_ASSIGN_THREADS"), ASSIGN_THREADS as u64);
+        assert_eq!(defined("EP_ASSIGN_COLS"), ASSIGN_COLS as u64);
+    }
+
     /// Round numbers stay clear of the placed bit and of 0.
     #[test]
     fn round_numbers() {

@@ -145,13 +145,7 @@ mod tests {
     /// Each status code is common.cuh's `EP_` + the variant's name in upper snake case.
     #[test]
     fn status_codes_match_common_cuh() {
-        let defined = |name: &str| -> u32 {
-            let line = crate::kernels::COMMON
-                .lines()
-                .find(|l| l.starts_with(&format!("#define {name} ")))
-                .unwrap_or_else(|| panic!("{name} not in common.cuh"));
-            line.split_whitespace().nth(2).unwrap().parse().unwrap()
-        };
+        let defined = |name: &str| crate::kernels::tests::defined(crate::kernels::COMMON, name);
         for status in super::WaitStatus::ALL {
             let mut name = String::from("EP");
             for c in format!("{status:?}").chars() {
@@ -160,7 +154,7 @@ mod tests {
                 }
                 name.push(c.to_ascii_uppercase());
             }
-            assert_eq!(defined(&name), status as u32, "{name}");
+            assert_eq!(defined(&name), status as u64, "{name}");
             assert_eq!(super::WaitStatus::from_word(status as u32), Some(status));
         }
     }
