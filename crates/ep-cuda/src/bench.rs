@@ -167,11 +167,11 @@ impl CudaComm {
         // The async parts' ends only in probed rounds: where the wait is a kernel of its own, the
         // event would sit between two of the phase's kernels and lengthen the gap between them
         // (~3 µs on H200), which a caller's dispatch_async + dispatch_wait never has.
-        let split = self.probing();
+        let time_async = self.probing();
         self.start_gate()?;
         e[0].record(&s).map_err(cuda)?;
         self.issue_dispatch_send()?;
-        if split {
+        if time_async {
             e[1].record(&s).map_err(cuda)?;
         }
         // The end events are recorded with each slice of the wait, so the last one counts; a
@@ -188,7 +188,7 @@ impl CudaComm {
         self.start_gate()?;
         e[3].record(&s).map_err(cuda)?;
         self.issue_combine_send(self.config().max_recv_rows())?;
-        if split {
+        if time_async {
             e[4].record(&s).map_err(cuda)?;
         }
         let issued = self.combine_wait_issued();
@@ -204,9 +204,9 @@ impl CudaComm {
         let ms = |a: usize, b: usize| e[a].elapsed_ms(&e[b]).map_err(cuda);
         Ok(PhaseTimes {
             dispatch_ms: ms(0, 2)?,
-            dispatch_async_ms: split.then(|| ms(0, 1)).transpose()?,
+            dispatch_async_ms: time_async.then(|| ms(0, 1)).transpose()?,
             combine_ms: ms(3, 5)?,
-            combine_async_ms: split.then(|| ms(3, 4)).transpose()?,
+            combine_async_ms: time_async.then(|| ms(3, 4)).transpose()?,
         })
     }
 
