@@ -99,19 +99,25 @@ pub(crate) fn small_config() -> EpConfig {
 }
 
 pub(crate) fn good_inputs(cfg: &EpConfig, seed: u64) -> RoundInputs {
-    let mut rng = Rng::new(seed);
-    let ids = (0..cfg.n_ranks())
-        .map(|_| {
-            RoutingSpec::uniform().generate(
-                &mut rng,
-                cfg.max_tokens_per_rank,
-                cfg.top_k,
-                cfg.n_experts,
-                cfg.n_ranks(),
-            )
-        })
+    let tokens = vec![cfg.max_tokens_per_rank; cfg.n_ranks()];
+    routed_inputs(cfg, &RoutingSpec::uniform(), &tokens, seed, seed)
+}
+
+/// Inputs with `tokens[r]` tokens on rank r, routed by `spec` from `routing_seed`, their values
+/// from `value_seed`.
+pub(crate) fn routed_inputs(
+    cfg: &EpConfig,
+    spec: &RoutingSpec,
+    tokens: &[usize],
+    routing_seed: u64,
+    value_seed: u64,
+) -> RoundInputs {
+    let mut rng = Rng::new(routing_seed);
+    let ids = tokens
+        .iter()
+        .map(|&t| spec.generate(&mut rng, t, cfg.top_k, cfg.n_experts, cfg.n_ranks()))
         .collect();
-    RoundInputs::with_random_values(cfg.hidden, ids, seed)
+    RoundInputs::with_random_values(cfg.hidden, ids, value_seed)
 }
 
 pub(crate) fn digests<C: EpComm>(comms: &[C]) -> Result<Vec<u64>, String> {

@@ -6,23 +6,20 @@ use super::*;
 use crate::rng::Rng;
 use crate::round::{run_and_check, Calls, RoundOptions};
 use crate::routing::RoutingSpec;
-use crate::scenario::{identity_experts, RoundInputs, WeightKind};
+use crate::scenario::{identity_experts, WeightKind};
 
 /// Identity experts and router weights that sum to exactly 1 over each token's live slots give
 /// back every input token bit for bit (tokens with every slot masked come back as zeros).
 pub fn round_trip_identity<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
     for nodes in [1, 2] {
         let cfg = EpConfig::new(64, 6, 16, 24, 2).with_nodes(nodes);
-        let mut rng = Rng::new(7 + nodes as u64);
         let spec = RoutingSpec {
             masked: 0.2,
             duplicates: 0.2,
             ..Default::default()
         };
-        let ids = (0..cfg.n_ranks())
-            .map(|_| spec.generate(&mut rng, 24, cfg.top_k, cfg.n_experts, cfg.n_ranks()))
-            .collect();
-        let mut inputs = RoundInputs::with_random_values(cfg.hidden, ids, 99);
+        let tokens = vec![24; cfg.n_ranks()];
+        let mut inputs = routed_inputs(&cfg, &spec, &tokens, 7 + nodes as u64, 99);
         // Dyadic weights 1/2, 1/4, ..., with the last live slot repeating the smallest: exact in
         // f32 for any bf16 value in the normal range.
         for (w, ids) in inputs.weights.iter_mut().zip(&inputs.topk_ids) {
@@ -95,12 +92,7 @@ pub fn rounds_many_tokens<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
         let max = tokens.into_iter().max().unwrap_or(0);
         // Two ranks: both on one node, or one on each of two.
         let cfg = EpConfig::new(128, top_k, experts, max, 2 / nodes).with_nodes(nodes);
-        let mut rng = Rng::new(41 + i as u64);
-        let ids = tokens
-            .iter()
-            .map(|&t| spec.generate(&mut rng, t, top_k, experts, cfg.n_ranks()))
-            .collect();
-        let inputs = RoundInputs::with_random_values(cfg.hidden, ids, 17 + i as u64);
+        let inputs = routed_inputs(&cfg, &spec, &tokens, 41 + i as u64, 17 + i as u64);
         let mut comms = b.init_uniform(&cfg).map_err(err)?;
         let opts = RoundOptions::new(calls, WeightKind::F32);
         run_and_check(&mut comms, &inputs, &opts).map_err(|e| {
