@@ -189,6 +189,15 @@ pub(super) const COPY_OUT_ARGS: usize = 24;
 pub(super) const COPY_MESSAGES_ARGS: usize = 21;
 pub(super) const DISPATCH_SINGLE_ARGS: usize = 38;
 
+/// Where `ep_dispatch_wait` runs in a round: after the send (the counts come with its last
+/// block), beside an overlapped send on the copy stream, or before a layout-first send.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum LayoutWait {
+    AfterSend,
+    BesideSend,
+    BeforeSend,
+}
+
 /// Which copy-out `CudaComm::issue_copy` launches.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum CopyOut {
@@ -243,7 +252,9 @@ impl CudaComm {
             return self.issue_dispatch_single();
         }
         let overlap = self.overlap_dispatch();
-        let early = overlap as i32;
+        let first = self.layout_first_dispatch();
+        // The counts go out with the assign, before the payload (each message is marked landed).
+        let early = (overlap || first) as i32;
         let marked = self.marked_combine() as i32;
         let ll = self.ll_combine() as i32;
         let cfg = &self.cfg;
@@ -296,8 +307,12 @@ impl CudaComm {
             // copy-out as they land.
             self.fork_copy_stream()?;
             let slice = self.first_slice_ns();
-            self.launch_dispatch_wait(true, slice)?;
+            self.launch_dispatch_wait(LayoutWait::BesideSend, slice)?;
             self.issue_copy(CopyOut::Messages, slice)?;
+        }
+        if first {
+            // The layout before the send: every send block then writes the rank's own rows.
+            self.launch_dispatch_wait(LayoutWait::BeforeSend, self.first_slice_ns())?;
         }
         let smem = send_smem(cfg.format, &m, cfg.hidden) as u32;
         let send: [&dyn crate::kernels::KernelArg; SEND_ARGS] = [
@@ -335,8 +350,9 @@ impl CudaComm {
             &self.seq,
             &marked,
             &ll,
-            // The own rows' layout, written beside an overlapped send (`ep_place_own_rows`).
-            &self.layout_seq(overlap),
+            // The own rows' layout, written beside an overlapped send or before a layout-first
+            // one (`ep_place_own_rows`).
+            &self.layout_seq(),
             &own_rows_wait_ns(),
             &b.row_offsets.ptr,
             &b.src_offsets.ptr,
@@ -392,6 +408,10 @@ impl CudaComm {
             // The main stream takes the copy stream back, then the rows no message fills.
             self.join_copy_stream()?;
             self.issue_copy(CopyOut::Tail, self.first_slice_ns())?;
+        }
+        if first {
+            // The peers' messages, each awaited for its mark; the own ones are placed.
+            self.issue_copy(CopyOut::All, self.first_slice_ns())?;
         }
         Ok(())
     }
@@ -487,14 +507,15 @@ impl CudaComm {
     /// (EP_MESSAGES_PENDING), the copy-out alone again: the counts are taken.
     pub(crate) fn issue_dispatch_wait(&self, slice_ns: u64) -> Result<()> {
         self.bind()?;
-        self.wait_counts_unless_taken(|c| c.launch_dispatch_wait(false, slice_ns))?;
+        self.wait_counts_unless_taken(|c| c.launch_dispatch_wait(LayoutWait::AfterSend, slice_ns))?;
         self.issue_copy(CopyOut::All, slice_ns)
     }
 
     /// `ep_dispatch_wait`: the counts, their check and the groups' layout, on the rank's stream
-    /// or beside an overlapped round's send (`beside_send`: on the copy stream, and also the word
-    /// that tells the send blocks the layout is there, `layout_seq`).
-    fn launch_dispatch_wait(&self, beside_send: bool, slice_ns: u64) -> Result<()> {
+    /// or beside an overlapped round's send (on the copy stream); beside or before the send, it
+    /// also releases the word that tells the send blocks the layout is there (`layout_seq`).
+    fn launch_dispatch_wait(&self, at: LayoutWait, slice_ns: u64) -> Result<()> {
+        let beside_send = at == LayoutWait::BesideSend;
         let cfg = &self.cfg;
         let b = self.bufs();
         let sc = &self.sc;
@@ -516,9 +537,13 @@ impl CudaComm {
             &b.snapshot.ptr,
             &b.row_offsets.ptr,
             &b.src_offsets.ptr,
-            // An overlapped round's layout released, and its copy-out's count of messages taken
-            // zeroed.
-            &if beside_send { b.layout_seq.ptr } else { 0 },
+            // The layout released to the send blocks, and an overlapped copy-out's count of
+            // messages taken zeroed.
+            &if at == LayoutWait::AfterSend {
+                0
+            } else {
+                b.layout_seq.ptr
+            },
             &self.seq,
         ];
         if beside_send {
@@ -534,10 +559,14 @@ impl CudaComm {
         self.launch_chained("ep_dispatch_wait", 1, WAIT_THREADS, layout_smem, &wait)
     }
 
-    /// The word that tells an overlapped round's send blocks the layout is there (null unless
-    /// `overlap` and the send blocks write the rank's own rows: `places_own_rows`).
-    fn layout_seq(&self, overlap: bool) -> u64 {
-        if overlap && places_own_rows(self.cfg.format, self.lean_dispatch()) {
+    /// The word that tells the send blocks the layout is there: a layout-first round's, and an
+    /// overlapped round's whose send blocks write the rank's own rows (`places_own_rows`); null
+    /// otherwise.
+    fn layout_seq(&self) -> u64 {
+        let overlap = self.overlap_dispatch();
+        if self.layout_first_dispatch()
+            || overlap && places_own_rows(self.cfg.format, self.lean_dispatch())
+        {
             self.bufs().layout_seq.ptr
         } else {
             0

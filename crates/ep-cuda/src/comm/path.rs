@@ -63,6 +63,11 @@ const LEAN_MIN_TOKENS_BF16: usize = 2560;
 /// `EP_CUDA_CHUNKED_ASSIGN_MIN_TOKENS` overrides it (0: never).
 const CHUNKED_ASSIGN_MIN_TOKENS: usize = 4096;
 
+/// From this many tokens a multi-kernel dispatch that does not overlap lays out its groups before
+/// the send (`CudaComm::layout_first_dispatch`). Not measured yet: never by default.
+/// `EP_CUDA_LAYOUT_FIRST_MIN_TOKENS` overrides it (0: never).
+const LAYOUT_FIRST_MIN_TOKENS: usize = 0;
+
 /// From this many tokens a rank takes its combine rows marked and reduces them beside the send
 /// (`CudaComm::marked_combine`). Measured on 2x H200 (docs/perf.md, v22), marked against not:
 /// 1024 tokens 210.5 / 211.7 against 236.5 / 236.4 µs; 512 tokens 136.0-136.7 against
@@ -193,6 +198,23 @@ impl CudaComm {
         self.overlap_dispatch() && min > 0 && self.round.n_tokens >= min
     }
 
+    /// This round's dispatch lays out its groups before the send: the assign publishes the counts
+    /// (as an overlapped round's does), `ep_dispatch_wait` follows it on the rank's stream and
+    /// releases the layout, so every send block writes the rank's own rows itself
+    /// (`ep_place_own_rows`) and marks its other messages landed; the copy-out after the send
+    /// then has only the peers' messages to expand. One node, a multi-kernel round that does not
+    /// overlap, from `LAYOUT_FIRST_MIN_TOKENS`.
+    pub(super) fn layout_first_dispatch(&self) -> bool {
+        static MIN: OnceLock<Option<usize>> = OnceLock::new();
+        let min = tokens_from_env(&MIN, "EP_CUDA_LAYOUT_FIRST_MIN_TOKENS")
+            .unwrap_or(LAYOUT_FIRST_MIN_TOKENS);
+        self.persistent_grids()
+            && min > 0
+            && self.round.n_tokens >= min
+            && !self.single_dispatch()
+            && !self.overlap_dispatch()
+    }
+
     /// This round's slots are assigned per chunk of tokens (`ep_assign_chunks`).
     pub(super) fn chunked_assign(&self) -> bool {
         static MIN: OnceLock<Option<usize>> = OnceLock::new();
@@ -211,9 +233,9 @@ impl CudaComm {
     }
 
     /// The dispatch's first wait slice is already on the stream once `issue_dispatch_send`
-    /// returns (a single-launch or overlapped round).
+    /// returns (a single-launch, overlapped or layout-first round).
     pub(crate) fn dispatch_wait_issued(&self) -> bool {
-        self.single_dispatch() || self.overlap_dispatch()
+        self.single_dispatch() || self.overlap_dispatch() || self.layout_first_dispatch()
     }
 
     fn single_launch(&self, max_tokens: usize) -> bool {
