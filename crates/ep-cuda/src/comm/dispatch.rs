@@ -189,13 +189,13 @@ pub(super) const COPY_OUT_ARGS: usize = 24;
 pub(super) const COPY_MESSAGES_ARGS: usize = 21;
 pub(super) const DISPATCH_SINGLE_ARGS: usize = 38;
 
-/// Where `ep_dispatch_wait` runs in a round: after the send (the counts come with its last
-/// block), beside an overlapped send on the copy stream, or before a layout-first send.
+/// Where `ep_dispatch_wait` runs in a round, against the send: after it (the counts come with
+/// its last block), beside an overlapped send on the copy stream, or before a layout-first send.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum LayoutWait {
-    AfterSend,
-    BesideSend,
-    BeforeSend,
+    After,
+    Beside,
+    Before,
 }
 
 /// Which copy-out `CudaComm::issue_copy` launches.
@@ -307,12 +307,12 @@ impl CudaComm {
             // copy-out as they land.
             self.fork_copy_stream()?;
             let slice = self.first_slice_ns();
-            self.launch_dispatch_wait(LayoutWait::BesideSend, slice)?;
+            self.launch_dispatch_wait(LayoutWait::Beside, slice)?;
             self.issue_copy(CopyOut::Messages, slice)?;
         }
         if first {
             // The layout before the send: every send block then writes the rank's own rows.
-            self.launch_dispatch_wait(LayoutWait::BeforeSend, self.first_slice_ns())?;
+            self.launch_dispatch_wait(LayoutWait::Before, self.first_slice_ns())?;
         }
         let smem = send_smem(cfg.format, &m, cfg.hidden) as u32;
         let send: [&dyn crate::kernels::KernelArg; SEND_ARGS] = [
@@ -507,7 +507,7 @@ impl CudaComm {
     /// (EP_MESSAGES_PENDING), the copy-out alone again: the counts are taken.
     pub(crate) fn issue_dispatch_wait(&self, slice_ns: u64) -> Result<()> {
         self.bind()?;
-        self.wait_counts_unless_taken(|c| c.launch_dispatch_wait(LayoutWait::AfterSend, slice_ns))?;
+        self.wait_counts_unless_taken(|c| c.launch_dispatch_wait(LayoutWait::After, slice_ns))?;
         self.issue_copy(CopyOut::All, slice_ns)
     }
 
@@ -515,7 +515,7 @@ impl CudaComm {
     /// or beside an overlapped round's send (on the copy stream); beside or before the send, it
     /// also releases the word that tells the send blocks the layout is there (`layout_seq`).
     fn launch_dispatch_wait(&self, at: LayoutWait, slice_ns: u64) -> Result<()> {
-        let beside_send = at == LayoutWait::BesideSend;
+        let beside_send = at == LayoutWait::Beside;
         let cfg = &self.cfg;
         let b = self.bufs();
         let sc = &self.sc;
@@ -539,7 +539,7 @@ impl CudaComm {
             &b.src_offsets.ptr,
             // The layout released to the send blocks, and an overlapped copy-out's count of
             // messages taken zeroed.
-            &if at == LayoutWait::AfterSend {
+            &if at == LayoutWait::After {
                 0
             } else {
                 b.layout_seq.ptr
