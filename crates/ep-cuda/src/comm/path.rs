@@ -64,9 +64,15 @@ const LEAN_MIN_TOKENS_BF16: usize = 2560;
 const CHUNKED_ASSIGN_MIN_TOKENS: usize = 4096;
 
 /// From this many tokens a multi-kernel dispatch that does not overlap lays out its groups before
-/// the send (`CudaComm::layout_first_dispatch`). Not measured yet: never by default.
-/// `EP_CUDA_LAYOUT_FIRST_MIN_TOKENS` overrides it (0: never).
-const LAYOUT_FIRST_MIN_TOKENS: usize = 0;
+/// the send (`CudaComm::layout_first_dispatch`), on a rank with a GPU of its own. Measured on one
+/// H100 only (docs/perf.md, v32; 2x H200 were not lent), against the defaults, reps interleaved
+/// (`bench/results/history/layout-first-h100-2026-11-23-v32.txt`): one rank alone, 256 tokens FP8
+/// 34.5 / 34.7 -> 32.5 / 32.7 us, BF16 35.3 / 35.3 -> 33.6 / 33.8; 512 FP8 43.2 / 43.8 -> 41.4 /
+/// 41.7, BF16 46.5 / 46.4 -> 45.3 / 45.1; 1024 FP8 71.0 / 71.3 -> 65.6 / 65.2. Two ranks sharing
+/// the GPU: 256 tokens slower (FP8 43.1 / 43.5 -> 46.5 / 46.7, BF16 51.2 / 51.1 -> 55.4 / 55.5),
+/// 512 FP8 71.8 / 71.9 -> 67.7 / 67.9, BF16 91.7 / 92.0 -> 79.6 / 80.5, 1024 FP8 126.3 / 128.6 ->
+/// 115.0 / 115.8. So from 512, where both agree.
+const LAYOUT_FIRST_MIN_TOKENS: usize = 512;
 
 /// From this many tokens a rank takes its combine rows marked and reduces them beside the send
 /// (`CudaComm::marked_combine`). Measured on 2x H200 (docs/perf.md, v22), marked against not:
@@ -203,11 +209,21 @@ impl CudaComm {
     /// releases the layout, so every send block writes the rank's own rows itself
     /// (`ep_place_own_rows`) and marks its other messages landed; the copy-out after the send
     /// then has only the peers' messages to expand. One node, a multi-kernel round that does not
-    /// overlap, from `LAYOUT_FIRST_MIN_TOKENS`.
+    /// overlap, from `LAYOUT_FIRST_MIN_TOKENS`. Not by default on a rank that shares its GPU:
+    /// there the copy-out's blocks, each waiting for a peer's message, can hold the SMs that the
+    /// peer's send needs until the wait slice runs out (one H100, two ranks: a 10 ms second slice
+    /// in one bench run at 256 tokens; the suite's worlds, every dispatch layout-first, 10
+    /// dispatch waits of two slices or more against 1 with the defaults).
+    /// `EP_CUDA_LAYOUT_FIRST_MIN_TOKENS` overrides it for every rank (0: never).
     pub(super) fn layout_first_dispatch(&self) -> bool {
         static MIN: OnceLock<Option<usize>> = OnceLock::new();
-        let min = tokens_from_env(&MIN, "EP_CUDA_LAYOUT_FIRST_MIN_TOKENS")
-            .unwrap_or(LAYOUT_FIRST_MIN_TOKENS);
+        let min = tokens_from_env(&MIN, "EP_CUDA_LAYOUT_FIRST_MIN_TOKENS").unwrap_or(
+            if self.world.shares_gpu[self.rank] {
+                0
+            } else {
+                LAYOUT_FIRST_MIN_TOKENS
+            },
+        );
         self.persistent_grids()
             && min > 0
             && self.round.n_tokens >= min

@@ -373,7 +373,8 @@ __device__ void ep_publish_counts(const Sent* sent, const u32* msgs_to, int n_ex
     }
 }
 
-// An overlapped round's counts, published by the assign's last block before the send (stamp 2).
+// An overlapped or layout-first round's counts, published by the assign's last block before the
+// send (stamp 2).
 __device__ void ep_assign_publish(const u64* sent, const u32* msgs_to, int n_experts, int n_local, int n_ranks,
                                   int rank, int skip_a2a, const u64* count_ptrs, const u64* nmsg_ptrs, int marked,
                                   int ll) {
@@ -386,9 +387,10 @@ __device__ void ep_assign_publish(const u64* sent, const u32* msgs_to, int n_exp
 }
 
 // Row and message slots, a block per expert then one per destination rank (ep_assign_block). With
-// `early` (an overlapped round, above) the last block publishes the counts, before the send, with
-// `ll` and `marked` (this rank's combine form, ep_nmsg_flags). The slots are whole: the route reads
-// no chunk_base (ep_assign_chunks' parameters, which this kernel shares, name one it leaves alone).
+// `early` (an overlapped or layout-first round) the last block publishes the counts, before the
+// send, with `ll` and `marked` (this rank's combine form, ep_nmsg_flags). The slots are whole: the
+// route reads no chunk_base (ep_assign_chunks' parameters, which this kernel shares, name one it
+// leaves alone).
 extern "C" __global__ void ep_assign_slots(const int* ids, int n_tokens, int top_k, int n_experts, int n_local,
                                            int n_ranks, int rank, int skip_a2a, int* slots, int* rank_slots,
                                            u32* chunk_base, u64* sent, u32* msgs_to, int early, u32* ticket,
@@ -407,9 +409,9 @@ extern "C" __global__ void ep_assign_slots(const int* ids, int n_tokens, int top
 
 // Row and message slots, a block per chunk of tokens (ep_assign_chunk); the last block to finish
 // lays out the chunks' starts and the totals (ep_assign_starts) and, with `early` (an overlapped
-// round, above), publishes the counts before the send, with `ll` and `marked` (this rank's combine
-// form, ep_nmsg_flags). Every entry of slots, rank_slots and chunk_base is written by exactly one
-// block, so no memset comes first.
+// or layout-first round), publishes the counts before the send, with `ll` and `marked` (this
+// rank's combine form, ep_nmsg_flags). Every entry of slots, rank_slots and chunk_base is written
+// by exactly one block, so no memset comes first.
 extern "C" __global__ void __launch_bounds__(EP_ASSIGN_THREADS)
     ep_assign_chunks(const int* ids, int n_tokens, int top_k, int n_experts, int n_local, int n_ranks, int rank,
                     int skip_a2a, int* slots, int* rank_slots, u32* chunk_base, u64* sent, u32* msgs_to, int early,
@@ -661,9 +663,10 @@ struct EpCountFits {
 // Waits for every count, then lays out the groups: row_offsets [n_groups + 1] and src_offsets
 // [n_groups, n_ranks + 1]. One block; the counts and group starts go through shared memory
 // (`smem`: 8 * n_local * n_ranks + 4 * (n_groups + 1) bytes). An overlapped round's first slice
-// then zeroes the copy-out's count of messages taken (`layout_seq[1]`, ep_copy_messages) and
-// releases round `seq` into `layout_seq[0]` (null: neither), for the send blocks still to encode
-// this rank's own messages (ep_place_own_rows) and the copy-out's helpers after the send.
+// (beside the send) or a layout-first round's (before it, comm/path.rs) then zeroes the copy-out's
+// count of messages taken (`layout_seq[1]`, ep_copy_messages) and releases round `seq` into
+// `layout_seq[0]` (null: neither), for the send blocks still to encode this rank's own messages
+// (ep_place_own_rows) and the copy-out's helpers after the send.
 extern "C" __global__ void ep_dispatch_wait(u64* counts, int n_local, int n_ranks, int rank, int skip_a2a,
                                             u64 slice_ns, int max_tokens, int shared_groups, int shared_len,
                                             int row_multiple, u32* status, u64* snapshot, u32* row_offsets,
