@@ -244,7 +244,9 @@ impl CudaComm {
 
     /// Slots, sends and signals (between nodes: sends, puts, signals): the dispatch_async
     /// kernels; at decode sizes inside one node, the whole dispatch in one launch; at prefill
-    /// sizes inside one node, also the first slice of the wait and the copy-out, overlapped.
+    /// sizes inside one node, also the first slice of the wait and the copy-out, overlapped; in
+    /// between, the first slice of the wait before the send and the copy-out after it
+    /// (layout-first).
     pub(crate) fn issue_dispatch_send(&mut self) -> Result<()> {
         self.seq = next_seq(self.seq);
         self.round.messages_pending = false;
@@ -515,7 +517,6 @@ impl CudaComm {
     /// or beside an overlapped round's send (on the copy stream); beside or before the send, it
     /// also releases the word that tells the send blocks the layout is there (`layout_seq`).
     fn launch_dispatch_wait(&self, at: LayoutWait, slice_ns: u64) -> Result<()> {
-        let beside_send = at == LayoutWait::Beside;
         let cfg = &self.cfg;
         let b = self.bufs();
         let sc = &self.sc;
@@ -546,7 +547,7 @@ impl CudaComm {
             },
             &self.seq,
         ];
-        if beside_send {
+        if at == LayoutWait::Beside {
             return self.launch_on(
                 true,
                 "ep_dispatch_wait",
@@ -563,9 +564,8 @@ impl CudaComm {
     /// overlapped round's whose send blocks write the rank's own rows (`places_own_rows`); null
     /// otherwise.
     fn layout_seq(&self) -> u64 {
-        let overlap = self.overlap_dispatch();
         if self.layout_first_dispatch()
-            || overlap && places_own_rows(self.cfg.format, self.lean_dispatch())
+            || self.overlap_dispatch() && places_own_rows(self.cfg.format, self.lean_dispatch())
         {
             self.bufs().layout_seq.ptr
         } else {

@@ -36,6 +36,11 @@ const SINGLE_DISPATCH_MAX_TOKENS_SHARED_GPU: usize = 1;
 /// 97.5; 512 tokens 1-12 us slower. So BF16 from 1024, the formats the send encodes from 2048.
 /// Again at v26 with its block shapes (dispatch.rs, `send_threads`): 1024 tokens FP8 86.3 us
 /// sequential, 90.6-101.5 overlapped; 512 BF16 71.7-72.0 sequential, 74.8-75.3 overlapped.
+/// On one H100 (v32, no NVLink transfer to hide the copy-out behind) the layout-first chain below
+/// the thresholds (`LAYOUT_FIRST_MIN_TOKENS`) beat the overlapped path above them too: one rank
+/// alone 1024 tokens BF16 98-101 -> 74 us, 2048 162-165 -> 129-130, 4096 241-245 -> 232-233, FP8
+/// 2048 116-118 -> 111, 4096 206 -> 195-197; two ranks sharing the GPU 1024 BF16 178 -> 140, 2048
+/// 340 -> 263-265, FP8 228 -> 211-214. The thresholds stay those of 2x H200 until measured there.
 /// `EP_CUDA_OVERLAP_MIN_TOKENS` overrides both (0: never).
 const OVERLAP_MIN_TOKENS: usize = 2048;
 /// [`OVERLAP_MIN_TOKENS`] for BF16, whose send does not encode.

@@ -676,7 +676,7 @@ extern "C" __global__ void ep_dispatch_wait(u64* counts, int n_local, int n_rank
     ep_await_prior_grid(); // launched chained after the send (comm/dispatch.rs)
     if (!ep_wait_counts(counts, n, rank, n_ranks, skip_a2a, slice_ns, status, snapshot, EpCountFits{(u64)max_tokens}))
         return;
-    ep_release_dependents(); // the copy-out's blocks may launch while the groups are laid out
+    ep_release_dependents(); // the next kernel's blocks (copy-out, or a layout-first send) may launch
     int n_groups = n_local + shared_groups;
     u64* cnt = smem_counts;               // [n]
     u32* start = (u32*)(smem_counts + n); // [n_groups + 1]
@@ -757,8 +757,9 @@ __device__ __forceinline__ void ep_dispatch_send_body(
     // The rank whose message's rows this block writes itself (ep_place_own_rows), -1: none.
     __shared__ int placed;
     int t = blockIdx.x;
-    // Launched chained after the assign (comm/dispatch.rs): the row, the round's input, is there
-    // before the assign starts; the slots are not until it ends. No early release (common.cuh).
+    // Launched chained after the assign, or after a layout-first round's wait, which awaits the
+    // assign (comm/dispatch.rs): the row, the round's input, is there before the assign starts;
+    // the slots are not until it ends. No early release (common.cuh).
     if (t < n_tokens) {
         EP_STAMPS
         ep_fetch_row(t, tokens, hidden, fmt, m);
