@@ -162,14 +162,6 @@ fn copy_helpers() -> bool {
     tokens_from_env(&SET, "EP_CUDA_COPY_HELPERS").is_none_or(|n| n != 0)
 }
 
-/// Experiment (v32): a layout-first round's copy-out as the overlapped round's helpers (a
-/// persistent grid on the rank's share of the SMs, a warp per message) and its tail, instead of
-/// a block per possible message. `EP_CUDA_LAYOUT_FIRST_HELPERS=1`.
-fn layout_first_helpers() -> bool {
-    static SET: OnceLock<Option<usize>> = OnceLock::new();
-    tokens_from_env(&SET, "EP_CUDA_LAYOUT_FIRST_HELPERS") == Some(1)
-}
-
 /// How long an overlapped round's send blocks wait for the layout before they send the rank's own
 /// messages as messages instead of writing their rows (dispatch.cu, `ep_place_own_rows`): by
 /// default not at all, they look once, so the blocks that run before the layout is there lose no
@@ -421,12 +413,7 @@ impl CudaComm {
         }
         if first {
             // The peers' messages, each awaited for its mark; the own ones are placed.
-            if layout_first_helpers() {
-                self.issue_copy(CopyOut::MessagesLeft, self.first_slice_ns())?;
-                self.issue_copy(CopyOut::Tail, self.first_slice_ns())?;
-            } else {
-                self.issue_copy(CopyOut::All, self.first_slice_ns())?;
-            }
+            self.issue_copy(CopyOut::All, self.first_slice_ns())?;
         }
         Ok(())
     }
