@@ -217,8 +217,8 @@ impl CudaComm {
     /// overlap, from `LAYOUT_FIRST_MIN_TOKENS`. Not by default on a rank that shares its GPU:
     /// there the copy-out's blocks, each waiting for a peer's message, can hold the SMs that the
     /// peer's send needs until the wait slice runs out (one H100, two ranks: a 10 ms second slice
-    /// in one bench run at 256 tokens; the suite's worlds, every dispatch layout-first, 10
-    /// dispatch waits of two slices or more against 1 with the defaults).
+    /// in one bench run at 256 tokens; the suite's worlds with every dispatch layout-first, 10 and
+    /// 0 dispatch waits of two slices or more in two runs, 1 and 1 with the defaults).
     /// `EP_CUDA_LAYOUT_FIRST_MIN_TOKENS` overrides it for every rank (0: never).
     pub(super) fn layout_first_dispatch(&self) -> bool {
         static MIN: OnceLock<Option<usize>> = OnceLock::new();
