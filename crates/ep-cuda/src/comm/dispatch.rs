@@ -6,7 +6,7 @@ use std::sync::OnceLock;
 use ep_core::format::TokenFormat;
 use ep_core::{DispatchInput, Format, Result};
 
-use super::path::{number_from_env, tokens_from_env};
+use super::path::{number_from_env, tokens_from_env, DispatchPath};
 use super::{contiguous, CudaComm, RoundData, SEND_THREADS, THREADS, WAIT_THREADS};
 use crate::kernels::MsgLayout;
 
@@ -250,11 +250,12 @@ impl CudaComm {
     pub(crate) fn issue_dispatch_send(&mut self) -> Result<()> {
         self.seq = next_seq(self.seq);
         self.round.messages_pending = false;
-        if self.single_dispatch() {
+        let path = self.dispatch_path();
+        if path == DispatchPath::Single {
             return self.issue_dispatch_single();
         }
-        let overlap = self.overlap_dispatch();
-        let first = self.layout_first_dispatch();
+        let overlap = path == DispatchPath::Overlapped;
+        let first = path == DispatchPath::LayoutFirst;
         // The counts go out with the assign, before the payload (each message is marked landed).
         let early = (overlap || first) as i32;
         let marked = self.marked_combine() as i32;
@@ -564,9 +565,12 @@ impl CudaComm {
     /// overlapped round's whose send blocks write the rank's own rows (`places_own_rows`); null
     /// otherwise.
     fn layout_seq(&self) -> u64 {
-        if self.layout_first_dispatch()
-            || self.overlap_dispatch() && places_own_rows(self.cfg.format, self.lean_dispatch())
-        {
+        let places = match self.dispatch_path() {
+            DispatchPath::LayoutFirst => true,
+            DispatchPath::Overlapped => places_own_rows(self.cfg.format, self.lean_dispatch()),
+            _ => false,
+        };
+        if places {
             self.bufs().layout_seq.ptr
         } else {
             0

@@ -69,14 +69,19 @@ const LEAN_MIN_TOKENS_BF16: usize = 2560;
 const CHUNKED_ASSIGN_MIN_TOKENS: usize = 4096;
 
 /// From this many tokens a multi-kernel dispatch that does not overlap lays out its groups before
-/// the send (`CudaComm::layout_first_dispatch`), on a rank with a GPU of its own. Measured on one
+/// the send (`DispatchPath::LayoutFirst`), on a rank with a GPU of its own. Measured on one
 /// H100 only (docs/perf.md, v32; 2x H200 were not lent), against the defaults, reps interleaved
 /// (`bench/results/history/layout-first-h100-2026-11-23-v32.txt`): one rank alone, 256 tokens FP8
 /// 34.5 / 34.7 -> 32.5 / 32.7 us, BF16 35.3 / 35.3 -> 33.6 / 33.8; 512 FP8 43.2 / 43.8 -> 41.4 /
 /// 41.7, BF16 46.5 / 46.4 -> 45.3 / 45.1; 1024 FP8 71.0 / 71.3 -> 65.6 / 65.2. Two ranks sharing
 /// the GPU: 256 tokens slower (FP8 43.1 / 43.5 -> 46.5 / 46.7, BF16 51.2 / 51.1 -> 55.4 / 55.5),
 /// 512 FP8 71.8 / 71.9 -> 67.7 / 67.9, BF16 91.7 / 92.0 -> 79.6 / 80.5, 1024 FP8 126.3 / 128.6 ->
-/// 115.0 / 115.8. So from 512, where both agree.
+/// 115.0 / 115.8. So from 512, where both agree. Not by default on a rank that shares its GPU:
+/// there the copy-out's blocks, each waiting for a peer's message, can hold the SMs that the
+/// peer's send needs until the wait slice runs out (one H100, two ranks: a 10 ms second slice in
+/// one bench run at 256 tokens; the suite's worlds with every dispatch layout-first, 10 and 0
+/// dispatch waits of two slices or more in two runs, 1 and 1 with the defaults).
+/// `EP_CUDA_LAYOUT_FIRST_MIN_TOKENS` overrides it for every rank (0: never).
 const LAYOUT_FIRST_MIN_TOKENS: usize = 512;
 
 /// From this many tokens a rank takes its combine rows marked and reduces them beside the send
@@ -118,19 +123,84 @@ pub(crate) fn ll_max_tokens() -> usize {
     tokens_from_env(&MAX, "EP_CUDA_LL_MAX_TOKENS").unwrap_or(LL_MAX_TOKENS)
 }
 
+/// The kernels a dispatch round takes on a rank, in order of precedence (`CudaComm::dispatch_path`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum DispatchPath {
+    /// One launch (`ep_dispatch_single`): one node, few tokens here (`SINGLE_DISPATCH_MAX_TOKENS`).
+    Single,
+    /// The copy-out overlapped with the transfer: one node, many tokens here
+    /// (`OVERLAP_MIN_TOKENS`). The counts go out before the payload, each message is marked
+    /// landed, a persistent copy-out grid on a second stream expands messages as they land.
+    Overlapped,
+    /// The groups laid out before the send: one node, from `LAYOUT_FIRST_MIN_TOKENS`. The assign
+    /// publishes the counts (as an overlapped round's does), `ep_dispatch_wait` follows it on the
+    /// rank's stream and releases the layout, so every send block writes the rank's own rows
+    /// itself (`ep_place_own_rows`) and marks its other messages landed; the copy-out after the
+    /// send then has only the peers' messages to expand.
+    LayoutFirst,
+    /// Assign, send (its last block publishes the counts), wait, copy-out: between nodes, and
+    /// where no threshold above is met.
+    Chain,
+}
+
 impl CudaComm {
-    /// This round's dispatch is one launch (`ep_dispatch_single`): one node, few tokens here,
-    /// and room for a sending block and the counting block.
-    pub(crate) fn single_dispatch(&self) -> bool {
-        static MAX: OnceLock<Option<usize>> = OnceLock::new();
-        let max = tokens_from_env(&MAX, "EP_CUDA_SINGLE_DISPATCH_MAX_TOKENS").unwrap_or(
-            if self.world.shares_gpu[self.rank] {
+    /// The path of this round's dispatch (`DispatchPath`): the first whose threshold the round
+    /// meets, in the enum's order. A function of the round alone, so the dispatch and the combine
+    /// read the same answer; ranks decide for themselves (a receiver follows each sender's
+    /// message count word, dispatch.cu).
+    pub(crate) fn dispatch_path(&self) -> DispatchPath {
+        static SINGLE_MAX: OnceLock<Option<usize>> = OnceLock::new();
+        static OVERLAP_MIN: OnceLock<Option<usize>> = OnceLock::new();
+        static FIRST_MIN: OnceLock<Option<usize>> = OnceLock::new();
+        let shares_gpu = self.world.shares_gpu[self.rank];
+        let single_max = tokens_from_env(&SINGLE_MAX, "EP_CUDA_SINGLE_DISPATCH_MAX_TOKENS")
+            .unwrap_or(if shares_gpu {
                 SINGLE_DISPATCH_MAX_TOKENS_SHARED_GPU
             } else {
                 SINGLE_DISPATCH_MAX_TOKENS
-            },
-        );
-        self.world.single_launch_blocks[self.rank] >= 2 && self.single_launch(max)
+            });
+        // A sending block and the counting block resident at once.
+        if self.world.single_launch_blocks[self.rank] >= 2 && self.single_launch(single_max) {
+            return DispatchPath::Single;
+        }
+        let from = |cell: &OnceLock<Option<usize>>, var: &str, default: usize| {
+            let min = tokens_from_env(cell, var).unwrap_or(default);
+            self.persistent_grids() && min > 0 && self.round.n_tokens >= min
+        };
+        let overlap_min = if self.cfg.format == Format::Bf16 {
+            OVERLAP_MIN_TOKENS_BF16
+        } else {
+            OVERLAP_MIN_TOKENS
+        };
+        // Not by default on a rank that shares its GPU (`LAYOUT_FIRST_MIN_TOKENS` says why).
+        let first_min = if shares_gpu {
+            0
+        } else {
+            LAYOUT_FIRST_MIN_TOKENS
+        };
+        if from(&OVERLAP_MIN, "EP_CUDA_OVERLAP_MIN_TOKENS", overlap_min) {
+            DispatchPath::Overlapped
+        } else if from(&FIRST_MIN, "EP_CUDA_LAYOUT_FIRST_MIN_TOKENS", first_min) {
+            DispatchPath::LayoutFirst
+        } else {
+            DispatchPath::Chain
+        }
+    }
+
+    /// This round's dispatch is one launch (`DispatchPath::Single`).
+    pub(crate) fn single_dispatch(&self) -> bool {
+        self.dispatch_path() == DispatchPath::Single
+    }
+
+    /// This round's dispatch overlaps its copy-out with the transfer (`DispatchPath::Overlapped`).
+    pub(super) fn overlap_dispatch(&self) -> bool {
+        self.dispatch_path() == DispatchPath::Overlapped
+    }
+
+    /// The dispatch's first wait slice is already on the stream once `issue_dispatch_send`
+    /// returns: every path but the chain, whose wait the host issues.
+    pub(crate) fn dispatch_wait_issued(&self) -> bool {
+        self.dispatch_path() != DispatchPath::Chain
     }
 
     /// This round's combine is one launch (`ep_combine_single`): one node, few tokens here, and
@@ -177,21 +247,6 @@ impl CudaComm {
         self.cfg.n_nodes == 1 && self.round.n_tokens <= ll_max_tokens()
     }
 
-    /// This round's dispatch overlaps its copy-out with the transfer: one node, many tokens here
-    /// (`OVERLAP_MIN_TOKENS`). Ranks decide for themselves; a receiver awaits the messages of
-    /// whichever senders overlapped (dispatch.cu).
-    pub(super) fn overlap_dispatch(&self) -> bool {
-        static MIN: OnceLock<Option<usize>> = OnceLock::new();
-        let min = tokens_from_env(&MIN, "EP_CUDA_OVERLAP_MIN_TOKENS").unwrap_or(
-            if self.cfg.format == Format::Bf16 {
-                OVERLAP_MIN_TOKENS_BF16
-            } else {
-                OVERLAP_MIN_TOKENS
-            },
-        );
-        self.persistent_grids() && min > 0 && self.round.n_tokens >= min && !self.single_dispatch()
-    }
-
     /// This overlapped round's send and copy-out leave each other room (dispatch.cu,
     /// `ep_dispatch_send_lean` and `ep_dispatch_copy_lean`: 40 and 48 registers a thread, so a
     /// copy block sits beside two send blocks), and the send blocks write the rank's own rows
@@ -209,33 +264,6 @@ impl CudaComm {
         self.overlap_dispatch() && min > 0 && self.round.n_tokens >= min
     }
 
-    /// This round's dispatch lays out its groups before the send: the assign publishes the counts
-    /// (as an overlapped round's does), `ep_dispatch_wait` follows it on the rank's stream and
-    /// releases the layout, so every send block writes the rank's own rows itself
-    /// (`ep_place_own_rows`) and marks its other messages landed; the copy-out after the send
-    /// then has only the peers' messages to expand. One node, a multi-kernel round that does not
-    /// overlap, from `LAYOUT_FIRST_MIN_TOKENS`. Not by default on a rank that shares its GPU:
-    /// there the copy-out's blocks, each waiting for a peer's message, can hold the SMs that the
-    /// peer's send needs until the wait slice runs out (one H100, two ranks: a 10 ms second slice
-    /// in one bench run at 256 tokens; the suite's worlds with every dispatch layout-first, 10 and
-    /// 0 dispatch waits of two slices or more in two runs, 1 and 1 with the defaults).
-    /// `EP_CUDA_LAYOUT_FIRST_MIN_TOKENS` overrides it for every rank (0: never).
-    pub(super) fn layout_first_dispatch(&self) -> bool {
-        static MIN: OnceLock<Option<usize>> = OnceLock::new();
-        let min = tokens_from_env(&MIN, "EP_CUDA_LAYOUT_FIRST_MIN_TOKENS").unwrap_or(
-            if self.world.shares_gpu[self.rank] {
-                0
-            } else {
-                LAYOUT_FIRST_MIN_TOKENS
-            },
-        );
-        self.persistent_grids()
-            && min > 0
-            && self.round.n_tokens >= min
-            && !self.single_dispatch()
-            && !self.overlap_dispatch()
-    }
-
     /// This round's slots are assigned per chunk of tokens (`ep_assign_chunks`).
     pub(super) fn chunked_assign(&self) -> bool {
         static MIN: OnceLock<Option<usize>> = OnceLock::new();
@@ -251,12 +279,6 @@ impl CudaComm {
         static OFF: OnceLock<bool> = OnceLock::new();
         let off = *OFF.get_or_init(|| number_from_env("EP_CUDA_CHAINED_LAUNCH") == Some(0));
         !off && self.k().chained_launches
-    }
-
-    /// The dispatch's first wait slice is already on the stream once `issue_dispatch_send`
-    /// returns (a single-launch, overlapped or layout-first round).
-    pub(crate) fn dispatch_wait_issued(&self) -> bool {
-        self.single_dispatch() || self.overlap_dispatch() || self.layout_first_dispatch()
     }
 
     fn single_launch(&self, max_tokens: usize) -> bool {
