@@ -163,24 +163,12 @@ impl Kernels {
         let mut functions = HashMap::new();
         let mut modules = Vec::new();
         let prelude = prelude();
-        // Experiment (v33): the shared-memory share of the L1 every kernel prefers, in percent
-        // (EP_CUDA_SMEM_CARVEOUT; the driver's choice when unset), to see whether an SM's
-        // reconfiguration between the start gate and a phase's kernel is on the decode path.
-        let carveout = crate::comm::number_from_env("EP_CUDA_SMEM_CARVEOUT").map(|p| p.min(100) as i32);
         for (_, body, names) in PROGRAMS {
             let module = ctx
                 .load_module(compile(&source(body, &prelude), arch)?)
                 .map_err(cuda)?;
             for name in *names {
-                let f = module.load_function(name).map_err(cuda)?;
-                if let Some(percent) = carveout {
-                    f.set_attribute(
-                        cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
-                        percent,
-                    )
-                    .map_err(cuda)?;
-                }
-                functions.insert(*name, f);
+                functions.insert(*name, module.load_function(name).map_err(cuda)?);
             }
             modules.push(module);
         }

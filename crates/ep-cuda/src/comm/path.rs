@@ -98,7 +98,7 @@ pub(super) fn tokens_from_env(cell: &OnceLock<Option<usize>>, var: &str) -> Opti
 
 /// The number in the environment variable `var`: `None` when unset, or with a warning when it is
 /// not a number. Read every call; the tunables cache it (`tokens_from_env`).
-pub(crate) fn number_from_env(var: &str) -> Option<usize> {
+pub(super) fn number_from_env(var: &str) -> Option<usize> {
     match std::env::var(var).as_deref().map(str::parse) {
         Err(_) => None,
         Ok(Ok(n)) => Some(n),
