@@ -1221,17 +1221,20 @@ __device__ __forceinline__ u32 ep_warp_claim(u32* claimed) {
 // token, where each SM has only so many stores in flight. With `Claimed` (warps) each warp takes
 // the walk's next item from the count `claimed` instead, so that grids launched apart share the
 // walk (the overlapped copy-out and its helpers after the send; `first` and `step` unused).
+// `busy`: of the `step` blocks, how many are still sending (the single-launch dispatch's, which
+// walk from `first` rotated past them): Spread cuts a message only among the others.
 // `WarpBatch`: ep_copy_rows'. Returns false when a message's mark did not come.
 template <bool Warp, bool Spread = false, bool Placed = true, bool Claimed = false, int WarpBatch = 8>
 __device__ bool ep_copy_messages(u64 first, u64 step, const u8* recv, const u32* nmsg, const u32* src_offsets,
                                  u64 rows, int n_local, int n_ranks, int rank, int skip_a2a, int shared_groups,
                                  int max_tokens, int hidden, int fmt, MsgLayout m, u8* recv_tokens, u8* recv_scales,
                                  int* src_info, int* row_src, u32* status, EpLanding landing, EpRows& scratch,
-                                 int* msg_rows = nullptr, u32* claimed = nullptr) {
+                                 int* msg_rows = nullptr, u32* claimed = nullptr, u64 busy = 0) {
     u32 most = 0;
     for (int s = 0; s < n_ranks; s++) most = max(most, ep_messages_from(nmsg[s], s, rank, skip_a2a, max_tokens));
     u64 messages = (u64)most * n_ranks;
-    int parts = !Spread || messages == 0 ? 1 : (int)max((u64)1, min((u64)m.top_k, step / messages));
+    u64 spare = step - min(busy, step);
+    int parts = !Spread || messages == 0 ? 1 : (int)max((u64)1, min((u64)m.top_k, spare / messages));
     static_assert(!Claimed || (Warp && !Spread), "a message is taken by a warp, whole");
     for (u64 w = Claimed ? ep_warp_claim(claimed) : first; w < messages * parts;
          w = Claimed ? ep_warp_claim(claimed) : w + step) {
@@ -1501,7 +1504,7 @@ __device__ void ep_single_copy_out(const u64* got, const u32* start, const u32* 
                                    const u8* recv, const u32* nmsg, int n_local, int n_ranks, int rank, int skip_a2a,
                                    int shared_groups, int max_tokens, int hidden, int fmt, MsgLayout m,
                                    u8* recv_tokens, u8* recv_scales, int* src_info, int* row_src, u32* status,
-                                   u64* snapshot, u32* row_offsets, u32* src_offsets, EpRows& scratch) {
+                                   u64* snapshot, u32* row_offsets, u32* src_offsets, EpRows& scratch, u64 busy) {
     int n = n_local * n_ranks, n_groups = n_local + shared_groups;
     u64 rows = start[n_groups];
     if (b == 0) {
@@ -1517,7 +1520,7 @@ __device__ void ep_single_copy_out(const u64* got, const u32* start, const u32* 
     EP_STAMP(8);
     if (!ep_copy_messages<false, Spread, false>(b, blocks, recv, nmsg, src_off, rows, n_local, n_ranks, rank, skip_a2a,
                                  shared_groups, max_tokens, hidden, fmt, m, recv_tokens, recv_scales, src_info,
-                                 row_src, status, landing, scratch))
+                                 row_src, status, landing, scratch, nullptr, nullptr, busy))
         return;
     EP_STAMP(10);
     u64 first = src_off[rank];
@@ -1530,7 +1533,7 @@ __device__ void ep_single_copy_out(const u64* got, const u32* start, const u32* 
 // The whole dispatch inside one node, in one launch (see above): blocks 0 .. gridDim.x - 2 send
 // the tokens, the last block counts and publishes (gridDim.x >= 2). Dynamic shared memory: the
 // largest of the send's (message + row in f32), the totals' (4 * (n_experts + n_ranks)) and the
-// layout's (8 * n + 4 * (n_groups + 1 + n_groups * (n_ranks + 1))), n = n_local * n_ranks.
+// layout's (8 * n + 4 * (n_groups + 1 + n_groups * (n_ranks + 1) + n_ranks)), n = n_local * n_ranks.
 // `ticket` holds two words; the second counts the blocks that have read the counts, which the
 // counting block resets at its end (ep_counts_read, ep_reset_counts_when_read).
 // `Spread` (ep_dispatch_single_spread, for the smallest sizes, where the grid has blocks to
@@ -1586,21 +1589,32 @@ __device__ __forceinline__ void ep_dispatch_single_body(
     EP_STAMP(3);
 
     int n = n_local * n_ranks, n_groups = n_local + shared_groups;
-    u64* got = (u64*)smem_u4;            // [n]
-    u32* start = (u32*)(got + n);        // [n_groups + 1]
-    u32* src_off = start + n_groups + 1; // [n_groups, n_ranks + 1]
+    u64* got = (u64*)smem_u4;                    // [n]
+    u32* start = (u32*)(got + n);                // [n_groups + 1]
+    u32* src_off = start + n_groups + 1;         // [n_groups, n_ranks + 1]
+    u32* nm = src_off + n_groups * (n_ranks + 1); // [n_ranks]: the message count words
     u32 outcome = ep_poll_counts(counts, n, rank, n_ranks, skip_a2a, slice_ns, got, nullptr,
                                  EpCountFits{(u64)max_tokens});
     EP_STAMP(4);
     ep_counts_read(outcome, ticket + 1, status);
     if (outcome == EP_OK) {
+        // The message counts (stored before the counts, which the poll acquired) are loaded now
+        // and awaited only after the layout: the copy-out's first read, off its chain of round
+        // trips (nmsg, then a message's mark, then the message).
+        u32 nm_mine = threadIdx.x < n_ranks ? nmsg[threadIdx.x] : 0;
         int shared_len = shared_end - shared_start;
         ep_layout_groups(got, n_local, n_ranks, rank, shared_groups, shared_len, row_multiple, start, src_off);
+        for (int s = threadIdx.x; s < n_ranks; s += blockDim.x) nm[s] = s < (int)blockDim.x ? nm_mine : nmsg[s];
+        __syncthreads();
         EP_STAMP(5);
-        ep_single_copy_out<Spread>(got, start, src_off, blockIdx.x, gridDim.x, shared_len, shared_msgs, row_multiple,
-                           EpLanding{seq, slice_ns}, recv, nmsg, n_local, n_ranks, rank, skip_a2a, shared_groups,
-                           max_tokens, hidden, fmt, m, recv_tokens, recv_scales, src_info, row_src, status, snapshot,
-                           row_offsets, src_offsets, scratch);
+        // The copy-out's walk starts past the blocks still sending (the last to get here), which
+        // take its items only when the others cannot.
+        u32 busy = min(items, senders);
+        ep_single_copy_out<Spread>(got, start, src_off, (blockIdx.x + gridDim.x - busy) % gridDim.x, gridDim.x,
+                                   shared_len, shared_msgs, row_multiple, EpLanding{seq, slice_ns}, recv, nm, n_local,
+                                   n_ranks, rank, skip_a2a, shared_groups, max_tokens, hidden, fmt, m, recv_tokens,
+                                   recv_scales, src_info, row_src, status, snapshot, row_offsets, src_offsets,
+                                   scratch, busy);
     }
     EP_STAMP(6);
     if (counter) ep_reset_counts_when_read(ticket + 1, gridDim.x, counts, n, rank, n_ranks, skip_a2a, status);
