@@ -125,10 +125,6 @@ fn prelude() -> String {
         "#define EP_LL_MAX_TOKENS {}\n",
         crate::comm::ll_max_tokens()
     );
-    // Experiment (v33, not a setting): the counts-read ticket without its release fence.
-    if std::env::var_os("EP_CUDA_EXPERIMENT_RELAXED_TICKET").is_some() {
-        prelude += "#define EP_EXPERIMENT_RELAXED_TICKET 1\n";
-    }
     if let Some(trace) = std::env::var_os("EP_CUDA_TRACE") {
         prelude += "#define EP_TRACE 1\n";
         if trace == "all" {

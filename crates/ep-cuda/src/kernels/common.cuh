@@ -685,11 +685,7 @@ __device__ __forceinline__ u32 ep_load_acquire_gpu(const u32* p) {
 __device__ void ep_counts_read(u32 outcome, u32* ticket, u32* status) {
     if (threadIdx.x == 0) {
         if (outcome != EP_OK) atomicExch(status, outcome);
-#ifdef EP_EXPERIMENT_RELAXED_TICKET
-        asm volatile("red.relaxed.gpu.global.add.u32 [%0], %1;" ::"l"(ticket), "r"(1u) : "memory");
-#else
         ep_red_release_gpu(ticket, 1);
-#endif
     }
 }
 
