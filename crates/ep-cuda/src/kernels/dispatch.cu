@@ -631,44 +631,12 @@ __device__ void ep_block_scan(u32* a, int n) {
 __device__ void ep_layout_groups(const u64* cnt, int n_local, int n_ranks, int rank, int shared_groups,
                                  int shared_len, int row_multiple, u32* start, u32* src_offsets) {
     int n_groups = n_local + shared_groups;
-    // Rows from source s for group g.
-    auto rows = [&](int g, int s) -> u32 {
-        return g < shared_groups ? (s == rank ? shared_len : 0) : (u32)cnt[(g - shared_groups) * n_ranks + s];
-    };
-    if (n_groups <= (int)blockDim.x) {
-        // One group per thread: its start stays in a register, so the scan and the source offsets
-        // take two barriers, not the general form's six (on the decode path of every single-launch
-        // dispatch and every wait kernel).
-        __shared__ u32 warp_total[32];
-        int g = threadIdx.x, lane = threadIdx.x & 31;
-        u32 size = 0;
-        for (int s = 0; g < n_groups && s < n_ranks; s++) size += rows(g, s);
-        u32 rounded = (size + row_multiple - 1) / row_multiple * row_multiple, v = rounded;
-        for (int off = 1; off < 32; off <<= 1) {
-            u32 o = __shfl_up_sync(0xffffffffu, v, off);
-            if (lane >= off) v += o;
-        }
-        if (lane == 31) warp_total[threadIdx.x >> 5] = v;
-        __syncthreads();
-        for (int w = 0; w < (int)(threadIdx.x >> 5); w++) v += warp_total[w];
-        if (g < n_groups) {
-            u32 cursor = v - rounded;
-            start[g] = cursor;
-            if (g == n_groups - 1) start[n_groups] = v;
-            for (int s = 0; s < n_ranks; s++) {
-                src_offsets[g * (n_ranks + 1) + s] = cursor;
-                cursor += rows(g, s);
-            }
-            src_offsets[g * (n_ranks + 1) + n_ranks] = cursor;
-        }
-        __syncthreads();
-        return;
-    }
     // Group sizes rounded up to the row multiple; since every start is a multiple of it, the
     // starts are the exclusive prefix sum of the rounded sizes.
     for (int g = threadIdx.x; g < n_groups; g += blockDim.x) {
         u32 size = 0;
-        for (int s = 0; s < n_ranks; s++) size += rows(g, s);
+        for (int s = 0; s < n_ranks; s++)
+            size += g < shared_groups ? (s == rank ? shared_len : 0) : (u32)cnt[(g - shared_groups) * n_ranks + s];
         start[g + 1] = (size + row_multiple - 1) / row_multiple * row_multiple;
     }
     if (threadIdx.x == 0) start[0] = 0;
@@ -678,7 +646,7 @@ __device__ void ep_layout_groups(const u64* cnt, int n_local, int n_ranks, int r
         u32 cursor = start[g];
         for (int s = 0; s < n_ranks; s++) {
             src_offsets[g * (n_ranks + 1) + s] = cursor;
-            cursor += rows(g, s);
+            cursor += g < shared_groups ? (s == rank ? shared_len : 0) : (u32)cnt[(g - shared_groups) * n_ranks + s];
         }
         src_offsets[g * (n_ranks + 1) + n_ranks] = cursor;
     }
