@@ -1532,9 +1532,8 @@ __device__ void ep_single_copy_out(const u64* got, const u32* start, const u32* 
 
 // The whole dispatch inside one node, in one launch (see above): blocks 0 .. gridDim.x - 2 send
 // the tokens, the last block counts and publishes (gridDim.x >= 2). Dynamic shared memory: the
-// largest of the send's (message + row in f32), the totals' (4 * (n_experts + n_ranks + 1), then
-// the peers' addresses, 16 * n_ranks) and the layout's (8 * n + 4 * (n_groups + 1 + n_groups *
-// (n_ranks + 1) + n_ranks)), n = n_local * n_ranks.
+// largest of the send's (message + row in f32), the totals' (4 * (n_experts + n_ranks)) and the
+// layout's (8 * n + 4 * (n_groups + 1 + n_groups * (n_ranks + 1) + n_ranks)), n = n_local * n_ranks.
 // `ticket` holds two words; the second counts the blocks that have read the counts, which the
 // counting block resets at its end (ep_counts_read, ep_reset_counts_when_read).
 // `Spread` (ep_dispatch_single_spread, for the smallest sizes, where the grid has blocks to
@@ -1561,21 +1560,10 @@ __device__ __forceinline__ void ep_dispatch_single_body(
     int senders = gridDim.x - 1;
     bool counter = blockIdx.x == senders;
     if (counter) {
-        // The peers' count and message count addresses are loaded before the count and stored
-        // to shared memory after it: their round trips off the publish's path.
-        u64 count_at = threadIdx.x < n_ranks ? count_ptrs[threadIdx.x] : 0;
-        u64 nmsg_at = threadIdx.x < n_ranks ? nmsg_ptrs[threadIdx.x] : 0;
         u32* hist = (u32*)smem_u4;
         ep_count_sent(ids, n_tokens, top_k, n_experts, n_local, n_ranks, rank, skip_a2a, hist, sent);
         EP_STAMP(1);
-        u64* at = (u64*)smem_u4 + (n_experts + n_ranks + 1) / 2; // [2, n_ranks], after hist
-        for (int p = threadIdx.x; p < n_ranks; p += blockDim.x) {
-            bool mine = p < (int)blockDim.x;
-            at[p] = mine ? count_at : count_ptrs[p];
-            at[n_ranks + p] = mine ? nmsg_at : nmsg_ptrs[p];
-        }
-        __syncthreads();
-        ep_publish_counts(hist, hist + n_experts, n_experts, n_local, n_ranks, rank, skip_a2a, at, at + n_ranks,
+        ep_publish_counts(hist, hist + n_experts, n_experts, n_local, n_ranks, rank, skip_a2a, count_ptrs, nmsg_ptrs,
                           ep_nmsg_flags(1, ll, 0));
         EP_STAMP(2);
     }
