@@ -1607,9 +1607,12 @@ __device__ __forceinline__ void ep_dispatch_single_body(
         for (int s = threadIdx.x; s < n_ranks; s += blockDim.x) nm[s] = s < (int)blockDim.x ? nm_mine : nmsg[s];
         __syncthreads();
         EP_STAMP(5);
-        // The copy-out's walk starts past the blocks still sending (the last to get here), which
-        // take its items only when the others cannot.
-        u32 busy = min(items, senders);
+        // While some sending blocks had no token to send, the copy-out's walk starts past the
+        // ones that did (the last to get here), which take its items only when the others cannot
+        // (1 token BF16, one H200, one rank alone: 12.8 -> 12.0 us; 32 FP8 18.2 -> 14.6). When
+        // every one sent, the walk stays as it was: with one rank alone, block b copies the
+        // message it sent (rotated, 128 tokens BF16 read 20.9 -> 22.1).
+        u32 busy = items < senders ? items : 0;
         ep_single_copy_out<Spread>(got, start, src_off, (blockIdx.x + gridDim.x - busy) % gridDim.x, gridDim.x,
                                    shared_len, shared_msgs, row_multiple, EpLanding{seq, slice_ns}, recv, nm, n_local,
                                    n_ranks, rank, skip_a2a, shared_groups, max_tokens, hidden, fmt, m, recv_tokens,
