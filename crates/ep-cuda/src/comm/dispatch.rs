@@ -431,11 +431,11 @@ impl CudaComm {
         let (ranks, groups) = (cfg.n_ranks(), cfg.n_groups());
         let counts = cfg.n_local_experts() * ranks;
         // The kernel's phases share its dynamic shared memory: the send's, the totals, the
-        // counts, layout and message counts.
+        // counts and layout.
         let smem = [
             send_smem(cfg.format, &m, cfg.hidden),
             4 * (cfg.n_experts + ranks),
-            8 * counts + 4 * (groups + 1 + groups * (ranks + 1) + ranks),
+            8 * counts + 4 * (groups + 1 + groups * (ranks + 1)),
         ]
         .into_iter()
         .max()

@@ -1533,7 +1533,7 @@ __device__ void ep_single_copy_out(const u64* got, const u32* start, const u32* 
 // The whole dispatch inside one node, in one launch (see above): blocks 0 .. gridDim.x - 2 send
 // the tokens, the last block counts and publishes (gridDim.x >= 2). Dynamic shared memory: the
 // largest of the send's (message + row in f32), the totals' (4 * (n_experts + n_ranks)) and the
-// layout's (8 * n + 4 * (n_groups + 1 + n_groups * (n_ranks + 1) + n_ranks)), n = n_local * n_ranks.
+// layout's (8 * n + 4 * (n_groups + 1 + n_groups * (n_ranks + 1))), n = n_local * n_ranks.
 // `ticket` holds two words; the second counts the blocks that have read the counts, which the
 // counting block resets at its end (ep_counts_read, ep_reset_counts_when_read).
 // `Spread` (ep_dispatch_single_spread, for the smallest sizes, where the grid has blocks to
@@ -1589,32 +1589,25 @@ __device__ __forceinline__ void ep_dispatch_single_body(
     EP_STAMP(3);
 
     int n = n_local * n_ranks, n_groups = n_local + shared_groups;
-    u64* got = (u64*)smem_u4;                    // [n]
-    u32* start = (u32*)(got + n);                // [n_groups + 1]
-    u32* src_off = start + n_groups + 1;         // [n_groups, n_ranks + 1]
-    u32* nm = src_off + n_groups * (n_ranks + 1); // [n_ranks]: the message count words
+    u64* got = (u64*)smem_u4;            // [n]
+    u32* start = (u32*)(got + n);        // [n_groups + 1]
+    u32* src_off = start + n_groups + 1; // [n_groups, n_ranks + 1]
     u32 outcome = ep_poll_counts(counts, n, rank, n_ranks, skip_a2a, slice_ns, got, nullptr,
                                  EpCountFits{(u64)max_tokens});
     EP_STAMP(4);
     ep_counts_read(outcome, ticket + 1, status);
     if (outcome == EP_OK) {
-        // The message counts (stored before the counts, which the poll acquired) are loaded now
-        // and awaited only after the layout: the copy-out's first read, off its chain of round
-        // trips (nmsg, then a message's mark, then the message).
-        u32 nm_mine = threadIdx.x < n_ranks ? nmsg[threadIdx.x] : 0;
         int shared_len = shared_end - shared_start;
         ep_layout_groups(got, n_local, n_ranks, rank, shared_groups, shared_len, row_multiple, start, src_off);
-        for (int s = threadIdx.x; s < n_ranks; s += blockDim.x) nm[s] = s < (int)blockDim.x ? nm_mine : nmsg[s];
-        __syncthreads();
         EP_STAMP(5);
         // While some sending blocks had no token to send, the copy-out's walk starts past the
-        // ones that did (the last to get here), which take its items only when the others cannot
-        // (1 token BF16, one H200, one rank alone: 12.8 -> 12.0 us; 32 FP8 18.2 -> 14.6). When
-        // every one sent, the walk stays as it was: with one rank alone, block b copies the
-        // message it sent (rotated, 128 tokens BF16 read 20.9 -> 22.1).
+        // ones that did (the last to get here, ~1.3 us after the others at 1 token), which take
+        // its items only when the others cannot (one H200, one rank alone: 1 token BF16 13.0 ->
+        // 12.1 us, 32 tokens FP8 18.2 -> 14.7). When every one sent, the walk stays as it was
+        // (with one rank alone, block b then copies the message it sent).
         u32 busy = items < senders ? items : 0;
         ep_single_copy_out<Spread>(got, start, src_off, (blockIdx.x + gridDim.x - busy) % gridDim.x, gridDim.x,
-                                   shared_len, shared_msgs, row_multiple, EpLanding{seq, slice_ns}, recv, nm, n_local,
+                                   shared_len, shared_msgs, row_multiple, EpLanding{seq, slice_ns}, recv, nmsg, n_local,
                                    n_ranks, rank, skip_a2a, shared_groups, max_tokens, hidden, fmt, m, recv_tokens,
                                    recv_scales, src_info, row_src, status, snapshot, row_offsets, src_offsets,
                                    scratch, busy);
