@@ -355,7 +355,7 @@ impl CudaComm {
             &ll,
             // The own rows' layout, written beside an overlapped send or before a layout-first
             // one (`ep_place_own_rows`).
-            &self.layout_seq(),
+            &self.layout_seq(path),
             &own_rows_wait_ns(),
             &b.row_offsets.ptr,
             &b.src_offsets.ptr,
@@ -564,8 +564,8 @@ impl CudaComm {
     /// The word that tells the send blocks the layout is there: a layout-first round's, and an
     /// overlapped round's whose send blocks write the rank's own rows (`places_own_rows`); null
     /// otherwise.
-    fn layout_seq(&self) -> u64 {
-        let places = match self.dispatch_path() {
+    fn layout_seq(&self, path: DispatchPath) -> u64 {
+        let places = match path {
             DispatchPath::LayoutFirst => true,
             DispatchPath::Overlapped => places_own_rows(self.cfg.format, self.lean_dispatch()),
             _ => false,

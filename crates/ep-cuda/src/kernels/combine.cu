@@ -361,8 +361,7 @@ extern "C" __global__ void __launch_bounds__(1024) ep_combine_reduce(const u16* 
                                              const u16* shared_rows, int shared_start, int shared_end,
                                              int epilogue, const u16* residual, float scale, u16* out,
                                              u8* fp8_payload, float* fp8_scales, const u32* status) {
-    ep_await_prior_grid();          // launched chained (comm/combine.rs)
-    if (status[0] != EP_OK) return; // launched with the wait, before the host knows it completed
+    if (!ep_wait_completed(status)) return;
     extern __shared__ float smem_f[];
     __shared__ EpSlots sl;
     ep_list_slots(sl, blockIdx.x, ids, weights, top_k, rank, n_local, skip_a2a);
@@ -424,8 +423,7 @@ extern "C" __global__ void ep_combine_await_marks(const int* ids, int top_k, int
                                                   u32* status) {
     __shared__ int rows[EP_MAX_TOP_K];
     __shared__ int n;
-    ep_await_prior_grid(); // launched chained (comm/combine.rs)
-    if (status[0] != EP_OK) return;
+    if (!ep_wait_completed(status)) return;
     int t = blockIdx.x;
     if (threadIdx.x == 0) {
         const int* tid = ids + (u64)t * top_k;
@@ -440,8 +438,7 @@ extern "C" __global__ void ep_combine_await_marks(const int* ids, int top_k, int
 // Without weights: each slot's returned row, masked and off-device slots zero. One block per token.
 extern "C" __global__ void ep_combine_unreduced(const u16* recv, const int* ids, int top_k, int hidden, int rank,
                                                 int n_local, int skip_a2a, u16* out, const u32* status) {
-    ep_await_prior_grid(); // launched chained (comm/combine.rs)
-    if (status[0] != EP_OK) return;
+    if (!ep_wait_completed(status)) return;
     int t = blockIdx.x;
     const int* tid = ids + (u64)t * top_k;
     for (int k = 0; k < top_k; k++) {
@@ -460,8 +457,7 @@ extern "C" __global__ void ep_combine_unreduced(const u16* recv, const int* ids,
 extern "C" __global__ void ep_combine_ll_unpack(const u64* ll_ptrs, u32 seq, u64 slice_ns, const int* ids, int top_k,
                                                 int hidden, int rank, int n_local, int n_ranks, int skip_a2a,
                                                 u16* recv, u32* status) {
-    ep_await_prior_grid(); // launched chained (comm/combine.rs)
-    if (status[0] != EP_OK) return;
+    if (!ep_wait_completed(status)) return;
     int t = blockIdx.x, w8 = hidden / 8;
     const int* tid = ids + (u64)t * top_k;
     EpLlWait ll{(const ulonglong2*)ll_ptrs[rank], seq, ep_globaltimer() + slice_ns, status, n_local, n_ranks};

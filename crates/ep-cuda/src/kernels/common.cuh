@@ -497,6 +497,14 @@ __device__ __forceinline__ void ep_publish(u64* at, u64 v) {
 #define EP_COUNT_MISMATCH 3
 #define EP_MESSAGES_PENDING 4 // the counts were there, a message was not when the slice ran out
 
+// The start of a kernel launched chained after a wait kernel (comm/combine.rs): once that kernel
+// has completed, whether its wait did (the status word). The host issues such kernels with the
+// wait, before it knows; they return at once when it did not.
+__device__ __forceinline__ bool ep_wait_completed(const u32* status) {
+    ep_await_prior_grid();
+    return status[0] == EP_OK;
+}
+
 // ---- combine rows in LL form (decode sizes) ---------------------------------------------------
 //
 // A rank with at most EP_LL_MAX_TOKENS tokens inside one node (the host decides: comm/path.rs,
