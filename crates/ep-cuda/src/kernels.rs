@@ -17,6 +17,7 @@ pub const DISPATCH: &str = include_str!("kernels/dispatch.cu");
 pub const COMBINE: &str = include_str!("kernels/combine.cu");
 pub const SWIGLU: &str = include_str!("kernels/swiglu.cu");
 pub const BENCH: &str = include_str!("kernels/bench.cu");
+pub const PROBE: &str = include_str!("kernels/probe.cu");
 
 /// The kernels of each program, by entry point.
 pub const PROGRAMS: &[(&str, &str, &[&str])] = &[
@@ -70,6 +71,7 @@ pub const PROGRAMS: &[(&str, &str, &[&str])] = &[
             "ep_bench_exchange",
         ],
     ),
+    ("probe", PROBE, &["ep_probe_signal", "ep_probe_timer"]),
 ];
 
 /// Every program is the shared header plus its file, after an optional prelude of defines.

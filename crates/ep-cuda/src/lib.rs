@@ -13,12 +13,14 @@
 //! - `world`: `ep_init`: placement, peer access, every rank's buffers.
 //! - `comm`: [`CudaComm`], one rank's dispatch, combine and SwiGLU.
 //! - [`mod@bench`]: device-resident timed rounds, the copy ceiling, the NCCL baseline.
+//! - [`probe`]: latency probes of the protocol's signals (publish and poll flavours).
 
 pub mod bench;
 mod comm;
 pub mod driver;
 pub mod kernels;
 mod memory;
+pub mod probe;
 mod world;
 
 use std::sync::Arc;

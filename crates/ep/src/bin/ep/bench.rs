@@ -59,6 +59,11 @@ pub struct Args {
     /// whose output stayed on a GPU host.
     #[arg(long, value_name = "JSON", conflicts_with = "sweep")]
     print: Option<PathBuf>,
+    /// CUDA: instead of the phases, probe the latency of the protocol's signals on GPU 0 (a
+    /// word published by one block and polled by others, per flavour of publish and poll, and
+    /// the step of %globaltimer), print it and exit.
+    #[arg(long, conflicts_with_all = ["sweep", "print"])]
+    probe_signals: bool,
 }
 
 #[derive(Clone, Copy)]
@@ -149,6 +154,9 @@ impl Measured {
 }
 
 pub fn main(args: Args) -> Result<ExitCode, String> {
+    if args.probe_signals {
+        return probe_signals(args.target.backend);
+    }
     if let Some(path) = &args.print {
         let bad = |e: &dyn std::fmt::Display| format!("{}: {e}", path.display());
         let text = std::fs::read_to_string(path).map_err(|e| bad(&e))?;
@@ -305,6 +313,22 @@ pub fn main(args: Args) -> Result<ExitCode, String> {
         );
     }
     Ok(ExitCode::SUCCESS)
+}
+
+fn probe_signals(kind: BackendKind) -> Result<ExitCode, String> {
+    match kind {
+        #[cfg(feature = "cuda")]
+        BackendKind::Cuda => {
+            let probes = ep::cuda::probe::probe_signals(0, None).map_err(|e| e.to_string())?;
+            print!("{probes}");
+            Ok(ExitCode::SUCCESS)
+        }
+        #[cfg(not(feature = "cuda"))]
+        BackendKind::Cuda => Err("this build has no cuda backend".into()),
+        BackendKind::Sim => {
+            Err("--probe-signals probes GPU signals: it needs --backend cuda".into())
+        }
+    }
 }
 
 fn scenario_config(args: &Args, sc: &Scenario, ranks: usize) -> Result<EpConfig, String> {

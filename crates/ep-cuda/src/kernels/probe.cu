@@ -1,0 +1,108 @@
+// Latency probes of the protocol's signals (`ep bench --probe-signals`, probe.rs): how long a
+// word one block publishes takes to be seen by blocks polling it, per flavour of publish and of
+// poll and per number of pollers; and the step of %globaltimer, which the traces' stamps read.
+// The decode traces (docs/perf.md, v33) put ~1.8-2 us between a count's publish and its being
+// seen, with every block of the grid polling every count.
+
+// How block 0 publishes a word (probe.rs' Publish, in that order).
+#define EP_PROBE_PUB_FENCE 0       // ep_publish: fence.acq_rel.sys, then st.relaxed.sys
+#define EP_PROBE_PUB_RELEASE 1     // st.release.sys
+#define EP_PROBE_PUB_RELAXED 2     // st.relaxed.sys alone (orders nothing; the wire's cost)
+#define EP_PROBE_PUB_SC_FENCE 3    // fence.sc.sys (__threadfence_system), then st.relaxed.sys
+#define EP_PROBE_PUB_GPU_FENCE 4   // fence.acq_rel.gpu, then st.relaxed.gpu (one GPU only)
+
+// How a poller reads it (probe.rs' Poll, in that order). The relaxed and volatile polls take one
+// fence.acq_rel.sys once the word is there, which makes them an acquire.
+#define EP_PROBE_POLL_ACQUIRE 0     // ld.acquire.sys (ep_poll_counts)
+#define EP_PROBE_POLL_RELAXED 1     // ld.relaxed.sys
+#define EP_PROBE_POLL_VOLATILE 2    // ld.volatile
+#define EP_PROBE_POLL_ACQUIRE_GPU 3 // ld.acquire.gpu (one GPU only)
+
+__device__ __forceinline__ void ep_probe_publish(u64* p, u64 v, int publish) {
+    switch (publish) {
+    case EP_PROBE_PUB_FENCE: ep_publish(p, v); break;
+    case EP_PROBE_PUB_RELEASE: asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory"); break;
+    case EP_PROBE_PUB_RELAXED: ep_store_relaxed_sys(p, v); break;
+    case EP_PROBE_PUB_SC_FENCE:
+        __threadfence_system();
+        ep_store_relaxed_sys(p, v);
+        break;
+    default:
+        ep_fence_acq_rel_gpu();
+        asm volatile("st.relaxed.gpu.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+    }
+}
+
+__device__ __forceinline__ u64 ep_probe_load(const u64* p, int poll) {
+    u64 v;
+    switch (poll) {
+    case EP_PROBE_POLL_ACQUIRE: return ep_load_acquire(p);
+    case EP_PROBE_POLL_RELAXED: asm volatile("ld.relaxed.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory"); break;
+    case EP_PROBE_POLL_VOLATILE: asm volatile("ld.volatile.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory"); break;
+    default: asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+    }
+    return v;
+}
+
+// Polls `p` until it reaches `want` (as ep_poll_counts does: a deadline check and a nap of
+// `nap_ns` between loads; 0: no nap). False when the deadline passed first.
+__device__ __forceinline__ bool ep_probe_await(const u64* p, u64 want, int poll, int nap_ns, u64 deadline) {
+    while (ep_probe_load(p, poll) < want) {
+        if (ep_globaltimer() > deadline) return false;
+        if (nap_ns > 0) __nanosleep(nap_ns);
+    }
+    if (poll == EP_PROBE_POLL_RELAXED || poll == EP_PROBE_POLL_VOLATILE) ep_fence_acq_rel();
+    return true;
+}
+
+// Round trips of a signal. Each round r (1, 2, ...): block 0 writes `payload16` 16-byte words of
+// `payload` (the row a real publish would vouch for; 0: none), then thread i < n_words publishes
+// r into words[i]. Every other block polls all of them, thread i word i, and once its block has
+// seen every word acks r (ep_publish into acks[block]). Block 0 waits for every block's ack (an
+// acquire poll without a nap, the same in every configuration) before the next round.
+// out[0]: ns from round 2's start to the end (round 1 warms up), out[1]: 1 when a poll passed
+// `timeout_ns` (every block then gives up). All blocks must be resident: the grid is at most one
+// block per SM. `words` and `acks` are 0 before the launch.
+extern "C" __global__ void ep_probe_signal(u64* words, u64* acks, int n_words, int rounds, int publish, int poll,
+                                           int nap_ns, uint4* payload, u64 payload16, u64 timeout_ns, u64* out) {
+    const u64 deadline = ep_globaltimer() + timeout_ns;
+    __shared__ int failed;
+    if (threadIdx.x == 0) failed = 0;
+    __syncthreads();
+    u64 began = 0;
+    for (int r = 1; r <= rounds; r++) {
+        if (blockIdx.x == 0) {
+            if (r == 2) began = ep_globaltimer();
+            for (u64 i = threadIdx.x; i < payload16; i += blockDim.x) payload[i] = make_uint4(r, r, r, r);
+            if ((int)threadIdx.x < n_words) ep_probe_publish(words + threadIdx.x, r, publish);
+            for (int b = threadIdx.x + 1; b < gridDim.x; b += blockDim.x)
+                if (!ep_probe_await(acks + b, r, EP_PROBE_POLL_ACQUIRE, 0, deadline)) failed = 1;
+        } else {
+            if ((int)threadIdx.x < n_words && !ep_probe_await(words + threadIdx.x, r, poll, nap_ns, deadline)) failed = 1;
+            __syncthreads();
+            if (threadIdx.x == 0) ep_publish(acks + blockIdx.x, r);
+        }
+        __syncthreads();
+        if (failed) {
+            if (threadIdx.x == 0) out[1] = 1;
+            return;
+        }
+    }
+    if (blockIdx.x == 0 && threadIdx.x == 0) out[0] = ep_globaltimer() - began;
+}
+
+// The step of %globaltimer: one thread reads it for ~100 us. out[0]: the smallest change seen
+// (ns), out[1]: how many changes.
+extern "C" __global__ void ep_probe_timer(u64* out) {
+    u64 first = ep_globaltimer(), prev = first, step = ~0ull, changes = 0;
+    while (prev - first < 100000) {
+        u64 t = ep_globaltimer();
+        if (t != prev) {
+            step = min(step, t - prev);
+            changes++;
+            prev = t;
+        }
+    }
+    out[0] = step;
+    out[1] = changes;
+}

@@ -1,0 +1,281 @@
+//! Latency probes of the protocol's signals (`ep bench --probe-signals`; kernels in
+//! `kernels/probe.cu`): round trips of a word one block publishes and other blocks poll, per
+//! flavour of publish and poll, per number of pollers and per nap between polls; and the step of
+//! `%globaltimer`, which the kernels' trace stamps read. These say what a count's publish-to-seen
+//! time is made of at decode sizes (docs/perf.md), on one GPU.
+
+use std::fmt;
+use std::time::Duration;
+
+use cudarc::driver::sys;
+use ep_core::{EpError, Result};
+
+use crate::driver::cuda;
+use crate::kernels::launch;
+use crate::memory::DevBuf;
+
+/// How the publishing block raises a word (probe.cu's EP_PROBE_PUB_*, in order).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Publish {
+    /// `fence.acq_rel.sys` then `st.relaxed.sys`: what `ep_publish` does.
+    Fence,
+    /// `st.release.sys`.
+    Release,
+    /// `st.relaxed.sys` alone: orders nothing, the store's own cost.
+    Relaxed,
+    /// `fence.sc.sys` (`__threadfence_system`) then `st.relaxed.sys`.
+    ScFence,
+    /// `fence.acq_rel.gpu` then `st.relaxed.gpu`: enough only inside one GPU.
+    GpuFence,
+}
+
+/// How a polling block reads it (probe.cu's EP_PROBE_POLL_*, in order). The relaxed and volatile
+/// polls take one `fence.acq_rel.sys` once the word is there.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Poll {
+    /// `ld.acquire.sys`: what `ep_poll_counts` does.
+    Acquire,
+    Relaxed,
+    Volatile,
+    /// `ld.acquire.gpu`: enough only inside one GPU.
+    AcquireGpu,
+}
+
+/// One configuration of the round trip (probe.cu's `ep_probe_signal`).
+#[derive(Clone, Copy, Debug)]
+pub struct SignalCase {
+    /// Blocks polling, one per SM (the grid is this plus the publisher).
+    pub pollers: u32,
+    /// Words published each round; each polling block reads them all, a thread per word.
+    pub words: u32,
+    pub publish: Publish,
+    pub poll: Poll,
+    /// `__nanosleep` between a poller's loads (0: none).
+    pub nap_ns: u32,
+    /// Bytes the publisher writes before it publishes (the row a count vouches for).
+    pub payload_bytes: usize,
+}
+
+impl fmt::Display for SignalCase {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{:>3} pollers x {:>3} words  publish {:<8} poll {:<10} nap {:>4} ns  payload {:>5} B",
+            self.pollers,
+            self.words,
+            format!("{:?}", self.publish),
+            format!("{:?}", self.poll),
+            self.nap_ns,
+            self.payload_bytes
+        )
+    }
+}
+
+/// A case and its round trip: publish, every poller sees it, every poller's ack seen back.
+#[derive(Clone, Copy, Debug)]
+pub struct SignalRoundTrip {
+    pub case: SignalCase,
+    /// Median over launches of the mean round trip, ns.
+    pub round_trip_ns: f64,
+}
+
+/// What the probes found on one GPU.
+#[derive(Clone, Debug)]
+pub struct SignalProbes {
+    pub device: String,
+    pub sms: u32,
+    /// The smallest step `%globaltimer` took, ns, and how many steps it took in 100 µs.
+    pub timer_step_ns: u64,
+    pub timer_steps_per_100us: u64,
+    pub round_trips: Vec<SignalRoundTrip>,
+}
+
+/// The cases `probe_signals` runs with `sms` SMs: the protocol's poll (acquire, nap 64 ns) and
+/// publish (fence, relaxed store) against each other flavour, with one poller and with a
+/// polling block on every other SM, as a single-launch phase's grid polls its counts.
+pub fn default_cases(sms: u32) -> Vec<SignalCase> {
+    let all = sms.saturating_sub(1).max(1);
+    let base = SignalCase {
+        pollers: 1,
+        words: 1,
+        publish: Publish::Fence,
+        poll: Poll::Acquire,
+        nap_ns: 64,
+        payload_bytes: 0,
+    };
+    let mut cases = Vec::new();
+    for (pollers, words) in [(1, 1), (all, 32), (all, 256)] {
+        for poll in [
+            Poll::Acquire,
+            Poll::Relaxed,
+            Poll::Volatile,
+            Poll::AcquireGpu,
+        ] {
+            cases.push(SignalCase {
+                pollers,
+                words,
+                poll,
+                ..base
+            });
+        }
+        for nap_ns in [0, 32, 256, 1024] {
+            cases.push(SignalCase {
+                pollers,
+                words,
+                nap_ns,
+                ..base
+            });
+        }
+        for publish in [
+            Publish::Release,
+            Publish::Relaxed,
+            Publish::ScFence,
+            Publish::GpuFence,
+        ] {
+            cases.push(SignalCase {
+                pollers,
+                words,
+                publish,
+                ..base
+            });
+        }
+    }
+    // A 1-token BF16 row written before the publish: what the fence waits for.
+    for publish in [Publish::Fence, Publish::Release, Publish::Relaxed] {
+        cases.push(SignalCase {
+            payload_bytes: 14336,
+            publish,
+            ..base
+        });
+    }
+    cases.push(SignalCase {
+        pollers: 8,
+        words: 256,
+        ..base
+    });
+    cases.push(SignalCase {
+        pollers: 32,
+        words: 256,
+        ..base
+    });
+    cases
+}
+
+const ROUNDS: i32 = 2000;
+const LAUNCHES: usize = 5;
+const TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Runs the timer probe and `cases` (`default_cases` when `None`) on GPU `gpu`.
+pub fn probe_signals(gpu: usize, cases: Option<Vec<SignalCase>>) -> Result<SignalProbes> {
+    // The driver's own checks first: a clear error where there is no GPU, not cudarc's panic.
+    let n = crate::driver::device_count()?;
+    crate::driver::nvrtc_present()?;
+    if gpu >= n {
+        return Err(EpError::Backend(format!(
+            "signal probe on GPU {gpu}: {n} visible"
+        )));
+    }
+    let k = crate::world::device_kernels(gpu)?;
+    let ctx = &k.ctx;
+    let sms = ctx
+        .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+        .map_err(cuda)? as u32;
+    let device = ctx.name().map_err(cuda)?;
+    let stream = ctx.new_stream().map_err(cuda)?;
+    let out = DevBuf::new(ctx, 16)?;
+    let mut got = [0u64; 2];
+
+    launch(&stream, k.get("ep_probe_timer"), 1, 32, 0, &[&out.ptr])?;
+    out.download(&mut got, &stream)?;
+    let (timer_step_ns, timer_steps_per_100us) = (got[0], got[1]);
+
+    let cases = cases.unwrap_or_else(|| default_cases(sms));
+    let max_words = cases.iter().map(|c| c.words).max().unwrap_or(1);
+    let max_payload = cases.iter().map(|c| c.payload_bytes).max().unwrap_or(0);
+    let words = DevBuf::new(ctx, max_words as usize * 8)?;
+    let acks = DevBuf::new(ctx, sms as usize * 8)?;
+    let payload = DevBuf::new(ctx, max_payload)?;
+    let mut round_trips = Vec::new();
+    for case in cases {
+        if case.pollers == 0 || case.pollers >= sms || case.words == 0 || case.words > 1024 {
+            return Err(EpError::Backend(format!(
+                "signal probe {case}: 1 to {} pollers (one per SM besides the publisher's) and 1 to 1024 words",
+                sms - 1
+            )));
+        }
+        let mut means = Vec::new();
+        for _ in 0..LAUNCHES {
+            words.fill(0)?;
+            acks.fill(0)?;
+            out.fill(0)?;
+            let (n_words, publish, poll, nap) = (
+                case.words as i32,
+                case.publish as i32,
+                case.poll as i32,
+                case.nap_ns as i32,
+            );
+            let (payload16, timeout) =
+                ((case.payload_bytes / 16) as u64, TIMEOUT.as_nanos() as u64);
+            // One block per SM at most (256 threads, no shared memory to speak of), so every
+            // block is resident and the polls end.
+            launch(
+                &stream,
+                k.get("ep_probe_signal"),
+                case.pollers + 1,
+                case.words.max(32).next_multiple_of(32),
+                0,
+                &[
+                    &words.ptr,
+                    &acks.ptr,
+                    &n_words,
+                    &ROUNDS,
+                    &publish,
+                    &poll,
+                    &nap,
+                    &payload.ptr,
+                    &payload16,
+                    &timeout,
+                    &out.ptr,
+                ],
+            )?;
+            out.download(&mut got, &stream)?;
+            if got[1] != 0 {
+                return Err(EpError::Backend(format!(
+                    "signal probe {case}: a poll passed {TIMEOUT:?} (a block not resident?)"
+                )));
+            }
+            means.push(got[0] as f64 / (ROUNDS - 1) as f64);
+        }
+        means.sort_by(f64::total_cmp);
+        round_trips.push(SignalRoundTrip {
+            case,
+            round_trip_ns: means[means.len() / 2],
+        });
+    }
+    Ok(SignalProbes {
+        device,
+        sms,
+        timer_step_ns,
+        timer_steps_per_100us,
+        round_trips,
+    })
+}
+
+impl fmt::Display for SignalProbes {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "signal probes on {} ({} SMs)", self.device, self.sms)?;
+        writeln!(
+            f,
+            "%globaltimer: smallest step {} ns, {} steps in 100 us",
+            self.timer_step_ns, self.timer_steps_per_100us
+        )?;
+        writeln!(
+            f,
+            "round trip: publish, every poller sees it, every poller's ack back (median of {LAUNCHES} launches of {ROUNDS} rounds)"
+        )?;
+        for r in &self.round_trips {
+            writeln!(f, "  {}  {:>7.0} ns", r.case, r.round_trip_ns)?;
+        }
+        Ok(())
+    }
+}
