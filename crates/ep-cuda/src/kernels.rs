@@ -71,7 +71,15 @@ pub const PROGRAMS: &[(&str, &str, &[&str])] = &[
             "ep_bench_exchange",
         ],
     ),
-    ("probe", PROBE, &["ep_probe_signal", "ep_probe_timer"]),
+    (
+        "probe",
+        PROBE,
+        &[
+            "ep_probe_signal",
+            "ep_probe_load_after_stores",
+            "ep_probe_timer",
+        ],
+    ),
 ];
 
 /// Every program is the shared header plus its file, after an optional prelude of defines.

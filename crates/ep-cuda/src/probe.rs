@@ -41,6 +41,50 @@ pub enum Poll {
     AcquireGpu,
 }
 
+/// What warp 0 does after the block's stores (probe.cu's `ep_probe_load_after_stores` ops, in
+/// order): a load of each [`Poll`] flavour (without a fence), then the rest.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LoadOp {
+    Acquire,
+    AcquireGpu,
+    Relaxed,
+    Volatile,
+    /// A weak `ld.global`.
+    Plain,
+    /// `ld.relaxed.sys` then `fence.acq_rel.sys`: an acquire built of parts.
+    RelaxedFence,
+    FenceSys,
+    FenceGpu,
+    /// Nothing: the rounds' own cost, subtracted from the others.
+    Nothing,
+}
+
+impl LoadOp {
+    /// The kernel's op number (`Poll`'s order for the loads).
+    fn code(self) -> i32 {
+        match self {
+            LoadOp::Acquire => Poll::Acquire as i32,
+            LoadOp::AcquireGpu => Poll::AcquireGpu as i32,
+            LoadOp::Relaxed => Poll::Relaxed as i32,
+            LoadOp::Volatile => Poll::Volatile as i32,
+            LoadOp::Plain => 4,
+            LoadOp::RelaxedFence => 5,
+            LoadOp::FenceSys => 6,
+            LoadOp::FenceGpu => 7,
+            LoadOp::Nothing => 8,
+        }
+    }
+}
+
+/// The cost of one op after the block's stores of `stores_bytes`, ns: a round with the op less
+/// a round without it (median over launches).
+#[derive(Clone, Copy, Debug)]
+pub struct LoadAfterStores {
+    pub op: LoadOp,
+    pub stores_bytes: usize,
+    pub ns: f64,
+}
+
 /// One configuration of the round trip (probe.cu's `ep_probe_signal`).
 #[derive(Clone, Copy, Debug)]
 pub struct SignalCase {
@@ -88,6 +132,7 @@ pub struct SignalProbes {
     pub timer_step_ns: u64,
     pub timer_steps_per_100us: u64,
     pub round_trips: Vec<SignalRoundTrip>,
+    pub loads: Vec<LoadAfterStores>,
 }
 
 /// The cases `probe_signals` runs with `sms` SMs: the protocol's poll (acquire, nap 64 ns) and
@@ -104,7 +149,7 @@ pub fn default_cases(sms: u32) -> Vec<SignalCase> {
         payload_bytes: 0,
     };
     let mut cases = Vec::new();
-    for (pollers, words) in [(1, 1), (all, 32), (all, 256)] {
+    for (pollers, words) in [(1, 1), (all, 1), (all, 32), (all, 256)] {
         for poll in [
             Poll::Acquire,
             Poll::Relaxed,
@@ -216,13 +261,14 @@ pub fn probe_signals(gpu: usize, cases: Option<Vec<SignalCase>>) -> Result<Signa
             );
             let (payload16, timeout) =
                 ((case.payload_bytes / 16) as u64, TIMEOUT.as_nanos() as u64);
-            // One block per SM at most (256 threads, no shared memory to speak of), so every
-            // block is resident and the polls end.
+            // One block per SM at most (no shared memory to speak of), so every block is
+            // resident and the polls end; a thread of the publisher per ack, so it waits for
+            // them side by side.
             launch(
                 &stream,
                 k.get("ep_probe_signal"),
                 case.pollers + 1,
-                case.words.max(32).next_multiple_of(32),
+                case.words.max(case.pollers).next_multiple_of(32),
                 0,
                 &[
                     &words.ptr,
@@ -252,13 +298,75 @@ pub fn probe_signals(gpu: usize, cases: Option<Vec<SignalCase>>) -> Result<Signa
             round_trip_ns: means[means.len() / 2],
         });
     }
+    let loads = probe_loads(&k, &stream, &out)?;
     Ok(SignalProbes {
         device,
         sms,
         timer_step_ns,
         timer_steps_per_100us,
         round_trips,
+        loads,
     })
+}
+
+/// Every [`LoadOp`] after stores of 0, 512, 14,336 (a BF16 row) and 65,536 bytes, one block of
+/// 512 threads.
+fn probe_loads(
+    k: &crate::kernels::Kernels,
+    stream: &cudarc::driver::CudaStream,
+    out: &DevBuf,
+) -> Result<Vec<LoadAfterStores>> {
+    const ITERS: i32 = 4000;
+    let sizes = [0usize, 512, 14336, 65536];
+    let word = DevBuf::new(&k.ctx, 64 * 8)?;
+    word.fill(0)?;
+    let scratch = DevBuf::new(&k.ctx, *sizes.iter().max().unwrap())?;
+    let round_ns = |op: LoadOp, bytes: usize| -> Result<f64> {
+        let mut v = Vec::new();
+        for _ in 0..LAUNCHES {
+            let (stores16, code) = ((bytes / 16) as u64, op.code());
+            launch(
+                stream,
+                k.get("ep_probe_load_after_stores"),
+                1,
+                512,
+                0,
+                &[&word.ptr, &scratch.ptr, &stores16, &code, &ITERS, &out.ptr],
+            )?;
+            let mut got = [0u64; 1];
+            out.download(&mut got, stream)?;
+            v.push(got[0] as f64 / ITERS as f64);
+        }
+        v.sort_by(f64::total_cmp);
+        Ok(v[v.len() / 2])
+    };
+    let mut loads = Vec::new();
+    for bytes in sizes {
+        let base = round_ns(LoadOp::Nothing, bytes)?;
+        for op in [
+            LoadOp::Acquire,
+            LoadOp::AcquireGpu,
+            LoadOp::Relaxed,
+            LoadOp::Volatile,
+            LoadOp::Plain,
+            LoadOp::RelaxedFence,
+            LoadOp::FenceSys,
+            LoadOp::FenceGpu,
+            LoadOp::Nothing,
+        ] {
+            let ns = if op == LoadOp::Nothing {
+                base
+            } else {
+                round_ns(op, bytes)? - base
+            };
+            loads.push(LoadAfterStores {
+                op,
+                stores_bytes: bytes,
+                ns,
+            });
+        }
+    }
+    Ok(loads)
 }
 
 impl fmt::Display for SignalProbes {
@@ -275,6 +383,19 @@ impl fmt::Display for SignalProbes {
         )?;
         for r in &self.round_trips {
             writeln!(f, "  {}  {:>7.0} ns", r.case, r.round_trip_ns)?;
+        }
+        writeln!(
+            f,
+            "warp 0's op right after the block's stores, ns (a round with it less one without; Nothing: the round itself)"
+        )?;
+        for l in &self.loads {
+            writeln!(
+                f,
+                "  stores {:>5} B  {:<12} {:>7.0} ns",
+                l.stores_bytes,
+                format!("{:?}", l.op),
+                l.ns
+            )?;
         }
         Ok(())
     }

@@ -106,3 +106,35 @@ extern "C" __global__ void ep_probe_timer(u64* out) {
     out[0] = step;
     out[1] = changes;
 }
+
+// What a load costs right after the block's own stores (the copy-out writes its layout and
+// padding rows, then polls a message's mark). Each of `iters` rounds: every thread stores its
+// share of `stores16` 16-byte words into `scratch`, the block passes a barrier, then warp 0 does
+// `op` on word[lane], each load's address taken from the value the last one read (0), so the
+// loads of a thread follow one another. Ops (probe.rs' LoadOp, in order): the loads of
+// EP_PROBE_POLL_* (the relaxed and volatile ones without a fence), then a plain ld.global, a
+// relaxed load followed by fence.acq_rel.sys, fence.acq_rel.sys alone, fence.acq_rel.gpu alone,
+// and nothing (the rounds' own cost, to subtract). out[0]: ns over the rounds. `word` holds 0s.
+#define EP_PROBE_OP_PLAIN 4
+#define EP_PROBE_OP_RELAXED_FENCE 5
+#define EP_PROBE_OP_FENCE_SYS 6
+#define EP_PROBE_OP_FENCE_GPU 7
+extern "C" __global__ void ep_probe_load_after_stores(const u64* word, uint4* scratch, u64 stores16, int op, int iters, u64* out) {
+    u64 off = 0, began = ep_globaltimer();
+    for (int r = 0; r < iters; r++) {
+        for (u64 i = threadIdx.x; i < stores16; i += blockDim.x) scratch[i] = make_uint4(r, r, r, r);
+        __syncthreads();
+        if (threadIdx.x < 32) {
+            const u64* p = word + threadIdx.x + off;
+            if (op < EP_PROBE_OP_PLAIN) off = ep_probe_load(p, op);
+            else if (op == EP_PROBE_OP_PLAIN) off = *p; // the words hold 0: the next address is the same
+            else if (op == EP_PROBE_OP_RELAXED_FENCE) {
+                off = ep_probe_load(p, EP_PROBE_POLL_RELAXED);
+                ep_fence_acq_rel();
+            } else if (op == EP_PROBE_OP_FENCE_SYS) ep_fence_acq_rel();
+            else if (op == EP_PROBE_OP_FENCE_GPU) ep_fence_acq_rel_gpu();
+        }
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) out[0] = ep_globaltimer() - began + off;
+}
