@@ -4,14 +4,16 @@
 //! `%globaltimer`, which the kernels' trace stamps read. These say what a count's publish-to-seen
 //! time is made of at decode sizes (docs/perf.md), on one GPU.
 
+use std::collections::HashMap;
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
-use cudarc::driver::sys;
+use cudarc::driver::{sys, CudaContext, CudaFunction, CudaStream};
 use ep_core::{EpError, Result};
 
 use crate::driver::cuda;
-use crate::kernels::launch;
+use crate::kernels::{compile, launch, source, Kernels, PROBE_PROGRAM};
 use crate::memory::DevBuf;
 
 /// How the publishing block raises a word (probe.cu's EP_PROBE_PUB_*, in order).
@@ -133,6 +135,18 @@ pub struct SignalProbes {
     pub timer_steps_per_100us: u64,
     pub round_trips: Vec<SignalRoundTrip>,
     pub loads: Vec<LoadAfterStores>,
+    /// Instruction fetch: [`CodeRun`]s of probe.cu's `ep_probe_code`, launch after launch.
+    pub code_runs: Vec<CodeRun>,
+    /// The SM clock the device reports (kHz), for the runs' cycles in time.
+    pub clock_khz: u64,
+}
+
+/// One launch of `ep_probe_code`: a warp runs ~64 KB of straight code twice; SM cycles of each
+/// pass. The first pass fetches the code, the second finds it in the SM's caches if it fits.
+#[derive(Clone, Copy, Debug)]
+pub struct CodeRun {
+    pub first_pass_cycles: u64,
+    pub second_pass_cycles: u64,
 }
 
 /// The cases `probe_signals` runs with `sms` SMs: the protocol's poll (acquire, nap 64 ns) and
@@ -220,8 +234,9 @@ pub fn probe_signals(gpu: usize, cases: Option<Vec<SignalCase>>) -> Result<Signa
             "signal probe on GPU {gpu}: {n} visible"
         )));
     }
-    let k = crate::world::device_kernels(gpu)?;
-    let ctx = &k.ctx;
+    let kernels = crate::world::device_kernels(gpu)?;
+    let k = ProbeKernels::load(&kernels)?;
+    let ctx = &kernels.ctx;
     let sms = ctx
         .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
         .map_err(cuda)? as u32;
@@ -299,6 +314,27 @@ pub fn probe_signals(gpu: usize, cases: Option<Vec<SignalCase>>) -> Result<Signa
         });
     }
     let loads = probe_loads(&k, &stream, &out)?;
+    let clock_khz = ctx
+        .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_CLOCK_RATE)
+        .map_err(cuda)? as u64;
+    let mut code_runs = Vec::new();
+    let code_out = DevBuf::new(ctx, 24)?;
+    for seed in 0..4u32 {
+        launch(
+            &stream,
+            k.get("ep_probe_code"),
+            1,
+            32,
+            0,
+            &[&code_out.ptr, &seed],
+        )?;
+        let mut c = [0u64; 3];
+        code_out.download(&mut c, &stream)?;
+        code_runs.push(CodeRun {
+            first_pass_cycles: c[0],
+            second_pass_cycles: c[1],
+        });
+    }
     Ok(SignalProbes {
         device,
         sms,
@@ -306,14 +342,42 @@ pub fn probe_signals(gpu: usize, cases: Option<Vec<SignalCase>>) -> Result<Signa
         timer_steps_per_100us,
         round_trips,
         loads,
+        code_runs,
+        clock_khz,
     })
+}
+
+/// The probe program's functions, compiled for the device on demand.
+struct ProbeKernels {
+    ctx: Arc<CudaContext>,
+    functions: HashMap<&'static str, CudaFunction>,
+}
+
+impl ProbeKernels {
+    fn load(k: &Kernels) -> Result<ProbeKernels> {
+        let (_, body, names) = PROBE_PROGRAM;
+        let ptx = compile(&source(body, ""), k.arch)?;
+        let module = k.ctx.load_module(ptx).map_err(cuda)?;
+        let mut functions = HashMap::new();
+        for name in names {
+            functions.insert(*name, module.load_function(name).map_err(cuda)?);
+        }
+        Ok(ProbeKernels {
+            ctx: Arc::clone(&k.ctx),
+            functions,
+        })
+    }
+
+    fn get(&self, name: &str) -> &CudaFunction {
+        &self.functions[name]
+    }
 }
 
 /// Every [`LoadOp`] after stores of 0, 512, 14,336 (a BF16 row) and 65,536 bytes, one block of
 /// 512 threads.
 fn probe_loads(
-    k: &crate::kernels::Kernels,
-    stream: &cudarc::driver::CudaStream,
+    k: &ProbeKernels,
+    stream: &CudaStream,
     out: &DevBuf,
 ) -> Result<Vec<LoadAfterStores>> {
     const ITERS: i32 = 4000;
@@ -388,6 +452,19 @@ impl fmt::Display for SignalProbes {
             f,
             "warp 0's op right after the block's stores, ns (a round with it less one without; Nothing: the round itself)"
         )?;
+        for (i, r) in self.code_runs.iter().enumerate() {
+            let us = |c: u64| c as f64 / self.clock_khz as f64 * 1e3;
+            writeln!(
+                f,
+                "code fetch, launch {}: ~64 KB of straight code, first pass {} cycles ({:.2} us at {} MHz), second {} cycles ({:.2} us)",
+                i + 1,
+                r.first_pass_cycles,
+                us(r.first_pass_cycles),
+                self.clock_khz / 1000,
+                r.second_pass_cycles,
+                us(r.second_pass_cycles)
+            )?;
+        }
         for l in &self.loads {
             writeln!(
                 f,

@@ -2,7 +2,7 @@
 //! GPU or driver needed), and checks each entry point is in the PTX. Without NVRTC it says so and
 //! counts nothing; with EP_REQUIRE_NVRTC=1 (CI) a missing NVRTC is a failure.
 
-use ep_cuda::kernels::{compile, source, COMBINE, PROGRAMS};
+use ep_cuda::kernels::{compile, source, COMBINE, PROBE_PROGRAM, PROGRAMS};
 
 fn main() {
     if let Err(e) = ep_cuda::driver::nvrtc_present() {
@@ -37,6 +37,9 @@ fn main() {
     for (name, body, entries) in PROGRAMS {
         check(name, source(body, ""), entries);
     }
+    // The probes' program, compiled when `ep bench --probe-signals` runs.
+    let (name, body, entries) = PROBE_PROGRAM;
+    check(name, source(body, ""), entries);
     // The combine program with a device-code epilogue compiled in.
     let user = "__device__ unsigned long long ep_test_sum;\n\
                 __device__ void my_epilogue(int t, int c, const unsigned short* v, int n) {\n\

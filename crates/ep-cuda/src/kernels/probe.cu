@@ -138,3 +138,33 @@ extern "C" __global__ void ep_probe_load_after_stores(const u64* word, uint4* sc
     }
     if (threadIdx.x == 0) out[0] = ep_globaltimer() - began + off;
 }
+
+// What running code for the first time costs (instruction fetch): one warp runs a straight run
+// of ~4096 instructions (~64 KB of SASS: 8 independent chains of xor and rotate, so the warp
+// issues about one a cycle when the code is at hand) twice in a row, timing each pass in SM
+// clocks. out[0], out[1]: the first pass (the code fetched from L2 or memory) and the second
+// (from the SM's instruction caches, when it fits there); out[2]: the chains' result, kept.
+#define EP_PROBE_OP(r, c) asm volatile("xor.b32 %0, %0, " #c ";\n\tshf.l.wrap.b32 %0, %0, %0, 3;" : "+r"(r))
+#define EP_PROBE_8(c)                                                                                     \
+    EP_PROBE_OP(x0, c); EP_PROBE_OP(x1, c); EP_PROBE_OP(x2, c); EP_PROBE_OP(x3, c); EP_PROBE_OP(x4, c);  \
+    EP_PROBE_OP(x5, c); EP_PROBE_OP(x6, c); EP_PROBE_OP(x7, c);
+#define EP_PROBE_64(c) EP_PROBE_8(c##1) EP_PROBE_8(c##2) EP_PROBE_8(c##3) EP_PROBE_8(c##4) EP_PROBE_8(c##5) \
+    EP_PROBE_8(c##6) EP_PROBE_8(c##7) EP_PROBE_8(c##8)
+#define EP_PROBE_512(c) EP_PROBE_64(c##1) EP_PROBE_64(c##2) EP_PROBE_64(c##3) EP_PROBE_64(c##4) \
+    EP_PROBE_64(c##5) EP_PROBE_64(c##6) EP_PROBE_64(c##7) EP_PROBE_64(c##8)
+extern "C" __global__ void ep_probe_code(u64* out, u32 seed) {
+    u32 x0 = seed, x1 = seed + 1, x2 = seed + 2, x3 = seed + 3, x4 = seed + 4, x5 = seed + 5, x6 = seed + 6,
+        x7 = seed + 7;
+    u64 t[3];
+#pragma unroll 1
+    for (int pass = 0; pass < 2; pass++) {
+        t[pass] = clock64();
+        EP_PROBE_512(1) EP_PROBE_512(2) EP_PROBE_512(3) EP_PROBE_512(4)
+    }
+    t[2] = clock64();
+    if (threadIdx.x == 0) {
+        out[0] = t[1] - t[0];
+        out[1] = t[2] - t[1];
+        out[2] = x0 ^ x1 ^ x2 ^ x3 ^ x4 ^ x5 ^ x6 ^ x7;
+    }
+}
