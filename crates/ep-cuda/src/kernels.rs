@@ -37,6 +37,10 @@ pub const PROGRAMS: &[(&str, &str, &[&str])] = &[
             "ep_dispatch_copy_lean",
             "ep_dispatch_single",
             "ep_dispatch_single_spread",
+            "ep_dispatch_single_bf16",
+            "ep_dispatch_single_spread_bf16",
+            "ep_dispatch_single_fp8",
+            "ep_dispatch_single_spread_fp8",
         ],
     ),
     (
@@ -531,6 +535,36 @@ pub(crate) mod tests {
                 name.to_string()
             })
             .collect()
+    }
+
+    /// The names of a list a macro spells out, `#define NAME a, const u8 *b, \` and its
+    /// continuation lines: parameters (the last word of each) or arguments.
+    pub(crate) fn macro_list(source: &str, name: &str) -> Vec<String> {
+        let head = format!("#define {name}");
+        let mut text = String::new();
+        for l in source.lines().skip_while(|l| !l.starts_with(&head)) {
+            let l = l.trim_end();
+            let more = l.ends_with('\\');
+            text += l.trim_end_matches('\\');
+            text.push(' ');
+            if !more {
+                break;
+            }
+        }
+        assert!(!text.is_empty(), "no #define {name}");
+        text[head.len()..]
+            .split(',')
+            .map(|p| {
+                let p = p.trim();
+                p.rsplit([' ', '*', '&']).next().unwrap_or(p).to_string()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn macro_list_reads_a_define() {
+        let src = "x\n#define L \\\n    const u8 *a, int b, \\\n  MsgLayout m\nint y;";
+        assert_eq!(macro_list(src, "L"), ["a", "b", "m"]);
     }
 
     #[test]

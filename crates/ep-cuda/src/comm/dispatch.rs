@@ -456,10 +456,14 @@ impl CudaComm {
             (t * ranks).max(ranks).min(most)
         };
         let grid = (senders + 1) as u32;
-        let kernel = if spread {
-            "ep_dispatch_single_spread"
-        } else {
-            "ep_dispatch_single"
+        // BF16 and FP8 have kernels of their own (their code alone; dispatch.cu).
+        let kernel = match (spread, cfg.format) {
+            (false, Format::Bf16) => "ep_dispatch_single_bf16",
+            (true, Format::Bf16) => "ep_dispatch_single_spread_bf16",
+            (false, Format::Fp8) => "ep_dispatch_single_fp8",
+            (true, Format::Fp8) => "ep_dispatch_single_spread_fp8",
+            (false, _) => "ep_dispatch_single",
+            (true, _) => "ep_dispatch_single_spread",
         };
         let args: [&dyn crate::kernels::KernelArg; DISPATCH_SINGLE_ARGS] = [
             &b.tokens.ptr,

@@ -533,7 +533,7 @@ impl Drop for CudaComm {
 
 #[cfg(test)]
 mod tests {
-    use crate::kernels::tests::parameter_names;
+    use crate::kernels::tests::{macro_list, parameter_names};
     use crate::kernels::{COMBINE, DISPATCH};
 
     /// The argument lists built here have as many entries as the kernels declare, and the put
@@ -583,11 +583,18 @@ mod tests {
             marked[reduce.len()..],
             ["n_tokens", "n_ranks", "marks", "seq", "slice_ns"]
         );
-        let single = parameter_names(DISPATCH, "ep_dispatch_single");
+        // The single-launch dispatch's kernels are one macro over the body's parameters.
+        let single = parameter_names(DISPATCH, "ep_dispatch_single_body");
         assert_eq!(single.len(), DISPATCH_SINGLE_ARGS);
         assert_eq!(
-            parameter_names(DISPATCH, "ep_dispatch_single_spread"),
-            single
+            macro_list(DISPATCH, "EP_DISPATCH_SINGLE_PARAMS"),
+            single,
+            "EP_DISPATCH_SINGLE_PARAMS"
+        );
+        assert_eq!(
+            macro_list(DISPATCH, "EP_DISPATCH_SINGLE_ARGS"),
+            single,
+            "EP_DISPATCH_SINGLE_ARGS"
         );
         let single = parameter_names(COMBINE, "ep_combine_single");
         assert_eq!(single.len(), COMBINE_SINGLE_ARGS);

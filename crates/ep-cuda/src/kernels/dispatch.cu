@@ -1541,7 +1541,7 @@ __device__ void ep_single_copy_out(const u64* got, const u32* start, const u32* 
 // their fence are one block's alone (at 1 token one block took 1.8 us to issue both ranks'
 // stores), and a message's rows cut among blocks (ep_copy_messages). A kernel of its own: in
 // the same kernel the choice cost 0.5-1.7 us at 128 tokens, where neither applies.
-template <bool Spread>
+template <bool Spread, int Fmt>
 __device__ __forceinline__ void ep_dispatch_single_body(
     const u16* tokens, const float* input_scales, int n_tokens, int hidden, int fmt, const int* ids, int top_k,
     MsgLayout m, const u64* recv_ptrs, int rank, int n_ranks, int n_local, int max_tokens, int shared_start,
@@ -1549,6 +1549,8 @@ __device__ __forceinline__ void ep_dispatch_single_body(
     const u64* count_ptrs, const u64* nmsg_ptrs, u64* counts, u64 slice_ns, int shared_groups, int row_multiple,
     u32* status, u64* snapshot, u32* row_offsets, u32* src_offsets, const u8* recv, const u32* nmsg,
     u8* recv_tokens, u8* recv_scales, int* src_info, int* row_src, u32 seq, int ll) {
+    // A kernel for one format: the others' encoders and scale layouts compile out (below).
+    if (Fmt >= 0) fmt = Fmt;
     __shared__ EpRoute route;
     __shared__ EpRows scratch;
     // Stamps (EP_CUDA_TRACE, scripts/trace_summary.py): 11 the token's ids staged, 1 its route,
@@ -1618,31 +1620,33 @@ __device__ __forceinline__ void ep_dispatch_single_body(
     EP_STAMPS_PRINT("dispatch", rank, counter);
 }
 
-extern "C" __global__ void __launch_bounds__(512) ep_dispatch_single(
-    const u16* tokens, const float* input_scales, int n_tokens, int hidden, int fmt, const int* ids, int top_k,
-    MsgLayout m, const u64* recv_ptrs, int rank, int n_ranks, int n_local, int max_tokens, int shared_start,
-    int shared_end, u8* shared_msgs, u32* ticket, u64* sent, int n_experts, int skip_a2a,
-    const u64* count_ptrs, const u64* nmsg_ptrs, u64* counts, u64 slice_ns, int shared_groups, int row_multiple,
-    u32* status, u64* snapshot, u32* row_offsets, u32* src_offsets, const u8* recv, const u32* nmsg,
-    u8* recv_tokens, u8* recv_scales, int* src_info, int* row_src, u32 seq, int ll) {
-    ep_dispatch_single_body<false>(tokens, input_scales, n_tokens, hidden, fmt, ids, top_k, m, recv_ptrs, rank,
-                                   n_ranks, n_local, max_tokens, shared_start, shared_end, shared_msgs, ticket, sent,
-                                   n_experts, skip_a2a, count_ptrs, nmsg_ptrs, counts, slice_ns, shared_groups,
-                                   row_multiple, status, snapshot, row_offsets, src_offsets, recv, nmsg, recv_tokens,
-                                   recv_scales, src_info, row_src, seq, ll);
-}
+// The kernels' parameters and arguments, ep_dispatch_single_body's but `Fmt` (comm/mod.rs checks
+// that the three lists agree).
+#define EP_DISPATCH_SINGLE_PARAMS                                                                                \
+    const u16 *tokens, const float *input_scales, int n_tokens, int hidden, int fmt, const int *ids, int top_k,  \
+        MsgLayout m, const u64 *recv_ptrs, int rank, int n_ranks, int n_local, int max_tokens, int shared_start, \
+        int shared_end, u8 *shared_msgs, u32 *ticket, u64 *sent, int n_experts, int skip_a2a,                    \
+        const u64 *count_ptrs, const u64 *nmsg_ptrs, u64 *counts, u64 slice_ns, int shared_groups,               \
+        int row_multiple, u32 *status, u64 *snapshot, u32 *row_offsets, u32 *src_offsets, const u8 *recv,       \
+        const u32 *nmsg, u8 *recv_tokens, u8 *recv_scales, int *src_info, int *row_src, u32 seq, int ll
+#define EP_DISPATCH_SINGLE_ARGS                                                                                  \
+    tokens, input_scales, n_tokens, hidden, fmt, ids, top_k, m, recv_ptrs, rank, n_ranks, n_local, max_tokens,   \
+        shared_start, shared_end, shared_msgs, ticket, sent, n_experts, skip_a2a, count_ptrs, nmsg_ptrs, counts, \
+        slice_ns, shared_groups, row_multiple, status, snapshot, row_offsets, src_offsets, recv, nmsg,          \
+        recv_tokens, recv_scales, src_info, row_src, seq, ll
+#define EP_DISPATCH_SINGLE(name, spread, fixed_fmt)                                                              \
+    extern "C" __global__ void __launch_bounds__(512) name(EP_DISPATCH_SINGLE_PARAMS) {                          \
+        ep_dispatch_single_body<spread, fixed_fmt>(EP_DISPATCH_SINGLE_ARGS);                                     \
+    }
 
-// ep_dispatch_single with `Spread`; the same parameters.
-extern "C" __global__ void __launch_bounds__(512) ep_dispatch_single_spread(
-    const u16* tokens, const float* input_scales, int n_tokens, int hidden, int fmt, const int* ids, int top_k,
-    MsgLayout m, const u64* recv_ptrs, int rank, int n_ranks, int n_local, int max_tokens, int shared_start,
-    int shared_end, u8* shared_msgs, u32* ticket, u64* sent, int n_experts, int skip_a2a,
-    const u64* count_ptrs, const u64* nmsg_ptrs, u64* counts, u64 slice_ns, int shared_groups, int row_multiple,
-    u32* status, u64* snapshot, u32* row_offsets, u32* src_offsets, const u8* recv, const u32* nmsg,
-    u8* recv_tokens, u8* recv_scales, int* src_info, int* row_src, u32 seq, int ll) {
-    ep_dispatch_single_body<true>(tokens, input_scales, n_tokens, hidden, fmt, ids, top_k, m, recv_ptrs, rank,
-                                   n_ranks, n_local, max_tokens, shared_start, shared_end, shared_msgs, ticket, sent,
-                                   n_experts, skip_a2a, count_ptrs, nmsg_ptrs, counts, slice_ns, shared_groups,
-                                   row_multiple, status, snapshot, row_offsets, src_offsets, recv, nmsg, recv_tokens,
-                                   recv_scales, src_info, row_src, seq, ll);
-}
+// Any format (`fmt` at run time), and with `Spread` (ep_dispatch_single_spread, for the smallest
+// sizes, where the grid has blocks to spare).
+EP_DISPATCH_SINGLE(ep_dispatch_single, false, -1)
+EP_DISPATCH_SINGLE(ep_dispatch_single_spread, true, -1)
+// The decode formats, each compiled for itself (`fmt` must be the kernel's): 156 KB of SASS is
+// 115 KB for BF16 alone, and on one H100 (one rank alone, BF16) 1 token read 12.7 -> 11.9 us and
+// 128 tokens 22.4 -> 20.0 (docs/perf.md, v34).
+EP_DISPATCH_SINGLE(ep_dispatch_single_bf16, false, EP_FMT_BF16)
+EP_DISPATCH_SINGLE(ep_dispatch_single_spread_bf16, true, EP_FMT_BF16)
+EP_DISPATCH_SINGLE(ep_dispatch_single_fp8, false, EP_FMT_FP8)
+EP_DISPATCH_SINGLE(ep_dispatch_single_spread_fp8, true, EP_FMT_FP8)
