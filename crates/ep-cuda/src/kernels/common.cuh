@@ -239,54 +239,33 @@ __device__ __forceinline__ void ep_load4(const u16* x, int i, float* v) {
 // block zero with a NaN scale; otherwise scale = max(amax, 1e-4) / 448 and each element is
 // e4m3(x / scale) (format/fp8.rs). blockDim.x is a multiple of 32. The row is f32, or bf16 (the
 // dispatch's fetched row, read as is: a pass that widened it to f32 in shared memory first, and
-// its barrier, were ~1 us of a decode send). A warp takes up to `WarpBlocks` of its blocks at
-// once, each step done for all of them before the next, so that their loads, shuffles and
-// divisions overlap: one block after another, a 7168-wide row's ~4 blocks per warp were a chain
-// of ~4 reductions and divisions (1 token: the row fetched to its message encoded took 1.8 us,
-// against 0.8 for BF16's pass over it; v34's trace). EP_FP8_BATCH of them hold ~20 registers more
-// (the lean send, which keeps to 40, takes 1).
-#define EP_FP8_BATCH 4
-template <int WarpBlocks = 1, typename T>
+// its barrier, were ~1 us of a decode send).
+template <typename T>
 __device__ void ep_encode_fp8_warps(const T* x, int n, u8* payload, u8* scales) {
-    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5, blocks = n / 128;
-    for (int b0 = warp; b0 < blocks; b0 += WarpBlocks * warps) {
-        float xs[WarpBlocks][4], amax[WarpBlocks];
-        bool finite[WarpBlocks];
-#pragma unroll
-        for (int u = 0; u < WarpBlocks; u++) {
-            int b = b0 + u * warps;
-            amax[u] = 0.0f;
-            finite[u] = true;
-            if (b < blocks) {
-                ep_load4(x, b * 128 + lane * 4, xs[u]);
-                for (int i = 0; i < 4; i++) {
-                    finite[u] = finite[u] && ep_is_finite(xs[u][i]);
-                    amax[u] = fmaxf(amax[u], ep_abs(xs[u][i]));
-                }
-            }
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+    for (int b = warp; b < n / 128; b += warps) {
+        float xs[4];
+        ep_load4(x, b * 128 + lane * 4, xs);
+        float amax = 0.0f;
+        bool finite = true;
+        for (int i = 0; i < 4; i++) {
+            finite = finite && ep_is_finite(xs[i]);
+            amax = fmaxf(amax, ep_abs(xs[i]));
         }
-#pragma unroll
-        for (int u = 0; u < WarpBlocks; u++) finite[u] = __all_sync(0xffffffffu, finite[u]);
-        for (int off = 16; off > 0; off >>= 1)
-#pragma unroll
-            for (int u = 0; u < WarpBlocks; u++) amax[u] = fmaxf(amax[u], __shfl_xor_sync(0xffffffffu, amax[u], off));
-#pragma unroll
-        for (int u = 0; u < WarpBlocks; u++) {
-            int b = b0 + u * warps;
-            if (b >= blocks) break;
-            u8* q = payload + b * 128 + lane * 4;
-            if (!finite[u]) {
-                *(u32*)q = 0;
-                if (lane == 0) ep_store_f32_le(scales + 4 * b, ep_nan());
-                continue;
-            }
-            float scale = __fdiv_rn(fmaxf(amax[u], __uint_as_float(0x38D1B717u)), 448.0f);
-            float y[4];
-            for (int i = 0; i < 4; i++) y[i] = __fdiv_rn(xs[u][i], scale);
-            // The quotients are finite here, where the hardware conversion is e4m3_from_f32 exactly.
-            *(u32*)q = (u32)ep_e4m3x2(y[1], y[0]) | ((u32)ep_e4m3x2(y[3], y[2]) << 16);
-            if (lane == 0) ep_store_f32_le(scales + 4 * b, scale);
+        finite = __all_sync(0xffffffffu, finite);
+        for (int off = 16; off > 0; off >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
+        u8* q = payload + b * 128 + lane * 4;
+        if (!finite) {
+            *(u32*)q = 0;
+            if (lane == 0) ep_store_f32_le(scales + 4 * b, ep_nan());
+            continue;
         }
+        float scale = __fdiv_rn(fmaxf(amax, __uint_as_float(0x38D1B717u)), 448.0f);
+        float y[4];
+        for (int i = 0; i < 4; i++) y[i] = __fdiv_rn(xs[i], scale);
+        // The quotients are finite here, where the hardware conversion is e4m3_from_f32 exactly.
+        *(u32*)q = (u32)ep_e4m3x2(y[1], y[0]) | ((u32)ep_e4m3x2(y[3], y[2]) << 16);
+        if (lane == 0) ep_store_f32_le(scales + 4 * b, scale);
     }
 }
 

@@ -518,7 +518,7 @@ __device__ void ep_fetch_row(int t, const u16* tokens, int hidden, int fmt, MsgL
 // staged for ep_dispatch_put; the shared expert's tokens are kept in `shared_msgs`.
 // `Batch`: the 16-byte pieces a thread loads from shared memory before storing them (ep_copy_to).
 // A block's threads have ~2 pieces of a 7168-wide message each, so a batch of 8 only holds
-// registers: the lean send (ep_dispatch_send_lean) takes 1, and encodes FP8 a block at a time.
+// registers: the lean send (ep_dispatch_send_lean) takes 1.
 template <int Batch = 8>
 __device__ void ep_send_token(int t, EpRoute& r, const float* input_scales, int hidden, int top_k, int fmt,
                               MsgLayout m, const u64* recv_ptrs, int rank, int gpus_per_node, int max_tokens,
@@ -562,8 +562,7 @@ __device__ void ep_send_token(int t, EpRoute& r, const float* input_scales, int 
         __syncthreads();
     } else if (fmt == EP_FMT_FP8) {
         __syncthreads(); // the zeroed header, before the scales go in
-        ep_encode_fp8_warps<Batch == 1 ? 1 : EP_FP8_BATCH>((const u16*)ep_fetched_row(fmt, m, hidden), hidden, msg,
-                                                          msg + m.scales_off);
+        ep_encode_fp8_warps((const u16*)ep_fetched_row(fmt, m, hidden), hidden, msg, msg + m.scales_off);
     } else {
         const u16* row = (const u16*)ep_fetched_row(fmt, m, hidden);
         float* x = (float*)(msg + m.bytes);
