@@ -1649,9 +1649,11 @@ __device__ __forceinline__ void ep_dispatch_single_body(
 // sizes, where the grid has blocks to spare).
 EP_DISPATCH_SINGLE(ep_dispatch_single, false, -1)
 EP_DISPATCH_SINGLE(ep_dispatch_single_spread, true, -1)
-// The decode formats, each compiled for itself (`fmt` must be the kernel's): 156 KB of SASS is
-// 115 KB for BF16 alone, and on one H100 (one rank alone, BF16) 1 token read 12.7 -> 11.9 us and
-// 128 tokens 22.4 -> 20.0 (docs/perf.md, v34).
+// The decode formats, each compiled for itself (`fmt` must be the kernel's; 156 KB of SASS is 115
+// for BF16 alone). On one H100, one rank alone: 1 token BF16 12.7 -> 11.6 us, 128 tokens 22.0-22.4
+// -> 19.4-19.7; FP8 14.5 -> 14.0-14.1 and 22.6-22.8 -> 20.8-21.3 (docs/perf.md, v34). What pays is
+// the path without the other formats' branches, not the size: 13 KB less of ep_copy_to's unrolled
+// loops read level.
 EP_DISPATCH_SINGLE(ep_dispatch_single_bf16, false, EP_FMT_BF16)
 EP_DISPATCH_SINGLE(ep_dispatch_single_spread_bf16, true, EP_FMT_BF16)
 EP_DISPATCH_SINGLE(ep_dispatch_single_fp8, false, EP_FMT_FP8)
