@@ -59,6 +59,8 @@ pub const PROGRAMS: &[(&str, &str, &[&str])] = &[
             "ep_combine_ll_unpack",
             "ep_combine_single",
             "ep_combine_single_ll",
+            "ep_combine_single_plain",
+            "ep_combine_single_ll_plain",
         ],
     ),
     ("swiglu", SWIGLU, &["ep_swiglu"]),

@@ -340,7 +340,14 @@ impl CudaComm {
         let t = self.round.n_tokens;
         let (epi, scale, device) = self.epilogue_args()?;
         let k = self.k();
+        // Without an epilogue, kernels compiled for none (combine.cu).
+        let plain = self.round.epilogue.is_none();
         let (name, f) = match (&device, self.ll_combine()) {
+            (None, false) if plain => ("ep_combine_single_plain", k.get("ep_combine_single_plain")),
+            (None, true) if plain => (
+                "ep_combine_single_ll_plain",
+                k.get("ep_combine_single_ll_plain"),
+            ),
             (None, false) => ("ep_combine_single", k.get("ep_combine_single")),
             (None, true) => ("ep_combine_single_ll", k.get("ep_combine_single_ll")),
             (Some(d), false) => ("ep_combine_single", &d.single),

@@ -596,8 +596,17 @@ mod tests {
             single,
             "EP_DISPATCH_SINGLE_ARGS"
         );
-        let single = parameter_names(COMBINE, "ep_combine_single");
+        let single = parameter_names(COMBINE, "ep_combine_single_body");
         assert_eq!(single.len(), COMBINE_SINGLE_ARGS);
-        assert_eq!(parameter_names(COMBINE, "ep_combine_single_ll"), single);
+        assert_eq!(
+            macro_list(COMBINE, "EP_COMBINE_SINGLE_PARAMS"),
+            single,
+            "EP_COMBINE_SINGLE_PARAMS"
+        );
+        assert_eq!(
+            macro_list(COMBINE, "EP_COMBINE_SINGLE_ARGS"),
+            single,
+            "EP_COMBINE_SINGLE_ARGS"
+        );
     }
 }

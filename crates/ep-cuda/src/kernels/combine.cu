@@ -488,7 +488,7 @@ extern "C" __global__ void ep_combine_ll_unpack(const u64* ll_ptrs, u32 seq, u64
 // (ep_combine_single_ll). Dynamic shared memory: the larger of 8 * n_local * n_ranks (the counts)
 // and the row in f32 for the FP8 and device epilogues. `ticket` holds two words, as
 // ep_dispatch_single's.
-template <bool Ll>
+template <bool Ll, int Epi>
 __device__ __forceinline__ void ep_combine_single_body(
     const u16* expert_out, const int* src_info, const int* row_src, const u32* rows_end, int hidden, int top_k,
     const u64* recv_ptrs, int rank, u32* ticket, const u64* dispatch_counts, int n_local, int n_ranks, int skip_a2a,
@@ -496,6 +496,8 @@ __device__ __forceinline__ void ep_combine_single_body(
     const float* weights, int n_tokens, const u16* shared_rows, int shared_start, int shared_end, int epilogue,
     const u16* residual, float scale, u16* out, u8* fp8_payload, float* fp8_scales, const u32* nmsg,
     const u64* ll_ptrs, u32 seq, const u64* mark_ptrs) {
+    // A kernel for one epilogue: the others' branches compile out (below).
+    if (Epi >= 0) epilogue = Epi;
     extern __shared__ uint4 smem_u4[];
     __shared__ EpSlots sl;
     // Stamps (EP_CUDA_TRACE): 1 rows sent, 2 ticket, 3 counts published, 4 every count here, 5
@@ -568,33 +570,32 @@ __device__ __forceinline__ void ep_combine_single_body(
     EP_STAMPS_PRINT("combine", rank, regular ? published : early_publisher);
 }
 
-// The two specializations (NVRTC loads kernels by name): a rank that takes its rows in the
-// receive buffer, and one that takes them in LL form (comm/path.rs: `ll_combine`). The same parameters
-// (a test in comm/mod.rs checks them name for name).
-extern "C" __global__ void __launch_bounds__(512) ep_combine_single(
-    const u16* expert_out, const int* src_info, const int* row_src, const u32* rows_end, int hidden, int top_k,
-    const u64* recv_ptrs, int rank, u32* ticket, const u64* dispatch_counts, int n_local, int n_ranks, int skip_a2a,
-    const u64* count_ptrs, u64* counts, u64 slice_ns, const u64* sent, u32* status, const u16* recv, const int* ids,
-    const float* weights, int n_tokens, const u16* shared_rows, int shared_start, int shared_end, int epilogue,
-    const u16* residual, float scale, u16* out, u8* fp8_payload, float* fp8_scales, const u32* nmsg,
-    const u64* ll_ptrs, u32 seq, const u64* mark_ptrs) {
-    ep_combine_single_body<false>(expert_out, src_info, row_src, rows_end, hidden, top_k, recv_ptrs, rank, ticket,
-                                  dispatch_counts, n_local, n_ranks, skip_a2a, count_ptrs, counts, slice_ns, sent,
-                                  status, recv, ids, weights, n_tokens, shared_rows, shared_start, shared_end,
-                                  epilogue, residual, scale, out, fp8_payload, fp8_scales, nmsg, ll_ptrs, seq,
-                                  mark_ptrs);
-}
+// The kernels' parameters and arguments, ep_combine_single_body's (comm/mod.rs checks that the
+// three lists agree).
+#define EP_COMBINE_SINGLE_PARAMS                                                                                  \
+    const u16 *expert_out, const int *src_info, const int *row_src, const u32 *rows_end, int hidden, int top_k,  \
+        const u64 *recv_ptrs, int rank, u32 *ticket, const u64 *dispatch_counts, int n_local, int n_ranks,     \
+        int skip_a2a, const u64 *count_ptrs, u64 *counts, u64 slice_ns, const u64 *sent, u32 *status,          \
+        const u16 *recv, const int *ids, const float *weights, int n_tokens, const u16 *shared_rows,           \
+        int shared_start, int shared_end, int epilogue, const u16 *residual, float scale, u16 *out,            \
+        u8 *fp8_payload, float *fp8_scales, const u32 *nmsg, const u64 *ll_ptrs, u32 seq, const u64 *mark_ptrs
+#define EP_COMBINE_SINGLE_ARGS                                                                                    \
+    expert_out, src_info, row_src, rows_end, hidden, top_k, recv_ptrs, rank, ticket, dispatch_counts, n_local,  \
+        n_ranks, skip_a2a, count_ptrs, counts, slice_ns, sent, status, recv, ids, weights, n_tokens, shared_rows, \
+        shared_start, shared_end, epilogue, residual, scale, out, fp8_payload, fp8_scales, nmsg, ll_ptrs, seq,   \
+        mark_ptrs
+#define EP_COMBINE_SINGLE(name, ll, fixed_epilogue)                                                               \
+    extern "C" __global__ void __launch_bounds__(512) name(EP_COMBINE_SINGLE_PARAMS) {                            \
+        ep_combine_single_body<ll, fixed_epilogue>(EP_COMBINE_SINGLE_ARGS);                                       \
+    }
 
-extern "C" __global__ void __launch_bounds__(512) ep_combine_single_ll(
-    const u16* expert_out, const int* src_info, const int* row_src, const u32* rows_end, int hidden, int top_k,
-    const u64* recv_ptrs, int rank, u32* ticket, const u64* dispatch_counts, int n_local, int n_ranks, int skip_a2a,
-    const u64* count_ptrs, u64* counts, u64 slice_ns, const u64* sent, u32* status, const u16* recv, const int* ids,
-    const float* weights, int n_tokens, const u16* shared_rows, int shared_start, int shared_end, int epilogue,
-    const u16* residual, float scale, u16* out, u8* fp8_payload, float* fp8_scales, const u32* nmsg,
-    const u64* ll_ptrs, u32 seq, const u64* mark_ptrs) {
-    ep_combine_single_body<true>(expert_out, src_info, row_src, rows_end, hidden, top_k, recv_ptrs, rank, ticket,
-                                 dispatch_counts, n_local, n_ranks, skip_a2a, count_ptrs, counts, slice_ns, sent,
-                                 status, recv, ids, weights, n_tokens, shared_rows, shared_start, shared_end,
-                                 epilogue, residual, scale, out, fp8_payload, fp8_scales, nmsg, ll_ptrs, seq,
-                                 mark_ptrs);
-}
+// The specializations (NVRTC loads kernels by name): a rank that takes its rows in the receive
+// buffer, and one that takes them in LL form (comm/path.rs: `ll_combine`), each for any epilogue
+// and without one (`_plain`, `epilogue` must be EP_EPI_NONE; not in a program compiled for a
+// device-code epilogue, which runs the others).
+EP_COMBINE_SINGLE(ep_combine_single, false, -1)
+EP_COMBINE_SINGLE(ep_combine_single_ll, true, -1)
+#ifndef EP_USER_EPILOGUE
+EP_COMBINE_SINGLE(ep_combine_single_plain, false, EP_EPI_NONE)
+EP_COMBINE_SINGLE(ep_combine_single_ll_plain, true, EP_EPI_NONE)
+#endif
