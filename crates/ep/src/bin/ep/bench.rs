@@ -59,9 +59,10 @@ pub struct Args {
     /// whose output stayed on a GPU host.
     #[arg(long, value_name = "JSON", conflicts_with = "sweep")]
     print: Option<PathBuf>,
-    /// CUDA: instead of the phases, probe the latency of the protocol's signals on GPU 0 (a
-    /// word published by one block and polled by others, per flavour of publish and poll, and
-    /// the step of %globaltimer), print it and exit.
+    /// CUDA: instead of the phases, probe what the protocol's signals cost on GPU 0 (a word
+    /// published by one block and polled by others, per flavour of publish and poll, number of
+    /// pollers and nap; a load or fence right after a block's stores; instruction fetch; the step
+    /// of %globaltimer), print it and exit.
     #[arg(long, conflicts_with_all = ["sweep", "print"])]
     probe_signals: bool,
 }
