@@ -162,6 +162,35 @@ fn prelude() -> String {
 /// published), 16 stamps.
 const TRACE_RECORD_WORDS: usize = 3 + 16;
 
+/// A program (`(name, body, entry points)`, as `PROGRAMS` lists them) compiled for `arch` after
+/// `prelude` and loaded into `ctx`: its module and its kernels by entry point.
+pub struct Program {
+    pub module: Arc<CudaModule>,
+    functions: HashMap<&'static str, CudaFunction>,
+}
+
+impl Program {
+    pub fn load(
+        ctx: &Arc<CudaContext>,
+        arch: &'static str,
+        prelude: &str,
+        (_, body, names): (&str, &str, &[&'static str]),
+    ) -> Result<Program> {
+        let module = ctx
+            .load_module(compile(&source(body, prelude), arch)?)
+            .map_err(cuda)?;
+        let functions = names
+            .iter()
+            .map(|&name| Ok((name, module.load_function(name).map_err(cuda)?)))
+            .collect::<Result<_>>()?;
+        Ok(Program { module, functions })
+    }
+
+    pub fn get(&self, name: &str) -> &CudaFunction {
+        &self.functions[name]
+    }
+}
+
 /// The loaded kernels of one device.
 pub struct Kernels {
     pub ctx: Arc<CudaContext>,
@@ -183,14 +212,10 @@ impl Kernels {
         let mut functions = HashMap::new();
         let mut modules = Vec::new();
         let prelude = prelude();
-        for (_, body, names) in PROGRAMS {
-            let module = ctx
-                .load_module(compile(&source(body, &prelude), arch)?)
-                .map_err(cuda)?;
-            for name in *names {
-                functions.insert(*name, module.load_function(name).map_err(cuda)?);
-            }
-            modules.push(module);
+        for &program in PROGRAMS {
+            let p = Program::load(ctx, arch, &prelude, program)?;
+            functions.extend(p.functions);
+            modules.push(p.module);
         }
         Ok(Kernels {
             ctx: Arc::clone(ctx),
@@ -531,20 +556,31 @@ pub(crate) mod tests {
         let close = open + source[open..].find(')').unwrap();
         source[open + 1..close]
             .split(',')
-            .map(|p| {
-                let p = p.trim();
-                let name = p.rsplit([' ', '*', '&']).next().unwrap_or(p);
-                name.to_string()
-            })
+            .map(declared_name)
             .collect()
+    }
+
+    /// The name in one entry of a parameter or argument list: its last word (`const u8 *b`: `b`).
+    fn declared_name(entry: &str) -> String {
+        let entry = entry.trim();
+        entry
+            .rsplit([' ', '*', '&'])
+            .next()
+            .unwrap_or(entry)
+            .to_string()
     }
 
     /// The names of a list a macro spells out, `#define NAME a, const u8 *b, \` and its
     /// continuation lines: parameters (the last word of each) or arguments.
     pub(crate) fn macro_list(source: &str, name: &str) -> Vec<String> {
         let head = format!("#define {name}");
+        // The name whole: `#define L` is not `#define L_ARGS`.
+        let starts = |l: &&str| {
+            l.strip_prefix(head.as_str())
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with([' ', '\\']))
+        };
         let mut text = String::new();
-        for l in source.lines().skip_while(|l| !l.starts_with(&head)) {
+        for l in source.lines().skip_while(|l| !starts(l)) {
             let l = l.trim_end();
             let more = l.ends_with('\\');
             text += l.trim_end_matches('\\');
@@ -554,19 +590,15 @@ pub(crate) mod tests {
             }
         }
         assert!(!text.is_empty(), "no #define {name}");
-        text[head.len()..]
-            .split(',')
-            .map(|p| {
-                let p = p.trim();
-                p.rsplit([' ', '*', '&']).next().unwrap_or(p).to_string()
-            })
-            .collect()
+        text[head.len()..].split(',').map(declared_name).collect()
     }
 
     #[test]
     fn macro_list_reads_a_define() {
-        let src = "x\n#define L \\\n    const u8 *a, int b, \\\n  MsgLayout m\nint y;";
+        let src =
+            "#define L_ARGS x, y\n#define L \\\n    const u8 *a, int b, \\\n  MsgLayout m\nint y;";
         assert_eq!(macro_list(src, "L"), ["a", "b", "m"]);
+        assert_eq!(macro_list(src, "L_ARGS"), ["x", "y"]);
     }
 
     #[test]

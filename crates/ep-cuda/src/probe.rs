@@ -1,19 +1,19 @@
 //! Latency probes of the protocol's signals (`ep bench --probe-signals`; kernels in
 //! `kernels/probe.cu`): round trips of a word one block publishes and other blocks poll, per
-//! flavour of publish and poll, per number of pollers and per nap between polls; and the step of
-//! `%globaltimer`, which the kernels' trace stamps read. These say what a count's publish-to-seen
-//! time is made of at decode sizes (docs/perf.md), on one GPU.
+//! flavour of publish and poll, per number of pollers and per nap between polls; a load or fence
+//! right after a block's own stores; instruction fetch; and the step of `%globaltimer`, which the
+//! kernels' trace stamps read. These say what a decode phase's steps are made of (docs/perf.md,
+//! "The floor"), on one GPU.
 
-use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use cudarc::driver::{sys, CudaContext, CudaFunction, CudaStream};
+use cudarc::driver::{sys, CudaContext, CudaStream};
 use ep_core::{EpError, Result};
 
 use crate::driver::cuda;
-use crate::kernels::{compile, launch, source, Kernels, PROBE_PROGRAM};
+use crate::kernels::{launch, Program, PROBE_PROGRAM};
 use crate::memory::DevBuf;
 
 /// How the publishing block raises a word (probe.cu's EP_PROBE_PUB_*, in order).
@@ -43,39 +43,22 @@ pub enum Poll {
     AcquireGpu,
 }
 
-/// What warp 0 does after the block's stores (probe.cu's `ep_probe_load_after_stores` ops, in
-/// order): a load of each [`Poll`] flavour (without a fence), then the rest.
+/// What warp 0 does after the block's stores: probe.cu's `ep_probe_load_after_stores` op numbers
+/// (the loads of each [`Poll`] flavour, without a fence, then EP_PROBE_OP_*).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LoadOp {
-    Acquire,
-    AcquireGpu,
-    Relaxed,
-    Volatile,
+    Acquire = 0,
+    Relaxed = 1,
+    Volatile = 2,
+    AcquireGpu = 3,
     /// A weak `ld.global`.
-    Plain,
+    Plain = 4,
     /// `ld.relaxed.sys` then `fence.acq_rel.sys`: an acquire built of parts.
-    RelaxedFence,
-    FenceSys,
-    FenceGpu,
+    RelaxedFence = 5,
+    FenceSys = 6,
+    FenceGpu = 7,
     /// Nothing: the rounds' own cost, subtracted from the others.
-    Nothing,
-}
-
-impl LoadOp {
-    /// The kernel's op number (`Poll`'s order for the loads).
-    fn code(self) -> i32 {
-        match self {
-            LoadOp::Acquire => Poll::Acquire as i32,
-            LoadOp::AcquireGpu => Poll::AcquireGpu as i32,
-            LoadOp::Relaxed => Poll::Relaxed as i32,
-            LoadOp::Volatile => Poll::Volatile as i32,
-            LoadOp::Plain => 4,
-            LoadOp::RelaxedFence => 5,
-            LoadOp::FenceSys => 6,
-            LoadOp::FenceGpu => 7,
-            LoadOp::Nothing => 8,
-        }
-    }
+    Nothing = 8,
 }
 
 /// The cost of one op after the block's stores of `stores_bytes`, ns: a round with the op less
@@ -224,19 +207,26 @@ const ROUNDS: i32 = 2000;
 const LAUNCHES: usize = 5;
 const TIMEOUT: Duration = Duration::from_secs(2);
 
+/// The median over LAUNCHES runs of `run`.
+fn median_of_launches(mut run: impl FnMut() -> Result<f64>) -> Result<f64> {
+    let mut v = (0..LAUNCHES).map(|_| run()).collect::<Result<Vec<f64>>>()?;
+    v.sort_by(f64::total_cmp);
+    Ok(v[v.len() / 2])
+}
+
 /// Runs the timer probe and `cases` (`default_cases` when `None`) on GPU `gpu`.
 pub fn probe_signals(gpu: usize, cases: Option<Vec<SignalCase>>) -> Result<SignalProbes> {
-    // The driver's own checks first: a clear error where there is no GPU, not cudarc's panic.
-    let n = crate::driver::device_count()?;
-    crate::driver::nvrtc_present()?;
+    // The backend's own checks first: a clear error where there is no GPU, not cudarc's panic.
+    let n = crate::CudaBackend::probe()?.len();
     if gpu >= n {
         return Err(EpError::Backend(format!(
             "signal probe on GPU {gpu}: {n} visible"
         )));
     }
     let kernels = crate::world::device_kernels(gpu)?;
-    let k = ProbeKernels::load(&kernels)?;
     let ctx = &kernels.ctx;
+    // Compiled here, not with every program at each start (kernels.rs).
+    let k = Program::load(ctx, kernels.arch, "", PROBE_PROGRAM)?;
     let sms = ctx
         .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
         .map_err(cuda)? as u32;
@@ -263,8 +253,7 @@ pub fn probe_signals(gpu: usize, cases: Option<Vec<SignalCase>>) -> Result<Signa
                 sms - 1
             )));
         }
-        let mut means = Vec::new();
-        for _ in 0..LAUNCHES {
+        let round_trip_ns = median_of_launches(|| {
             words.fill(0)?;
             acks.fill(0)?;
             out.fill(0)?;
@@ -305,15 +294,14 @@ pub fn probe_signals(gpu: usize, cases: Option<Vec<SignalCase>>) -> Result<Signa
                     "signal probe {case}: a poll passed {TIMEOUT:?} (a block not resident?)"
                 )));
             }
-            means.push(got[0] as f64 / (ROUNDS - 1) as f64);
-        }
-        means.sort_by(f64::total_cmp);
+            Ok(got[0] as f64 / (ROUNDS - 1) as f64)
+        })?;
         round_trips.push(SignalRoundTrip {
             case,
-            round_trip_ns: means[means.len() / 2],
+            round_trip_ns,
         });
     }
-    let loads = probe_loads(&k, &stream, &out)?;
+    let loads = probe_loads(ctx, &k, &stream, &out)?;
     let clock_khz = ctx
         .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_CLOCK_RATE)
         .map_err(cuda)? as u64;
@@ -347,48 +335,22 @@ pub fn probe_signals(gpu: usize, cases: Option<Vec<SignalCase>>) -> Result<Signa
     })
 }
 
-/// The probe program's functions, compiled for the device on demand.
-struct ProbeKernels {
-    ctx: Arc<CudaContext>,
-    functions: HashMap<&'static str, CudaFunction>,
-}
-
-impl ProbeKernels {
-    fn load(k: &Kernels) -> Result<ProbeKernels> {
-        let (_, body, names) = PROBE_PROGRAM;
-        let ptx = compile(&source(body, ""), k.arch)?;
-        let module = k.ctx.load_module(ptx).map_err(cuda)?;
-        let mut functions = HashMap::new();
-        for name in names {
-            functions.insert(*name, module.load_function(name).map_err(cuda)?);
-        }
-        Ok(ProbeKernels {
-            ctx: Arc::clone(&k.ctx),
-            functions,
-        })
-    }
-
-    fn get(&self, name: &str) -> &CudaFunction {
-        &self.functions[name]
-    }
-}
-
 /// Every [`LoadOp`] after stores of 0, 512, 14,336 (a BF16 row) and 65,536 bytes, one block of
 /// 512 threads.
 fn probe_loads(
-    k: &ProbeKernels,
+    ctx: &Arc<CudaContext>,
+    k: &Program,
     stream: &CudaStream,
     out: &DevBuf,
 ) -> Result<Vec<LoadAfterStores>> {
     const ITERS: i32 = 4000;
     let sizes = [0usize, 512, 14336, 65536];
-    let word = DevBuf::new(&k.ctx, 64 * 8)?;
+    let word = DevBuf::new(ctx, 64 * 8)?;
     word.fill(0)?;
-    let scratch = DevBuf::new(&k.ctx, *sizes.iter().max().unwrap())?;
+    let scratch = DevBuf::new(ctx, *sizes.iter().max().unwrap())?;
     let round_ns = |op: LoadOp, bytes: usize| -> Result<f64> {
-        let mut v = Vec::new();
-        for _ in 0..LAUNCHES {
-            let (stores16, code) = ((bytes / 16) as u64, op.code());
+        median_of_launches(|| {
+            let (stores16, code) = ((bytes / 16) as u64, op as i32);
             launch(
                 stream,
                 k.get("ep_probe_load_after_stores"),
@@ -399,19 +361,17 @@ fn probe_loads(
             )?;
             let mut got = [0u64; 1];
             out.download(&mut got, stream)?;
-            v.push(got[0] as f64 / ITERS as f64);
-        }
-        v.sort_by(f64::total_cmp);
-        Ok(v[v.len() / 2])
+            Ok(got[0] as f64 / ITERS as f64)
+        })
     };
     let mut loads = Vec::new();
     for bytes in sizes {
         let base = round_ns(LoadOp::Nothing, bytes)?;
         for op in [
             LoadOp::Acquire,
-            LoadOp::AcquireGpu,
             LoadOp::Relaxed,
             LoadOp::Volatile,
+            LoadOp::AcquireGpu,
             LoadOp::Plain,
             LoadOp::RelaxedFence,
             LoadOp::FenceSys,
@@ -448,10 +408,6 @@ impl fmt::Display for SignalProbes {
         for r in &self.round_trips {
             writeln!(f, "  {}  {:>7.0} ns", r.case, r.round_trip_ns)?;
         }
-        writeln!(
-            f,
-            "warp 0's op right after the block's stores, ns (a round with it less one without; Nothing: the round itself)"
-        )?;
         for (i, r) in self.code_runs.iter().enumerate() {
             let us = |c: u64| c as f64 / self.clock_khz as f64 * 1e3;
             writeln!(
@@ -465,6 +421,10 @@ impl fmt::Display for SignalProbes {
                 us(r.second_pass_cycles)
             )?;
         }
+        writeln!(
+            f,
+            "warp 0's op right after the block's stores, ns (a round with it less one without; Nothing: the round itself)"
+        )?;
         for l in &self.loads {
             writeln!(
                 f,
@@ -475,5 +435,51 @@ impl fmt::Display for SignalProbes {
             )?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{LoadOp, Poll, Publish};
+    use crate::kernels::tests::defined;
+    use crate::kernels::PROBE;
+
+    /// The enums' numbers are probe.cu's.
+    #[test]
+    fn codes_match_probe_cu() {
+        let pubs = [
+            (Publish::Fence, "EP_PROBE_PUB_FENCE"),
+            (Publish::Release, "EP_PROBE_PUB_RELEASE"),
+            (Publish::Relaxed, "EP_PROBE_PUB_RELAXED"),
+            (Publish::ScFence, "EP_PROBE_PUB_SC_FENCE"),
+            (Publish::GpuFence, "EP_PROBE_PUB_GPU_FENCE"),
+        ];
+        for (p, name) in pubs {
+            assert_eq!(defined(PROBE, name), p as u64, "{name}");
+        }
+        let polls = [
+            (Poll::Acquire, LoadOp::Acquire, "EP_PROBE_POLL_ACQUIRE"),
+            (Poll::Relaxed, LoadOp::Relaxed, "EP_PROBE_POLL_RELAXED"),
+            (Poll::Volatile, LoadOp::Volatile, "EP_PROBE_POLL_VOLATILE"),
+            (
+                Poll::AcquireGpu,
+                LoadOp::AcquireGpu,
+                "EP_PROBE_POLL_ACQUIRE_GPU",
+            ),
+        ];
+        for (p, op, name) in polls {
+            assert_eq!(defined(PROBE, name), p as u64, "{name}");
+            assert_eq!(op as u64, p as u64, "{name}");
+        }
+        let ops = [
+            (LoadOp::Plain, "EP_PROBE_OP_PLAIN"),
+            (LoadOp::RelaxedFence, "EP_PROBE_OP_RELAXED_FENCE"),
+            (LoadOp::FenceSys, "EP_PROBE_OP_FENCE_SYS"),
+            (LoadOp::FenceGpu, "EP_PROBE_OP_FENCE_GPU"),
+            (LoadOp::Nothing, "EP_PROBE_OP_NOTHING"),
+        ];
+        for (op, name) in ops {
+            assert_eq!(defined(PROBE, name), op as u64, "{name}");
+        }
     }
 }

@@ -1491,11 +1491,12 @@ __device__ void ep_count_sent(const int* ids, int n_tokens, int top_k, int n_exp
 
 // Block b of `blocks`' share of a single-launch dispatch's output, once the groups are laid out
 // (`start`, `src_off` from the counts `got`): block 0 stores the layout; padding rows, a row per
-// warp over the blocks not still sending, first (they wait for nothing; a group per warp after the messages made
-// the blocks with padding the last by ~3 us at 128 tokens FP8); then the messages, a block each
-// in the order they are sent (ep_copy_messages); the shared expert's rows, a block each. A
-// message (or shared-expert message) is awaited for its mark; when one does not come the block
-// stops there (the status says EP_MESSAGES_PENDING and the host launches the copy-out again).
+// warp over the blocks not still sending, first (they wait for nothing; a group per warp after
+// the messages made the blocks with padding the last by ~3 us at 128 tokens FP8); then the
+// messages, a block each in the order they are sent (ep_copy_messages); the shared expert's rows,
+// a block each. A message (or shared-expert message) is awaited for its mark; when one does not
+// come the block stops there (the status says EP_MESSAGES_PENDING and the host launches the
+// copy-out again).
 // (A warp per message when there were more messages than blocks was slower: 32 tokens BF16 30.5
 // -> 42.5 us on 2x H200.)
 template <bool Spread>

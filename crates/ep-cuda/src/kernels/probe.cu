@@ -119,6 +119,7 @@ extern "C" __global__ void ep_probe_timer(u64* out) {
 #define EP_PROBE_OP_RELAXED_FENCE 5
 #define EP_PROBE_OP_FENCE_SYS 6
 #define EP_PROBE_OP_FENCE_GPU 7
+#define EP_PROBE_OP_NOTHING 8 // (or any number above)
 extern "C" __global__ void ep_probe_load_after_stores(const u64* word, uint4* scratch, u64 stores16, int op, int iters, u64* out) {
     u64 off = 0, began = ep_globaltimer();
     for (int r = 0; r < iters; r++) {
