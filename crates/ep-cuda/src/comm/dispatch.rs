@@ -6,7 +6,7 @@ use std::sync::OnceLock;
 use ep_core::format::TokenFormat;
 use ep_core::{DispatchInput, Format, Result};
 
-use super::path::{number_from_env, tokens_from_env, DispatchPath};
+use super::path::{ll_dispatch_max_tokens, number_from_env, tokens_from_env, DispatchPath};
 use super::{contiguous, CudaComm, RoundData, SEND_THREADS, THREADS, WAIT_THREADS};
 use crate::kernels::MsgLayout;
 
@@ -431,12 +431,18 @@ impl CudaComm {
         let (ranks, groups) = (cfg.n_ranks(), cfg.n_groups());
         let counts = cfg.n_local_experts() * ranks;
         // The kernel's phases share its dynamic shared memory: the send's, the totals, the
-        // counts and layout, then an LL sender's message read whole (from any sender: each
-        // decides for itself).
+        // counts and layout, then an LL sender's message read whole (from any sender, each
+        // deciding for itself, unless none may send LL).
+        let layout = 8 * counts + 4 * (groups + 1 + groups * (ranks + 1));
+        let unpack = if ll_dispatch_max_tokens() > 0 {
+            layout.next_multiple_of(16) + m.bytes as usize
+        } else {
+            layout
+        };
         let smem = [
             send_smem(cfg.format, &m, cfg.hidden),
             4 * (cfg.n_experts + ranks),
-            (8 * counts + 4 * (groups + 1 + groups * (ranks + 1))).next_multiple_of(16) + m.bytes as usize,
+            unpack,
         ]
         .into_iter()
         .max()
