@@ -136,15 +136,14 @@ pub fn arch_name(major: i32, minor: i32) -> &'static str {
         .or_insert_with(|| Box::leak(format!("sm_{major}{minor}").into_boxed_str()))
 }
 
-/// The defines every program is compiled with: the LL bounds, and under EP_CUDA_TRACE the
+/// The defines every program is compiled with: the LL bound, and under EP_CUDA_TRACE the
 /// kernels' stamps (common.cuh), recorded in device memory and printed by `print_trace`; `all`:
 /// every block records, not only block 0 and the publishing one, and so does every message a
 /// copy-out takes; EP_CUDA_TRACE_RANK=r: only rank r records.
 fn prelude() -> String {
     let mut prelude = format!(
-        "#define EP_LL_MAX_TOKENS {}\n#define EP_LL_DISPATCH_MAX_TOKENS {}\n",
-        crate::comm::ll_max_tokens(),
-        crate::comm::ll_dispatch_max_tokens()
+        "#define EP_LL_MAX_TOKENS {}\n",
+        crate::comm::ll_max_tokens()
     );
     if let Some(trace) = std::env::var_os("EP_CUDA_TRACE") {
         prelude += "#define EP_TRACE 1\n";

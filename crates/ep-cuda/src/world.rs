@@ -7,7 +7,7 @@ use std::sync::Arc;
 use cudarc::driver::{sys, CudaContext};
 use ep_core::{ConfigError, EpConfig, EpError, MessageLayout, Result, TokenFormat};
 
-use crate::comm::{assign_chunks, ll_dispatch_max_tokens, ll_max_tokens};
+use crate::comm::{assign_chunks, ll_max_tokens};
 use crate::driver::cuda;
 use crate::kernels::{Kernels, MsgLayout};
 use crate::memory::DevBuf;
@@ -274,14 +274,7 @@ impl RankBuffers {
         let wire = msg.bytes as usize;
         let b = |len: usize| DevBuf::new(ctx, len);
         let bufs = RankBuffers {
-            // Each sender's messages, then (one node) its LL messages (dispatch.cu,
-            // ep_ll_msg_offset), twice the bytes each.
-            d_recv: b(n * t * wire
-                + if multi_node {
-                    0
-                } else {
-                    n * t.min(ll_dispatch_max_tokens()) * 2 * wire
-                })?,
+            d_recv: b(n * t * wire)?,
             d_nmsg: b(n * 4)?,
             d_counts: b(l * n * 8)?,
             c_recv: b(t * k * h * 2)?,
@@ -336,7 +329,7 @@ impl RankBuffers {
         };
         bufs.d_counts.fill(0xFF)?;
         bufs.d_ticket.fill(0)?;
-        // Each message's landed mark (dispatch.cu), and each LL word, below every round number.
+        // Each message's landed mark (dispatch.cu) below every round number.
         bufs.d_recv.fill(0)?;
         // EP_OK: every round starts with it (ep_dispatch_single and ep_combine_single rely on it).
         bufs.status.fill(0)?;

@@ -6,7 +6,7 @@ use std::sync::OnceLock;
 use ep_core::format::TokenFormat;
 use ep_core::{DispatchInput, Format, Result};
 
-use super::path::{ll_dispatch_max_tokens, number_from_env, tokens_from_env, DispatchPath};
+use super::path::{number_from_env, tokens_from_env, DispatchPath};
 use super::{contiguous, CudaComm, RoundData, SEND_THREADS, THREADS, WAIT_THREADS};
 use crate::kernels::MsgLayout;
 
@@ -187,7 +187,7 @@ pub(super) const WAIT_ARGS: usize = 16;
 pub(super) const COPY_OUT_ARGS: usize = 24;
 /// `ep_dispatch_copy_messages` takes the first of `ep_dispatch_copy_out`'s, then two of its own.
 pub(super) const COPY_MESSAGES_ARGS: usize = 21;
-pub(super) const DISPATCH_SINGLE_ARGS: usize = 39;
+pub(super) const DISPATCH_SINGLE_ARGS: usize = 38;
 
 /// Where `ep_dispatch_wait` runs in a round, against the send: after it (the counts come with
 /// its last block), beside an overlapped send on the copy stream, or before a layout-first send.
@@ -431,18 +431,11 @@ impl CudaComm {
         let (ranks, groups) = (cfg.n_ranks(), cfg.n_groups());
         let counts = cfg.n_local_experts() * ranks;
         // The kernel's phases share its dynamic shared memory: the send's, the totals, the
-        // counts and layout, then an LL sender's message read whole (from any sender, each
-        // deciding for itself, unless none may send LL).
-        let layout = 8 * counts + 4 * (groups + 1 + groups * (ranks + 1));
-        let unpack = if ll_dispatch_max_tokens() > 0 {
-            layout.next_multiple_of(16) + m.bytes as usize
-        } else {
-            layout
-        };
+        // counts and layout.
         let smem = [
             send_smem(cfg.format, &m, cfg.hidden),
             4 * (cfg.n_experts + ranks),
-            unpack,
+            8 * counts + 4 * (groups + 1 + groups * (ranks + 1)),
         ]
         .into_iter()
         .max()
@@ -511,7 +504,6 @@ impl CudaComm {
             &b.row_src.ptr,
             &self.seq,
             &(self.ll_combine() as i32),
-            &(self.ll_dispatch() as i32),
         ];
         self.launch(kernel, grid, SEND_THREADS, smem, &args)
     }

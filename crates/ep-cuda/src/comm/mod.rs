@@ -33,7 +33,7 @@ mod wait;
 
 pub(crate) use dispatch::assign_chunks;
 use dispatch::format_id;
-pub(crate) use path::{ll_dispatch_max_tokens, ll_max_tokens};
+pub(crate) use path::ll_max_tokens;
 
 const THREADS: u32 = 128;
 const WAIT_THREADS: u32 = 256;

@@ -123,20 +123,6 @@ pub(crate) fn ll_max_tokens() -> usize {
     tokens_from_env(&MAX, "EP_CUDA_LL_MAX_TOKENS").unwrap_or(LL_MAX_TOKENS)
 }
 
-/// Up to this many tokens a single-launch dispatch sends its messages in LL form (dispatch.cu:
-/// each 8-byte word 4 bytes of the message and the round's number), so its messages need no fence
-/// and no mark, and a receiver reads each in one round of polls, at twice the bytes on the wire.
-/// Measured on one GPU only (docs/perf.md, v35). `EP_CUDA_LL_DISPATCH_MAX_TOKENS` overrides it (0:
-/// never); read once per process, compiled into the kernels (kernels.rs) and used to size the
-/// receive buffers' LL area (world.rs), so every rank of the node agrees.
-const LL_DISPATCH_MAX_TOKENS: usize = 8;
-
-/// [`LL_DISPATCH_MAX_TOKENS`] or its override.
-pub(crate) fn ll_dispatch_max_tokens() -> usize {
-    static MAX: OnceLock<Option<usize>> = OnceLock::new();
-    tokens_from_env(&MAX, "EP_CUDA_LL_DISPATCH_MAX_TOKENS").unwrap_or(LL_DISPATCH_MAX_TOKENS)
-}
-
 /// The kernels a dispatch round takes on a rank, in order of precedence (`CudaComm::dispatch_path`).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) enum DispatchPath {
@@ -259,13 +245,6 @@ impl CudaComm {
     /// here. The dispatch kernels tell every sender so (their `ll`, `EP_NMSG_LL`).
     pub(super) fn ll_combine(&self) -> bool {
         self.cfg.n_nodes == 1 && self.round.n_tokens <= ll_max_tokens()
-    }
-
-    /// This rank sends this round's dispatch messages in LL form: a single-launch dispatch (one
-    /// node) with few tokens here (`LL_DISPATCH_MAX_TOKENS`). The kernel tells every receiver so
-    /// (`EP_NMSG_LL_MSGS`); every copy-out reads such a sender's messages from the LL area.
-    pub(super) fn ll_dispatch(&self) -> bool {
-        self.single_dispatch() && self.round.n_tokens <= ll_dispatch_max_tokens()
     }
 
     /// This overlapped round's send and copy-out leave each other room (dispatch.cu,

@@ -521,17 +521,15 @@ __device__ __forceinline__ bool ep_wait_completed(const u32* status) {
 #define EP_LL_MAX_TOKENS 0
 #endif
 
-// A dispatch message count word (a sender's, at each receiver): the count, and four flags.
+// A dispatch message count word (a sender's, at each receiver): the count, and three flags.
 // EARLY: the sender published its counts before its payload (dispatch.cu). LL: the sender, as the
 // combine's receiver, takes its rows in LL form. MARKED: the sender, as the combine's receiver,
 // reduces its rows as they land (prefill sizes, comm/path.rs): each row is
 // marked with the combine's number after a fence (ep_send_row), and its counts come first.
-// LL_MSGS: the sender sent its dispatch messages in LL form (dispatch.cu, ep_ll_msg_offset).
 #define EP_NMSG_EARLY 0x80000000u
 #define EP_NMSG_LL 0x40000000u
 #define EP_NMSG_MARKED 0x20000000u
-#define EP_NMSG_LL_MSGS 0x10000000u
-#define EP_NMSG_FLAGS (EP_NMSG_EARLY | EP_NMSG_LL | EP_NMSG_MARKED | EP_NMSG_LL_MSGS)
+#define EP_NMSG_FLAGS (EP_NMSG_EARLY | EP_NMSG_LL | EP_NMSG_MARKED)
 
 // A receiver's combine rows are marked (LL rows need no marks: they carry the number).
 __device__ __forceinline__ bool ep_rows_marked(u32 nm) { return (nm & EP_NMSG_MARKED) && !(nm & EP_NMSG_LL); }
@@ -571,23 +569,6 @@ __device__ __forceinline__ void ep_ll_store(ulonglong2* row, u64 i, u64 n16, uin
     asm volatile("st.volatile.global.v2.u64 [%0], {%1, %2};" ::"l"(row + i), "l"(v.x | f), "l"(v.y | f) : "memory");
     asm volatile("st.volatile.global.v2.u64 [%0], {%1, %2};" ::"l"(row + n16 + i), "l"(v.z | f), "l"(v.w | f)
                  : "memory");
-}
-
-// A row to a rank that takes its rows in LL form (or an LL dispatch message, dispatch.cu), by
-// the block: `n16` pieces of 16 bytes, up to 4 loads per thread before their stores: with 8, as
-// ep_copy_to, ep_combine_send took 64 registers instead of 56, which cost its 4096-token combine
-// 0.7%.
-__device__ void ep_ll_send_row(ulonglong2* dst, const uint4* src, u64 n16, u32 seq) {
-    const int batch = 4;
-    for (u64 i0 = threadIdx.x; i0 < n16; i0 += batch * blockDim.x) {
-        uint4 v[batch];
-#pragma unroll
-        for (int u = 0; u < batch; u++)
-            if (i0 + u * blockDim.x < n16) v[u] = src[i0 + u * blockDim.x];
-#pragma unroll
-        for (int u = 0; u < batch; u++)
-            if (i0 + u * blockDim.x < n16) ep_ll_store(dst, i0 + u * blockDim.x, n16, v[u], seq);
-    }
 }
 
 // Loads piece i; true when all four words carry `seq`.

@@ -28,25 +28,6 @@ __device__ __forceinline__ u64 ep_recv_offset(int src, int max_tokens, u64 pos, 
     return ((u64)src * max_tokens + pos) * msg_bytes;
 }
 
-// A sender with few tokens inside one node (comm/path.rs, `ll_dispatch`) sends its messages in LL
-// form (common.cuh: every 8-byte word 4 bytes of the message and the round's number `seq`), so
-// that a message vouches for itself: no fence and no mark behind its stores, and the receiver
-// reads it in one round of polls instead of a mark, then the message (v35). It says so in its
-// message count word (EP_NMSG_LL_MSGS), and every copy-out reads such a sender's messages from
-// the LL area that follows the receive buffer: [n_ranks, min(max_tokens, EP_LL_DISPATCH_MAX_TOKENS),
-// 2 * msg] (world.rs sizes it from the same bound). The area holds nothing but LL messages, so a
-// word from an earlier round carries an earlier number.
-#ifndef EP_LL_DISPATCH_MAX_TOKENS
-#define EP_LL_DISPATCH_MAX_TOKENS 0
-#endif
-__device__ __forceinline__ u64 ep_ll_msg_slots(int max_tokens) {
-    return (u64)min(max_tokens, EP_LL_DISPATCH_MAX_TOKENS);
-}
-// LL message `pos` from rank `src` in a receive buffer of n_ranks senders.
-__device__ __forceinline__ u64 ep_ll_msg_offset(int src, int n_ranks, int max_tokens, u64 pos, int msg_bytes) {
-    return (u64)n_ranks * max_tokens * msg_bytes + ((u64)src * ep_ll_msg_slots(max_tokens) + pos) * 2 * msg_bytes;
-}
-
 // Prefill rounds overlap the copy-out with the transfer (comm/path.rs: `overlap_dispatch`). Such a sender
 // publishes its counts from ep_assign_slots, before any payload, with EP_NMSG_EARLY set in its
 // message count, and marks each message landed once the message's stores are visible: its
@@ -363,11 +344,10 @@ __device__ void ep_assign_starts(u32* chunk_base, int n_chunks, int n_experts, i
     __syncthreads();
 }
 
-// The flags of this rank's message count words (common.cuh): `early` and `ll_msgs` from the
-// publishing kernel, `ll` and `marked` as the host chose this round's combine form (comm/path.rs).
-__device__ __forceinline__ u32 ep_nmsg_flags(int early, int ll, int marked, int ll_msgs = 0) {
-    return (early ? EP_NMSG_EARLY : 0u) | (ll ? EP_NMSG_LL : 0u) | (marked ? EP_NMSG_MARKED : 0u) |
-           (ll_msgs ? EP_NMSG_LL_MSGS : 0u);
+// The flags of this rank's message count words (common.cuh): `early` from the publishing kernel,
+// `ll` and `marked` as the host chose this round's combine form (comm/path.rs).
+__device__ __forceinline__ u32 ep_nmsg_flags(int early, int ll, int marked) {
+    return (early ? EP_NMSG_EARLY : 0u) | (ll ? EP_NMSG_LL : 0u) | (marked ? EP_NMSG_MARKED : 0u);
 }
 
 // One count per (expert, this rank), zero included, and before them the number of messages to
@@ -480,12 +460,10 @@ __device__ void ep_route_carries(EpRoute& r, int top_k) {
 }
 
 // Where carrying slot k's message goes: this rank's message slot r.msg_at[k] in the receive buffer
-// of rank r.dest[k] (`recv_ptrs`: every rank's, mapped here), or with `ll` in its LL area (of
-// n_ranks senders).
+// of rank r.dest[k] (`recv_ptrs`: every rank's, mapped here).
 __device__ __forceinline__ u8* ep_route_msg(const EpRoute& r, int k, const u64* recv_ptrs, int rank, int max_tokens,
-                                            MsgLayout m, bool ll = false, int n_ranks = 0) {
-    return (u8*)recv_ptrs[r.dest[k]] + (ll ? ep_ll_msg_offset(rank, n_ranks, max_tokens, r.msg_at[k], m.bytes)
-                                           : ep_recv_offset(rank, max_tokens, r.msg_at[k], m.bytes));
+                                            MsgLayout m) {
+    return (u8*)recv_ptrs[r.dest[k]] + ep_recv_offset(rank, max_tokens, r.msg_at[k], m.bytes);
 }
 
 // Keeps rank `dest`'s message alone in the route: no other slot carries. Every thread calls it;
@@ -524,11 +502,6 @@ __device__ __forceinline__ u8* ep_fetched_row(int fmt, MsgLayout m, int hidden) 
     return fmt == EP_FMT_BF16 ? msg : fmt == EP_FMT_FP8 ? msg + m.bytes : msg + m.bytes + 4 * hidden;
 }
 
-// An LL message from shared memory (ep_send_token), not inlined, as ep_ll_message.
-__device__ __noinline__ void ep_ll_send_message(ulonglong2* dst, const uint4* src, u64 n16, u32 seq) {
-    ep_ll_send_row(dst, src, n16, seq);
-}
-
 // Starts loading token t's row into shared memory (ep_fetched_row) and returns at once: issued
 // before the block works out the token's route, so that the row's load and the route's overlap.
 // ep_send_token waits for it. Every thread calls it.
@@ -542,10 +515,7 @@ __device__ void ep_fetch_row(int t, const u16* tokens, int hidden, int fmt, MsgL
 // then store it at every carrying slot's rank of this node (every rank the token reaches, unless
 // ep_route_only_to kept one, except rank *placed_at, whose rows the block writes itself: null or
 // -1, none; 16-byte stores; r.at, which ep_mark_landed reads too). Messages for another node are
-// staged for ep_dispatch_put; the shared expert's tokens are kept in `shared_msgs`. With `ll_seq`
-// (not 0: the single-launch dispatch of a sender with few tokens, inside one node, whose
-// `gpus_per_node` is then every rank) the messages go in LL form, carrying that round number, into
-// each rank's LL area (ep_ll_msg_offset), and need no mark.
+// staged for ep_dispatch_put; the shared expert's tokens are kept in `shared_msgs`.
 // `Batch`: the 16-byte pieces a thread loads from shared memory before storing them (ep_copy_to).
 // A block's threads have ~2 pieces of a 7168-wide message each, so a batch of 8 only holds
 // registers: the lean send (ep_dispatch_send_lean) takes 1.
@@ -553,7 +523,7 @@ template <int Batch = 8>
 __device__ void ep_send_token(int t, EpRoute& r, const float* input_scales, int hidden, int top_k, int fmt,
                               MsgLayout m, const u64* recv_ptrs, int rank, int gpus_per_node, int max_tokens,
                               u8* staging, int shared_start, int shared_end, u8* shared_msgs,
-                              const int* placed_at = nullptr, u32 ll_seq = 0) {
+                              const int* placed_at = nullptr) {
     u8* msg = (u8*)smem_u4;
     int node = rank / gpus_per_node;
     // The global loads the send needs besides the row, issued while the row's load completes:
@@ -561,7 +531,7 @@ __device__ void ep_send_token(int t, EpRoute& r, const float* input_scales, int 
     // the path) and NVFP4's input scale (the only encoder that reads one).
     for (int k = threadIdx.x; k < top_k; k += blockDim.x)
         r.at[k] = r.carries[k] && r.dest[k] / gpus_per_node == node
-                      ? ep_route_msg(r, k, recv_ptrs, rank, max_tokens, m, ll_seq != 0, gpus_per_node)
+                      ? ep_route_msg(r, k, recv_ptrs, rank, max_tokens, m)
                       : nullptr;
     float input_scale = fmt == EP_FMT_NVFP4 ? input_scales[t] : 1.0f;
     ep_async_wait(); // the fetched row, before anything returns or reads it
@@ -614,9 +584,7 @@ __device__ void ep_send_token(int t, EpRoute& r, const float* input_scales, int 
     bool staged = false;
     for (int k = 0; k < top_k; k++) {
         if (!r.carries[k] || (placed >= 0 && r.dest[k] == placed)) continue;
-        if (r.at[k] && ll_seq) {
-            ep_ll_send_message((ulonglong2*)r.at[k], (const uint4*)msg, m.bytes / 16, ll_seq);
-        } else if (r.at[k]) {
+        if (r.at[k]) {
             ep_block_copy<Batch>(r.at[k], msg, m.bytes);
         } else if (!staged) {
             ep_block_copy<Batch>(staging + (u64)t * m.bytes, msg, m.bytes);
@@ -728,14 +696,12 @@ extern "C" __global__ void ep_dispatch_wait(u64* counts, int n_local, int n_rank
 // message (`shared_msg`, null when it has none), landed for round `seq` (a sender that published
 // early, above): the block's stores are ordered before one fence, then a system-scope store per
 // message; rank `placed`'s message (-1: none) as placed (EP_LANDED_PLACED: its rows are the
-// block's to write, ep_place_own_rows). `ll`: the routed messages went in LL form and need no
-// mark; only the shared-expert message is marked. Every thread calls it.
-__device__ void ep_mark_landed(const EpRoute& r, int top_k, MsgLayout m, u32 seq, u8* shared_msg, int placed = -1,
-                               bool ll = false) {
+// block's to write, ep_place_own_rows). Every thread calls it.
+__device__ void ep_mark_landed(const EpRoute& r, int top_k, MsgLayout m, u32 seq, u8* shared_msg, int placed = -1) {
     __syncthreads();
     if (threadIdx.x != 0) return;
     bool fenced = false;
-    for (int k = -1; k < (ll ? 0 : top_k); k++) {
+    for (int k = -1; k < top_k; k++) {
         u8* msg = k < 0 ? shared_msg : r.at[k];
         if (!msg) continue;
         if (!fenced) ep_fence_acq_rel();
@@ -1036,51 +1002,6 @@ __device__ typename EpFound<Placed>::T ep_message_ready(const u8* msg, int s, u3
     return got;
 }
 
-// Message `j` from rank `s`, an LL sender (EP_NMSG_LL_MSGS), read from the LL area after the
-// receive buffer `recv` into `dst` by the block or (Warp) the calling warp: each thread loads its
-// pieces two at a time and polls those that do not carry the round's number yet, until the slice
-// runs out (then, as for a mark, the status names every expert of `s` here and says
-// EP_MESSAGES_PENDING). Returns whether the whole message came, in every thread of the team, with
-// `dst` then visible to the team. Not inlined: inlined, the copy-out of every other message read
-// 0.2-0.8 us slower (one H100, v35).
-template <bool Warp>
-__device__ __noinline__ bool ep_ll_message(const u8* recv, int s, u32 j, int n_local, int n_ranks, int max_tokens,
-                                           MsgLayout m, EpLanding landing, u32* status, u8* dst) {
-    const ulonglong2* ll = (const ulonglong2*)(recv + ep_ll_msg_offset(s, n_ranks, max_tokens, j, m.bytes));
-    const unsigned id = ep_team_id<Warp>(), size = ep_team_size<Warp>();
-    const u64 n16 = m.bytes / 16;
-    bool came = j < ep_ll_msg_slots(max_tokens); // more is not an LL sender's
-    u64 deadline = 0;
-    for (u64 i0 = id; came && i0 < n16; i0 += 2 * size) {
-        uint4 v[2];
-        bool there[2];
-        // Both pieces' loads in flight at once, on every try: one poll a piece in turn took
-        // a round trip more whenever the first was not there yet.
-#pragma unroll
-        for (int u = 0; u < 2; u++)
-            there[u] = i0 + u * size >= n16 || ep_ll_load(ll, i0 + u * size, n16, landing.seq, v[u]);
-        while (!(there[0] && there[1])) {
-            if (deadline == 0) deadline = ep_globaltimer() + landing.slice_ns;
-            else if (ep_globaltimer() > deadline) break;
-#pragma unroll
-            for (int u = 0; u < 2; u++)
-                if (!there[u]) there[u] = ep_ll_load(ll, i0 + u * size, n16, landing.seq, v[u]);
-        }
-        came = there[0] && there[1];
-#pragma unroll
-        for (int u = 0; u < 2; u++)
-            if (i0 + u * size < n16 && there[u]) ((uint4*)dst)[i0 + u * size] = v[u];
-    }
-    if (Warp) __syncwarp();
-    came = Warp ? __all_sync(0xffffffffu, came) : __syncthreads_and(came);
-    if (!came && id == 0) {
-        for (int g = 0; g < n_local; g++) status[1 + g * n_ranks + s] = 1;
-        ep_messages_pending(status);
-    }
-    if (came && threadIdx.x == 0) EP_STAMP_FIRST(9);
-    return came;
-}
-
 // This rank's rows of message `j` from rank `s` (`msg`: its header as received, or as its sender
 // encoded it), found by the calling warp with a ballot per 32 slots: slots with a row slot whose
 // expert is here, row = the group's start for the source + the row slot the message carries
@@ -1123,34 +1044,26 @@ __device__ void ep_message_rows(const u8* msg, int s, u32 j, int part, int parts
 // same round of loads as the payload's first pieces (ep_load_message), then the payload read once
 // and written to each. From an overlapped sender it first waits for the message's mark; returns
 // false when it did not come, true at once when the mark says its sender placed the rows itself.
-// From an LL sender it reads the message from the LL area into `unpack` (the block's shared
-// memory; null: the message's slot in the receive buffer, which such a sender leaves unused),
-// waiting for each piece (ep_ll_message). `WarpBatch`: ep_copy_rows'.
+// `WarpBatch`: ep_copy_rows'.
 template <bool Warp, bool Placed = true, int WarpBatch = 8>
 __device__ bool ep_copy_message(int s, u32 j, int part, int parts, u32 nmsg_s, EpLanding landing, const u8* recv,
                                 const u32* src_offsets, u64 rows, int n_local, int n_ranks, int rank,
                                 int shared_groups, int max_tokens, int hidden, int fmt, MsgLayout m, u8* recv_tokens,
                                 u8* recv_scales, int* src_info, int* row_src, u32* status, EpRows& r,
-                                int* msg_rows = nullptr, u8* unpack = nullptr) {
+                                int* msg_rows = nullptr) {
     const u8* msg = recv + ep_recv_offset(s, max_tokens, j, m.bytes);
 #ifdef EP_TRACE
     u64 t_begin = ep_globaltimer();
 #endif
-    if (nmsg_s & EP_NMSG_LL_MSGS) {
-        u8* into = unpack ? unpack : (u8*)msg;
-        if (!ep_ll_message<Warp>(recv, s, j, n_local, n_ranks, max_tokens, m, landing, status, into)) return false;
-        msg = into;
-    } else {
-        auto got = ep_message_ready<Warp, Placed>(msg, s, nmsg_s, m, landing, n_local, n_ranks, status);
-        if (!got) return false;
-        if (Placed && got == EP_MSG_PLACED) {
-            ep_team_sync<Warp>(); // as below: the next message's ep_message_ready after a barrier
-            return true;
-        }
-    }
+    auto got = ep_message_ready<Warp, Placed>(msg, s, nmsg_s, m, landing, n_local, n_ranks, status);
+    if (!got) return false;
 #ifdef EP_TRACE
     u64 t_ready = ep_globaltimer();
 #endif
+    if (Placed && got == EP_MSG_PLACED) {
+        ep_team_sync<Warp>(); // as below: the next message's ep_message_ready after a barrier
+        return true;
+    }
     EpMsgHead h = ep_load_message<Warp>(msg, hidden, fmt, m);
     if (Warp || threadIdx.x < 32)
         ep_message_rows(msg, s, j, part, parts, src_offsets, n_local, n_ranks, rank, shared_groups, max_tokens, m,
@@ -1310,15 +1223,13 @@ __device__ __forceinline__ u32 ep_warp_claim(u32* claimed) {
 // walk (the overlapped copy-out and its helpers after the send; `first` and `step` unused).
 // `busy`: of the `step` blocks, how many are still sending (the single-launch dispatch's, which
 // walk from `first` rotated past them): Spread cuts a message only among the others.
-// `WarpBatch`: ep_copy_rows'; `unpack`: ep_copy_message's. Returns false when a message's mark
-// (or an LL message) did not come.
+// `WarpBatch`: ep_copy_rows'. Returns false when a message's mark did not come.
 template <bool Warp, bool Spread = false, bool Placed = true, bool Claimed = false, int WarpBatch = 8>
 __device__ bool ep_copy_messages(u64 first, u64 step, const u8* recv, const u32* nmsg, const u32* src_offsets,
                                  u64 rows, int n_local, int n_ranks, int rank, int skip_a2a, int shared_groups,
                                  int max_tokens, int hidden, int fmt, MsgLayout m, u8* recv_tokens, u8* recv_scales,
                                  int* src_info, int* row_src, u32* status, EpLanding landing, EpRows& scratch,
-                                 int* msg_rows = nullptr, u32* claimed = nullptr, u64 busy = 0,
-                                 u8* unpack = nullptr) {
+                                 int* msg_rows = nullptr, u32* claimed = nullptr, u64 busy = 0) {
     u32 most = 0;
     for (int s = 0; s < n_ranks; s++) most = max(most, ep_messages_from(nmsg[s], s, rank, skip_a2a, max_tokens));
     u64 messages = (u64)most * n_ranks;
@@ -1334,7 +1245,7 @@ __device__ bool ep_copy_messages(u64 first, u64 step, const u8* recv, const u32*
         if (!ep_copy_message<Warp, Placed, WarpBatch>(s, j, part, parts, nm, landing, recv, src_offsets, rows,
                                                       n_local, n_ranks, rank, shared_groups, max_tokens, hidden, fmt,
                                                       m, recv_tokens, recv_scales, src_info, row_src, status, scratch,
-                                                      msg_rows, unpack))
+                                                      msg_rows))
             return false;
     }
     return true;
@@ -1585,7 +1496,7 @@ __device__ void ep_count_sent(const int* ids, int n_tokens, int top_k, int n_exp
 // messages, a block each in the order they are sent (ep_copy_messages); the shared expert's rows,
 // a block each. A message (or shared-expert message) is awaited for its mark; when one does not
 // come the block stops there (the status says EP_MESSAGES_PENDING and the host launches the
-// copy-out again). An LL sender's messages are read into `unpack` (shared memory, m.bytes).
+// copy-out again).
 // (A warp per message when there were more messages than blocks was slower: 32 tokens BF16 30.5
 // -> 42.5 us on 2x H200.)
 template <bool Spread>
@@ -1594,8 +1505,7 @@ __device__ void ep_single_copy_out(const u64* got, const u32* start, const u32* 
                                    const u8* recv, const u32* nmsg, int n_local, int n_ranks, int rank, int skip_a2a,
                                    int shared_groups, int max_tokens, int hidden, int fmt, MsgLayout m,
                                    u8* recv_tokens, u8* recv_scales, int* src_info, int* row_src, u32* status,
-                                   u64* snapshot, u32* row_offsets, u32* src_offsets, EpRows& scratch, u64 busy,
-                                   u8* unpack) {
+                                   u64* snapshot, u32* row_offsets, u32* src_offsets, EpRows& scratch, u64 busy) {
     int n = n_local * n_ranks, n_groups = n_local + shared_groups;
     u64 rows = start[n_groups];
     if (b == 0) {
@@ -1617,7 +1527,7 @@ __device__ void ep_single_copy_out(const u64* got, const u32* start, const u32* 
     EP_STAMP(8);
     if (!ep_copy_messages<false, Spread, false>(b, blocks, recv, nmsg, src_off, rows, n_local, n_ranks, rank, skip_a2a,
                                  shared_groups, max_tokens, hidden, fmt, m, recv_tokens, recv_scales, src_info,
-                                 row_src, status, landing, scratch, nullptr, nullptr, busy, unpack))
+                                 row_src, status, landing, scratch, nullptr, nullptr, busy))
         return;
     EP_STAMP(10);
     u64 first = src_off[rank];
@@ -1630,9 +1540,7 @@ __device__ void ep_single_copy_out(const u64* got, const u32* start, const u32* 
 // The whole dispatch inside one node, in one launch (see above): blocks 0 .. gridDim.x - 2 send
 // the tokens, the last block counts and publishes (gridDim.x >= 2). Dynamic shared memory: the
 // largest of the send's (message + row in f32), the totals' (4 * (n_experts + n_ranks)) and the
-// layout's (8 * n + 4 * (n_groups + 1 + n_groups * (n_ranks + 1))) rounded up to 16 and a message
-// (an LL sender's, read whole), n = n_local * n_ranks. `ll_msgs`: this rank sends its messages in
-// LL form (comm/path.rs, `ll_dispatch`; at most EP_LL_DISPATCH_MAX_TOKENS tokens).
+// layout's (8 * n + 4 * (n_groups + 1 + n_groups * (n_ranks + 1))), n = n_local * n_ranks.
 // `ticket` holds two words; the second counts the blocks that have read the counts, which the
 // counting block resets at its end (ep_counts_read, ep_reset_counts_when_read).
 // `Spread` (ep_dispatch_single_spread, for the smallest sizes, where the grid has blocks to
@@ -1647,7 +1555,7 @@ __device__ __forceinline__ void ep_dispatch_single_body(
     int shared_end, u8* shared_msgs, u32* ticket, u64* sent, int n_experts, int skip_a2a,
     const u64* count_ptrs, const u64* nmsg_ptrs, u64* counts, u64 slice_ns, int shared_groups, int row_multiple,
     u32* status, u64* snapshot, u32* row_offsets, u32* src_offsets, const u8* recv, const u32* nmsg,
-    u8* recv_tokens, u8* recv_scales, int* src_info, int* row_src, u32 seq, int ll, int ll_msgs) {
+    u8* recv_tokens, u8* recv_scales, int* src_info, int* row_src, u32 seq, int ll) {
     // A kernel for one format: the others' encoders and scale layouts compile out (below).
     if (Fmt >= 0) fmt = Fmt;
     __shared__ EpRoute route;
@@ -1665,7 +1573,7 @@ __device__ __forceinline__ void ep_dispatch_single_body(
         ep_count_sent(ids, n_tokens, top_k, n_experts, n_local, n_ranks, rank, skip_a2a, hist, sent);
         EP_STAMP(1);
         ep_publish_counts(hist, hist + n_experts, n_experts, n_local, n_ranks, rank, skip_a2a, count_ptrs, nmsg_ptrs,
-                          ep_nmsg_flags(1, ll, 0, ll_msgs));
+                          ep_nmsg_flags(1, ll, 0));
         EP_STAMP(2);
     }
     // Spread: each block sends one token to one rank (item i: token i / n_ranks, rank
@@ -1680,9 +1588,9 @@ __device__ __forceinline__ void ep_dispatch_single_body(
         bool own = dest < 0 || dest == rank;
         if (i == blockIdx.x) EP_STAMP(1);
         ep_send_token(t, route, input_scales, hidden, top_k, fmt, m, recv_ptrs, rank, n_ranks, max_tokens, nullptr,
-                      own ? shared_start : 0, own ? shared_end : 0, shared_msgs, nullptr, ll_msgs ? seq : 0);
+                      own ? shared_start : 0, own ? shared_end : 0, shared_msgs);
         u8* shared_msg = own ? ep_shared_msg(t, shared_start, shared_end, shared_msgs, m) : nullptr;
-        ep_mark_landed(route, top_k, m, seq, shared_msg, -1, ll_msgs != 0);
+        ep_mark_landed(route, top_k, m, seq, shared_msg);
         if (i == blockIdx.x) EP_STAMP(2);
         __syncthreads(); // the route and the message in shared memory are the next token's
     }
@@ -1693,8 +1601,6 @@ __device__ __forceinline__ void ep_dispatch_single_body(
     u64* got = (u64*)smem_u4;            // [n]
     u32* start = (u32*)(got + n);        // [n_groups + 1]
     u32* src_off = start + n_groups + 1; // [n_groups, n_ranks + 1]
-    // An LL sender's message, read whole (ep_copy_message), 16-byte aligned after the layout.
-    u8* unpack = (u8*)smem_u4 + ((8 * (u64)n + 4 * (u64)(n_groups + 1 + n_groups * (n_ranks + 1)) + 15) & ~(u64)15);
     u32 outcome = ep_poll_counts(counts, n, rank, n_ranks, skip_a2a, slice_ns, got, nullptr,
                                  EpCountFits{(u64)max_tokens});
     EP_STAMP(4);
@@ -1713,7 +1619,7 @@ __device__ __forceinline__ void ep_dispatch_single_body(
                                    shared_len, shared_msgs, row_multiple, EpLanding{seq, slice_ns}, recv, nmsg, n_local,
                                    n_ranks, rank, skip_a2a, shared_groups, max_tokens, hidden, fmt, m, recv_tokens,
                                    recv_scales, src_info, row_src, status, snapshot, row_offsets, src_offsets,
-                                   scratch, busy, unpack);
+                                   scratch, busy);
     }
     EP_STAMP(6);
     if (counter) ep_reset_counts_when_read(ticket + 1, gridDim.x, counts, n, rank, n_ranks, skip_a2a, status);
@@ -1729,13 +1635,12 @@ __device__ __forceinline__ void ep_dispatch_single_body(
         int shared_end, u8 *shared_msgs, u32 *ticket, u64 *sent, int n_experts, int skip_a2a,                    \
         const u64 *count_ptrs, const u64 *nmsg_ptrs, u64 *counts, u64 slice_ns, int shared_groups,               \
         int row_multiple, u32 *status, u64 *snapshot, u32 *row_offsets, u32 *src_offsets, const u8 *recv,       \
-        const u32 *nmsg, u8 *recv_tokens, u8 *recv_scales, int *src_info, int *row_src, u32 seq, int ll,        \
-        int ll_msgs
+        const u32 *nmsg, u8 *recv_tokens, u8 *recv_scales, int *src_info, int *row_src, u32 seq, int ll
 #define EP_DISPATCH_SINGLE_ARGS                                                                                  \
     tokens, input_scales, n_tokens, hidden, fmt, ids, top_k, m, recv_ptrs, rank, n_ranks, n_local, max_tokens,   \
         shared_start, shared_end, shared_msgs, ticket, sent, n_experts, skip_a2a, count_ptrs, nmsg_ptrs, counts, \
         slice_ns, shared_groups, row_multiple, status, snapshot, row_offsets, src_offsets, recv, nmsg,          \
-        recv_tokens, recv_scales, src_info, row_src, seq, ll, ll_msgs
+        recv_tokens, recv_scales, src_info, row_src, seq, ll
 #define EP_DISPATCH_SINGLE(name, spread, fixed_fmt)                                                              \
     extern "C" __global__ void __launch_bounds__(512) name(EP_DISPATCH_SINGLE_PARAMS) {                          \
         ep_dispatch_single_body<spread, fixed_fmt>(EP_DISPATCH_SINGLE_ARGS);                                     \
