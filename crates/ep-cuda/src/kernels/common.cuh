@@ -698,9 +698,9 @@ __device__ void ep_counts_read(u32 outcome, u32* ticket, u32* status) {
 }
 
 // The resetter, once its own work is done (every path through the kernel must get here): waits
-// for the reports of all `blocks` blocks, its own included (all resident, each reported right
-// after a poll with a deadline, so the wait ends), sets the ticket back to 0 and resets the
-// counts unless a poll failed. Returns with a barrier passed.
+// for the reports of `blocks` blocks (all resident, each reported right after a poll with a
+// deadline, so the wait ends), sets the ticket back to 0 and resets the counts unless a poll
+// failed. Returns with a barrier passed.
 __device__ void ep_reset_counts_when_read(u32* ticket, u32 blocks, u64* counts, int n, int rank, int n_ranks,
                                           int skip_a2a, u32* status) {
     __shared__ u32 st;

@@ -1541,8 +1541,9 @@ __device__ void ep_single_copy_out(const u64* got, const u32* start, const u32* 
 // the tokens, the last block counts and publishes (gridDim.x >= 2). Dynamic shared memory: the
 // largest of the send's (message + row in f32), the totals' (4 * (n_experts + n_ranks)) and the
 // layout's (8 * n + 4 * (n_groups + 1 + n_groups * (n_ranks + 1))), n = n_local * n_ranks.
-// `ticket` holds two words; the second counts the blocks that have read the counts, which the
-// counting block resets at its end (ep_counts_read, ep_reset_counts_when_read).
+// `ticket` holds two words; the second counts the sending blocks that have read the counts, which
+// the counting block then resets (ep_counts_read, ep_reset_counts_when_read); it takes no share of
+// the output.
 // `Spread` (ep_dispatch_single_spread, for the smallest sizes, where the grid has blocks to
 // spare): a block per (token, destination rank), so that a token's stores to each rank and
 // their fence are one block's alone (at 1 token one block took 1.8 us to issue both ranks'
@@ -1598,6 +1599,15 @@ __device__ __forceinline__ void ep_dispatch_single_body(
     EP_STAMP(3);
 
     int n = n_local * n_ranks, n_groups = n_local + shared_groups;
+    // The counting block takes no share of the output: it resets the counts as soon as every
+    // sending block has read them. With a share, its reset came after it, ~0.75 us after the
+    // rest of the grid had finished at 1 token (one H100, v35).
+    if (counter) {
+        ep_reset_counts_when_read(ticket + 1, senders, counts, n, rank, n_ranks, skip_a2a, status);
+        EP_STAMP(7);
+        EP_STAMPS_PRINT("dispatch", rank, counter);
+        return;
+    }
     u64* got = (u64*)smem_u4;            // [n]
     u32* start = (u32*)(got + n);        // [n_groups + 1]
     u32* src_off = start + n_groups + 1; // [n_groups, n_ranks + 1]
@@ -1615,15 +1625,13 @@ __device__ __forceinline__ void ep_dispatch_single_body(
         // 12.1 us, 32 tokens FP8 18.2 -> 14.7). When every one sent, the walk stays as it was
         // (with one rank alone, block b then copies the message it sent).
         u32 busy = items < senders ? items : 0;
-        ep_single_copy_out<Spread>(got, start, src_off, (blockIdx.x + gridDim.x - busy) % gridDim.x, gridDim.x,
+        ep_single_copy_out<Spread>(got, start, src_off, (blockIdx.x + senders - busy) % senders, senders,
                                    shared_len, shared_msgs, row_multiple, EpLanding{seq, slice_ns}, recv, nmsg, n_local,
                                    n_ranks, rank, skip_a2a, shared_groups, max_tokens, hidden, fmt, m, recv_tokens,
                                    recv_scales, src_info, row_src, status, snapshot, row_offsets, src_offsets,
                                    scratch, busy);
     }
     EP_STAMP(6);
-    if (counter) ep_reset_counts_when_read(ticket + 1, gridDim.x, counts, n, rank, n_ranks, skip_a2a, status);
-    EP_STAMP(7);
     EP_STAMPS_PRINT("dispatch", rank, counter);
 }
 
