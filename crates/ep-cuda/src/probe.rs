@@ -209,9 +209,9 @@ const TIMEOUT: Duration = Duration::from_secs(2);
 
 /// The median over LAUNCHES runs of `run`.
 fn median_of_launches(mut run: impl FnMut() -> Result<f64>) -> Result<f64> {
-    let mut v = (0..LAUNCHES).map(|_| run()).collect::<Result<Vec<f64>>>()?;
-    v.sort_by(f64::total_cmp);
-    Ok(v[v.len() / 2])
+    Ok(crate::bench::median(
+        (0..LAUNCHES).map(|_| run()).collect::<Result<_>>()?,
+    ))
 }
 
 /// Runs the timer probe and `cases` (`default_cases` when `None`) on GPU `gpu`.

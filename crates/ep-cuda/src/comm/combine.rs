@@ -340,18 +340,19 @@ impl CudaComm {
         let t = self.round.n_tokens;
         let (epi, scale, device) = self.epilogue_args()?;
         let k = self.k();
-        // Without an epilogue, kernels compiled for none (combine.cu).
-        let plain = self.round.epilogue.is_none();
-        let (name, f) = match (&device, self.ll_combine()) {
-            (None, false) if plain => ("ep_combine_single_plain", k.get("ep_combine_single_plain")),
-            (None, true) if plain => (
-                "ep_combine_single_ll_plain",
-                k.get("ep_combine_single_ll_plain"),
-            ),
-            (None, false) => ("ep_combine_single", k.get("ep_combine_single")),
-            (None, true) => ("ep_combine_single_ll", k.get("ep_combine_single_ll")),
-            (Some(d), false) => ("ep_combine_single", &d.single),
-            (Some(d), true) => ("ep_combine_single_ll", &d.single_ll),
+        // Without an epilogue, kernels compiled for none (combine.cu); a device-code epilogue's
+        // program has its own `ep_combine_single[_ll]`.
+        let ll = self.ll_combine();
+        let name = match (ll, self.round.epilogue.is_none()) {
+            (false, false) => "ep_combine_single",
+            (true, false) => "ep_combine_single_ll",
+            (false, true) => "ep_combine_single_plain",
+            (true, true) => "ep_combine_single_ll_plain",
+        };
+        let f = match &device {
+            None => k.get(name),
+            Some(d) if ll => &d.single_ll,
+            Some(d) => &d.single,
         };
         let counts = cfg.n_local_experts() * cfg.n_ranks();
         let smem = self.whole_row_smem().max(8 * counts as u32);

@@ -1605,33 +1605,32 @@ __device__ __forceinline__ void ep_dispatch_single_body(
     if (counter) {
         ep_reset_counts_when_read(ticket + 1, senders, counts, n, rank, n_ranks, skip_a2a, status);
         EP_STAMP(7);
-        EP_STAMPS_PRINT("dispatch", rank, counter);
-        return;
+    } else {
+        u64* got = (u64*)smem_u4;            // [n]
+        u32* start = (u32*)(got + n);        // [n_groups + 1]
+        u32* src_off = start + n_groups + 1; // [n_groups, n_ranks + 1]
+        u32 outcome = ep_poll_counts(counts, n, rank, n_ranks, skip_a2a, slice_ns, got, nullptr,
+                                     EpCountFits{(u64)max_tokens});
+        EP_STAMP(4);
+        ep_counts_read(outcome, ticket + 1, status);
+        if (outcome == EP_OK) {
+            int shared_len = shared_end - shared_start;
+            ep_layout_groups(got, n_local, n_ranks, rank, shared_groups, shared_len, row_multiple, start, src_off);
+            EP_STAMP(5);
+            // While some sending blocks had no token to send, the copy-out's walk starts past the
+            // ones that did (the last to get here, ~1.3 us after the others at 1 token), which take
+            // its items only when the others cannot (one H200, one rank alone: 1 token BF16 13.0 ->
+            // 12.1 us, 32 tokens FP8 18.2 -> 14.7). When every one sent, the walk stays as it was
+            // (with one rank alone, block b then copies the message it sent).
+            u32 busy = items < senders ? items : 0;
+            ep_single_copy_out<Spread>(got, start, src_off, (blockIdx.x + senders - busy) % senders, senders,
+                                       shared_len, shared_msgs, row_multiple, EpLanding{seq, slice_ns}, recv, nmsg,
+                                       n_local, n_ranks, rank, skip_a2a, shared_groups, max_tokens, hidden, fmt, m,
+                                       recv_tokens, recv_scales, src_info, row_src, status, snapshot, row_offsets,
+                                       src_offsets, scratch, busy);
+        }
+        EP_STAMP(6);
     }
-    u64* got = (u64*)smem_u4;            // [n]
-    u32* start = (u32*)(got + n);        // [n_groups + 1]
-    u32* src_off = start + n_groups + 1; // [n_groups, n_ranks + 1]
-    u32 outcome = ep_poll_counts(counts, n, rank, n_ranks, skip_a2a, slice_ns, got, nullptr,
-                                 EpCountFits{(u64)max_tokens});
-    EP_STAMP(4);
-    ep_counts_read(outcome, ticket + 1, status);
-    if (outcome == EP_OK) {
-        int shared_len = shared_end - shared_start;
-        ep_layout_groups(got, n_local, n_ranks, rank, shared_groups, shared_len, row_multiple, start, src_off);
-        EP_STAMP(5);
-        // While some sending blocks had no token to send, the copy-out's walk starts past the
-        // ones that did (the last to get here, ~1.3 us after the others at 1 token), which take
-        // its items only when the others cannot (one H200, one rank alone: 1 token BF16 13.0 ->
-        // 12.1 us, 32 tokens FP8 18.2 -> 14.7). When every one sent, the walk stays as it was
-        // (with one rank alone, block b then copies the message it sent).
-        u32 busy = items < senders ? items : 0;
-        ep_single_copy_out<Spread>(got, start, src_off, (blockIdx.x + senders - busy) % senders, senders,
-                                   shared_len, shared_msgs, row_multiple, EpLanding{seq, slice_ns}, recv, nmsg, n_local,
-                                   n_ranks, rank, skip_a2a, shared_groups, max_tokens, hidden, fmt, m, recv_tokens,
-                                   recv_scales, src_info, row_src, status, snapshot, row_offsets, src_offsets,
-                                   scratch, busy);
-    }
-    EP_STAMP(6);
     EP_STAMPS_PRINT("dispatch", rank, counter);
 }
 
