@@ -89,6 +89,28 @@ __device__ __forceinline__ u16 ep_e4m3x2(float hi, float lo) {
     return r;
 }
 
+// Division by a positive `d` through its reciprocal, worked out once for many quotients:
+// __fdiv_rn's own fast path (the approximate reciprocal and one Newton step, then the quotient and
+// one correction), without the check and slow-path call it makes for every quotient. For the FP8
+// encode's divisors (448, and scales from 1e-4 / 448 up to FLT_MAX / 448) no step under- or
+// overflows where the quotient is at least 2^-10, and there it is __fdiv_rn's quotient bit for
+// bit; below, its last bits may differ, which no e4m3 can tell (both round to zero). Zeros keep
+// x's sign. ep_check_fp8_division_* (selfcheck.cu) check it on the device against __fdiv_rn:
+// every pair of bf16 element and block amax, and random f32 pairs.
+struct EpRecip {
+    float d, y;
+};
+__device__ __forceinline__ EpRecip ep_recip(float d) {
+    float y;
+    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(d));
+    return {d, __fmaf_rn(y, __fmaf_rn(y, -d, 1.0f), y)};
+}
+__device__ __forceinline__ float ep_div_normal(float x, EpRecip r) {
+    float q = __fmul_rn(x, r.y);
+    q = __fmaf_rn(r.y, __fmaf_rn(q, -r.d, x), q);
+    return __uint_as_float(__float_as_uint(q) | (__float_as_uint(x) & 0x80000000u));
+}
+
 __device__ float e4m3_to_f32(u8 b) {
     int ex = (b >> 3) & 0xF;
     if (ex == 15 && (b & 7) == 7) return ep_nan();
@@ -234,46 +256,76 @@ __device__ __forceinline__ void ep_load4(const u16* x, int i, float* v) {
     v[3] = bf16_to_f32((u16)(w.y >> 16));
 }
 
-// FP8 blocks one warp each: lane i takes elements 4i..4i+3 of the 128, the block's amax (and
-// whether it holds a NaN or an infinity) comes from warp shuffles. A NaN or infinity makes the
-// block zero with a NaN scale; otherwise scale = max(amax, 1e-4) / 448 and each element is
-// e4m3(x / scale) (format/fp8.rs). blockDim.x is a multiple of 32. The row is f32, or bf16 (the
-// dispatch's fetched row, read as is: a pass that widened it to f32 in shared memory first, and
-// its barrier, were ~1 us of a decode send).
-template <typename T>
+// FP8 blocks of 128 elements, `Lanes` lanes each (a power of two, 4 to 32; 128 / Lanes elements
+// a lane, 32 / Lanes blocks to a warp at once). The block's amax, and whether it holds a NaN or an
+// infinity, is one integer max over the elements' magnitude bits (a non-finite one's are the
+// largest), reduced by shuffles among its lanes. A NaN or infinity makes the block zero with a
+// NaN scale; otherwise scale = max(amax, 1e-4) / 448 and each element is e4m3(x / scale)
+// (format/fp8.rs), the divisions through the scale's reciprocal (ep_div_normal, exact here). The
+// row is f32, or bf16 (the dispatch's fetched row, read as is: a pass that widened it to f32 in
+// shared memory first, and its barrier, were ~1 us of a decode send). blockDim.x is a multiple
+// of 32. With __fdiv_rn a lane's four divisions were four branches around slow-path calls, a
+// chain the compiler could not overlap: a 7168-wide row's 56 blocks took 1.8 us of a 1-token
+// send (0.5 for BF16's pass), and four blocks a warp at once did not help (docs/perf.md, v34).
+// The E bytes at q (4, 8 or 16, q aligned to E): w[0 .. E / 4), or zeros where w is null; one store.
+template <int E> __device__ __forceinline__ void ep_store_bytes(u8* q, const u32* w) {
+    static_assert(E == 4 || E == 8 || E == 16, "4, 8 or 16 bytes");
+    u32 v[4] = {0, 0, 0, 0};
+    if (w)
+        for (int i = 0; i < E / 4; i++) v[i] = w[i];
+    if (E == 4) *(u32*)q = v[0];
+    else if (E == 8) *(uint2*)q = make_uint2(v[0], v[1]);
+    else *(uint4*)q = make_uint4(v[0], v[1], v[2], v[3]);
+}
+
+#ifndef EP_FP8_LANES
+#define EP_FP8_LANES 8
+#endif
+template <int Lanes, typename T>
 __device__ void ep_encode_fp8_warps(const T* x, int n, u8* payload, u8* scales) {
-    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
-    for (int b = warp; b < n / 128; b += warps) {
-        float xs[4];
-        ep_load4(x, b * 128 + lane * 4, xs);
-        float amax = 0.0f;
-        bool finite = true;
-        for (int i = 0; i < 4; i++) {
-            finite = finite && ep_is_finite(xs[i]);
-            amax = fmaxf(amax, ep_abs(xs[i]));
+    constexpr int E = 128 / Lanes, per_warp = 32 / Lanes;
+    static_assert(E % 4 == 0 && per_warp >= 1, "4 to 32 lanes a block");
+    int warp = threadIdx.x >> 5, warps = blockDim.x >> 5, sub = threadIdx.x & (Lanes - 1);
+    int blocks = n / 128;
+    // Warp-uniform trips, so that every lane takes the shuffles; a lane past the row idles.
+    for (int b0 = warp * per_warp; b0 < blocks; b0 += warps * per_warp) {
+        int b = b0 + (threadIdx.x & 31) / Lanes;
+        bool here = b < blocks;
+        float xs[E] = {};
+        u32 amax_bits = 0;
+        for (int i = 0; i < E; i += 4) {
+            if (here) ep_load4(x, b * 128 + sub * E + i, xs + i);
+            for (int j = i; j < i + 4; j++) amax_bits = max(amax_bits, __float_as_uint(xs[j]) & 0x7fffffffu);
         }
-        finite = __all_sync(0xffffffffu, finite);
-        for (int off = 16; off > 0; off >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
-        u8* q = payload + b * 128 + lane * 4;
-        if (!finite) {
-            *(u32*)q = 0;
-            if (lane == 0) ep_store_f32_le(scales + 4 * b, ep_nan());
+        for (int off = Lanes / 2; off > 0; off >>= 1) amax_bits = max(amax_bits, __shfl_xor_sync(0xffffffffu, amax_bits, off));
+        if (!here) continue;
+        u8* q = payload + b * 128 + sub * E;
+        if (amax_bits >= 0x7f800000u) {
+            ep_store_bytes<E>(q, nullptr);
+            if (sub == 0) ep_store_f32_le(scales + 4 * b, ep_nan());
             continue;
         }
-        float scale = __fdiv_rn(fmaxf(amax, __uint_as_float(0x38D1B717u)), 448.0f);
-        float y[4];
-        for (int i = 0; i < 4; i++) y[i] = __fdiv_rn(xs[i], scale);
+        float scale = ep_div_normal(fmaxf(__uint_as_float(amax_bits), __uint_as_float(0x38D1B717u)), ep_recip(448.0f));
+        EpRecip r = ep_recip(scale);
+        u32 w[E / 4];
         // The quotients are finite here, where the hardware conversion is e4m3_from_f32 exactly.
-        *(u32*)q = (u32)ep_e4m3x2(y[1], y[0]) | ((u32)ep_e4m3x2(y[3], y[2]) << 16);
-        if (lane == 0) ep_store_f32_le(scales + 4 * b, scale);
+        for (int i = 0; i < E; i += 4) {
+            float y[4];
+            for (int j = 0; j < 4; j++) y[j] = ep_div_normal(xs[i + j], r);
+            w[i / 4] = (u32)ep_e4m3x2(y[1], y[0]) | ((u32)ep_e4m3x2(y[3], y[2]) << 16);
+        }
+        ep_store_bytes<E>(q, w);
+        if (sub == 0) ep_store_f32_le(scales + 4 * b, scale);
     }
 }
 
-// The whole row, cooperatively: thread i encodes blocks i, i + blockDim.x, ... (FP8: a warp per
-// block).
+// The whole row, cooperatively: thread i encodes blocks i, i + blockDim.x, ... (FP8: `Fp8Lanes`
+// lanes a block, ep_encode_fp8_warps; a kernel that keeps to few registers takes 32, since the
+// FP8 branch counts where `fmt` is known only at run time).
+template <int Fp8Lanes = EP_FP8_LANES>
 __device__ void ep_encode_row(int fmt, const float* x, int n, float input_scale, u8* payload, u8* scales) {
     if (fmt == EP_FMT_FP8) {
-        ep_encode_fp8_warps(x, n, payload, scales);
+        ep_encode_fp8_warps<Fp8Lanes>(x, n, payload, scales);
         return;
     }
     int blocks = n / ep_block(fmt);
