@@ -18,6 +18,7 @@ pub const COMBINE: &str = include_str!("kernels/combine.cu");
 pub const SWIGLU: &str = include_str!("kernels/swiglu.cu");
 pub const BENCH: &str = include_str!("kernels/bench.cu");
 pub const PROBE: &str = include_str!("kernels/probe.cu");
+pub const SELFCHECK: &str = include_str!("kernels/selfcheck.cu");
 
 /// The kernels of each program, by entry point.
 pub const PROGRAMS: &[(&str, &str, &[&str])] = &[
@@ -90,6 +91,13 @@ pub const PROBE_PROGRAM: (&str, &str, &[&str]) = (
         "ep_probe_timer",
         "ep_probe_code",
     ],
+);
+
+/// The device self-checks' program (selfcheck.rs): compiled only when a check runs.
+pub const SELFCHECK_PROGRAM: (&str, &str, &[&str]) = (
+    "selfcheck",
+    SELFCHECK,
+    &["ep_check_fp8_division_bf16", "ep_check_fp8_division_f32"],
 );
 
 /// Every program is the shared header plus its file, after an optional prelude of defines.

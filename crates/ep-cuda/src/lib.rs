@@ -14,6 +14,7 @@
 //! - `comm`: [`CudaComm`], one rank's dispatch, combine and SwiGLU.
 //! - [`mod@bench`]: device-resident timed rounds, the copy ceiling, the NCCL baseline.
 //! - [`probe`]: latency probes of the protocol's signals (publish and poll flavours).
+//! - [`selfcheck`]: arithmetic the kernels take to be exact, checked on the device.
 
 pub mod bench;
 mod comm;
@@ -21,6 +22,7 @@ pub mod driver;
 pub mod kernels;
 mod memory;
 pub mod probe;
+pub mod selfcheck;
 mod world;
 
 use std::sync::Arc;

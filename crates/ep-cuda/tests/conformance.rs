@@ -21,6 +21,19 @@ fn main() {
         None => CudaBackend::new(),
     };
     println!("ep-cuda conformance on {gpus:?}");
+    let mut device_ok = true;
+    for gpu in 0..gpus.len() {
+        match ep_cuda::selfcheck::check_fp8_division(gpu) {
+            Ok(check) => {
+                println!("GPU {gpu}: {check}");
+                device_ok &= check.passed();
+            }
+            Err(e) => {
+                println!("FAILED FP8 division check on GPU {gpu}: {e}");
+                device_ok = false;
+            }
+        }
+    }
     let filter = std::env::var("EP_FILTER").ok();
     let outcomes = runner::run_all(&backend, filter.as_deref(), |o| {
         let status = if o.result.is_ok() { "ok" } else { "FAILED" };
@@ -30,7 +43,7 @@ fn main() {
             o.time.as_secs_f64() * 1e3
         );
     });
-    if !runner::print_summary(&outcomes) {
+    if !runner::print_summary(&outcomes) || !device_ok {
         std::process::exit(1);
     }
 }

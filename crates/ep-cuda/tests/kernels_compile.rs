@@ -2,7 +2,7 @@
 //! GPU or driver needed), and checks each entry point is in the PTX. Without NVRTC it says so and
 //! counts nothing; with EP_REQUIRE_NVRTC=1 (CI) a missing NVRTC is a failure.
 
-use ep_cuda::kernels::{compile, source, COMBINE, PROBE_PROGRAM, PROGRAMS};
+use ep_cuda::kernels::{compile, source, COMBINE, PROBE_PROGRAM, PROGRAMS, SELFCHECK_PROGRAM};
 
 fn main() {
     if let Err(e) = ep_cuda::driver::nvrtc_present() {
@@ -39,6 +39,9 @@ fn main() {
     }
     // The probes' program, compiled when `ep bench --probe-signals` runs.
     let (name, body, entries) = PROBE_PROGRAM;
+    check(name, source(body, ""), entries);
+    // The device self-checks' program, compiled when a CUDA conformance run starts.
+    let (name, body, entries) = SELFCHECK_PROGRAM;
     check(name, source(body, ""), entries);
     // The combine program with a device-code epilogue compiled in.
     let user = "__device__ unsigned long long ep_test_sum;\n\

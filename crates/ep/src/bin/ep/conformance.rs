@@ -16,6 +16,7 @@ pub struct Args {
 
 pub fn main(args: Args) -> Result<ExitCode, String> {
     let backend = args.target.backend()?;
+    let device_ok = device_checks(args.target.backend)?;
     let total = runner::all_cases::<ep::Backend>()
         .iter()
         .filter(|c| args.filter.as_deref().is_none_or(|f| c.name.contains(f)))
@@ -35,9 +36,33 @@ pub fn main(args: Args) -> Result<ExitCode, String> {
         );
         let _ = std::io::stdout().flush();
     });
-    Ok(if runner::print_summary(&outcomes) {
+    let cases_ok = runner::print_summary(&outcomes);
+    if !device_ok {
+        println!("device self-check FAILED (above): the CUDA backend's FP8 encode is not exact on this GPU");
+    }
+    Ok(if cases_ok && device_ok {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
     })
+}
+
+/// CUDA: the arithmetic the kernels take to be exact, checked on every visible GPU before the
+/// cases (ep_cuda::selfcheck); true where it holds. Nothing to check on the simulator.
+fn device_checks(kind: ep::BackendKind) -> Result<bool, String> {
+    match kind {
+        #[cfg(feature = "cuda")]
+        ep::BackendKind::Cuda => {
+            let gpus = ep::cuda::CudaBackend::probe().map_err(|e| e.to_string())?;
+            let mut ok = true;
+            for gpu in 0..gpus.len() {
+                let check =
+                    ep::cuda::selfcheck::check_fp8_division(gpu).map_err(|e| e.to_string())?;
+                println!("GPU {gpu}: {check}");
+                ok &= check.passed();
+            }
+            Ok(ok)
+        }
+        _ => Ok(true),
+    }
 }
