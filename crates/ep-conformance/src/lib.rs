@@ -51,6 +51,7 @@ macro_rules! __with_cases {
                 config_mismatch weights_wrong_shape expert_out_wrong_rows stale_routing_handle
                 stale_swiglu_routing
                 calls_out_of_order rank_never_dispatches rank_never_combines nonfinite_inputs
+                every_bf16_magnitude
                 shared_expert_fp8_weighted shared_expert_every_format skip_a2a
                 skip_a2a_shared_expert epilogues swiglu_every_format combinations_not_allowed
                 summation_order
