@@ -271,62 +271,58 @@ template <int E> __device__ __forceinline__ void ep_store_bytes(u8* q, const u32
     else *(uint2*)q = make_uint2(v[0], v[1]);
 }
 
-// FP8 blocks of 128 elements, `Lanes` lanes each (16 or 32: 8 or 4 elements a lane), `Rep`
-// rows of 32 / Lanes blocks a warp at once, so a warp of 16-lane blocks takes four blocks in two
-// 16-byte loads a lane (consecutive lanes, consecutive pieces: no bank conflicts). The block's
-// amax, and whether it holds a NaN or an infinity, is one integer max over the elements'
-// magnitude bits (a non-finite one's are the largest), reduced by shuffles among its lanes. A NaN
-// or infinity makes the block zero with a NaN scale; otherwise scale = max(amax, 1e-4) / 448 and
-// each element is e4m3(x / scale) (format/fp8.rs), the divisions through the scale's reciprocal
-// (ep_div_normal, exact here). The row is f32, or bf16 (the dispatch's fetched row, read as is: a
-// pass that widened it to f32 in shared memory first, and its barrier, were ~1 us of a decode
-// send). blockDim.x is a multiple of 32. With __fdiv_rn a lane's four divisions were four
-// branches around slow-path calls, a chain the compiler could not overlap: a 7168-wide row's 56
-// blocks took 1.8 us of a decode send (0.5 for BF16's pass), and four blocks a warp at once did
-// not help (docs/perf.md, v34, v36).
+// FP8 blocks of 128 elements, `Lanes` lanes each (8 or 32: 16 or 4 elements a lane, 32 / Lanes
+// blocks a warp at once). A lane's elements are pieces of 8 (4) consecutive ones, Lanes * 8 apart,
+// so that each load and store is of consecutive lanes' consecutive pieces (no bank conflicts).
+// The block's amax, and whether it holds a NaN or an infinity, is one integer max over the
+// elements' magnitude bits (a non-finite one's are the largest), reduced by shuffles among its
+// lanes. A NaN or infinity makes the block zero with a NaN scale; otherwise scale = max(amax,
+// 1e-4) / 448 and each element is e4m3(x / scale) (format/fp8.rs), the divisions through the
+// scale's reciprocal (ep_div_normal, exact here). The row is f32, or bf16 (the dispatch's fetched
+// row, read as is: a pass that widened it to f32 in shared memory first, and its barrier, were
+// ~1 us of a decode send). blockDim.x is a multiple of 32. With __fdiv_rn a lane's four divisions
+// were four branches around slow-path calls, a chain the compiler could not overlap: a
+// 7168-wide row's 56 blocks took 1.8 us of a decode send (0.5 for BF16's pass), and four blocks a
+// warp at once did not help (docs/perf.md, v34 and v36).
 #ifndef EP_FP8_LANES
-#define EP_FP8_LANES 16
+#define EP_FP8_LANES 8
 #endif
 template <int Lanes, typename T>
 __device__ void ep_encode_fp8_warps(const T* x, int n, u8* payload, u8* scales) {
-    constexpr int E = 128 / Lanes, per_row = 32 / Lanes, Rep = Lanes == 32 ? 1 : 2, per_warp = per_row * Rep;
-    static_assert(Lanes == 16 || Lanes == 32, "16 or 32 lanes a block");
+    constexpr int E = 128 / Lanes, C = E < 8 ? E : 8, per_warp = 32 / Lanes;
+    static_assert(Lanes == 8 || Lanes == 32, "8 or 32 lanes a block");
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5, sub = lane & (Lanes - 1);
     int blocks = n / 128;
     // Warp-uniform trips, so that every lane takes the shuffles; a lane past the row idles.
     for (int b0 = warp * per_warp; b0 < blocks; b0 += warps * per_warp) {
-        int b[Rep];
-        float xs[Rep][E];
-        u32 amax_bits[Rep];
-        for (int r = 0; r < Rep; r++) {
-            b[r] = b0 + r * per_row + lane / Lanes;
-            for (int j = 0; j < E; j++) xs[r][j] = 0.0f;
-            if (b[r] < blocks) ep_load_elems<E>(x, b[r] * 128 + sub * E, xs[r]);
-            amax_bits[r] = 0;
-            for (int j = 0; j < E; j++) amax_bits[r] = max(amax_bits[r], __float_as_uint(xs[r][j]) & 0x7fffffffu);
+        int b = b0 + lane / Lanes;
+        bool here = b < blocks;
+        float xs[E];
+        u32 amax_bits = 0;
+        for (int k = 0; k < E / C; k++) {
+            for (int j = 0; j < C; j++) xs[k * C + j] = 0.0f;
+            if (here) ep_load_elems<C>(x, b * 128 + k * Lanes * C + sub * C, xs + k * C);
         }
-        for (int off = Lanes / 2; off > 0; off >>= 1)
-            for (int r = 0; r < Rep; r++) amax_bits[r] = max(amax_bits[r], __shfl_xor_sync(0xffffffffu, amax_bits[r], off));
-        for (int r = 0; r < Rep; r++) {
-            if (b[r] >= blocks) continue;
-            u8* q = payload + b[r] * 128 + sub * E;
-            if (amax_bits[r] >= 0x7f800000u) {
-                ep_store_bytes<E>(q, nullptr);
-                if (sub == 0) ep_store_f32_le(scales + 4 * b[r], ep_nan());
-                continue;
-            }
-            float scale = ep_div_normal(fmaxf(__uint_as_float(amax_bits[r]), __uint_as_float(0x38D1B717u)), ep_recip(448.0f));
-            EpRecip d = ep_recip(scale);
-            u32 w[E / 4];
-            // The quotients are finite here, where the hardware conversion is e4m3_from_f32 exactly.
-            for (int i = 0; i < E; i += 4) {
-                float y[4];
-                for (int j = 0; j < 4; j++) y[j] = ep_div_normal(xs[r][i + j], d);
-                w[i / 4] = (u32)ep_e4m3x2(y[1], y[0]) | ((u32)ep_e4m3x2(y[3], y[2]) << 16);
-            }
-            ep_store_bytes<E>(q, w);
-            if (sub == 0) ep_store_f32_le(scales + 4 * b[r], scale);
+        for (int j = 0; j < E; j++) amax_bits = max(amax_bits, __float_as_uint(xs[j]) & 0x7fffffffu);
+        for (int off = Lanes / 2; off > 0; off >>= 1) amax_bits = max(amax_bits, __shfl_xor_sync(0xffffffffu, amax_bits, off));
+        if (!here) continue;
+        u8* q = payload + b * 128 + sub * C;
+        if (amax_bits >= 0x7f800000u) {
+            for (int k = 0; k < E / C; k++) ep_store_bytes<C>(q + k * Lanes * C, nullptr);
+            if (sub == 0) ep_store_f32_le(scales + 4 * b, ep_nan());
+            continue;
         }
+        float scale = ep_div_normal(fmaxf(__uint_as_float(amax_bits), __uint_as_float(0x38D1B717u)), ep_recip(448.0f));
+        EpRecip d = ep_recip(scale);
+        u32 w[E / 4];
+        // The quotients are finite here, where the hardware conversion is e4m3_from_f32 exactly.
+        for (int i = 0; i < E; i += 4) {
+            float y[4];
+            for (int j = 0; j < 4; j++) y[j] = ep_div_normal(xs[i + j], d);
+            w[i / 4] = (u32)ep_e4m3x2(y[1], y[0]) | ((u32)ep_e4m3x2(y[3], y[2]) << 16);
+        }
+        for (int k = 0; k < E / C; k++) ep_store_bytes<C>(q + k * Lanes * C, w + k * C / 4);
+        if (sub == 0) ep_store_f32_le(scales + 4 * b, scale);
     }
 }
 
