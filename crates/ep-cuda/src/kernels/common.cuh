@@ -284,9 +284,8 @@ template <int E> __device__ __forceinline__ void ep_store_bytes(u8* q, const u32
 // were four branches around slow-path calls, a chain the compiler could not overlap: a
 // 7168-wide row's 56 blocks took 1.8 us of a decode send (0.5 for BF16's pass), and four blocks a
 // warp at once did not help (docs/perf.md, v34 and v36).
-#ifndef EP_FP8_LANES
+// Lanes a block in the dispatch's encode (four blocks a warp).
 #define EP_FP8_LANES 8
-#endif
 template <int Lanes, typename T>
 __device__ void ep_encode_fp8_warps(const T* x, int n, u8* payload, u8* scales) {
     constexpr int E = 128 / Lanes, C = E < 8 ? E : 8, per_warp = 32 / Lanes;

@@ -1526,7 +1526,8 @@ __device__ void ep_single_copy_out(const u64* got, const u32* start, const u32* 
     // another (most of them no row: each group's possible padding, 256 groups) was ~1.5 us of a
     // 1-token FP8 dispatch (one H100, v36).
     u32 warp = threadIdx.x >> 5, lane = threadIdx.x & 31, warps = blockDim.x >> 5, pad_blocks = blocks - (u32)busy;
-    u32 items = b < pad_blocks ? n_groups * (row_multiple - 1) : 0, stride = pad_blocks * warps;
+    // (BF16 has none; in its own kernel, where fmt is known, the loop compiles away.)
+    u32 items = b < pad_blocks && fmt != EP_FMT_BF16 ? n_groups * (row_multiple - 1) : 0, stride = pad_blocks * warps;
     for (u32 first = warp * pad_blocks + b; first < items; first += 32 * stride) {
         u32 item = first + lane * stride;
         long long row = item < items ? ep_padding_row(item, row_multiple, src_off, start, n_ranks) : -1;
