@@ -53,7 +53,8 @@ const OVERLAP_MIN_TOKENS_BF16: usize = 1024;
 /// 113.1-113.3, and FP8 slower at every size (4096 200.4-203.2 -> 214.4-216.7). Between them
 /// (`lean54-h200.sh`, lean forced against off, in the same file): 2560 tokens 186.8-187.2 ->
 /// 182.6-182.8 us, 3072 212.6-212.8 -> 207.0-211.1, 3584 240.3-241.3 -> 234.0-234.5.
-/// `EP_CUDA_LEAN_MIN_TOKENS` overrides it for every format (0: never).
+/// `EP_CUDA_LEAN_MIN_TOKENS` overrides it (0: never). BF16 only: the lean send has no encoder
+/// (dispatch.cu).
 const LEAN_MIN_TOKENS_BF16: usize = 2560;
 
 /// From this many tokens a multi-kernel dispatch assigns its slots per chunk of 128 tokens
@@ -248,20 +249,18 @@ impl CudaComm {
     }
 
     /// This overlapped round's send and copy-out leave each other room (dispatch.cu,
-    /// `ep_dispatch_send_lean` and `ep_dispatch_copy_lean`: 40 and 48 registers a thread, so a
+    /// `ep_dispatch_send_lean` and `ep_dispatch_copy_lean`: 32 and 48 registers a thread, so a
     /// copy block sits beside two send blocks), and the send blocks write the rank's own rows
     /// (`places_own_rows`). With the registers, the send runs near the NVLink ceiling and the
     /// copy-out, HBM-bound, sets the pace; writing the own rows at the sender takes 117 MB of HBM
     /// traffic off the copy-out at 4096 tokens BF16. BF16 from `LEAN_MIN_TOKENS_BF16`.
     pub(super) fn lean_dispatch(&self) -> bool {
         static MIN: OnceLock<Option<usize>> = OnceLock::new();
-        let default = if self.cfg.format == Format::Bf16 {
-            LEAN_MIN_TOKENS_BF16
-        } else {
-            0
-        };
-        let min = tokens_from_env(&MIN, "EP_CUDA_LEAN_MIN_TOKENS").unwrap_or(default);
-        self.overlap_dispatch() && min > 0 && self.round.n_tokens >= min
+        let min = tokens_from_env(&MIN, "EP_CUDA_LEAN_MIN_TOKENS").unwrap_or(LEAN_MIN_TOKENS_BF16);
+        self.cfg.format == Format::Bf16
+            && self.overlap_dispatch()
+            && min > 0
+            && self.round.n_tokens >= min
     }
 
     /// This round's slots are assigned per chunk of tokens (`ep_assign_chunks`).

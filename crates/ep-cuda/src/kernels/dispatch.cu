@@ -814,10 +814,11 @@ extern "C" __global__ void __launch_bounds__(512) ep_dispatch_send(const u16* to
 }
 
 // The lean send: ep_dispatch_send with the message stored a piece at a time (ep_send_token's
-// Batch), 40 registers a thread instead of 62 (sm_90, no spills): three 512-thread blocks fit an
-// SM, or two beside a lean copy-out block (ep_dispatch_copy_lean). With the lean copy-out and the
-// own rows written by the send blocks, for BF16 from 2560 tokens (comm/path.rs, lean_dispatch).
-// The same parameters.
+// Batch), BF16 only (no encoder: 32 registers a thread instead of 64, sm_90, no spills; with
+// every format's it took 40, and the faster FP8 encode of v36 made that 40 with spills): three
+// 512-thread blocks fit an SM, or two beside a lean copy-out block (ep_dispatch_copy_lean). With
+// the lean copy-out and the own rows written by the send blocks, for BF16 from 2560 tokens
+// (comm/path.rs, lean_dispatch). The same parameters; `fmt` is BF16's.
 extern "C" __global__ void __launch_bounds__(512) ep_dispatch_send_lean(const u16* tokens, const float* input_scales,
                                             int n_tokens, int hidden, int fmt, const int* ids, const int* slots,
                                             const int* rank_slots, const u32* chunk_base, int top_k,
@@ -830,7 +831,7 @@ extern "C" __global__ void __launch_bounds__(512) ep_dispatch_send_lean(const u1
                                             const u32* layout_seq, u64 layout_wait_ns, const u32* row_offsets,
                                             const u32* src_offsets, int shared_groups, u8* recv_tokens,
                                             u8* recv_scales, int* src_info, int* row_src, int* msg_rows) {
-    ep_dispatch_send_body<1>(tokens, input_scales, n_tokens, hidden, fmt, ids, slots, rank_slots, chunk_base, top_k,
+    ep_dispatch_send_body<1>(tokens, input_scales, n_tokens, hidden, EP_FMT_BF16, ids, slots, rank_slots, chunk_base, top_k,
                              m, recv_ptrs, rank, n_ranks, n_local, gpus_per_node, max_tokens, staging, shared_start,
                              shared_end, shared_msgs, signal, ticket, sent, msgs_to, n_experts, skip_a2a, count_ptrs,
                              nmsg_ptrs, early, seq, marked, ll, layout_seq, layout_wait_ns, row_offsets, src_offsets,
