@@ -526,9 +526,6 @@ __device__ void ep_send_token(int t, EpRoute& r, const float* input_scales, int 
                               const int* placed_at = nullptr) {
     u8* msg = (u8*)smem_u4;
     int node = rank / gpus_per_node;
-    // FP8 blocks four to a warp (ep_encode_fp8_warps), but in the lean send, which keeps to its
-    // registers, one.
-    constexpr int fp8_lanes = Batch == 1 ? 32 : EP_FP8_LANES;
     // The global loads the send needs besides the row, issued while the row's load completes:
     // each carrying slot's peer buffer (loaded only when the stores began, it was a round trip on
     // the path) and NVFP4's input scale (the only encoder that reads one).
@@ -565,13 +562,13 @@ __device__ void ep_send_token(int t, EpRoute& r, const float* input_scales, int 
         __syncthreads();
     } else if (fmt == EP_FMT_FP8) {
         __syncthreads(); // the zeroed header, before the scales go in
-        ep_encode_fp8_warps<fp8_lanes>((const u16*)ep_fetched_row(fmt, m, hidden), hidden, msg, msg + m.scales_off);
+        ep_encode_fp8_warps<EP_FP8_LANES>((const u16*)ep_fetched_row(fmt, m, hidden), hidden, msg, msg + m.scales_off);
     } else {
         const u16* row = (const u16*)ep_fetched_row(fmt, m, hidden);
         float* x = (float*)(msg + m.bytes);
         for (int i = threadIdx.x; i < hidden; i += blockDim.x) x[i] = bf16_to_f32(row[i]);
         __syncthreads();
-        ep_encode_row<fp8_lanes>(fmt, x, hidden, input_scale, msg, msg + m.scales_off);
+        ep_encode_row(fmt, x, hidden, input_scale, msg, msg + m.scales_off);
     }
     if (threadIdx.x == 0) *(int*)(msg + m.src_off) = t;
     for (int k = threadIdx.x; k < top_k; k += blockDim.x) {
@@ -792,7 +789,7 @@ __device__ __forceinline__ void ep_dispatch_send_body(
 }
 
 // ep_dispatch_send_body's kernel. Launched with 256 or 512 threads (comm/dispatch.rs, send_threads);
-// at 62 registers a thread (sm_90), four 256-thread blocks fit an SM, or two of 512.
+// at 64 registers a thread (sm_90), four 256-thread blocks fit an SM, or two of 512.
 // Parameters ids .. staging are ep_dispatch_put's, in its order (comm/dispatch.rs passes that slice).
 extern "C" __global__ void __launch_bounds__(512) ep_dispatch_send(const u16* tokens, const float* input_scales,
                                             int n_tokens, int hidden, int fmt, const int* ids, const int* slots,
