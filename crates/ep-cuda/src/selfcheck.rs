@@ -65,6 +65,14 @@ impl DivisionCheck {
     }
 }
 
+/// The FP8 division check on every visible GPU, in order (what a CUDA conformance run does
+/// first).
+pub fn check_every_gpu() -> Result<Vec<DivisionCheck>> {
+    (0..crate::CudaBackend::probe()?.len())
+        .map(check_fp8_division)
+        .collect()
+}
+
 /// Runs the FP8 division check on GPU `gpu`.
 pub fn check_fp8_division(gpu: usize) -> Result<DivisionCheck> {
     let n = crate::CudaBackend::probe()?.len();

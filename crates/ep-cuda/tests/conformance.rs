@@ -21,19 +21,16 @@ fn main() {
         None => CudaBackend::new(),
     };
     println!("ep-cuda conformance on {gpus:?}");
-    let mut device_ok = true;
-    for gpu in 0..gpus.len() {
-        match ep_cuda::selfcheck::check_fp8_division(gpu) {
-            Ok(check) => {
-                println!("GPU {gpu}: {check}");
-                device_ok &= check.passed();
-            }
-            Err(e) => {
-                println!("FAILED FP8 division check on GPU {gpu}: {e}");
-                device_ok = false;
-            }
+    let device_ok = match ep_cuda::selfcheck::check_every_gpu() {
+        Ok(checks) => checks.iter().enumerate().fold(true, |ok, (gpu, c)| {
+            println!("GPU {gpu}: {c}");
+            ok && c.passed()
+        }),
+        Err(e) => {
+            println!("FAILED FP8 division check: {e}");
+            false
         }
-    }
+    };
     let filter = std::env::var("EP_FILTER").ok();
     let outcomes = runner::run_all(&backend, filter.as_deref(), |o| {
         let status = if o.result.is_ok() { "ok" } else { "FAILED" };

@@ -53,15 +53,11 @@ fn device_checks(kind: ep::BackendKind) -> Result<bool, String> {
     match kind {
         #[cfg(feature = "cuda")]
         ep::BackendKind::Cuda => {
-            let gpus = ep::cuda::CudaBackend::probe().map_err(|e| e.to_string())?;
-            let mut ok = true;
-            for gpu in 0..gpus.len() {
-                let check =
-                    ep::cuda::selfcheck::check_fp8_division(gpu).map_err(|e| e.to_string())?;
-                println!("GPU {gpu}: {check}");
-                ok &= check.passed();
+            let checks = ep::cuda::selfcheck::check_every_gpu().map_err(|e| e.to_string())?;
+            for (gpu, c) in checks.iter().enumerate() {
+                println!("GPU {gpu}: {c}");
             }
-            Ok(ok)
+            Ok(checks.iter().all(|c| c.passed()))
         }
         _ => Ok(true),
     }
