@@ -15,6 +15,7 @@ use ep_core::{EpError, Result};
 use crate::driver::cuda;
 use crate::kernels::{launch, Program, PROBE_PROGRAM};
 use crate::memory::DevBuf;
+use crate::world::on_demand_program;
 
 /// How the publishing block raises a word (probe.cu's EP_PROBE_PUB_*, in order).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -216,17 +217,8 @@ fn median_of_launches(mut run: impl FnMut() -> Result<f64>) -> Result<f64> {
 
 /// Runs the timer probe and `cases` (`default_cases` when `None`) on GPU `gpu`.
 pub fn probe_signals(gpu: usize, cases: Option<Vec<SignalCase>>) -> Result<SignalProbes> {
-    // The backend's own checks first: a clear error where there is no GPU, not cudarc's panic.
-    let n = crate::CudaBackend::probe()?.len();
-    if gpu >= n {
-        return Err(EpError::Backend(format!(
-            "signal probe on GPU {gpu}: {n} visible"
-        )));
-    }
-    let kernels = crate::world::device_kernels(gpu)?;
+    let (kernels, k) = on_demand_program(gpu, "signal probe", PROBE_PROGRAM)?;
     let ctx = &kernels.ctx;
-    // Compiled here, not with every program at each start (kernels.rs).
-    let k = Program::load(ctx, kernels.arch, "", PROBE_PROGRAM)?;
     let sms = ctx
         .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
         .map_err(cuda)? as u32;

@@ -6,11 +6,12 @@
 
 use std::fmt;
 
-use ep_core::{EpError, Result};
+use ep_core::Result;
 
 use crate::driver::cuda;
-use crate::kernels::{launch, Program, SELFCHECK_PROGRAM};
+use crate::kernels::{launch, SELFCHECK_PROGRAM};
 use crate::memory::DevBuf;
+use crate::world::on_demand_program;
 
 /// Random f32 pairs the check tries beside the exhaustive bf16 ones.
 const F32_PAIRS: u64 = 1 << 32;
@@ -75,15 +76,8 @@ pub fn check_every_gpu() -> Result<Vec<DivisionCheck>> {
 
 /// Runs the FP8 division check on GPU `gpu`.
 pub fn check_fp8_division(gpu: usize) -> Result<DivisionCheck> {
-    let n = crate::CudaBackend::probe()?.len();
-    if gpu >= n {
-        return Err(EpError::Backend(format!(
-            "FP8 division check on GPU {gpu}: {n} visible"
-        )));
-    }
-    let kernels = crate::world::device_kernels(gpu)?;
+    let (kernels, k) = on_demand_program(gpu, "FP8 division check", SELFCHECK_PROGRAM)?;
     let ctx = &kernels.ctx;
-    let k = Program::load(ctx, kernels.arch, "", SELFCHECK_PROGRAM)?;
     let stream = ctx.new_stream().map_err(cuda)?;
     let out = DevBuf::new(ctx, 5 * 8)?;
     let run = |launch_it: &dyn Fn() -> Result<()>| -> Result<DivisionCounts> {

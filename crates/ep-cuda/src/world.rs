@@ -9,7 +9,7 @@ use ep_core::{ConfigError, EpConfig, EpError, MessageLayout, Result, TokenFormat
 
 use crate::comm::{assign_chunks, ll_max_tokens};
 use crate::driver::cuda;
-use crate::kernels::{Kernels, MsgLayout};
+use crate::kernels::{Kernels, MsgLayout, Program};
 use crate::memory::DevBuf;
 
 /// One rank's device memory.
@@ -211,6 +211,25 @@ impl World {
             ranks,
         })
     }
+}
+
+/// GPU `gpu`'s kernels and `program`, one compiled only when a tool runs (the signal probes, the
+/// device self-checks; kernels.rs), with the backend's checks first: a clear error naming `what`
+/// where there is no such GPU, not cudarc's panic.
+pub(crate) fn on_demand_program(
+    gpu: usize,
+    what: &str,
+    program: (&str, &str, &[&'static str]),
+) -> Result<(Arc<Kernels>, Program)> {
+    let n = crate::CudaBackend::probe()?.len();
+    if gpu >= n {
+        return Err(EpError::Backend(format!(
+            "{what} on GPU {gpu}: {n} visible"
+        )));
+    }
+    let kernels = device_kernels(gpu)?;
+    let k = Program::load(&kernels.ctx, kernels.arch, "", program)?;
+    Ok((kernels, k))
 }
 
 /// Device `d`'s context with the kernels loaded, made once per process. cudarc releases the
