@@ -16,6 +16,9 @@ use crate::world::on_demand_program;
 /// Random f32 pairs the check tries beside the exhaustive bf16 ones.
 const F32_PAIRS: u64 = 1 << 32;
 
+/// The words of one check's tallies on the device (selfcheck.cu's EP_CHECK_WORDS).
+const WORDS: usize = 5;
+
 /// One check's tallies (selfcheck.cu's EP_CHECK_WORDS, in order).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct DivisionCounts {
@@ -31,7 +34,7 @@ pub struct DivisionCounts {
 }
 
 impl DivisionCounts {
-    fn from_words(w: [u64; 5]) -> Self {
+    fn from_words(w: [u64; WORDS]) -> Self {
         DivisionCounts {
             pairs: w[0],
             scales: w[1],
@@ -79,9 +82,9 @@ pub fn check_fp8_division(gpu: usize) -> Result<DivisionCheck> {
     let (kernels, k) = on_demand_program(gpu, "FP8 division check", SELFCHECK_PROGRAM)?;
     let ctx = &kernels.ctx;
     let stream = ctx.new_stream().map_err(cuda)?;
-    let out = DevBuf::new(ctx, 5 * 8)?;
+    let out = DevBuf::new(ctx, WORDS * 8)?;
     let run = |launch_it: &dyn Fn() -> Result<()>| -> Result<DivisionCounts> {
-        let mut words = [0u64; 5];
+        let mut words = [0u64; WORDS];
         words[4] = u64::MAX;
         out.upload(&words, &stream)?;
         launch_it()?;
@@ -144,14 +147,14 @@ impl fmt::Display for DivisionCheck {
 
 #[cfg(test)]
 mod tests {
-    use super::DivisionCounts;
+    use super::{DivisionCounts, WORDS};
     use crate::kernels::tests::defined;
     use crate::kernels::SELFCHECK;
 
     /// The tallies' words are selfcheck.cu's, and an untouched example word reads as none.
     #[test]
     fn words_match_selfcheck_cu() {
-        assert_eq!(defined(SELFCHECK, "EP_CHECK_WORDS"), 5);
+        assert_eq!(defined(SELFCHECK, "EP_CHECK_WORDS"), WORDS as u64);
         let c = DivisionCounts::from_words([10, 0, 0, 0, u64::MAX]);
         assert!(c.passed() && c.example.is_none());
         let c = DivisionCounts::from_words([

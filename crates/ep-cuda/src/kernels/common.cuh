@@ -243,22 +243,14 @@ __device__ void ep_encode_block(int fmt, const float* x, int b, float input_scal
     }
 }
 
-// Elements i .. i + E - 1 of a row as f32 (E = 4 or 8), from f32 or from bf16 (a fetched row:
-// one 8- or 16-byte load, `i` a multiple of E and the row aligned to it).
+// Elements i .. i + E - 1 of a row as f32, from f32 (E any) or from bf16 (the dispatch's fetched
+// row: E = 8, one 16-byte load, `i` a multiple of 8).
 template <int E> __device__ __forceinline__ void ep_load_elems(const float* x, int i, float* v) {
     for (int j = 0; j < E; j++) v[j] = x[i + j];
 }
 template <int E> __device__ __forceinline__ void ep_load_elems(const u16* x, int i, float* v) {
-    static_assert(E == 4 || E == 8, "4 or 8 bf16");
-    if (E == 8) {
-        ep_unpack_bf16x8(*(const uint4*)(x + i), v);
-    } else {
-        uint2 w = *(const uint2*)(x + i);
-        v[0] = bf16_to_f32((u16)(w.x & 0xffffu));
-        v[1] = bf16_to_f32((u16)(w.x >> 16));
-        v[2] = bf16_to_f32((u16)(w.y & 0xffffu));
-        v[3] = bf16_to_f32((u16)(w.y >> 16));
-    }
+    static_assert(E == 8, "bf16 rows are read 8 at a time");
+    ep_unpack_bf16x8(*(const uint4*)(x + i), v);
 }
 
 // The E bytes at q (4 or 8, q aligned to E): w[0 .. E / 4), or zeros where w is null; one store.
@@ -284,8 +276,6 @@ template <int E> __device__ __forceinline__ void ep_store_bytes(u8* q, const u32
 // were four branches around slow-path calls, a chain the compiler could not overlap: a
 // 7168-wide row's 56 blocks took 1.8 us of a decode send (0.5 for BF16's pass), and four blocks a
 // warp at once did not help (docs/perf.md, v34 and v36).
-// Lanes a block in the dispatch's encode (four blocks a warp).
-#define EP_FP8_LANES 8
 template <int Lanes, typename T>
 __device__ void ep_encode_fp8_warps(const T* x, int n, u8* payload, u8* scales) {
     constexpr int E = 128 / Lanes, C = E < 8 ? E : 8, per_warp = 32 / Lanes;
@@ -325,14 +315,13 @@ __device__ void ep_encode_fp8_warps(const T* x, int n, u8* payload, u8* scales) 
     }
 }
 
-// The whole row, cooperatively: thread i encodes blocks i, i + blockDim.x, ... (FP8: `Fp8Lanes`
-// lanes a block, ep_encode_fp8_warps). FP8's branch counts towards a kernel's registers where
-// `fmt` is known only at run time: the f32 rows of the combine's epilogue and SwiGLU, off the
-// dispatch's path, keep to a block a warp.
-template <int Fp8Lanes = 32>
+// The whole row, cooperatively: thread i encodes blocks i, i + blockDim.x, ... (FP8: a warp a
+// block, ep_encode_fp8_warps: the f32 rows of the combine's epilogue and SwiGLU, off the
+// dispatch's path, where 8 lanes a block took those kernels' registers up, and the FP8 branch
+// counts towards a kernel's registers wherever `fmt` is known only at run time).
 __device__ void ep_encode_row(int fmt, const float* x, int n, float input_scale, u8* payload, u8* scales) {
     if (fmt == EP_FMT_FP8) {
-        ep_encode_fp8_warps<Fp8Lanes>(x, n, payload, scales);
+        ep_encode_fp8_warps<32>(x, n, payload, scales);
         return;
     }
     int blocks = n / ep_block(fmt);

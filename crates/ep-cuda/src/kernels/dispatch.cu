@@ -562,7 +562,8 @@ __device__ void ep_send_token(int t, EpRoute& r, const float* input_scales, int 
         __syncthreads();
     } else if (fmt == EP_FMT_FP8) {
         __syncthreads(); // the zeroed header, before the scales go in
-        ep_encode_fp8_warps<EP_FP8_LANES>((const u16*)ep_fetched_row(fmt, m, hidden), hidden, msg, msg + m.scales_off);
+        // 8 lanes a block, four blocks a warp (ep_encode_fp8_warps).
+        ep_encode_fp8_warps<8>((const u16*)ep_fetched_row(fmt, m, hidden), hidden, msg, msg + m.scales_off);
     } else {
         const u16* row = (const u16*)ep_fetched_row(fmt, m, hidden);
         float* x = (float*)(msg + m.bytes);
@@ -1524,8 +1525,7 @@ __device__ void ep_single_copy_out(const u64* got, const u32* start, const u32* 
     // another (most of them no row: each group's possible padding, 256 groups) was ~1.5 us of a
     // 1-token FP8 dispatch (one H100, v36).
     u32 warp = threadIdx.x >> 5, lane = threadIdx.x & 31, warps = blockDim.x >> 5, pad_blocks = blocks - (u32)busy;
-    // (BF16 has none; in its own kernel, where fmt is known, the loop compiles away.)
-    u32 items = b < pad_blocks && fmt != EP_FMT_BF16 ? n_groups * (row_multiple - 1) : 0, stride = pad_blocks * warps;
+    u32 items = b < pad_blocks ? n_groups * (row_multiple - 1) : 0, stride = pad_blocks * warps;
     for (u32 first = warp * pad_blocks + b; first < items; first += 32 * stride) {
         u32 item = first + lane * stride;
         long long row = item < items ? ep_padding_row(item, row_multiple, src_off, start, n_ranks) : -1;
@@ -1566,8 +1566,10 @@ __device__ __forceinline__ void ep_dispatch_single_body(
     const u64* count_ptrs, const u64* nmsg_ptrs, u64* counts, u64 slice_ns, int shared_groups, int row_multiple,
     u32* status, u64* snapshot, u32* row_offsets, u32* src_offsets, const u8* recv, const u32* nmsg,
     u8* recv_tokens, u8* recv_scales, int* src_info, int* row_src, u32 seq, int ll) {
-    // A kernel for one format: the others' encoders and scale layouts compile out (below).
+    // A kernel for one format: the others' encoders and scale layouts compile out (below), and
+    // BF16's padding walk with them (its groups take no padding: format/bf16.rs).
     if (Fmt >= 0) fmt = Fmt;
+    if (Fmt == EP_FMT_BF16) row_multiple = 1;
     __shared__ EpRoute route;
     __shared__ EpRows scratch;
     // Stamps (EP_CUDA_TRACE, scripts/trace_summary.py): 11 the token's ids staged, 1 its route,
