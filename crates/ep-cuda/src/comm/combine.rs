@@ -110,7 +110,7 @@ impl CudaComm {
         let grid = grid_rows.max(1) as u32;
         // A marked round (combine.cu) reduces beside the send, on the copy stream: forked before
         // the send (the stream's inputs are there; the rows come with their marks), joined after.
-        let marked = self.marked_combine();
+        let marked = self.marked_beside_send();
         let reduce_beside = self.reduce_beside_send();
         if reduce_beside {
             self.fork_copy_stream()?;

@@ -187,7 +187,7 @@ pub(super) const WAIT_ARGS: usize = 16;
 pub(super) const COPY_OUT_ARGS: usize = 24;
 /// `ep_dispatch_copy_messages` takes the first of `ep_dispatch_copy_out`'s, then two of its own.
 pub(super) const COPY_MESSAGES_ARGS: usize = 21;
-pub(super) const DISPATCH_SINGLE_ARGS: usize = 38;
+pub(super) const DISPATCH_SINGLE_ARGS: usize = 39;
 
 /// Where `ep_dispatch_wait` runs in a round, against the send: after it (the counts come with
 /// its last block), beside an overlapped send on the copy stream, or before a layout-first send.
@@ -504,6 +504,7 @@ impl CudaComm {
             &b.row_src.ptr,
             &self.seq,
             &(self.ll_combine() as i32),
+            &(self.marked_combine() as i32),
         ];
         self.launch(kernel, grid, SEND_THREADS, smem, &args)
     }
@@ -581,10 +582,10 @@ impl CudaComm {
         }
     }
 
-    /// Each message's rows, for a marked round's combine only (the buffer is empty between
+    /// Each message's rows, for a round whose marked rows are reduced beside the send only (the buffer is empty between
     /// nodes; a null pointer writes nothing).
     fn msg_rows(&self) -> u64 {
-        if self.marked_combine() {
+        if self.marked_beside_send() {
             self.bufs().msg_rows.ptr
         } else {
             0

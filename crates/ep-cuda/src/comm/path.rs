@@ -91,6 +91,14 @@ const LAYOUT_FIRST_MIN_TOKENS: usize = 512;
 /// 131.3-131.5; 256 tokens 82.4 against 77.6. `EP_CUDA_MARKED_MIN_TOKENS` overrides it (0: never).
 const MARKED_MIN_TOKENS: usize = 1024;
 
+/// From this many tokens (and past the LL rows' [`LL_MAX_TOKENS`]) a rank whose combine may be
+/// one launch takes its rows marked too: each sending block marks its rows after one fence
+/// (combine.cu, `ep_mark_rows_sent`), and the single-launch combine reduces a token once its
+/// marks are there, with the counts published early (no fence), instead of after the grid's
+/// ticket, the counts' fenced publish and their poll. `EP_CUDA_SINGLE_MARKED_MIN_TOKENS`
+/// overrides it (0: never).
+const SINGLE_MARKED_MIN_TOKENS: usize = 16;
+
 /// A token count set by the environment variable `var`, read once into `cell` (`None` when unset,
 /// or with a warning when it is not a number): it overrides the tunable's default.
 pub(super) fn tokens_from_env(cell: &OnceLock<Option<usize>>, var: &str) -> Option<usize> {
@@ -207,10 +215,16 @@ impl CudaComm {
     /// This round's combine is one launch (`ep_combine_single`): one node, few tokens here, and
     /// a reduction with weights.
     pub(crate) fn single_combine(&self) -> bool {
+        self.round.reduced && self.single_combine_size() && !self.marked_beside_send()
+    }
+
+    /// Whether a combine of this round may be one launch (`single_combine` but for the weights,
+    /// which only the combine knows: a function of the round alone, so the dispatch can read it).
+    fn single_combine_size(&self) -> bool {
         static MAX: OnceLock<Option<usize>> = OnceLock::new();
         let max = tokens_from_env(&MAX, "EP_CUDA_SINGLE_COMBINE_MAX_TOKENS")
             .unwrap_or(SINGLE_COMBINE_MAX_TOKENS);
-        self.round.reduced && self.single_launch(max) && !self.marked_combine()
+        self.single_launch(max)
     }
 
     /// The combine's first wait slice (and what follows it) is already on the stream once
@@ -223,16 +237,23 @@ impl CudaComm {
     /// A marked round's reduce runs beside its send (`issue_combine_send`): with weights, and
     /// unless a device epilogue, compiled into a reduce kernel of its own, takes the row.
     pub(super) fn reduce_beside_send(&self) -> bool {
-        self.marked_combine()
+        self.marked_beside_send()
             && self.round.reduced
             && !matches!(self.round.epilogue, Some(Epilogue::Device(_)))
     }
 
-    /// This round's combine rows come back marked (combine.cu): one node, many tokens here
-    /// (`MARKED_MIN_TOKENS`), a multi-kernel dispatch, and it reduces its tokens as their rows
-    /// land, beside the send. The dispatch tells every sender (`EP_NMSG_MARKED`); a function of
-    /// the round alone, so the dispatch and the combine read the same answer.
+    /// This round's combine rows come back marked (combine.cu): reduced beside the send
+    /// (`marked_beside_send`) or by a single-launch combine (`SINGLE_MARKED_MIN_TOKENS`). The
+    /// dispatch tells every sender (`EP_NMSG_MARKED`); a function of the round alone, so the
+    /// dispatch and the combine read the same answer.
     pub(super) fn marked_combine(&self) -> bool {
+        self.marked_beside_send() || self.marked_single()
+    }
+
+    /// Marked rows reduced as they land, beside the send (`reduce_beside_send`, sent in token
+    /// order from the rows the dispatch's copy-out recorded): one node, many tokens here
+    /// (`MARKED_MIN_TOKENS`) and a multi-kernel dispatch.
+    pub(super) fn marked_beside_send(&self) -> bool {
         static MIN: OnceLock<Option<usize>> = OnceLock::new();
         let min = tokens_from_env(&MIN, "EP_CUDA_MARKED_MIN_TOKENS").unwrap_or(MARKED_MIN_TOKENS);
         self.persistent_grids()
@@ -240,6 +261,20 @@ impl CudaComm {
             && self.round.n_tokens >= min
             && !self.single_dispatch()
             && !self.ll_combine() // LL rows carry their number: no marks (common.cuh)
+    }
+
+    /// Marked rows for a combine that may be one launch (`SINGLE_MARKED_MIN_TOKENS`). A combine
+    /// without weights, which is never one launch, waits for the marks in a kernel of its own
+    /// (`issue_combine_wait`), as a marked round's kernels after the send do.
+    fn marked_single(&self) -> bool {
+        static MIN: OnceLock<Option<usize>> = OnceLock::new();
+        let min = tokens_from_env(&MIN, "EP_CUDA_SINGLE_MARKED_MIN_TOKENS")
+            .unwrap_or(SINGLE_MARKED_MIN_TOKENS);
+        min > 0
+            && self.round.n_tokens >= min
+            && self.single_combine_size()
+            && !self.marked_beside_send()
+            && !self.ll_combine()
     }
 
     /// This rank takes this round's combine rows in LL form (common.cuh): one node and few tokens

@@ -85,11 +85,12 @@ __device__ void ep_ll_send_row(ulonglong2* dst, const uint4* src, u64 n16, u32 s
 // receive buffer, or its LL rows (this combine's number `seq`) when its dispatch message count here
 // says so (`nmsg`, and `lane_nmsg` from ep_lane_nmsg); to another node staged for ep_combine_put.
 // A rank that takes its rows marked (ep_rows_marked) gets, after the block's fence, the number
-// `seq` at (token, slot) of its marks (`mark_ptrs`: every rank's, mapped here). Every thread
-// calls it with the same row.
+// `seq` at (token, slot) of its marks (`mark_ptrs`: every rank's, mapped here), unless the caller
+// marks its rows itself (`mark` false: ep_mark_rows_sent, one fence for a block's rows). Every
+// thread calls it with the same row.
 __device__ void ep_send_row(u64 row, const u16* expert_out, const int* src_info, const int* row_src, int hidden,
                             int top_k, const u64* recv_ptrs, int rank, int gpus_per_node, u8* staging, const u32* nmsg,
-                            u32 lane_nmsg, const u64* ll_ptrs, u32 seq, const u64* mark_ptrs) {
+                            u32 lane_nmsg, const u64* ll_ptrs, u32 seq, const u64* mark_ptrs, bool mark = true) {
     int s = row_src[row];
     if (s < 0) return;
     u64 row_bytes = (u64)hidden * 2;
@@ -101,7 +102,7 @@ __device__ void ep_send_row(u64 row, const u16* expert_out, const int* src_info,
     u32 nm = ep_nmsg_of(s, lane_nmsg, nmsg);
     if (!(nm & EP_NMSG_LL)) {
         ep_block_copy(ep_return_slot(row, s, src_info, recv_ptrs, top_k, row_bytes), src, row_bytes);
-        if (ep_rows_marked(nm)) {
+        if (mark && ep_rows_marked(nm)) {
             __syncthreads();
             if (threadIdx.x == 0) {
                 int t = src_info[2 * row], k = src_info[2 * row + 1];
@@ -117,6 +118,41 @@ __device__ void ep_send_row(u64 row, const u16* expert_out, const int* src_info,
     u64 n16 = hidden / 8; // hidden is a multiple of 8 for every format
     if (t < EP_LL_MAX_TOKENS)
         ep_ll_send_row((ulonglong2*)ll_ptrs[s] + ((u64)t * top_k + k) * 2 * n16, (const uint4*)src, n16, seq);
+}
+
+// Whether any rank of the node takes its rows marked, from the lanes' message count words
+// (ep_lane_nmsg; every lane of the warp calls it): no barrier, no load up to 32 ranks.
+__device__ __forceinline__ bool ep_any_marked(u32 lane_nmsg, int n_ranks) {
+    return n_ranks > 32 || __any_sync(0xffffffffu, (int)(threadIdx.x & 31) < n_ranks && ep_rows_marked(lane_nmsg));
+}
+
+// The block's rows (row blockIdx.x, then every gridDim.x-th, of `rows`) that went to a rank of
+// this node that takes its rows marked, marked after one fence for them all, by thread 0 (the
+// addresses worked out by the first two warps, EP_MARK_BATCH rows at a time). A block of the
+// single-launch combine sends several rows; a fence after each (ep_send_row's) held the next
+// row's loads behind it. Every thread calls it, after the block's sends.
+#define EP_MARK_BATCH 64
+__device__ void ep_mark_rows_sent(u64 rows, const int* src_info, const int* row_src, int top_k, int rank,
+                                  int gpus_per_node, const u32* nmsg, u32 lane_nmsg, u32 seq, const u64* mark_ptrs) {
+    __shared__ u32* at[EP_MARK_BATCH];
+    u64 mine = rows > blockIdx.x ? (rows - blockIdx.x + gridDim.x - 1) / gridDim.x : 0;
+    for (u64 i0 = 0; i0 < mine; i0 += EP_MARK_BATCH) {
+        u32* a = nullptr;
+        if (threadIdx.x < EP_MARK_BATCH) { // whole warps: ep_nmsg_of shuffles
+            u64 i = i0 + threadIdx.x, row = blockIdx.x + i * gridDim.x;
+            int s = i < mine ? row_src[row] : -1;
+            u32 nm = ep_nmsg_of(max(s, 0), lane_nmsg, nmsg);
+            if (s >= 0 && s / gpus_per_node == rank / gpus_per_node && ep_rows_marked(nm))
+                a = (u32*)mark_ptrs[s] + (u64)src_info[2 * row] * top_k + src_info[2 * row + 1];
+            at[threadIdx.x] = a;
+        }
+        if (__syncthreads_or(a != nullptr) && threadIdx.x == 0) {
+            ep_fence_acq_rel(); // the block's row stores, before the marks
+            for (int j = 0; j < EP_MARK_BATCH; j++)
+                if (at[j]) ep_store_relaxed_sys(at[j], seq);
+        }
+        __syncthreads(); // `at` is the next batch's
+    }
 }
 
 // The rows coming back for (local expert g, rank s), count g * n_ranks + s, must be the rows
@@ -507,8 +543,11 @@ __device__ __forceinline__ void ep_combine_single_body(
     u32 lane_nmsg = ep_lane_nmsg(nmsg, n_ranks);
     for (u64 row = blockIdx.x; row < rows; row += gridDim.x) {
         ep_send_row(row, expert_out, src_info, row_src, hidden, top_k, recv_ptrs, rank, n_ranks, nullptr, nmsg,
-                    lane_nmsg, ll_ptrs, seq, mark_ptrs);
+                    lane_nmsg, ll_ptrs, seq, mark_ptrs, false);
     }
+    // Rows to a rank that takes them marked: one fence for the block's rows, then their marks.
+    if (ep_any_marked(lane_nmsg, n_ranks))
+        ep_mark_rows_sent(rows, src_info, row_src, top_k, rank, n_ranks, nmsg, lane_nmsg, seq, mark_ptrs);
     EP_STAMP(1);
     // While the stores drain (before them, these loads held the sends back ~2.5 us at 1 token).
     // (v18 tried publishing behind the ticket's own acquire fence, by warp 0, one system-scope
@@ -555,8 +594,17 @@ __device__ __forceinline__ void ep_combine_single_body(
         EpLlWait ll{};
         if (Ll) ll = EpLlWait{(const ulonglong2*)ll_ptrs[rank], seq, ep_globaltimer() + slice_ns, status, n_local,
                               n_ranks};
+        // This rank's rows come marked (its dispatch told the senders, comm/path.rs): each
+        // token's marks before its rows are read; one that does not come within the slice leaves
+        // the status EP_MESSAGES_PENDING and the host reduces again after the marks' wait.
+        const u32* marks = !Ll && ep_rows_marked(ep_nmsg_of(rank, lane_nmsg, nmsg)) ? (const u32*)mark_ptrs[rank]
+                                                                                   : nullptr;
+        u64 deadline = marks ? ep_globaltimer() + slice_ns : 0;
         for (int i = rb; i < items; i += gridDim.x) {
             if (!one_item) ep_list_slots(sl, i / parts, ids, weights, top_k, rank, n_local, skip_a2a);
+            if (marks && !ep_await_marks(i / parts, sl.row, sl.n, marks, ids, top_k, n_local, n_ranks, seq, deadline,
+                                         status))
+                break;
             // LL: 4 slots' loads at a time (each twice the registers; 8 spilled).
             ep_reduce_token<Ll ? 4 : 8, Ll>(i / parts, i % parts, parts, sl, (float*)smem_u4, recv, top_k, hidden,
                                    shared_rows, shared_start, shared_end, epilogue, residual, scale, out, fp8_payload,

@@ -1565,7 +1565,7 @@ __device__ __forceinline__ void ep_dispatch_single_body(
     int shared_end, u8* shared_msgs, u32* ticket, u64* sent, int n_experts, int skip_a2a,
     const u64* count_ptrs, const u64* nmsg_ptrs, u64* counts, u64 slice_ns, int shared_groups, int row_multiple,
     u32* status, u64* snapshot, u32* row_offsets, u32* src_offsets, const u8* recv, const u32* nmsg,
-    u8* recv_tokens, u8* recv_scales, int* src_info, int* row_src, u32 seq, int ll) {
+    u8* recv_tokens, u8* recv_scales, int* src_info, int* row_src, u32 seq, int ll, int marked) {
     // A kernel for one format: the others' encoders and scale layouts compile out (below), and
     // BF16's padding walk with them (its groups take no padding: format/bf16.rs).
     if (Fmt >= 0) fmt = Fmt;
@@ -1585,7 +1585,7 @@ __device__ __forceinline__ void ep_dispatch_single_body(
         ep_count_sent(ids, n_tokens, top_k, n_experts, n_local, n_ranks, rank, skip_a2a, hist, sent);
         EP_STAMP(1);
         ep_publish_counts(hist, hist + n_experts, n_experts, n_local, n_ranks, rank, skip_a2a, count_ptrs, nmsg_ptrs,
-                          ep_nmsg_flags(1, ll, 0));
+                          ep_nmsg_flags(1, ll, marked));
         EP_STAMP(2);
     }
     // Spread: each block sends one token to one rank (item i: token i / n_ranks, rank
@@ -1653,12 +1653,13 @@ __device__ __forceinline__ void ep_dispatch_single_body(
         int shared_end, u8 *shared_msgs, u32 *ticket, u64 *sent, int n_experts, int skip_a2a,                    \
         const u64 *count_ptrs, const u64 *nmsg_ptrs, u64 *counts, u64 slice_ns, int shared_groups,               \
         int row_multiple, u32 *status, u64 *snapshot, u32 *row_offsets, u32 *src_offsets, const u8 *recv,       \
-        const u32 *nmsg, u8 *recv_tokens, u8 *recv_scales, int *src_info, int *row_src, u32 seq, int ll
+        const u32 *nmsg, u8 *recv_tokens, u8 *recv_scales, int *src_info, int *row_src, u32 seq, int ll,         \
+        int marked
 #define EP_DISPATCH_SINGLE_ARGS                                                                                  \
     tokens, input_scales, n_tokens, hidden, fmt, ids, top_k, m, recv_ptrs, rank, n_ranks, n_local, max_tokens,   \
         shared_start, shared_end, shared_msgs, ticket, sent, n_experts, skip_a2a, count_ptrs, nmsg_ptrs, counts, \
         slice_ns, shared_groups, row_multiple, status, snapshot, row_offsets, src_offsets, recv, nmsg,          \
-        recv_tokens, recv_scales, src_info, row_src, seq, ll
+        recv_tokens, recv_scales, src_info, row_src, seq, ll, marked
 #define EP_DISPATCH_SINGLE(name, spread, fixed_fmt)                                                              \
     extern "C" __global__ void __launch_bounds__(512) name(EP_DISPATCH_SINGLE_PARAMS) {                          \
         ep_dispatch_single_body<spread, fixed_fmt>(EP_DISPATCH_SINGLE_ARGS);                                     \
