@@ -126,6 +126,29 @@ __device__ __forceinline__ bool ep_any_marked(u32 lane_nmsg, int n_ranks) {
     return n_ranks > 32 || __any_sync(0xffffffffu, (int)(threadIdx.x & 31) < n_ranks && ep_rows_marked(lane_nmsg));
 }
 
+// Whether any destination rank takes its combine counts early (ep_counts_early) and whether any
+// takes them behind the fence (with skip_a2a only this rank is one). Up to 32 ranks from the
+// lanes' message count words (ep_lane_nmsg), which every warp holds alike: no barrier, no load.
+// Every thread calls it.
+__device__ void ep_count_forms(u32 lane_nmsg, const u32* nmsg, int n_ranks, int rank, int skip_a2a, bool& any_early,
+                               bool& regular) {
+    if (n_ranks <= 32) {
+        int p = threadIdx.x & 31;
+        bool counted = p < n_ranks && (!skip_a2a || p == rank), early = counted && ep_counts_early(lane_nmsg);
+        any_early = __any_sync(0xffffffffu, early);
+        regular = __any_sync(0xffffffffu, counted && !early);
+        return;
+    }
+    int early_dests = 0, awaited = 0;
+    for (int p = threadIdx.x; p < n_ranks; p += blockDim.x) {
+        bool counted = !skip_a2a || p == rank;
+        awaited += counted;
+        early_dests += counted && ep_counts_early(nmsg[p]);
+    }
+    any_early = __syncthreads_or(early_dests > 0);
+    regular = __syncthreads_or(early_dests < awaited);
+}
+
 // The block's rows (row blockIdx.x, then every gridDim.x-th, of `rows`) that went to a rank of
 // this node that takes its rows marked, marked after one fence for them all, by thread 0 (the
 // addresses worked out by the first two warps, EP_MARK_BATCH rows at a time). A block of the
@@ -278,12 +301,19 @@ struct EpSlots {
 // Token t's slot list: its ids and weights in one round of loads, then the list from shared
 // memory (from global memory, one thread's loads waited on each other and on its stores). Every
 // thread calls it; returns with a barrier passed.
+__device__ void ep_list_staged_slots(EpSlots& sl, int top_k, int rank, int n_local, int skip_a2a);
 __device__ void ep_list_slots(EpSlots& sl, int t, const int* ids, const float* weights, int top_k, int rank,
                               int n_local, int skip_a2a) {
     for (int k = threadIdx.x; k < top_k; k += blockDim.x) {
         sl.id[k] = ids[(u64)t * top_k + k];
         sl.tw[k] = weights[(u64)t * top_k + k];
     }
+    ep_list_staged_slots(sl, top_k, rank, n_local, skip_a2a);
+}
+
+// The list from the ids and weights staged in sl.id and sl.tw (ep_list_slots). Every thread
+// calls it; returns with a barrier passed.
+__device__ void ep_list_staged_slots(EpSlots& sl, int top_k, int rank, int n_local, int skip_a2a) {
     __syncthreads();
     if (threadIdx.x == 0) {
         int n = 0;
@@ -541,30 +571,19 @@ __device__ __forceinline__ void ep_combine_single_body(
     EP_STAMPS
     u64 rows = *rows_end;
     u32 lane_nmsg = ep_lane_nmsg(nmsg, n_ranks);
-    for (u64 row = blockIdx.x; row < rows; row += gridDim.x) {
-        ep_send_row(row, expert_out, src_info, row_src, hidden, top_k, recv_ptrs, rank, n_ranks, nullptr, nmsg,
-                    lane_nmsg, ll_ptrs, seq, mark_ptrs, false);
-    }
-    // Rows to a rank that takes them marked: one fence for the block's rows, then their marks.
-    if (ep_any_marked(lane_nmsg, n_ranks))
-        ep_mark_rows_sent(rows, src_info, row_src, top_k, rank, n_ranks, nmsg, lane_nmsg, seq, mark_ptrs);
-    EP_STAMP(1);
-    // While the stores drain (before them, these loads held the sends back ~2.5 us at 1 token).
-    // (v18 tried publishing behind the ticket's own acquire fence, by warp 0, one system-scope
-    // fence fewer: level in the sweep. The time from the rows sent to the counts published is
-    // the release fence behind the NVLink stores; v19's LL rows take it off the path.)
     int n = n_local * n_ranks;
-    u64* cnt = (u64*)smem_u4; // the counts to publish, then the counts that came
-    for (int i = threadIdx.x; i < n; i += blockDim.x) cnt[i] = dispatch_counts[i];
-    // How many destinations take their counts early (LL rows or marked rows, ep_counts_early),
-    // and whether any takes them behind the fence (thread p < 32 is lane p of warp 0).
-    int early_dests = 0, awaited = 0;
-    for (int p = threadIdx.x; p < n_ranks; p += blockDim.x) {
-        bool counted = !skip_a2a || p == rank;
-        awaited += counted;
-        early_dests += counted && ep_counts_early(p < 32 ? lane_nmsg : nmsg[p]);
-    }
-    bool any_early = __syncthreads_or(early_dests > 0), regular = __syncthreads_or(early_dests < awaited);
+    u64* cnt = (u64*)smem_u4; // the counts to publish behind the fence, then the counts that came
+    // Whether any destination takes its counts early (LL rows or marked rows, ep_counts_early)
+    // and whether any takes them behind the fence.
+    bool any_early, regular;
+    ep_count_forms(lane_nmsg, nmsg, n_ranks, rank, skip_a2a, any_early, regular);
+    // The early destinations' counts, by the last block, before its rows: they vouch for no row
+    // (LL rows carry their number, marked rows have their marks), so they wait for none. (After
+    // the block's rows, at 128 tokens they came last: the reduce waited for them ~4 us after the
+    // marks; one H200, v37.)
+    bool early_publisher = blockIdx.x == gridDim.x - 1;
+    if (early_publisher && any_early)
+        ep_publish_rows(dispatch_counts, n_local, n_ranks, rank, skip_a2a, count_ptrs, nmsg, lane_nmsg, true);
     // Tokens cut into column ranges of a block's pass each while the grid has blocks to spare
     // (a whole row per block for the epilogues that need one); LL rows, twice the bytes, into
     // ranges of 128 pieces (one load per thread and slot) so that more SMs read them. The items
@@ -575,12 +594,36 @@ __device__ __forceinline__ void ep_combine_single_body(
     int parts = ep_whole_row(epilogue) || n_tokens == 0 ? 1 : max(1, min(passes, (int)gridDim.x / n_tokens));
     int items = n_tokens * parts, rb = Ll ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
     bool one_item = rb < items && rb + (int)gridDim.x >= items;
-    if (one_item) ep_list_slots(sl, rb / parts, ids, weights, top_k, rank, n_local, skip_a2a);
-    // The early destinations' counts, by the last block, which has the fewest rows to send (none
-    // while the grid is larger than the rows).
-    bool early_publisher = blockIdx.x == gridDim.x - 1;
-    if (early_publisher && any_early)
-        ep_publish_rows(cnt, n_local, n_ranks, rank, skip_a2a, count_ptrs, nmsg, lane_nmsg, true);
+    // A block with one item loads its token's ids and weights beside its rows' loads (after the
+    // rows, they waited for the stores to drain). top_k <= EP_MAX_TOP_K <= blockDim.x.
+    int slot_id = -1;
+    float slot_w = 0.0f;
+    if (one_item && (int)threadIdx.x < top_k) {
+        slot_id = ids[(u64)(rb / parts) * top_k + threadIdx.x];
+        slot_w = weights[(u64)(rb / parts) * top_k + threadIdx.x];
+    }
+    for (u64 row = blockIdx.x; row < rows; row += gridDim.x) {
+        ep_send_row(row, expert_out, src_info, row_src, hidden, top_k, recv_ptrs, rank, n_ranks, nullptr, nmsg,
+                    lane_nmsg, ll_ptrs, seq, mark_ptrs, false);
+    }
+    // Rows to a rank that takes them marked: one fence for the block's rows, then their marks.
+    if (ep_any_marked(lane_nmsg, n_ranks))
+        ep_mark_rows_sent(rows, src_info, row_src, top_k, rank, n_ranks, nmsg, lane_nmsg, seq, mark_ptrs);
+    EP_STAMP(1);
+    // While the stores drain (before them, these loads held the sends back ~2.5 us at 1 token);
+    // any block may be the ticket's last. (v18 tried publishing behind the ticket's own acquire
+    // fence, by warp 0, one system-scope fence fewer: level in the sweep. The time from the rows
+    // sent to the counts published is the release fence behind the NVLink stores; v19's LL rows
+    // and v37's marked rows take it off the path.)
+    if (regular)
+        for (int i = threadIdx.x; i < n; i += blockDim.x) cnt[i] = dispatch_counts[i];
+    if (one_item) {
+        if ((int)threadIdx.x < top_k) {
+            sl.id[threadIdx.x] = slot_id;
+            sl.tw[threadIdx.x] = slot_w;
+        }
+        ep_list_staged_slots(sl, top_k, rank, n_local, skip_a2a);
+    }
     bool published = regular && ep_last_block(ticket);
     EP_STAMP(2);
     if (published) ep_publish_rows(cnt, n_local, n_ranks, rank, skip_a2a, count_ptrs, nmsg, lane_nmsg, false);
