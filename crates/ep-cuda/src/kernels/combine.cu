@@ -301,9 +301,39 @@ struct EpSlots {
 // Token t's slot list: its ids and weights in one round of loads, then the list from shared
 // memory (from global memory, one thread's loads waited on each other and on its stores). Every
 // thread calls it; returns with a barrier passed.
+// The list by warp 0 from its lanes' slots (lane k: slot k's id and weight, for top_k <= 32): each
+// lane finds the first slot naming its expert with a shuffle per slot, a ballot places the
+// contributing ones. No barrier: the caller passes one before another warp reads the list. (Thread
+// 0 alone took ~0.5 us at top-8, a shared-memory load after another, between two barriers.)
+__device__ void ep_list_lane_slots(EpSlots& sl, int id, float w, int top_k, int rank, int n_local, int skip_a2a) {
+    int k = threadIdx.x & 31, first = k;
+    for (int j = 0; j < top_k; j++) {
+        int other = __shfl_sync(0xffffffffu, id, j);
+        if (j < first && other == id) first = j;
+    }
+    bool routed = k < top_k && id >= 0 && !(skip_a2a && id / n_local != rank);
+    u32 mask = __ballot_sync(0xffffffffu, routed);
+    if (routed) {
+        int i = __popc(mask & ((1u << k) - 1u));
+        sl.row[i] = first;
+        sl.w[i] = w;
+    }
+    if (k == 0) sl.n = __popc(mask);
+}
+
 __device__ void ep_list_staged_slots(EpSlots& sl, int top_k, int rank, int n_local, int skip_a2a);
 __device__ void ep_list_slots(EpSlots& sl, int t, const int* ids, const float* weights, int top_k, int rank,
                               int n_local, int skip_a2a) {
+    if (top_k <= 32) {
+        if (threadIdx.x < 32) {
+            int k = threadIdx.x;
+            int id = k < top_k ? ids[(u64)t * top_k + k] : -1;
+            float w = k < top_k ? weights[(u64)t * top_k + k] : 0.0f;
+            ep_list_lane_slots(sl, id, w, top_k, rank, n_local, skip_a2a);
+        }
+        __syncthreads();
+        return;
+    }
     for (int k = threadIdx.x; k < top_k; k += blockDim.x) {
         sl.id[k] = ids[(u64)t * top_k + k];
         sl.tw[k] = weights[(u64)t * top_k + k];
@@ -650,17 +680,20 @@ __device__ __forceinline__ void ep_combine_single_body(
     int parts = ep_whole_row(epilogue) || n_tokens == 0 ? 1 : max(1, min(passes, (int)gridDim.x / n_tokens));
     int items = n_tokens * parts, rb = Ll ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
     bool one_item = rb < items && rb + (int)gridDim.x >= items;
-    // A block with one item loads its token's ids and weights beside its rows' loads (after the
-    // rows, they waited for the stores to drain). top_k <= EP_MAX_TOP_K <= blockDim.x.
-    int slot_id = -1;
-    float slot_w = 0.0f;
+    // A block with one item loads its token's ids and weights into the list's staging beside its
+    // rows' loads (after the rows, they waited for the stores to drain), without registers: held
+    // across the send, they were spilled, and the spill's store waited for the load. top_k <=
+    // EP_MAX_TOP_K <= blockDim.x.
     if (one_item && (int)threadIdx.x < top_k) {
-        slot_id = ids[(u64)(rb / parts) * top_k + threadIdx.x];
-        slot_w = weights[(u64)(rb / parts) * top_k + threadIdx.x];
+        ep_async_copy4(&sl.id[threadIdx.x], ids + (u64)(rb / parts) * top_k + threadIdx.x);
+        ep_async_copy4(&sl.tw[threadIdx.x], weights + (u64)(rb / parts) * top_k + threadIdx.x);
     }
     // Every rank taking LL rows (up to 32 ranks, from the lanes), the rows one by one: each block
     // has one or none at those sizes. Otherwise a few at a time (ep_send_rows_batched).
-    if (n_ranks <= 32 && !__any_sync(0xffffffffu, (int)(threadIdx.x & 31) < n_ranks && !(lane_nmsg & EP_NMSG_LL))) {
+    // The LL kernels (this rank has at most EP_LL_MAX_TOKENS tokens) take them one by one too:
+    // the batches' registers cost them 0.2-0.4 us at 1 and 8 tokens (one H200, v37).
+    if (Ll ||
+        (n_ranks <= 32 && !__any_sync(0xffffffffu, (int)(threadIdx.x & 31) < n_ranks && !(lane_nmsg & EP_NMSG_LL)))) {
         for (u64 row = blockIdx.x; row < rows; row += gridDim.x)
             ep_send_row(row, expert_out, src_info, row_src, hidden, top_k, recv_ptrs, rank, n_ranks, nullptr, nmsg,
                         lane_nmsg, ll_ptrs, seq, mark_ptrs, false);
@@ -679,11 +712,14 @@ __device__ __forceinline__ void ep_combine_single_body(
     // and v37's marked rows take it off the path.)
     if (regular)
         for (int i = threadIdx.x; i < n; i += blockDim.x) cnt[i] = dispatch_counts[i];
-    if (one_item) {
-        if ((int)threadIdx.x < top_k) {
-            sl.id[threadIdx.x] = slot_id;
-            sl.tw[threadIdx.x] = slot_w;
-        }
+    // Each thread's own staged slot is there after its wait; the list is read after the counts'
+    // poll, whose barriers pass first.
+    ep_async_wait();
+    if (one_item && top_k <= 32 && threadIdx.x < 32) {
+        int k = threadIdx.x;
+        ep_list_lane_slots(sl, k < top_k ? sl.id[k] : -1, k < top_k ? sl.tw[k] : 0.0f, top_k, rank, n_local,
+                           skip_a2a);
+    } else if (one_item && top_k > 32) {
         ep_list_staged_slots(sl, top_k, rank, n_local, skip_a2a);
     }
     bool published = regular && ep_last_block(ticket);

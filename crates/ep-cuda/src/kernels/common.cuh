@@ -489,6 +489,16 @@ __device__ __forceinline__ void ep_async_copy16(void* smem_dst, const void* gmem
 #endif
 }
 
+// The same for 4 bytes (cp.async.ca: 4-byte copies go through L1).
+__device__ __forceinline__ void ep_async_copy4(void* smem_dst, const void* gmem_src) {
+#if __CUDA_ARCH__ >= 800
+    u32 d = (u32)__cvta_generic_to_shared(smem_dst);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(d), "l"(gmem_src) : "memory");
+#else
+    *(u32*)smem_dst = *(const u32*)gmem_src;
+#endif
+}
+
 __device__ __forceinline__ void ep_async_wait() {
 #if __CUDA_ARCH__ >= 800
     asm volatile("cp.async.wait_all;" ::: "memory");
