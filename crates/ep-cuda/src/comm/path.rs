@@ -95,8 +95,10 @@ const MARKED_MIN_TOKENS: usize = 1024;
 /// one launch takes its rows marked too: each sending block marks its rows after one fence
 /// (combine.cu, `ep_mark_rows_sent`), and the single-launch combine reduces a token once its
 /// marks are there, with the counts published early (no fence), instead of after the grid's
-/// ticket, the counts' fenced publish and their poll. `EP_CUDA_SINGLE_MARKED_MIN_TOKENS`
-/// overrides it (0: never).
+/// ticket, the counts' fenced publish and their poll. On one H200 (docs/perf.md, v37, marked
+/// against not, the same kernels): one rank alone 16 tokens 16.1 -> 15.3 us, 32 19.2 -> 18.2,
+/// 128 28.2 -> 27.1; two ranks sharing the GPU 22.8 -> 19.9, 29.1 -> 26.3, 82.8 -> 80.7. 9-15
+/// tokens not measured. `EP_CUDA_SINGLE_MARKED_MIN_TOKENS` overrides it (0: never).
 const SINGLE_MARKED_MIN_TOKENS: usize = 16;
 
 /// A token count set by the environment variable `var`, read once into `cell` (`None` when unset,

@@ -628,17 +628,21 @@ __device__ void ep_send_rows_batched(u64 rows, const u16* expert_out, const int*
 // ---- the single-launch combine (decode sizes) -------------------------------------------------
 //
 // As ep_dispatch_single: the whole combine inside one node in one launch, a persistent grid whose
-// blocks are all resident. Each block sends its share of the rows back, then every block waits
-// for every count, checks it, and reduces its share of the tokens (with weights; the unreduced
-// output takes the kernels above). A destination that takes its rows in LL form (common.cuh) gets
-// its counts from the grid's last block once its rows are sent, with no fence; the others' counts
-// wait until every block's stores are visible (the last block to take the ticket publishes them; no
-// ticket when every destination takes LL rows). What does not depend on the rows coming back is
-// done while the rows' stores drain: the counts to publish are loaded, and a block with one token
-// (or part of one) to reduce lists its slots. The last block of the grid resets the counts at its
-// end (ep_reset_counts_when_read). `Ll`: this rank takes its own rows in LL form
-// (ep_combine_single_ll). Dynamic shared memory: the larger of 8 * n_local * n_ranks (the counts)
-// and the row in f32 for the FP8 and device epilogues. `ticket` holds two words, as
+// blocks are all resident. Each block sends its share of the rows back (a few at a time,
+// ep_send_rows_batched, unless every rank takes LL rows), then every block waits for every count,
+// checks it, and reduces its share of the tokens (with weights; the unreduced output takes the
+// kernels above). A destination that takes its rows in LL form (common.cuh) or marked (from
+// SINGLE_MARKED_MIN_TOKENS, comm/path.rs) gets its counts from the grid's last block before its
+// rows, with no fence: LL rows carry their number, and a block marks its marked rows after one
+// fence for them all (ep_mark_rows_sent), so a reducer of a marked rank awaits its token's marks
+// (ep_await_marks). The others' counts wait until every block's stores are visible (the last block
+// to take the ticket publishes them; no ticket when every destination takes its counts early).
+// What does not depend on the rows coming back is done beside them: a block with one token (or
+// part of one) to reduce stages its ids and weights while it sends and lists its slots after; the
+// counts to publish behind the fence are loaded while the stores drain. The last block of the grid
+// resets the counts at its end (ep_reset_counts_when_read). `Ll`: this rank takes its own rows in
+// LL form (ep_combine_single_ll). Dynamic shared memory: the larger of 8 * n_local * n_ranks (the
+// counts) and the row in f32 for the FP8 and device epilogues. `ticket` holds two words, as
 // ep_dispatch_single's.
 template <bool Ll, int Epi>
 __device__ __forceinline__ void ep_combine_single_body(
@@ -652,7 +656,7 @@ __device__ __forceinline__ void ep_combine_single_body(
     if (Epi >= 0) epilogue = Epi;
     extern __shared__ uint4 smem_u4[];
     __shared__ EpSlots sl;
-    // Stamps (EP_CUDA_TRACE): 1 rows sent, 2 ticket, 3 counts published, 4 every count here, 5
+    // Stamps (EP_CUDA_TRACE): 1 rows sent (and marked), 2 ticket (or the slots listed), 3 counts published, 4 every count here, 5
     // reduced, 6 counts reset.
     EP_STAMPS
     u64 rows = *rows_end;
