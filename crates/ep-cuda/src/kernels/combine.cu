@@ -298,9 +298,6 @@ struct EpSlots {
     int n;
 };
 
-// Token t's slot list: its ids and weights in one round of loads, then the list from shared
-// memory (from global memory, one thread's loads waited on each other and on its stores). Every
-// thread calls it; returns with a barrier passed.
 // The list by warp 0 from its lanes' slots (lane k: slot k's id and weight, for top_k <= 32): each
 // lane finds the first slot naming its expert with a shuffle per slot, a ballot places the
 // contributing ones. No barrier: the caller passes one before another warp reads the list. (Thread
@@ -321,7 +318,28 @@ __device__ void ep_list_lane_slots(EpSlots& sl, int id, float w, int top_k, int 
     if (k == 0) sl.n = __popc(mask);
 }
 
-__device__ void ep_list_staged_slots(EpSlots& sl, int top_k, int rank, int n_local, int skip_a2a);
+// The list from the ids and weights staged in sl.id and sl.tw, by thread 0 (any top_k). Every
+// thread calls it; returns with a barrier passed.
+__device__ void ep_list_staged_slots(EpSlots& sl, int top_k, int rank, int n_local, int skip_a2a) {
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        int n = 0;
+        for (int k = 0; k < top_k; k++) {
+            int k0 = ep_routed_slot(sl.id, k, rank, n_local, skip_a2a);
+            if (k0 < 0) continue;
+            sl.row[n] = k0;
+            sl.w[n] = sl.tw[k];
+            n++;
+        }
+        sl.n = n;
+    }
+    __syncthreads();
+}
+
+// Token t's slot list: its ids and weights in one round of loads, then the list: by warp 0 from
+// its lanes up to 32 slots (ep_list_lane_slots), else from shared memory (ep_list_staged_slots;
+// from global memory, one thread's loads waited on each other and on its stores). Every thread
+// calls it; returns with a barrier passed.
 __device__ void ep_list_slots(EpSlots& sl, int t, const int* ids, const float* weights, int top_k, int rank,
                               int n_local, int skip_a2a) {
     if (top_k <= 32) {
@@ -339,24 +357,6 @@ __device__ void ep_list_slots(EpSlots& sl, int t, const int* ids, const float* w
         sl.tw[k] = weights[(u64)t * top_k + k];
     }
     ep_list_staged_slots(sl, top_k, rank, n_local, skip_a2a);
-}
-
-// The list from the ids and weights staged in sl.id and sl.tw (ep_list_slots). Every thread
-// calls it; returns with a barrier passed.
-__device__ void ep_list_staged_slots(EpSlots& sl, int top_k, int rank, int n_local, int skip_a2a) {
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        int n = 0;
-        for (int k = 0; k < top_k; k++) {
-            int k0 = ep_routed_slot(sl.id, k, rank, n_local, skip_a2a);
-            if (k0 < 0) continue;
-            sl.row[n] = k0;
-            sl.w[n] = sl.tw[k];
-            n++;
-        }
-        sl.n = n;
-    }
-    __syncthreads();
 }
 
 // Token t's reduction from its slot list (ep_list_slots), by the whole block: acc = 0; acc +=
@@ -656,8 +656,8 @@ __device__ __forceinline__ void ep_combine_single_body(
     if (Epi >= 0) epilogue = Epi;
     extern __shared__ uint4 smem_u4[];
     __shared__ EpSlots sl;
-    // Stamps (EP_CUDA_TRACE): 1 rows sent (and marked), 2 ticket (or the slots listed), 3 counts published, 4 every count here, 5
-    // reduced, 6 counts reset.
+    // Stamps (EP_CUDA_TRACE): 1 rows sent (and marked), 2 ticket (or the slots listed), 3 counts
+    // published, 4 every count here, 5 reduced, 6 counts reset.
     EP_STAMPS
     u64 rows = *rows_end;
     u32 lane_nmsg = ep_lane_nmsg(nmsg, n_ranks);
