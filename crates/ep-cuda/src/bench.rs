@@ -55,7 +55,15 @@ pub(crate) struct StartGate {
     kernels: Vec<Arc<Kernels>>,
     /// Gates queued so far, per rank (each rank queues its own from one thread).
     queued: Vec<std::sync::atomic::AtomicU64>,
+    /// With `EP_BENCH_EVICT_L2=1`, per rank a buffer of [`EVICT_BYTES`] written before each gate.
+    evict: Vec<Option<DevBuf>>,
 }
+
+/// What `EP_BENCH_EVICT_L2=1` writes before each gate (untimed): several times an H100's or
+/// H200's L2 (50 and 60 MB), so that a phase starts with none of the previous phase's data there,
+/// as after a model's other work between two phases. Without it a phase finds the L2 as the
+/// phase before it left it, which ep bench runs back to back.
+const EVICT_BYTES: usize = 256 << 20;
 
 impl StartGate {
     /// A gate for ranks whose devices' kernels are `kernels` (one entry per rank; the devices
@@ -81,11 +89,17 @@ impl StartGate {
                 Ok(b)
             })
             .collect::<Result<_>>()?;
+        let evict = std::env::var("EP_BENCH_EVICT_L2").is_ok_and(|v| v == "1");
+        let evict = kernels
+            .iter()
+            .map(|k| evict.then(|| DevBuf::new(&k.ctx, EVICT_BYTES)).transpose())
+            .collect::<Result<_>>()?;
         Ok(StartGate {
             flags,
             tables,
             queued: (0..n).map(|_| Default::default()).collect(),
             kernels,
+            evict,
         })
     }
 
@@ -96,6 +110,9 @@ impl StartGate {
 
     /// Queues rank `rank`'s next gate on `stream`.
     pub(crate) fn launch(&self, rank: usize, stream: &CudaStream) -> Result<()> {
+        if let Some(b) = &self.evict[rank] {
+            b.fill_async(0, b.len, stream)?;
+        }
         let n = self.kernels.len() as i32;
         let epoch = self.next_epoch(rank);
         let (hold, timeout) = (GATE_HOLD.as_nanos() as u64, GATE_TIMEOUT.as_nanos() as u64);
