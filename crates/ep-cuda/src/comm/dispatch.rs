@@ -582,8 +582,8 @@ impl CudaComm {
         }
     }
 
-    /// Each message's rows, for a round whose marked rows are reduced beside the send only (the buffer is empty between
-    /// nodes; a null pointer writes nothing).
+    /// Each message's rows, only for a round whose marked rows are reduced beside the send (the
+    /// buffer is empty between nodes; a null pointer writes nothing).
     fn msg_rows(&self) -> u64 {
         if self.marked_beside_send() {
             self.bufs().msg_rows.ptr

@@ -57,12 +57,22 @@ __device__ void ep_publish_rows(const u64* dispatch_counts, int n_local, int n_r
     }
 }
 
+// Received row `row`'s (token, first slot) at its source rank, as an index into [max_tokens, top_k]:
+// its row in the combine receive buffer, its mark.
+__device__ __forceinline__ u64 ep_return_index(u64 row, const int* src_info, int top_k) {
+    return (u64)src_info[2 * row] * top_k + src_info[2 * row + 1];
+}
+
 // Where received row `row` goes back to: (token, first slot) in the combine receive buffer
 // [max_tokens, top_k, hidden] of its source rank `s`.
 __device__ __forceinline__ u8* ep_return_slot(u64 row, int s, const int* src_info, const u64* recv_ptrs, int top_k,
                                               u64 row_bytes) {
-    int t = src_info[2 * row], k = src_info[2 * row + 1];
-    return (u8*)recv_ptrs[s] + ((u64)t * top_k + k) * row_bytes;
+    return (u8*)recv_ptrs[s] + ep_return_index(row, src_info, top_k) * row_bytes;
+}
+
+// Where received row `row`'s mark goes at its source rank `s` (a rank that takes its rows marked).
+__device__ __forceinline__ u32* ep_return_mark(u64 row, int s, const int* src_info, const u64* mark_ptrs, int top_k) {
+    return (u32*)mark_ptrs[s] + ep_return_index(row, src_info, top_k);
 }
 
 // A row to a rank that takes its rows in LL form (common.cuh), by the block: `n16` pieces of 16
@@ -105,9 +115,9 @@ __device__ void ep_send_row(u64 row, const u16* expert_out, const int* src_info,
         if (mark && ep_rows_marked(nm)) {
             __syncthreads();
             if (threadIdx.x == 0) {
-                int t = src_info[2 * row], k = src_info[2 * row + 1];
+                u32* at = ep_return_mark(row, s, src_info, mark_ptrs, top_k);
                 ep_fence_acq_rel(); // the block's row stores, before the mark
-                ep_store_relaxed_sys((u32*)mark_ptrs[s] + (u64)t * top_k + k, seq);
+                ep_store_relaxed_sys(at, seq);
             }
         }
         return;
@@ -120,33 +130,39 @@ __device__ void ep_send_row(u64 row, const u16* expert_out, const int* src_info,
         ep_ll_send_row((ulonglong2*)ll_ptrs[s] + ((u64)t * top_k + k) * 2 * n16, (const uint4*)src, n16, seq);
 }
 
-// Whether any rank of the node takes its rows marked, from the lanes' message count words
-// (ep_lane_nmsg; every lane of the warp calls it): no barrier, no load up to 32 ranks.
-__device__ __forceinline__ bool ep_any_marked(u32 lane_nmsg, int n_ranks) {
-    return n_ranks > 32 || __any_sync(0xffffffffu, (int)(threadIdx.x & 31) < n_ranks && ep_rows_marked(lane_nmsg));
-}
-
-// Whether any destination rank takes its combine counts early (ep_counts_early) and whether any
-// takes them behind the fence (with skip_a2a only this rank is one). Up to 32 ranks from the
-// lanes' message count words (ep_lane_nmsg), which every warp holds alike: no barrier, no load.
-// Every thread calls it.
-__device__ void ep_count_forms(u32 lane_nmsg, const u32* nmsg, int n_ranks, int rank, int skip_a2a, bool& any_early,
-                               bool& regular) {
+// The forms the destination ranks take this combine in, from their dispatch message count words
+// (common.cuh). A destination is every rank, or with skip_a2a this rank alone (its rows go to no
+// other). Up to 32 ranks from the lanes' words (ep_lane_nmsg), which every warp holds alike: no
+// barrier, no load; beyond, a loop over `nmsg` and block-wide votes. Every thread calls it.
+struct EpDestForms {
+    bool any_early;  // one takes its counts early, with plain stores (ep_counts_early)
+    bool regular;    // one takes them behind the fence, after every block's stores
+    bool any_marked; // one takes its rows marked (ep_rows_marked)
+    bool all_ll;     // every one takes its rows in LL form
+};
+__device__ EpDestForms ep_dest_forms(u32 lane_nmsg, const u32* nmsg, int n_ranks, int rank, int skip_a2a) {
+    bool early = false, fenced = false, marked = false, plain = false;
     if (n_ranks <= 32) {
         int p = threadIdx.x & 31;
-        bool counted = p < n_ranks && (!skip_a2a || p == rank), early = counted && ep_counts_early(lane_nmsg);
-        any_early = __any_sync(0xffffffffu, early);
-        regular = __any_sync(0xffffffffu, counted && !early);
-        return;
+        if (p < n_ranks && (!skip_a2a || p == rank)) {
+            early = ep_counts_early(lane_nmsg);
+            fenced = !early;
+            marked = ep_rows_marked(lane_nmsg);
+            plain = !(lane_nmsg & EP_NMSG_LL);
+        }
+        return EpDestForms{__any_sync(0xffffffffu, early), __any_sync(0xffffffffu, fenced),
+                           __any_sync(0xffffffffu, marked), !__any_sync(0xffffffffu, plain)};
     }
-    int early_dests = 0, awaited = 0;
     for (int p = threadIdx.x; p < n_ranks; p += blockDim.x) {
-        bool counted = !skip_a2a || p == rank;
-        awaited += counted;
-        early_dests += counted && ep_counts_early(nmsg[p]);
+        if (skip_a2a && p != rank) continue;
+        u32 nm = nmsg[p];
+        early = early || ep_counts_early(nm);
+        fenced = fenced || !ep_counts_early(nm);
+        marked = marked || ep_rows_marked(nm);
+        plain = plain || !(nm & EP_NMSG_LL);
     }
-    any_early = __syncthreads_or(early_dests > 0);
-    regular = __syncthreads_or(early_dests < awaited);
+    return EpDestForms{(bool)__syncthreads_or(early), (bool)__syncthreads_or(fenced), (bool)__syncthreads_or(marked),
+                       !__syncthreads_or(plain)};
 }
 
 // The block's rows (row blockIdx.x, then every gridDim.x-th, of `rows`) that went to a rank of
@@ -166,7 +182,7 @@ __device__ void ep_mark_rows_sent(u64 rows, const int* src_info, const int* row_
             int s = i < mine ? row_src[row] : -1;
             u32 nm = ep_nmsg_of(max(s, 0), lane_nmsg, nmsg);
             if (s >= 0 && s / gpus_per_node == rank / gpus_per_node && ep_rows_marked(nm))
-                a = (u32*)mark_ptrs[s] + (u64)src_info[2 * row] * top_k + src_info[2 * row + 1];
+                a = ep_return_mark(row, s, src_info, mark_ptrs, top_k);
             at[threadIdx.x] = a;
         }
         if (__syncthreads_or(a != nullptr) && threadIdx.x == 0) {
@@ -318,9 +334,18 @@ __device__ void ep_list_lane_slots(EpSlots& sl, int id, float w, int top_k, int 
     if (k == 0) sl.n = __popc(mask);
 }
 
-// The list from the ids and weights staged in sl.id and sl.tw, by thread 0 (any top_k). Every
-// thread calls it; returns with a barrier passed.
+// The list from the ids and weights staged in sl.id and sl.tw (slot k by thread k, k < blockDim.x,
+// or any thread beyond). Up to 32 slots by warp 0's lanes, each from the slot it staged
+// (ep_list_lane_slots), with no barrier: the caller passes one before another warp reads the
+// list. Beyond, by thread 0 between two barriers. Every thread calls it.
 __device__ void ep_list_staged_slots(EpSlots& sl, int top_k, int rank, int n_local, int skip_a2a) {
+    if (top_k <= 32) {
+        int k = threadIdx.x;
+        if (k < 32)
+            ep_list_lane_slots(sl, k < top_k ? sl.id[k] : -1, k < top_k ? sl.tw[k] : 0.0f, top_k, rank, n_local,
+                               skip_a2a);
+        return;
+    }
     __syncthreads();
     if (threadIdx.x == 0) {
         int n = 0;
@@ -336,27 +361,16 @@ __device__ void ep_list_staged_slots(EpSlots& sl, int top_k, int rank, int n_loc
     __syncthreads();
 }
 
-// Token t's slot list: its ids and weights in one round of loads, then the list: by warp 0 from
-// its lanes up to 32 slots (ep_list_lane_slots), else from shared memory (ep_list_staged_slots;
-// from global memory, one thread's loads waited on each other and on its stores). Every thread
-// calls it; returns with a barrier passed.
+// Token t's slot list: its ids and weights in one round of loads into the staging, then the list
+// (ep_list_staged_slots). Every thread calls it; returns with a barrier passed.
 __device__ void ep_list_slots(EpSlots& sl, int t, const int* ids, const float* weights, int top_k, int rank,
                               int n_local, int skip_a2a) {
-    if (top_k <= 32) {
-        if (threadIdx.x < 32) {
-            int k = threadIdx.x;
-            int id = k < top_k ? ids[(u64)t * top_k + k] : -1;
-            float w = k < top_k ? weights[(u64)t * top_k + k] : 0.0f;
-            ep_list_lane_slots(sl, id, w, top_k, rank, n_local, skip_a2a);
-        }
-        __syncthreads();
-        return;
-    }
     for (int k = threadIdx.x; k < top_k; k += blockDim.x) {
         sl.id[k] = ids[(u64)t * top_k + k];
         sl.tw[k] = weights[(u64)t * top_k + k];
     }
     ep_list_staged_slots(sl, top_k, rank, n_local, skip_a2a);
+    __syncthreads();
 }
 
 // Token t's reduction from its slot list (ep_list_slots), by the whole block: acc = 0; acc +=
@@ -663,16 +677,13 @@ __device__ __forceinline__ void ep_combine_single_body(
     u32 lane_nmsg = ep_lane_nmsg(nmsg, n_ranks);
     int n = n_local * n_ranks;
     u64* cnt = (u64*)smem_u4; // the counts to publish behind the fence, then the counts that came
-    // Whether any destination takes its counts early (LL rows or marked rows, ep_counts_early)
-    // and whether any takes them behind the fence.
-    bool any_early, regular;
-    ep_count_forms(lane_nmsg, nmsg, n_ranks, rank, skip_a2a, any_early, regular);
+    const EpDestForms forms = ep_dest_forms(lane_nmsg, nmsg, n_ranks, rank, skip_a2a);
     // The early destinations' counts, by the last block, before its rows: they vouch for no row
     // (LL rows carry their number, marked rows have their marks), so they wait for none. (After
     // the block's rows, at 128 tokens they came last: the reduce waited for them ~4 us after the
     // marks; one H200, v37.)
     bool early_publisher = blockIdx.x == gridDim.x - 1;
-    if (early_publisher && any_early)
+    if (early_publisher && forms.any_early)
         ep_publish_rows(dispatch_counts, n_local, n_ranks, rank, skip_a2a, count_ptrs, nmsg, lane_nmsg, true);
     // Tokens cut into column ranges of a block's pass each while the grid has blocks to spare
     // (a whole row per block for the epilogues that need one); LL rows, twice the bytes, into
@@ -692,12 +703,11 @@ __device__ __forceinline__ void ep_combine_single_body(
         ep_async_copy4(&sl.id[threadIdx.x], ids + (u64)(rb / parts) * top_k + threadIdx.x);
         ep_async_copy4(&sl.tw[threadIdx.x], weights + (u64)(rb / parts) * top_k + threadIdx.x);
     }
-    // Every rank taking LL rows (up to 32 ranks, from the lanes), the rows one by one: each block
-    // has one or none at those sizes. Otherwise a few at a time (ep_send_rows_batched).
-    // The LL kernels (this rank has at most EP_LL_MAX_TOKENS tokens) take them one by one too:
-    // the batches' registers cost them 0.2-0.4 us at 1 and 8 tokens (one H200, v37).
-    if (Ll ||
-        (n_ranks <= 32 && !__any_sync(0xffffffffu, (int)(threadIdx.x & 31) < n_ranks && !(lane_nmsg & EP_NMSG_LL)))) {
+    // Every destination taking LL rows, the rows one by one: each block has one or none at those
+    // sizes. Otherwise a few at a time (ep_send_rows_batched). The LL kernels (this rank has at
+    // most EP_LL_MAX_TOKENS tokens) take them one by one too: the batches' registers cost them
+    // 0.2-0.4 us at 1 and 8 tokens (one H200, v37).
+    if (Ll || forms.all_ll) {
         for (u64 row = blockIdx.x; row < rows; row += gridDim.x)
             ep_send_row(row, expert_out, src_info, row_src, hidden, top_k, recv_ptrs, rank, n_ranks, nullptr, nmsg,
                         lane_nmsg, ll_ptrs, seq, mark_ptrs, false);
@@ -706,7 +716,7 @@ __device__ __forceinline__ void ep_combine_single_body(
                              lane_nmsg, ll_ptrs, seq, mark_ptrs);
     }
     // Rows to a rank that takes them marked: one fence for the block's rows, then their marks.
-    if (ep_any_marked(lane_nmsg, n_ranks))
+    if (forms.any_marked)
         ep_mark_rows_sent(rows, src_info, row_src, top_k, rank, n_ranks, nmsg, lane_nmsg, seq, mark_ptrs);
     EP_STAMP(1);
     // While the stores drain (before them, these loads held the sends back ~2.5 us at 1 token);
@@ -714,19 +724,13 @@ __device__ __forceinline__ void ep_combine_single_body(
     // fence, by warp 0, one system-scope fence fewer: level in the sweep. The time from the rows
     // sent to the counts published is the release fence behind the NVLink stores; v19's LL rows
     // and v37's marked rows take it off the path.)
-    if (regular)
+    if (forms.regular)
         for (int i = threadIdx.x; i < n; i += blockDim.x) cnt[i] = dispatch_counts[i];
     // Each thread's own staged slot is there after its wait; the list is read after the counts'
     // poll, whose barriers pass first.
     ep_async_wait();
-    if (one_item && top_k <= 32 && threadIdx.x < 32) {
-        int k = threadIdx.x;
-        ep_list_lane_slots(sl, k < top_k ? sl.id[k] : -1, k < top_k ? sl.tw[k] : 0.0f, top_k, rank, n_local,
-                           skip_a2a);
-    } else if (one_item && top_k > 32) {
-        ep_list_staged_slots(sl, top_k, rank, n_local, skip_a2a);
-    }
-    bool published = regular && ep_last_block(ticket);
+    if (one_item) ep_list_staged_slots(sl, top_k, rank, n_local, skip_a2a);
+    bool published = forms.regular && ep_last_block(ticket);
     EP_STAMP(2);
     if (published) ep_publish_rows(cnt, n_local, n_ranks, rank, skip_a2a, count_ptrs, nmsg, lane_nmsg, false);
     EP_STAMP(3);
@@ -764,7 +768,7 @@ __device__ __forceinline__ void ep_combine_single_body(
     if (rb == (int)gridDim.x - 1)
         ep_reset_counts_when_read(ticket + 1, gridDim.x, counts, n, rank, n_ranks, skip_a2a, status);
     EP_STAMP(6);
-    EP_STAMPS_PRINT("combine", rank, regular ? published : early_publisher);
+    EP_STAMPS_PRINT("combine", rank, forms.regular ? published : early_publisher);
 }
 
 // The kernels' parameters and arguments, ep_combine_single_body's (comm/mod.rs checks that the
