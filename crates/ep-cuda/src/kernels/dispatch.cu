@@ -597,29 +597,35 @@ __device__ void ep_send_token(int t, EpRoute& r, const float* input_scales, int 
 }
 
 // In-place inclusive prefix sum of a[0 .. n) in shared memory, by the whole block (blockDim.x a
-// multiple of 32): warp shuffles, then the warps' totals, blockDim.x entries at a time. Returns
-// with a barrier passed.
+// multiple of 32): warp shuffles, then the warps' totals scanned by shuffles in every warp,
+// blockDim.x entries at a time: two barriers a round. (The warps' totals summed one by one from
+// shared memory, with the carry through shared memory, took two barriers more and up to 15
+// dependent loads: part of the ~1.2 us layout of every decode dispatch.) Returns with a barrier
+// passed.
 __device__ void ep_block_scan(u32* a, int n) {
     __shared__ u32 warp_sums[32];
-    __shared__ u32 carry;
-    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    if (threadIdx.x == 0) carry = 0;
-    __syncthreads();
+    const unsigned all = 0xffffffffu;
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+    u32 carry = 0;
+    if (n <= 0) __syncthreads();
     for (int base = 0; base < n; base += blockDim.x) {
         int i = base + threadIdx.x;
         u32 v = i < n ? a[i] : 0;
         for (int off = 1; off < 32; off <<= 1) {
-            u32 o = __shfl_up_sync(0xffffffffu, v, off);
+            u32 o = __shfl_up_sync(all, v, off);
             if (lane >= off) v += o;
         }
         if (lane == 31) warp_sums[warp] = v;
         __syncthreads();
-        u32 before = carry;
-        for (int w = 0; w < warp; w++) before += warp_sums[w];
-        if (i < n) a[i] = before + v;
-        __syncthreads();
-        if (threadIdx.x == blockDim.x - 1) carry = before + v;
-        __syncthreads();
+        u32 w = lane < warps ? warp_sums[lane] : 0;
+        for (int off = 1; off < 32; off <<= 1) {
+            u32 o = __shfl_up_sync(all, w, off);
+            if (lane >= off) w += o;
+        }
+        u32 before = __shfl_sync(all, w, (warp + 31) & 31); // lane warp - 1's sum; 0 for warp 0
+        if (i < n) a[i] = carry + (warp > 0 ? before : 0) + v;
+        carry += __shfl_sync(all, w, 31);
+        __syncthreads(); // a[] for the caller, warp_sums for the next round
     }
 }
 
@@ -1392,10 +1398,64 @@ __device__ __forceinline__ void ep_staged_token_meets(int u, int top_k, int id, 
     }
 }
 
+// ep_own_route by warp 0 alone, for a token with few ids before it (t * top_k <=
+// EP_WARP_ROUTE_IDS, top_k <= 32): lane k takes slot k, every id it needs (its token's and the
+// earlier tokens', lane-strided) in one round of loads, the comparisons by shuffles, and one
+// barrier at the end. The block's form passes six barriers and stages the ids first: ~1.1 us
+// from the staged ids to the route at 1 token, on the path of every decode dispatch's sender.
+#define EP_WARP_ROUTE_IDS 64
+__device__ void ep_own_route_warp(EpRoute& r, int t, const int* ids, int top_k, int n_local, int rank,
+                                  int skip_a2a) {
+    if (threadIdx.x < 32) {
+        const unsigned all = 0xffffffffu;
+        int lane = threadIdx.x, before = t * top_k;
+        int id = lane < top_k ? ids[(u64)t * top_k + lane] : -1;
+        int e0 = lane < before ? ids[lane] : -1, e1 = lane + 32 < before ? ids[lane + 32] : -1;
+        if (lane == 0) EP_STAMP_FIRST(11);
+        int p = id >= 0 ? id / n_local : -1;
+        int p0 = e0 >= 0 ? e0 / n_local : -1, p1 = e1 >= 0 ? e1 / n_local : -1;
+        // This token's earlier slots: sends (no earlier slot names the expert), carries (none
+        // is at its rank), as ep_staged_slot.
+        bool sends = id >= 0 && (!skip_a2a || p == rank), carries = sends;
+        for (int j = 0; j < top_k; j++) {
+            int idj = __shfl_sync(all, id, j), pj = __shfl_sync(all, p, j);
+            if (j < lane) {
+                sends = sends && idj != id;
+                carries = carries && pj != p;
+            }
+        }
+        // Earlier tokens naming the expert, and reaching its rank: one count per token.
+        int names = 0, reaches = 0;
+        bool named = false, reached = false;
+        for (int e = 0; e < before; e++) {
+            int x = __shfl_sync(all, e < 32 ? e0 : e1, e & 31), xp = __shfl_sync(all, e < 32 ? p0 : p1, e & 31);
+            named = named || x == id;
+            reached = reached || xp == p;
+            if (e % top_k == top_k - 1) {
+                names += named;
+                reaches += reached;
+                named = reached = false;
+            }
+        }
+        if (lane < top_k) {
+            r.id[lane] = id;
+            r.dest[lane] = p;
+            r.slot[lane] = sends ? names : -1;
+            r.msg_at[lane] = sends ? reaches : -1;
+            r.carries[lane] = carries;
+        }
+    }
+    __syncthreads();
+}
+
 // Token t's route, worked out by its own block from the ids (no ep_assign_slots): a slot's row
 // slot is how many earlier tokens name its expert, a carrying slot's message slot how many
 // earlier tokens reach its rank: the positions ep_assign_slots gives (token order).
 __device__ void ep_own_route(EpRoute& r, int t, const int* ids, int top_k, int n_local, int rank, int skip_a2a) {
+    if (top_k <= 32 && t * top_k <= EP_WARP_ROUTE_IDS) {
+        ep_own_route_warp(r, t, ids, top_k, n_local, rank, skip_a2a);
+        return;
+    }
     __shared__ u32 names[EP_MAX_TOP_K], reaches[EP_MAX_TOP_K];
     // The sending slots, compacted: expert, its rank, its slot k.
     __shared__ int s_id[EP_MAX_TOP_K], s_rank[EP_MAX_TOP_K], s_k[EP_MAX_TOP_K];
