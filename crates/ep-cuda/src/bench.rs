@@ -55,7 +55,8 @@ pub(crate) struct StartGate {
     kernels: Vec<Arc<Kernels>>,
     /// Gates queued so far, per rank (each rank queues its own from one thread).
     queued: Vec<std::sync::atomic::AtomicU64>,
-    /// With `EP_BENCH_EVICT_L2=1`, per rank a buffer of [`EVICT_BYTES`] written before each gate.
+    /// With `EP_BENCH_EVICT_L2` set, per rank a buffer of its size ([`evict_bytes`]) written
+    /// before each gate.
     evict: Vec<Option<DevBuf>>,
 }
 
@@ -64,6 +65,21 @@ pub(crate) struct StartGate {
 /// as after a model's other work between two phases. Without it a phase finds the L2 as the
 /// phase before it left it, which ep bench runs back to back.
 const EVICT_BYTES: usize = 256 << 20;
+
+/// The bytes `EP_BENCH_EVICT_L2` asks for: unset or `0`, none; `1`, [`EVICT_BYTES`]; any other
+/// number, that many MiB (a model's weights between two phases touch gigabytes, and with them
+/// the address translations' caches, which 256 MiB may leave warm).
+fn evict_bytes(value: Option<&str>) -> Result<Option<usize>> {
+    let Some(v) = value else { return Ok(None) };
+    match v.trim().parse::<usize>() {
+        Ok(0) => Ok(None),
+        Ok(1) => Ok(Some(EVICT_BYTES)),
+        Ok(mib) if mib <= 1 << 20 => Ok(Some(mib << 20)),
+        _ => Err(EpError::Backend(format!(
+            "EP_BENCH_EVICT_L2={v}: expected 0, 1 (256 MiB) or a number of MiB up to 1048576"
+        ))),
+    }
+}
 
 impl StartGate {
     /// A gate for ranks whose devices' kernels are `kernels` (one entry per rank; the devices
@@ -89,10 +105,10 @@ impl StartGate {
                 Ok(b)
             })
             .collect::<Result<_>>()?;
-        let evict = std::env::var("EP_BENCH_EVICT_L2").is_ok_and(|v| v == "1");
+        let evict = evict_bytes(std::env::var("EP_BENCH_EVICT_L2").ok().as_deref())?;
         let evict = kernels
             .iter()
-            .map(|k| evict.then(|| DevBuf::new(&k.ctx, EVICT_BYTES)).transpose())
+            .map(|k| evict.map(|bytes| DevBuf::new(&k.ctx, bytes)).transpose())
             .collect::<Result<_>>()?;
         Ok(StartGate {
             flags,
@@ -913,6 +929,23 @@ impl Drop for NcclBaseline {
         for &c in &self.comms {
             // SAFETY: created by comm_init_all, no work pending.
             let _ = unsafe { nccl::comm_destroy(c) };
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn evict_bytes_reads_the_setting() {
+        assert_eq!(evict_bytes(None).unwrap(), None);
+        assert_eq!(evict_bytes(Some("0")).unwrap(), None);
+        assert_eq!(evict_bytes(Some("1")).unwrap(), Some(EVICT_BYTES));
+        assert_eq!(evict_bytes(Some("4096")).unwrap(), Some(4096 << 20));
+        for bad in ["", "yes", "-1", "2097152"] {
+            let e = evict_bytes(Some(bad)).unwrap_err().to_string();
+            assert!(e.contains("EP_BENCH_EVICT_L2"), "{bad}: {e}");
         }
     }
 }
