@@ -378,11 +378,7 @@ __device__ void ep_list_slots(EpSlots& sl, int t, const int* ids, const float* w
 // one rounding to bf16, then the epilogue. Each thread takes 8 columns at a time, with the 16-byte
 // loads of up to `Batch` contributing rows issued together, so a token costs a few memory
 // latencies rather than one per (column, slot) (8 in the single-launch kernel; 4 in the reduce
-// kernel, whose 1024-thread blocks have no registers for 8), and with `Cols` 2 (the single-launch
-// kernel) two groups of 8 columns, blockDim.x apart, in that one round: at 128 tokens its 132
-// blocks of 512 threads each reduce a whole token, 896 groups at hidden 7168, and the second
-// pass of loads waited for the first's sums (~4.4 us from the counts to the token reduced, one
-// H200, v37). `row` (dynamic shared memory, the
+// kernel, whose 1024-thread blocks have no registers for 8). `row` (dynamic shared memory, the
 // row in f32) is only needed by the epilogues that take the whole row (ep_whole_row; `part` 0 of
 // 1). Otherwise the row may be cut into `parts` column ranges of whole 8-column groups, this block
 // reducing range `part` (at decode sizes, several blocks to a token: one pass of loads each).
@@ -390,7 +386,7 @@ __device__ void ep_list_slots(EpSlots& sl, int t, const int* ids, const float* w
 // piece polled until it is there; one that does not come within the slice leaves its value
 // undefined and the status EP_MESSAGES_PENDING, so the host reduces again. Returns with a barrier
 // passed.
-template <int Batch, bool Ll, int Cols = 1>
+template <int Batch, bool Ll>
 __device__ void ep_reduce_token(int t, int part, int parts, const EpSlots& sl, float* row, const u16* recv,
                                 int top_k, int hidden, const u16* shared_rows, int shared_start, int shared_end,
                                 int epilogue, const u16* residual, float scale, u16* out, u8* fp8_payload,
@@ -402,61 +398,47 @@ __device__ void ep_reduce_token(int t, int part, int parts, const EpSlots& sl, f
     const ulonglong2* ll_rows = Ll ? ll.rows + (u64)t * top_k * w8 * 2 : nullptr; // rows of 2 * w8 lines
     bool whole_row = ep_whole_row(epilogue); // kept in `row`, not stored
     int per = (w8 + parts - 1) / parts, c_end = min(w8, (part + 1) * per);
-    // `Cols` groups of 8 columns a thread at once, blockDim.x apart, their loads in one round.
-    for (int c0 = part * per + threadIdx.x; c0 < c_end; c0 += Cols * blockDim.x) {
-        float acc[Cols][8], y[8];
-#pragma unroll
-        for (int c = 0; c < Cols; c++)
-            for (int i = 0; i < 8; i++) acc[c][i] = 0.0f;
+    for (int c8 = part * per + threadIdx.x; c8 < c_end; c8 += blockDim.x) {
+        float acc[8], y[8];
+        for (int i = 0; i < 8; i++) acc[i] = 0.0f;
         for (int j0 = 0; j0 < n; j0 += Batch) {
-            uint4 v[Cols][Batch];
+            uint4 v[Batch];
             if (Ll) {
                 // Every piece's loads first, then a poll for those not there yet.
-                static_assert(!Ll || Cols == 1, "LL rows are polled a column group at a time");
                 unsigned late = 0;
 #pragma unroll
                 for (int j = 0; j < Batch; j++)
-                    if (j0 + j < n && !ep_ll_load(ll_rows + (u64)sl.row[j0 + j] * w8 * 2, c0, w8, ll.seq, v[0][j]))
+                    if (j0 + j < n && !ep_ll_load(ll_rows + (u64)sl.row[j0 + j] * w8 * 2, c8, w8, ll.seq, v[j]))
                         late |= 1u << j;
 #pragma unroll
                 for (int j = 0; j < Batch; j++)
                     if (late >> j & 1)
-                        ep_ll_wait(ll_rows + (u64)sl.row[j0 + j] * w8 * 2, c0, w8, sl.id[sl.row[j0 + j]], ll, v[0][j]);
+                        ep_ll_wait(ll_rows + (u64)sl.row[j0 + j] * w8 * 2, c8, w8, sl.id[sl.row[j0 + j]], ll, v[j]);
             } else {
 #pragma unroll
-                for (int c = 0; c < Cols; c++)
-#pragma unroll
-                    for (int j = 0; j < Batch; j++)
-                        if (j0 + j < n && c0 + c * blockDim.x < c_end)
-                            v[c][j] = rows[(u64)sl.row[j0 + j] * w8 + c0 + c * blockDim.x];
+                for (int j = 0; j < Batch; j++)
+                    if (j0 + j < n) v[j] = rows[(u64)sl.row[j0 + j] * w8 + c8];
             }
 #pragma unroll
-            for (int c = 0; c < Cols; c++)
-#pragma unroll
-                for (int j = 0; j < Batch; j++) {
-                    if (j0 + j >= n) break;
-                    ep_unpack_bf16x8(v[c][j], y);
-                    for (int i = 0; i < 8; i++) acc[c][i] = __fadd_rn(acc[c][i], __fmul_rn(sl.w[j0 + j], y[i]));
-                }
+            for (int j = 0; j < Batch; j++) {
+                if (j0 + j >= n) break;
+                ep_unpack_bf16x8(v[j], y);
+                for (int i = 0; i < 8; i++) acc[i] = __fadd_rn(acc[i], __fmul_rn(sl.w[j0 + j], y[i]));
+            }
         }
-#pragma unroll
-        for (int c = 0; c < Cols; c++) {
-            int c8 = c0 + c * blockDim.x;
-            if (c8 >= c_end) break;
-            if (has_shared) {
-                ep_unpack_bf16x8(((const uint4*)(shared_rows + (u64)(t - shared_start) * hidden))[c8], y);
-                for (int i = 0; i < 8; i++) acc[c][i] = __fadd_rn(acc[c][i], y[i]);
-            }
-            if (epilogue == EP_EPI_RESIDUAL) ep_unpack_bf16x8(((const uint4*)(residual + (u64)t * hidden))[c8], y);
-            u16 h[8];
-            for (int i = 0; i < 8; i++) {
-                h[i] = arith_to_bf16(acc[c][i]);
-                if (epilogue == EP_EPI_RESIDUAL) h[i] = arith_to_bf16(__fadd_rn(bf16_to_f32(h[i]), y[i]));
-                else if (epilogue == EP_EPI_SCALE) h[i] = arith_to_bf16(__fmul_rn(bf16_to_f32(h[i]), scale));
-                if (whole_row) row[c8 * 8 + i] = bf16_to_f32(h[i]);
-            }
-            if (!whole_row) ((uint4*)(out + (u64)t * hidden))[c8] = ep_pack_bf16x8(h);
+        if (has_shared) {
+            ep_unpack_bf16x8(((const uint4*)(shared_rows + (u64)(t - shared_start) * hidden))[c8], y);
+            for (int i = 0; i < 8; i++) acc[i] = __fadd_rn(acc[i], y[i]);
         }
+        if (epilogue == EP_EPI_RESIDUAL) ep_unpack_bf16x8(((const uint4*)(residual + (u64)t * hidden))[c8], y);
+        u16 h[8];
+        for (int i = 0; i < 8; i++) {
+            h[i] = arith_to_bf16(acc[i]);
+            if (epilogue == EP_EPI_RESIDUAL) h[i] = arith_to_bf16(__fadd_rn(bf16_to_f32(h[i]), y[i]));
+            else if (epilogue == EP_EPI_SCALE) h[i] = arith_to_bf16(__fmul_rn(bf16_to_f32(h[i]), scale));
+            if (whole_row) row[c8 * 8 + i] = bf16_to_f32(h[i]);
+        }
+        if (!whole_row) ((uint4*)(out + (u64)t * hidden))[c8] = ep_pack_bf16x8(h);
     }
     if (epilogue == EP_EPI_FP8) {
         __syncthreads();
@@ -775,7 +757,7 @@ __device__ __forceinline__ void ep_combine_single_body(
                 break;
             if (threadIdx.x == 0) EP_STAMP_FIRST(7);
             // LL: 4 slots' loads at a time (each twice the registers; 8 spilled).
-            ep_reduce_token<Ll ? 4 : 8, Ll, !Ll && Epi == EP_EPI_NONE ? 2 : 1>(i / parts, i % parts, parts, sl, (float*)smem_u4, recv, top_k, hidden,
+            ep_reduce_token<Ll ? 4 : 8, Ll>(i / parts, i % parts, parts, sl, (float*)smem_u4, recv, top_k, hidden,
                                    shared_rows, shared_start, shared_end, epilogue, residual, scale, out, fp8_payload,
                                    fp8_scales, ll);
         }
