@@ -1398,11 +1398,19 @@ __device__ __forceinline__ void ep_staged_token_meets(int u, int top_k, int id, 
     }
 }
 
+// How many of the `g`-bit groups of `x` (g divides 32) have a bit set.
+__device__ __forceinline__ int ep_groups_set(u32 x, int g, u32 group_starts) {
+    for (int s = 1; s < g; s <<= 1) x |= x >> s;
+    return __popc(x & group_starts);
+}
+
 // ep_own_route by warp 0 alone, for a token with few ids before it (t * top_k <=
-// EP_WARP_ROUTE_IDS, top_k <= 32): lane k takes slot k, every id it needs (its token's and the
-// earlier tokens', lane-strided) in one round of loads, the comparisons by shuffles, and one
-// barrier at the end. The block's form passes six barriers and stages the ids first: ~1.1 us
-// from the staged ids to the route at 1 token, on the path of every decode dispatch's sender.
+// EP_WARP_ROUTE_IDS, top_k dividing 32): lane k takes slot k; the token's ids and every earlier
+// one (lane-strided, a lane per id) come in one round of loads; then for each slot a ballot of the
+// earlier ids that name its expert, and one of those at its rank, whose top_k-bit groups (a token
+// each) give the counts; one barrier at the end. The block's form passes six barriers and stages
+// the ids first (~1.1 us at 1 token, on every decode sender's path). (A lane walking the earlier
+// ids one by one, two shuffles each, made 8 and 32 tokens 1.4 us slower: one H200, v38.)
 #define EP_WARP_ROUTE_IDS 64
 __device__ void ep_own_route_warp(EpRoute& r, int t, const int* ids, int top_k, int n_local, int rank,
                                   int skip_a2a) {
@@ -1414,27 +1422,26 @@ __device__ void ep_own_route_warp(EpRoute& r, int t, const int* ids, int top_k, 
         if (lane == 0) EP_STAMP_FIRST(11);
         int p = id >= 0 ? id / n_local : -1;
         int p0 = e0 >= 0 ? e0 / n_local : -1, p1 = e1 >= 0 ? e1 / n_local : -1;
-        // This token's earlier slots: sends (no earlier slot names the expert), carries (none
-        // is at its rank), as ep_staged_slot.
+        u32 group_starts = 0;
+        for (int i = 0; i < 32; i += top_k) group_starts |= 1u << i;
+        // Slot k: sends (no earlier slot names its expert), carries (none is at its rank), as
+        // ep_staged_slot; its counts over the earlier tokens. An unused id is -1, which names
+        // no expert a sending slot has and is at no rank it reaches.
         bool sends = id >= 0 && (!skip_a2a || p == rank), carries = sends;
-        for (int j = 0; j < top_k; j++) {
-            int idj = __shfl_sync(all, id, j), pj = __shfl_sync(all, p, j);
-            if (j < lane) {
-                sends = sends && idj != id;
-                carries = carries && pj != p;
-            }
-        }
-        // Earlier tokens naming the expert, and reaching its rank: one count per token.
         int names = 0, reaches = 0;
-        bool named = false, reached = false;
-        for (int e = 0; e < before; e++) {
-            int x = __shfl_sync(all, e < 32 ? e0 : e1, e & 31), xp = __shfl_sync(all, e < 32 ? p0 : p1, e & 31);
-            named = named || x == id;
-            reached = reached || xp == p;
-            if (e % top_k == top_k - 1) {
-                names += named;
-                reaches += reached;
-                named = reached = false;
+        for (int k = 0; k < top_k; k++) {
+            int idk = __shfl_sync(all, id, k), pk = __shfl_sync(all, p, k);
+            if (k < lane) {
+                sends = sends && idk != id;
+                carries = carries && pk != p;
+            }
+            int n = ep_groups_set(__ballot_sync(all, e0 == idk), top_k, group_starts) +
+                    ep_groups_set(__ballot_sync(all, e1 == idk), top_k, group_starts);
+            int q = ep_groups_set(__ballot_sync(all, p0 == pk), top_k, group_starts) +
+                    ep_groups_set(__ballot_sync(all, p1 == pk), top_k, group_starts);
+            if (k == lane) {
+                names = n;
+                reaches = q;
             }
         }
         if (lane < top_k) {
@@ -1452,7 +1459,7 @@ __device__ void ep_own_route_warp(EpRoute& r, int t, const int* ids, int top_k, 
 // slot is how many earlier tokens name its expert, a carrying slot's message slot how many
 // earlier tokens reach its rank: the positions ep_assign_slots gives (token order).
 __device__ void ep_own_route(EpRoute& r, int t, const int* ids, int top_k, int n_local, int rank, int skip_a2a) {
-    if (top_k <= 32 && t * top_k <= EP_WARP_ROUTE_IDS) {
+    if (top_k <= 32 && 32 % top_k == 0 && t * top_k <= EP_WARP_ROUTE_IDS) {
         ep_own_route_warp(r, t, ids, top_k, n_local, rank, skip_a2a);
         return;
     }
@@ -1608,8 +1615,9 @@ __device__ void ep_single_copy_out(const u64* got, const u32* start, const u32* 
 
 // The whole dispatch inside one node, in one launch (see above): blocks 0 .. gridDim.x - 2 send
 // the tokens, the last block counts and publishes (gridDim.x >= 2). Dynamic shared memory: the
-// largest of the send's (message + row in f32), the totals' (4 * (n_experts + n_ranks)) and the
-// layout's (8 * n + 4 * (n_groups + 1 + n_groups * (n_ranks + 1))), n = n_local * n_ranks.
+// largest of the send's (message + row in f32), the totals' and addresses' (8 * ceil((n_experts +
+// n_ranks) / 2) + 16 * n_ranks) and the layout's (8 * n + 4 * (n_groups + 1 + n_groups * (n_ranks +
+// 1) + n_ranks)), n = n_local * n_ranks.
 // `ticket` holds two words; the second counts the sending blocks that have read the counts, which
 // the counting block then resets (ep_counts_read, ep_reset_counts_when_read); it takes no share of
 // the output.
@@ -1641,10 +1649,17 @@ __device__ __forceinline__ void ep_dispatch_single_body(
     int senders = gridDim.x - 1;
     bool counter = blockIdx.x == senders;
     if (counter) {
+        // The totals, then every rank's count and message count addresses, loaded beside the ids
+        // (in the publish they were a round of loads after the count: ~0.5 us of 1.3 at 1 token).
         u32* hist = (u32*)smem_u4;
+        u64* ptrs = (u64*)smem_u4 + (n_experts + n_ranks + 1) / 2; // [2 * n_ranks]
+        for (int p = threadIdx.x; p < n_ranks; p += blockDim.x) {
+            ptrs[p] = count_ptrs[p];
+            ptrs[n_ranks + p] = nmsg_ptrs[p];
+        }
         ep_count_sent(ids, n_tokens, top_k, n_experts, n_local, n_ranks, rank, skip_a2a, hist, sent);
         EP_STAMP(1);
-        ep_publish_counts(hist, hist + n_experts, n_experts, n_local, n_ranks, rank, skip_a2a, count_ptrs, nmsg_ptrs,
+        ep_publish_counts(hist, hist + n_experts, n_experts, n_local, n_ranks, rank, skip_a2a, ptrs, ptrs + n_ranks,
                           ep_nmsg_flags(1, ll, marked));
         EP_STAMP(2);
     }
@@ -1677,14 +1692,19 @@ __device__ __forceinline__ void ep_dispatch_single_body(
         ep_reset_counts_when_read(ticket + 1, senders, counts, n, rank, n_ranks, skip_a2a, status);
         EP_STAMP(7);
     } else {
-        u64* got = (u64*)smem_u4;            // [n]
-        u32* start = (u32*)(got + n);        // [n_groups + 1]
-        u32* src_off = start + n_groups + 1; // [n_groups, n_ranks + 1]
+        u64* got = (u64*)smem_u4;                        // [n]
+        u32* start = (u32*)(got + n);                    // [n_groups + 1]
+        u32* src_off = start + n_groups + 1;             // [n_groups, n_ranks + 1]
+        u32* nmsg_here = src_off + n_groups * (n_ranks + 1); // [n_ranks]
         u32 outcome = ep_poll_counts(counts, n, rank, n_ranks, skip_a2a, slice_ns, got, nullptr,
                                      EpCountFits{(u64)max_tokens});
         EP_STAMP(4);
         ep_counts_read(outcome, ticket + 1, status);
         if (outcome == EP_OK) {
+            // The message counts, written before the counts seen, loaded beside the layout: the
+            // copy-out's walk read them after it, a round trip before the first mark's poll (of
+            // ~1.5 us from the layout to the mark seen at 1 token).
+            for (int s = threadIdx.x; s < n_ranks; s += blockDim.x) nmsg_here[s] = nmsg[s];
             int shared_len = shared_end - shared_start;
             ep_layout_groups(got, n_local, n_ranks, rank, shared_groups, shared_len, row_multiple, start, src_off);
             EP_STAMP(5);
@@ -1695,7 +1715,8 @@ __device__ __forceinline__ void ep_dispatch_single_body(
             // (with one rank alone, block b then copies the message it sent).
             u32 busy = items < senders ? items : 0;
             ep_single_copy_out<Spread>(got, start, src_off, (blockIdx.x + senders - busy) % senders, senders,
-                                       shared_len, shared_msgs, row_multiple, EpLanding{seq, slice_ns}, recv, nmsg,
+                                       shared_len, shared_msgs, row_multiple, EpLanding{seq, slice_ns}, recv,
+                                       nmsg_here,
                                        n_local, n_ranks, rank, skip_a2a, shared_groups, max_tokens, hidden, fmt, m,
                                        recv_tokens, recv_scales, src_info, row_src, status, snapshot, row_offsets,
                                        src_offsets, scratch, busy);
