@@ -1398,71 +1398,10 @@ __device__ __forceinline__ void ep_staged_token_meets(int u, int top_k, int id, 
     }
 }
 
-// How many of the `g`-bit groups of `x` (g divides 32) have a bit set.
-__device__ __forceinline__ int ep_groups_set(u32 x, int g, u32 group_starts) {
-    for (int s = 1; s < g; s <<= 1) x |= x >> s;
-    return __popc(x & group_starts);
-}
-
-// ep_own_route by warp 0 alone, for a token with few ids before it (t * top_k <=
-// EP_WARP_ROUTE_IDS, top_k dividing 32): lane k takes slot k; the token's ids and every earlier
-// one (lane-strided, a lane per id) come in one round of loads; then for each slot a ballot of the
-// earlier ids that name its expert, and one of those at its rank, whose top_k-bit groups (a token
-// each) give the counts; one barrier at the end. The block's form passes six barriers and stages
-// the ids first (~1.1 us at 1 token, on every decode sender's path). (A lane walking the earlier
-// ids one by one, two shuffles each, made 8 and 32 tokens 1.4 us slower: one H200, v38.)
-#define EP_WARP_ROUTE_IDS 64
-__device__ void ep_own_route_warp(EpRoute& r, int t, const int* ids, int top_k, int n_local, int rank,
-                                  int skip_a2a) {
-    if (threadIdx.x < 32) {
-        const unsigned all = 0xffffffffu;
-        int lane = threadIdx.x, before = t * top_k;
-        int id = lane < top_k ? ids[(u64)t * top_k + lane] : -1;
-        int e0 = lane < before ? ids[lane] : -1, e1 = lane + 32 < before ? ids[lane + 32] : -1;
-        if (lane == 0) EP_STAMP_FIRST(11);
-        int p = id >= 0 ? id / n_local : -1;
-        int p0 = e0 >= 0 ? e0 / n_local : -1, p1 = e1 >= 0 ? e1 / n_local : -1;
-        u32 group_starts = 0;
-        for (int i = 0; i < 32; i += top_k) group_starts |= 1u << i;
-        // Slot k: sends (no earlier slot names its expert), carries (none is at its rank), as
-        // ep_staged_slot; its counts over the earlier tokens. An unused id is -1, which names
-        // no expert a sending slot has and is at no rank it reaches.
-        bool sends = id >= 0 && (!skip_a2a || p == rank), carries = sends;
-        int names = 0, reaches = 0;
-        for (int k = 0; k < top_k; k++) {
-            int idk = __shfl_sync(all, id, k), pk = __shfl_sync(all, p, k);
-            if (k < lane) {
-                sends = sends && idk != id;
-                carries = carries && pk != p;
-            }
-            int n = ep_groups_set(__ballot_sync(all, e0 == idk), top_k, group_starts) +
-                    ep_groups_set(__ballot_sync(all, e1 == idk), top_k, group_starts);
-            int q = ep_groups_set(__ballot_sync(all, p0 == pk), top_k, group_starts) +
-                    ep_groups_set(__ballot_sync(all, p1 == pk), top_k, group_starts);
-            if (k == lane) {
-                names = n;
-                reaches = q;
-            }
-        }
-        if (lane < top_k) {
-            r.id[lane] = id;
-            r.dest[lane] = p;
-            r.slot[lane] = sends ? names : -1;
-            r.msg_at[lane] = sends ? reaches : -1;
-            r.carries[lane] = carries;
-        }
-    }
-    __syncthreads();
-}
-
 // Token t's route, worked out by its own block from the ids (no ep_assign_slots): a slot's row
 // slot is how many earlier tokens name its expert, a carrying slot's message slot how many
 // earlier tokens reach its rank: the positions ep_assign_slots gives (token order).
 __device__ void ep_own_route(EpRoute& r, int t, const int* ids, int top_k, int n_local, int rank, int skip_a2a) {
-    if (top_k <= 32 && 32 % top_k == 0 && t * top_k <= EP_WARP_ROUTE_IDS) {
-        ep_own_route_warp(r, t, ids, top_k, n_local, rank, skip_a2a);
-        return;
-    }
     __shared__ u32 names[EP_MAX_TOP_K], reaches[EP_MAX_TOP_K];
     // The sending slots, compacted: expert, its rank, its slot k.
     __shared__ int s_id[EP_MAX_TOP_K], s_rank[EP_MAX_TOP_K], s_k[EP_MAX_TOP_K];
