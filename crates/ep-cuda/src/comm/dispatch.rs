@@ -430,11 +430,11 @@ impl CudaComm {
         let m = self.world.msg;
         let (ranks, groups) = (cfg.n_ranks(), cfg.n_groups());
         let counts = cfg.n_local_experts() * ranks;
-        // The kernel's phases share its dynamic shared memory: the send's, the totals and every
-        // rank's two addresses, the counts, layout and message counts.
+        // The kernel's phases share its dynamic shared memory: the send's, the totals, the
+        // counts, layout and message counts.
         let smem = [
             send_smem(cfg.format, &m, cfg.hidden),
-            8 * (cfg.n_experts + ranks).div_ceil(2) + 16 * ranks,
+            4 * (cfg.n_experts + ranks),
             8 * counts + 4 * (groups + 1 + groups * (ranks + 1) + ranks),
         ]
         .into_iter()

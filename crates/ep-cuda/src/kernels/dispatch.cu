@@ -598,10 +598,9 @@ __device__ void ep_send_token(int t, EpRoute& r, const float* input_scales, int 
 
 // In-place inclusive prefix sum of a[0 .. n) in shared memory, by the whole block (blockDim.x a
 // multiple of 32): warp shuffles, then the warps' totals scanned by shuffles in every warp,
-// blockDim.x entries at a time: two barriers a round. (The warps' totals summed one by one from
-// shared memory, with the carry through shared memory, took two barriers more and up to 15
-// dependent loads: part of the ~1.2 us layout of every decode dispatch.) Returns with a barrier
-// passed.
+// blockDim.x entries at a time: two barriers a round, where summing the warps' totals one by one
+// from shared memory, with the carry there, took four and up to 15 dependent loads. (The decode
+// layout, ~1 us, read level with it: one H200, v38.) Returns with a barrier passed.
 __device__ void ep_block_scan(u32* a, int n) {
     __shared__ u32 warp_sums[32];
     const unsigned all = 0xffffffffu;
@@ -1554,9 +1553,9 @@ __device__ void ep_single_copy_out(const u64* got, const u32* start, const u32* 
 
 // The whole dispatch inside one node, in one launch (see above): blocks 0 .. gridDim.x - 2 send
 // the tokens, the last block counts and publishes (gridDim.x >= 2). Dynamic shared memory: the
-// largest of the send's (message + row in f32), the totals' and addresses' (8 * ceil((n_experts +
-// n_ranks) / 2) + 16 * n_ranks) and the layout's (8 * n + 4 * (n_groups + 1 + n_groups * (n_ranks +
-// 1) + n_ranks)), n = n_local * n_ranks.
+// largest of the send's (message + row in f32), the totals' (4 * (n_experts + n_ranks)) and the
+// layout's (8 * n + 4 * (n_groups + 1 + n_groups * (n_ranks + 1) + n_ranks): the counts, the
+// layout and the message counts), n = n_local * n_ranks.
 // `ticket` holds two words; the second counts the sending blocks that have read the counts, which
 // the counting block then resets (ep_counts_read, ep_reset_counts_when_read); it takes no share of
 // the output.
@@ -1588,17 +1587,12 @@ __device__ __forceinline__ void ep_dispatch_single_body(
     int senders = gridDim.x - 1;
     bool counter = blockIdx.x == senders;
     if (counter) {
-        // The totals, then every rank's count and message count addresses, loaded beside the ids
-        // (in the publish they were a round of loads after the count: ~0.5 us of 1.3 at 1 token).
+        // (Every rank's count and message count addresses loaded beside the ids, not in the
+        // publish, read level: the count took the 0.25 us the publish saved; one H200, v38.)
         u32* hist = (u32*)smem_u4;
-        u64* ptrs = (u64*)smem_u4 + (n_experts + n_ranks + 1) / 2; // [2 * n_ranks]
-        for (int p = threadIdx.x; p < n_ranks; p += blockDim.x) {
-            ptrs[p] = count_ptrs[p];
-            ptrs[n_ranks + p] = nmsg_ptrs[p];
-        }
         ep_count_sent(ids, n_tokens, top_k, n_experts, n_local, n_ranks, rank, skip_a2a, hist, sent);
         EP_STAMP(1);
-        ep_publish_counts(hist, hist + n_experts, n_experts, n_local, n_ranks, rank, skip_a2a, ptrs, ptrs + n_ranks,
+        ep_publish_counts(hist, hist + n_experts, n_experts, n_local, n_ranks, rank, skip_a2a, count_ptrs, nmsg_ptrs,
                           ep_nmsg_flags(1, ll, marked));
         EP_STAMP(2);
     }
