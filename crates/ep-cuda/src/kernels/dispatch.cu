@@ -597,35 +597,20 @@ __device__ void ep_send_token(int t, EpRoute& r, const float* input_scales, int 
 }
 
 // In-place inclusive prefix sum of a[0 .. n) in shared memory, by the whole block (blockDim.x a
-// multiple of 32): warp shuffles, then the warps' totals scanned by shuffles in every warp,
-// blockDim.x entries at a time: two barriers a round, where summing the warps' totals one by one
-// from shared memory, with the carry there, took four and up to 15 dependent loads. (The decode
-// layout, ~1 us, read level with it: one H200, v38.) Returns with a barrier passed.
+// multiple of 32), blockDim.x entries a round, each round one ep_scan_counts. Returns with a
+// barrier passed.
 __device__ void ep_block_scan(u32* a, int n) {
-    __shared__ u32 warp_sums[32];
-    const unsigned all = 0xffffffffu;
-    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
-    u32 carry = 0;
-    if (n <= 0) __syncthreads();
+    __shared__ u64 warp_sums[32];
+    u64 carry = 0;
     for (int base = 0; base < n; base += blockDim.x) {
         int i = base + threadIdx.x;
         u32 v = i < n ? a[i] : 0;
-        for (int off = 1; off < 32; off <<= 1) {
-            u32 o = __shfl_up_sync(all, v, off);
-            if (lane >= off) v += o;
-        }
-        if (lane == 31) warp_sums[warp] = v;
-        __syncthreads();
-        u32 w = lane < warps ? warp_sums[lane] : 0;
-        for (int off = 1; off < 32; off <<= 1) {
-            u32 o = __shfl_up_sync(all, w, off);
-            if (lane >= off) w += o;
-        }
-        u32 before = __shfl_sync(all, w, (warp + 31) & 31); // lane warp - 1's sum; 0 for warp 0
-        if (i < n) a[i] = carry + (warp > 0 ? before : 0) + v;
-        carry += __shfl_sync(all, w, 31);
-        __syncthreads(); // a[] for the caller, warp_sums for the next round
+        u64 total;
+        u64 before = ep_scan_counts(v, warp_sums, total);
+        if (i < n) a[i] = (u32)(carry + before + v);
+        carry += total;
     }
+    __syncthreads(); // the sums, for every thread
 }
 
 // The groups' layout from the counts `cnt` [n_local * n_ranks] (shared memory, each at most
