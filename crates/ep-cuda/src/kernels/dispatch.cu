@@ -597,20 +597,30 @@ __device__ void ep_send_token(int t, EpRoute& r, const float* input_scales, int 
 }
 
 // In-place inclusive prefix sum of a[0 .. n) in shared memory, by the whole block (blockDim.x a
-// multiple of 32), blockDim.x entries a round, each round one ep_scan_counts. Returns with a
-// barrier passed.
+// multiple of 32): warp shuffles, then the warps' totals, blockDim.x entries at a time. Returns
+// with a barrier passed.
 __device__ void ep_block_scan(u32* a, int n) {
-    __shared__ u64 warp_sums[32];
-    u64 carry = 0;
+    __shared__ u32 warp_sums[32];
+    __shared__ u32 carry;
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    if (threadIdx.x == 0) carry = 0;
+    __syncthreads();
     for (int base = 0; base < n; base += blockDim.x) {
         int i = base + threadIdx.x;
         u32 v = i < n ? a[i] : 0;
-        u64 total;
-        u64 before = ep_scan_counts(v, warp_sums, total);
-        if (i < n) a[i] = (u32)(carry + before + v);
-        carry += total;
+        for (int off = 1; off < 32; off <<= 1) {
+            u32 o = __shfl_up_sync(0xffffffffu, v, off);
+            if (lane >= off) v += o;
+        }
+        if (lane == 31) warp_sums[warp] = v;
+        __syncthreads();
+        u32 before = carry;
+        for (int w = 0; w < warp; w++) before += warp_sums[w];
+        if (i < n) a[i] = before + v;
+        __syncthreads();
+        if (threadIdx.x == blockDim.x - 1) carry = before + v;
+        __syncthreads();
     }
-    __syncthreads(); // the sums, for every thread
 }
 
 // The groups' layout from the counts `cnt` [n_local * n_ranks] (shared memory, each at most
