@@ -597,29 +597,36 @@ __device__ void ep_send_token(int t, EpRoute& r, const float* input_scales, int 
 }
 
 // In-place inclusive prefix sum of a[0 .. n) in shared memory, by the whole block (blockDim.x a
-// multiple of 32): warp shuffles, then the warps' totals, blockDim.x entries at a time. Returns
-// with a barrier passed.
+// multiple of 32): warp shuffles, then the warps' totals scanned by shuffles in every warp,
+// blockDim.x entries at a time: two barriers a round, where summing the warps' totals one by one
+// from shared memory, with the carry there, took four and up to 15 dependent loads. It is
+// ep_scan_counts' shape with the totals scanned by shuffles; written as rounds of ep_scan_counts
+// (u64 sums, a serial walk over the totals), or as it was before v38, the 1-token FP8 dispatch
+// read 0.4-0.7 us slower (one H200, v38 review). Returns with a barrier passed.
 __device__ void ep_block_scan(u32* a, int n) {
     __shared__ u32 warp_sums[32];
-    __shared__ u32 carry;
-    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    if (threadIdx.x == 0) carry = 0;
-    __syncthreads();
+    const unsigned all = 0xffffffffu;
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+    u32 carry = 0;
+    if (n <= 0) __syncthreads();
     for (int base = 0; base < n; base += blockDim.x) {
         int i = base + threadIdx.x;
         u32 v = i < n ? a[i] : 0;
         for (int off = 1; off < 32; off <<= 1) {
-            u32 o = __shfl_up_sync(0xffffffffu, v, off);
+            u32 o = __shfl_up_sync(all, v, off);
             if (lane >= off) v += o;
         }
         if (lane == 31) warp_sums[warp] = v;
         __syncthreads();
-        u32 before = carry;
-        for (int w = 0; w < warp; w++) before += warp_sums[w];
-        if (i < n) a[i] = before + v;
-        __syncthreads();
-        if (threadIdx.x == blockDim.x - 1) carry = before + v;
-        __syncthreads();
+        u32 w = lane < warps ? warp_sums[lane] : 0;
+        for (int off = 1; off < 32; off <<= 1) {
+            u32 o = __shfl_up_sync(all, w, off);
+            if (lane >= off) w += o;
+        }
+        u32 before = __shfl_sync(all, w, (warp + 31) & 31); // lane warp - 1's sum; 0 for warp 0
+        if (i < n) a[i] = carry + (warp > 0 ? before : 0) + v;
+        carry += __shfl_sync(all, w, 31);
+        __syncthreads(); // a[] for the caller, warp_sums for the next round
     }
 }
 
