@@ -55,9 +55,11 @@ pub(crate) struct StartGate {
     kernels: Vec<Arc<Kernels>>,
     /// Gates queued so far, per rank (each rank queues its own from one thread).
     queued: Vec<std::sync::atomic::AtomicU64>,
-    /// With `EP_BENCH_EVICT_L2` set, per rank a buffer of its size ([`evict_bytes`]) written
-    /// before each gate.
+    /// With `EP_BENCH_EVICT_L2` set, per rank a buffer of its size ([`evict_setting`]) written
+    /// or read before each gate.
     evict: Vec<Option<DevBuf>>,
+    /// Whether the evict buffer is read (`rN`) rather than written.
+    evict_reads: bool,
 }
 
 /// What `EP_BENCH_EVICT_L2=1` writes before each gate (untimed): several times an H100's or
@@ -66,17 +68,28 @@ pub(crate) struct StartGate {
 /// phase before it left it, which ep bench runs back to back.
 const EVICT_BYTES: usize = 256 << 20;
 
-/// The bytes `EP_BENCH_EVICT_L2` asks for: unset or `0`, none; `1`, [`EVICT_BYTES`]; any other
-/// number, that many MiB (a model's weights between two phases touch gigabytes, and with them
-/// the address translations' caches, which 256 MiB may leave warm).
-fn evict_bytes(value: Option<&str>) -> Result<Option<usize>> {
+/// The grid that reads the evict buffer: enough blocks to keep an H200's HBM busy.
+const EVICT_READ_BLOCKS: u32 = 1056;
+
+/// What `EP_BENCH_EVICT_L2` asks for: unset or `0`, nothing; `1`, [`EVICT_BYTES`] written; any
+/// other number, that many MiB written (a model's weights between two phases touch gigabytes, and
+/// with them the address translations' caches, which 256 MiB may leave warm); `rN`, N MiB read,
+/// as a GEMM streams its weights: the L2 is then full of clean lines, where a write leaves it
+/// dirty, so that each line the phase brings in first writes one back. Returns the bytes and
+/// whether they are read.
+fn evict_setting(value: Option<&str>) -> Result<Option<(usize, bool)>> {
     let Some(v) = value else { return Ok(None) };
-    match v.trim().parse::<usize>() {
-        Ok(0) => Ok(None),
-        Ok(1) => Ok(Some(EVICT_BYTES)),
-        Ok(mib) if mib <= 1 << 20 => Ok(Some(mib << 20)),
+    let (mib, reads) = match v.trim().strip_prefix('r') {
+        Some(rest) => (rest, true),
+        None => (v.trim(), false),
+    };
+    match mib.parse::<usize>() {
+        Ok(0) if !reads => Ok(None),
+        Ok(1) if !reads => Ok(Some((EVICT_BYTES, false))),
+        Ok(mib) if mib > 0 && mib <= 1 << 20 => Ok(Some((mib << 20, reads))),
         _ => Err(EpError::Backend(format!(
-            "EP_BENCH_EVICT_L2={v}: expected 0, 1 (256 MiB) or a number of MiB up to 1048576"
+            "EP_BENCH_EVICT_L2={v}: expected 0, 1 (256 MiB written), a number of MiB to write \
+             or r and a number of MiB to read, up to 1048576"
         ))),
     }
 }
@@ -105,10 +118,17 @@ impl StartGate {
                 Ok(b)
             })
             .collect::<Result<_>>()?;
-        let evict = evict_bytes(std::env::var("EP_BENCH_EVICT_L2").ok().as_deref())?;
+        let setting = evict_setting(std::env::var("EP_BENCH_EVICT_L2").ok().as_deref())?;
         let evict = kernels
             .iter()
-            .map(|k| evict.map(|bytes| DevBuf::new(&k.ctx, bytes)).transpose())
+            .map(|k| {
+                let Some((bytes, _)) = setting else {
+                    return Ok(None);
+                };
+                let b = DevBuf::new(&k.ctx, bytes)?;
+                b.fill(0)?;
+                Ok(Some(b))
+            })
             .collect::<Result<_>>()?;
         Ok(StartGate {
             flags,
@@ -116,6 +136,7 @@ impl StartGate {
             queued: (0..n).map(|_| Default::default()).collect(),
             kernels,
             evict,
+            evict_reads: setting.is_some_and(|(_, reads)| reads),
         })
     }
 
@@ -127,7 +148,21 @@ impl StartGate {
     /// Queues rank `rank`'s next gate on `stream`.
     pub(crate) fn launch(&self, rank: usize, stream: &CudaStream) -> Result<()> {
         if let Some(b) = &self.evict[rank] {
-            b.fill_async(0, b.len, stream)?;
+            if self.evict_reads {
+                // The buffer's last word is the sink, which the reads never write (it is zero).
+                let n16 = (b.len / 16 - 1) as u64;
+                let sink = b.ptr + n16 * 16;
+                launch(
+                    stream,
+                    self.kernels[rank].get("ep_bench_stream"),
+                    EVICT_READ_BLOCKS,
+                    512,
+                    0,
+                    &[&b.ptr, &n16, &sink],
+                )?;
+            } else {
+                b.fill_async(0, b.len, stream)?;
+            }
         }
         let n = self.kernels.len() as i32;
         let epoch = self.next_epoch(rank);
@@ -938,13 +973,24 @@ mod tests {
     use super::*;
 
     #[test]
-    fn evict_bytes_reads_the_setting() {
-        assert_eq!(evict_bytes(None).unwrap(), None);
-        assert_eq!(evict_bytes(Some("0")).unwrap(), None);
-        assert_eq!(evict_bytes(Some("1")).unwrap(), Some(EVICT_BYTES));
-        assert_eq!(evict_bytes(Some("4096")).unwrap(), Some(4096 << 20));
-        for bad in ["", "yes", "-1", "2097152"] {
-            let e = evict_bytes(Some(bad)).unwrap_err().to_string();
+    fn evict_setting_reads_the_setting() {
+        assert_eq!(evict_setting(None).unwrap(), None);
+        assert_eq!(evict_setting(Some("0")).unwrap(), None);
+        assert_eq!(
+            evict_setting(Some("1")).unwrap(),
+            Some((EVICT_BYTES, false))
+        );
+        assert_eq!(
+            evict_setting(Some("4096")).unwrap(),
+            Some((4096 << 20, false))
+        );
+        assert_eq!(evict_setting(Some("r1")).unwrap(), Some((1 << 20, true)));
+        assert_eq!(
+            evict_setting(Some("r256")).unwrap(),
+            Some((256 << 20, true))
+        );
+        for bad in ["", "yes", "-1", "2097152", "r", "r0", "rr1", "w4"] {
+            let e = evict_setting(Some(bad)).unwrap_err().to_string();
             assert!(e.contains("EP_BENCH_EVICT_L2"), "{bad}: {e}");
         }
     }

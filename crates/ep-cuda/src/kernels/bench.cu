@@ -38,6 +38,18 @@ extern "C" __global__ void ep_weighted_rows(const u16* rows, const int* index, c
     }
 }
 
+// Reads n16 16-byte words, grid-stride, as a model's GEMMs stream their weights between two
+// phases (EP_BENCH_EVICT_L2=rN): the L2 is left full of clean lines. The words are zero, so the
+// sink is never written; the compiler cannot know that and keeps the loads.
+extern "C" __global__ void ep_bench_stream(const uint4* src, u64 n16, u32* sink) {
+    u32 acc = 0;
+    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n16; i += (u64)gridDim.x * blockDim.x) {
+        uint4 v = src[i];
+        acc |= v.x | v.y | v.z | v.w;
+    }
+    if (acc) *sink = acc;
+}
+
 // Thread 0 of a rank's kernel: raises flag `epoch` at every rank (flags[p][rank]; one fence
 // first, so what the block wrote before its barrier is visible before the flags), then waits
 // until every rank's flag here has reached `epoch` (napping between polls with `nap`). A flag
