@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # v39 call 1, one H200: new = ae3a18e (the single-launch phases prefetch into L2, a thread per 2 MiB page, what they touch
-# after their first steps; EP_BENCH_EVICT_L2=rN reads N MiB) against base = 10685eb (v38 review). A/B interleaved, warm
+# after their first steps; EP_BENCH_EVICT_L2=rN reads N MiB) against base = 8e9fb4c (v38 review 10685eb with this bench). A/B interleaved, warm
 # (no evict), 256 MiB written before each gate (1) and 256 MiB read (r256). Then traces of 1 token BF16 one rank alone
 # cold (r256), both builds; then checks on new: every world with the defaults and with every phase single-launch and
 # marked; memcheck on a single-launch marked soak.
