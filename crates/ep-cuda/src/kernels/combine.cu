@@ -674,24 +674,6 @@ __device__ __forceinline__ void ep_combine_single_body(
     // published, 4 every count here, 7 the first token's list and marks there, 5 reduced, 6 counts
     // reset.
     EP_STAMPS
-    {
-        // What the block reads or writes after its send, warmed (ep_warm, common.cuh): the
-        // tables, the counts, the rows that come back and the output. The send's own rows and
-        // slots are loaded at once anyway.
-        u32 w = 0;
-        int n = n_local * n_ranks;
-        ep_warm(w, recv_ptrs, 8 * n_ranks);
-        ep_warm(w, count_ptrs, 8 * n_ranks);
-        ep_warm(w, mark_ptrs, 8 * n_ranks);
-        ep_warm(w, ll_ptrs, 8 * n_ranks);
-        ep_warm(w, dispatch_counts, 8 * n);
-        ep_warm(w, counts, 8 * n);
-        ep_warm(w, sent, 8 * n);
-        ep_warm(w, ticket, 8);
-        ep_warm(w, status, 4);
-        ep_warm(w, recv, (u64)n_tokens * top_k * hidden * 2);
-        ep_warm(w, out, (u64)n_tokens * hidden * 2);
-    }
     u64 rows = *rows_end;
     u32 lane_nmsg = ep_lane_nmsg(nmsg, n_ranks);
     int n = n_local * n_ranks;

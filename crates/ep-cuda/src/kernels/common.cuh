@@ -499,20 +499,6 @@ __device__ __forceinline__ void ep_async_copy4(void* smem_dst, const void* gmem_
 #endif
 }
 
-// Warming what a decode phase touches later. Its path is a chain of a few µs of dependent steps,
-// and after a model's other work between two phases (GEMMs streaming gigabytes of weights) a
-// step's first access to a buffer finds neither the line in L2 nor the page's address
-// translation there. A prefetch into L2 asks for both without waiting: issued at the kernel's
-// start, by a thread per page (the driver maps device memory in 2 MiB pages), they are there by
-// the time the block's waits end. `next` deals the pages of consecutive calls to consecutive
-// threads; pages past the block's last thread are left cold.
-#define EP_WARM_PAGE (2ull << 20)
-__device__ __forceinline__ void ep_warm(u32& next, const void* p, u64 bytes) {
-    u32 pages = (u32)((bytes + EP_WARM_PAGE - 1) / EP_WARM_PAGE), i = threadIdx.x - next;
-    if (p && i < pages) asm volatile("prefetch.global.L2 [%0];" ::"l"((const u8*)p + i * EP_WARM_PAGE));
-    next += pages;
-}
-
 __device__ __forceinline__ void ep_async_wait() {
 #if __CUDA_ARCH__ >= 800
     asm volatile("cp.async.wait_all;" ::: "memory");

@@ -1588,31 +1588,6 @@ __device__ __forceinline__ void ep_dispatch_single_body(
     EP_STAMPS
     int senders = gridDim.x - 1;
     bool counter = blockIdx.x == senders;
-    {
-        // What the block reads or writes after its first steps, warmed (ep_warm): the tables the
-        // send and the publish look up, the counts, the messages and the output. The ids and the
-        // token are loaded at once anyway.
-        u32 w = 0;
-        u64 cap = (u64)max_tokens * n_ranks * min(n_local, top_k) + (u64)shared_groups * max_tokens +
-                  (u64)(n_local + shared_groups) * (row_multiple - 1);
-        int n = n_local * n_ranks;
-        ep_warm(w, recv_ptrs, 8 * n_ranks);
-        ep_warm(w, count_ptrs, 8 * n_ranks);
-        ep_warm(w, nmsg_ptrs, 8 * n_ranks);
-        ep_warm(w, sent, 8 * n_experts);
-        ep_warm(w, counts, 8 * n);
-        ep_warm(w, nmsg, 4 * n_ranks);
-        ep_warm(w, ticket, 8);
-        ep_warm(w, status, 4);
-        ep_warm(w, recv, (u64)n_ranks * max_tokens * m.bytes);
-        ep_warm(w, recv_tokens, cap * m.payload_bytes);
-        ep_warm(w, recv_scales, 1);
-        ep_warm(w, src_info, cap * 8);
-        ep_warm(w, row_src, cap * 4);
-        ep_warm(w, snapshot, 8 * n);
-        ep_warm(w, row_offsets, 4);
-        ep_warm(w, src_offsets, 4);
-    }
     if (counter) {
         // (Every rank's count and message count addresses loaded beside the ids, not in the
         // publish, read level: the count took the 0.25 us the publish saved; one H200, v38.)
