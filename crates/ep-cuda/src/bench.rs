@@ -60,6 +60,10 @@ pub(crate) struct StartGate {
     evict: Vec<Option<DevBuf>>,
     /// Whether the evict buffer is read (`rN`) rather than written.
     evict_reads: bool,
+    /// `EP_BENCH_REWARM=1` (with an evict): after the evict, every buffer of the rank's phases is
+    /// read back into L2 ([`StartGate::launch`]'s `rewarm`), which tells what a cold phase waits
+    /// on: its data (the time comes back) or its code (it does not).
+    rewarm: bool,
 }
 
 /// What `EP_BENCH_EVICT_L2=1` writes before each gate (untimed): several times an H100's or
@@ -137,6 +141,7 @@ impl StartGate {
             kernels,
             evict,
             evict_reads: setting.is_some_and(|(_, reads)| reads),
+            rewarm: setting.is_some() && std::env::var("EP_BENCH_REWARM").is_ok_and(|v| v == "1"),
         })
     }
 
@@ -145,8 +150,14 @@ impl StartGate {
         self.queued[rank].fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1
     }
 
-    /// Queues rank `rank`'s next gate on `stream`.
-    pub(crate) fn launch(&self, rank: usize, stream: &CudaStream) -> Result<()> {
+    /// Queues rank `rank`'s next gate on `stream`, after the evict and `rewarm`'s buffers read
+    /// back (under EP_BENCH_REWARM).
+    pub(crate) fn launch(
+        &self,
+        rank: usize,
+        stream: &CudaStream,
+        rewarm: &[&DevBuf],
+    ) -> Result<()> {
         if let Some(b) = &self.evict[rank] {
             if self.evict_reads {
                 // The buffer's last word is the sink, which the reads never write (it is zero).
@@ -162,6 +173,17 @@ impl StartGate {
                 )?;
             } else {
                 b.fill_async(0, b.len, stream)?;
+            }
+            for r in rewarm.iter().filter(|r| self.rewarm && r.len >= 16) {
+                let sink = b.ptr + (b.len as u64 / 16 - 1) * 16;
+                launch(
+                    stream,
+                    self.kernels[rank].get("ep_bench_touch"),
+                    EVICT_READ_BLOCKS,
+                    512,
+                    0,
+                    &[&r.ptr, &(r.len as u64 / 16), &sink],
+                )?;
             }
         }
         let n = self.kernels.len() as i32;
@@ -280,7 +302,10 @@ impl CudaComm {
 
     /// Queues this rank's [`StartGate`] for the next phase.
     fn start_gate(&self) -> Result<()> {
-        self.world().gate.launch(self.rank(), self.stream_ref())?;
+        let bufs = self.bufs().all();
+        self.world()
+            .gate
+            .launch(self.rank(), self.stream_ref(), &bufs)?;
         self.mark(GATE_MARK)
     }
 
@@ -495,7 +520,7 @@ impl<'a> AllToAll<'a> {
             for g in 0..n {
                 let ctx = &self.ks[g].ctx;
                 let (a, b) = (timing_event(ctx)?, timing_event(ctx)?);
-                self.gate.launch(g, &self.streams[g])?;
+                self.gate.launch(g, &self.streams[g], &[])?;
                 a.record(&self.streams[g]).map_err(cuda)?;
                 work(g, &self.streams[g])?;
                 b.record(&self.streams[g]).map_err(cuda)?;
@@ -877,7 +902,7 @@ impl NcclBaseline {
     /// Every rank's gate for the next phase.
     fn start_gates(&self) -> Result<()> {
         for (i, r) in self.ranks.iter().enumerate() {
-            self.gate.launch(i, &r.stream)?;
+            self.gate.launch(i, &r.stream, &[])?;
         }
         Ok(())
     }

@@ -77,6 +77,7 @@ pub const PROGRAMS: &[(&str, &str, &[&str])] = &[
             "ep_bench_nothing",
             "ep_bench_exchange",
             "ep_bench_stream",
+            "ep_bench_touch",
         ],
     ),
 ];

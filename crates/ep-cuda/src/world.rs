@@ -279,6 +279,56 @@ pub(crate) fn enable_peer_access(ctxs: &HashMap<usize, Arc<CudaContext>>) -> Res
 }
 
 impl RankBuffers {
+    /// Every buffer (`ep bench`'s EP_BENCH_REWARM touches them all).
+    pub fn all(&self) -> Vec<&DevBuf> {
+        vec![
+            &self.d_recv,
+            &self.d_nmsg,
+            &self.d_counts,
+            &self.c_recv,
+            &self.c_counts,
+            &self.c_ll,
+            &self.c_marks,
+            &self.d_staging,
+            &self.c_staging,
+            &self.shared_msgs,
+            &self.tokens,
+            &self.ids,
+            &self.scales_in,
+            &self.slots,
+            &self.rank_slots,
+            &self.chunk_base,
+            &self.msgs_to,
+            &self.sent,
+            &self.status,
+            &self.snapshot,
+            &self.d_ticket,
+            &self.c_ticket,
+            &self.row_offsets,
+            &self.src_offsets,
+            &self.recv_tokens,
+            &self.recv_scales,
+            &self.src_info,
+            &self.row_src,
+            &self.msg_rows,
+            &self.layout_seq,
+            &self.expert_out,
+            &self.weights,
+            &self.residual,
+            &self.out,
+            &self.fp8_payload,
+            &self.fp8_scales,
+            &self.c_snapshot,
+            &self.d_recv_ptrs,
+            &self.d_nmsg_ptrs,
+            &self.d_count_ptrs,
+            &self.c_recv_ptrs,
+            &self.c_count_ptrs,
+            &self.c_ll_ptrs,
+            &self.c_mark_ptrs,
+        ]
+    }
+
     fn new(cfg: &EpConfig, msg: &MsgLayout, ctx: &Arc<CudaContext>) -> Result<RankBuffers> {
         let (n, l, t, k, h) = (
             cfg.n_ranks(),

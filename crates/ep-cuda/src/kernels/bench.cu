@@ -50,6 +50,22 @@ extern "C" __global__ void ep_bench_stream(const uint4* src, u64 n16, u32* sink)
     if (acc) *sink = acc;
 }
 
+// Reads [src, src + n16) again after an evict (EP_BENCH_REWARM): every word grid-stride, and in
+// every block a word of each 2 MiB page (the driver's large pages), so that the buffer's lines
+// are in L2 and its pages' address translations in each SM's caches, and a phase that is still
+// slower than warm after it waits on something else (its code). The sink is written only when
+// the words' OR is 0x5eed5eed (a value no round is known to leave: the read cannot be dropped).
+extern "C" __global__ void ep_bench_touch(const uint4* src, u64 n16, u32* sink) {
+    u32 acc = 0;
+    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n16; i += (u64)gridDim.x * blockDim.x) {
+        uint4 v = src[i];
+        acc |= v.x | v.y | v.z | v.w;
+    }
+    const u64 page16 = (2ull << 20) / 16;
+    for (u64 i = threadIdx.x * page16; i < n16; i += (u64)blockDim.x * page16) acc |= src[i].x;
+    if (acc == 0x5eed5eedu) *sink = acc;
+}
+
 // Thread 0 of a rank's kernel: raises flag `epoch` at every rank (flags[p][rank]; one fence
 // first, so what the block wrote before its barrier is visible before the flags), then waits
 // until every rank's flag here has reached `epoch` (napping between polls with `nap`). A flag
