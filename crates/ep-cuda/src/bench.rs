@@ -60,10 +60,36 @@ pub(crate) struct StartGate {
     evict: Vec<Option<DevBuf>>,
     /// Whether the evict buffer is read (`rN`) rather than written.
     evict_reads: bool,
-    /// `EP_BENCH_REWARM=1` (with an evict): after the evict, every buffer of the rank's phases is
-    /// read back into L2 ([`StartGate::launch`]'s `rewarm`), which tells what a cold phase waits
-    /// on: its data (the time comes back) or its code (it does not).
-    rewarm: bool,
+    /// `EP_BENCH_REWARM` (with an evict): after the evict, buffers of the rank's phases read back
+    /// into L2 ([`StartGate::launch`]'s `rewarm`). `1`: every one, which tells what a cold phase
+    /// waits on, its data (the time comes back) or its code (it does not); `inputs`: what the
+    /// model's kernel before the phase has just written (`RankBuffers::inputs`), so that the
+    /// phase is as cold as in a model's step and no colder.
+    pub(crate) rewarm: Rewarm,
+}
+
+/// What `EP_BENCH_REWARM` reads back after the evict ([`StartGate`]'s `rewarm`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Rewarm {
+    Nothing,
+    All,
+    Inputs,
+}
+
+/// `EP_BENCH_REWARM`'s value (`evicts`: whether EP_BENCH_EVICT_L2 asks for an evict, which it
+/// needs): unset or `0`, nothing; `1`, every buffer; `inputs`, the phases' inputs.
+fn rewarm_setting(value: Option<&str>, evicts: bool) -> Result<Rewarm> {
+    match value.map(str::trim) {
+        None | Some("0") => Ok(Rewarm::Nothing),
+        Some("1" | "inputs") if !evicts => Err(EpError::Backend(
+            "EP_BENCH_REWARM reads back after an evict: set EP_BENCH_EVICT_L2 too".into(),
+        )),
+        Some("1") => Ok(Rewarm::All),
+        Some("inputs") => Ok(Rewarm::Inputs),
+        Some(v) => Err(EpError::Backend(format!(
+            "EP_BENCH_REWARM={v}: expected 0, 1 (every buffer) or inputs"
+        ))),
+    }
 }
 
 /// What `EP_BENCH_EVICT_L2=1` writes before each gate (untimed): several times an H100's or
@@ -141,7 +167,10 @@ impl StartGate {
             kernels,
             evict,
             evict_reads: setting.is_some_and(|(_, reads)| reads),
-            rewarm: setting.is_some() && std::env::var("EP_BENCH_REWARM").is_ok_and(|v| v == "1"),
+            rewarm: rewarm_setting(
+                std::env::var("EP_BENCH_REWARM").ok().as_deref(),
+                setting.is_some(),
+            )?,
         })
     }
 
@@ -174,7 +203,7 @@ impl StartGate {
             } else {
                 b.fill_async(0, b.len, stream)?;
             }
-            for r in rewarm.iter().filter(|r| self.rewarm && r.len >= 16) {
+            for r in rewarm.iter().filter(|r| r.len >= 16) {
                 let sink = b.ptr + (b.len as u64 / 16 - 1) * 16;
                 launch(
                     stream,
@@ -302,7 +331,11 @@ impl CudaComm {
 
     /// Queues this rank's [`StartGate`] for the next phase.
     fn start_gate(&self) -> Result<()> {
-        let bufs = self.bufs().all();
+        let bufs = match self.world().gate.rewarm {
+            Rewarm::Nothing => vec![],
+            Rewarm::All => self.bufs().all(),
+            Rewarm::Inputs => self.bufs().inputs(),
+        };
         self.world()
             .gate
             .launch(self.rank(), self.stream_ref(), &bufs)?;
@@ -1017,6 +1050,23 @@ mod tests {
         for bad in ["", "yes", "-1", "2097152", "r", "r0", "rr1", "w4"] {
             let e = evict_setting(Some(bad)).unwrap_err().to_string();
             assert!(e.contains("EP_BENCH_EVICT_L2"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn rewarm_setting_reads_the_setting() {
+        assert_eq!(rewarm_setting(None, false).unwrap(), Rewarm::Nothing);
+        assert_eq!(rewarm_setting(Some("0"), true).unwrap(), Rewarm::Nothing);
+        assert_eq!(rewarm_setting(Some("1"), true).unwrap(), Rewarm::All);
+        assert_eq!(
+            rewarm_setting(Some("inputs"), true).unwrap(),
+            Rewarm::Inputs
+        );
+        let e = rewarm_setting(Some("1"), false).unwrap_err().to_string();
+        assert!(e.contains("EP_BENCH_EVICT_L2"), "{e}");
+        for bad in ["", "yes", "2", "input"] {
+            let e = rewarm_setting(Some(bad), true).unwrap_err().to_string();
+            assert!(e.contains("EP_BENCH_REWARM"), "{bad}: {e}");
         }
     }
 }

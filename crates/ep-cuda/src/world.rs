@@ -279,7 +279,21 @@ pub(crate) fn enable_peer_access(ctxs: &HashMap<usize, Arc<CudaContext>>) -> Res
 }
 
 impl RankBuffers {
-    /// Every buffer (`ep bench`'s EP_BENCH_REWARM touches them all).
+    /// What a model's kernel before each phase has just written, and so finds in L2: the
+    /// dispatch's tokens, their scales, ids and router weights, the combine's expert outputs and
+    /// residual (`ep bench`'s EP_BENCH_REWARM=inputs).
+    pub fn inputs(&self) -> Vec<&DevBuf> {
+        vec![
+            &self.tokens,
+            &self.scales_in,
+            &self.ids,
+            &self.weights,
+            &self.expert_out,
+            &self.residual,
+        ]
+    }
+
+    /// Every buffer (`ep bench`'s EP_BENCH_REWARM=1 touches them all).
     pub fn all(&self) -> Vec<&DevBuf> {
         vec![
             &self.d_recv,
