@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# v39 call 4, one H200, main's kernels (3d6... as bundled): why the dispatch reads slower with the phases' inputs read back
+# v39 call 4, one H200, main's kernels (main at 92c9630): why the dispatch reads slower with the phases' inputs read back
 # after the evict (EP_BENCH_REWARM=inputs) than without (call 3: 1 token FP8 one rank alone 14.7 -> 15.5 us, two ranks
 # sharing 16.2 -> 17.8). Traces of 1 token FP8, one rank alone and two ranks sharing, for r256, r256 + inputs and
 # r256 + every buffer; then the A/B again with 4 reps interleaved.
