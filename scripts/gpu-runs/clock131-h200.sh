@@ -18,4 +18,4 @@ sleep 1
 kill $P
 echo "done $(( $(date +%s) - T0 ))s" >> $OUT/rc.txt
 cat $OUT/rc.txt
-sort $OUT/smi.txt | uniq -c | sort -rn | head -20
+cut -d, -f2- $OUT/smi.txt | sort | uniq -c | sort -rn | head -20
