@@ -126,6 +126,13 @@ pub fn compile(src: &str, arch: &'static str) -> Result<Ptx> {
         fmad: Some(false),
         use_fast_math: Some(false),
         arch: Some(arch),
+        // EP_CUDA_LINEINFO=1: source lines in the code, for a profiler (ncu's source page); the
+        // machine code is the same.
+        options: if std::env::var("EP_CUDA_LINEINFO").is_ok_and(|v| v == "1") {
+            vec!["-lineinfo".into()]
+        } else {
+            vec![]
+        },
         ..Default::default()
     };
     let ptx = cudarc::nvrtc::compile_ptx_with_opts(src, opts).map_err(|e| {
