@@ -6,16 +6,15 @@ cd "$(dirname "$0")"
 T0=$(date +%s)
 export EP_CUDA_LINEINFO=1
 R=/tmp/ncu; mkdir -p $R
-{ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; which ncu; ncu --version | tail -1; } > $OUT/rc.txt 2>&1
+{ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; which ncu; ncu --version | tail -1; } > $OUT/ncu-log.txt 2>&1
 prof() { local name=$1 kern=$2 t=$3 f=$4
-  timeout 200 ncu --clock-control none --target-processes all --section WarpStateStats --section SourceCounters --section LaunchStats --section Occupancy --sampling-interval 0 -k regex:$kern --launch-skip 30 --launch-count 1 -f -o $R/$name ./ep-gpu bench --backend cuda --ranks 1 --tokens $t --format $f --passes 1 --rounds 40 >> $OUT/ncu-log.txt 2>&1
-  echo "prof $name rc=$? $(( $(date +%s) - T0 ))s" >> $OUT/rc.txt
+  timeout 200 ncu --clock-control none --target-processes all --section WarpStateStats --section SourceCounters --section LaunchStats --section Occupancy --warp-sampling-interval 0 -k regex:$kern --launch-skip 30 --launch-count 1 -f -o $R/$name ./ep-gpu bench --backend cuda --ranks 1 --tokens $t --format $f --passes 1 --rounds 40 >> $OUT/ncu-log.txt 2>&1
+  echo "prof $name rc=$? $(( $(date +%s) - T0 ))s" >> $OUT/ncu-log.txt
   ncu -i $R/$name.ncu-rep --page source --csv --print-source sass > $OUT/$name-sass.csv 2>&1
   ncu -i $R/$name.ncu-rep --page details --csv > $OUT/$name-details.csv 2>&1
 }
 prof d1 ep_dispatch_single 1 bf16
 prof c1 ep_combine_single 1 bf16
 prof d128 ep_dispatch_single 128 fp8
-ncu -i $R/d1.ncu-rep --page source --csv --print-source cuda,sass 2>&1 | head -c 3000000 > $OUT/d1-cuda-sass.csv
-echo "done $(( $(date +%s) - T0 ))s" >> $OUT/rc.txt
-cat $OUT/rc.txt; tail -5 $OUT/ncu-log.txt; ls -la $OUT; head -c 1500 $OUT/d1-sass.csv
+echo "done $(( $(date +%s) - T0 ))s" >> $OUT/ncu-log.txt
+grep -E "^prof|^done|ERROR" $OUT/ncu-log.txt | head;  ls -la $OUT; head -c 1500 $OUT/d1-sass.csv
