@@ -431,6 +431,10 @@ __device__ __forceinline__ bool ep_aligned16(const void* p, u64 bytes) { return 
 // memory one at a time does (and takes 32 registers fewer). With `First`, the thread's first
 // pieces (id, id + size, ...) were loaded from `src` already, into `first` (whenever src and
 // bytes are 16-byte aligned): stored as they are.
+template <int First, int Batch>
+__device__ __noinline__ void ep_copy_to_rest(u8* const* dst, int n_dst, const u8* src, u64 bytes, unsigned id,
+                                             unsigned size, bool vector);
+
 template <bool Warp, int First = 0, int Batch = 8>
 __device__ __forceinline__ void ep_copy_to(u8* const* dst, int n_dst, const u8* src, u64 bytes,
                                            const uint4* first = nullptr) {
@@ -438,6 +442,21 @@ __device__ __forceinline__ void ep_copy_to(u8* const* dst, int n_dst, const u8* 
     // ep_aligned16(src, bytes), written out: the call cost ep_combine_send 8 registers (56 -> 64).
     bool vector = (u64)src % 16 == 0 && bytes % 16 == 0;
     for (int i = 0; i < n_dst; i++) vector = vector && (u64)dst[i] % 16 == 0;
+    if (First > 0) {
+        // The first pieces are all a block copy of a decode-size row has (2 a thread: 16 KB):
+        // the rest of the copy and the 4-byte path are a call, out of line. Inline, they lay
+        // between the stores and what follows them, and the single-launch copy-out's warps
+        // stalled on instruction fetch at each jump past them (ncu, v39: 8% of its samples at
+        // 128 tokens FP8).
+        u64 n = bytes / 16;
+        if (vector)
+            for (int i = 0; i < n_dst; i++)
+#pragma unroll
+                for (int u = 0; u < First; u++)
+                    if (id + u * size < n) ((uint4*)dst[i])[id + u * size] = first[u];
+        if (!vector || id + First * size < n) ep_copy_to_rest<First, Batch>(dst, n_dst, src, bytes, id, size, vector);
+        return;
+    }
     if (vector) {
         const uint4* s = (const uint4*)src;
         const int batch = Batch;
@@ -455,6 +474,34 @@ __device__ __forceinline__ void ep_copy_to(u8* const* dst, int n_dst, const u8* 
                 uint4* d = (uint4*)dst[i];
 #pragma unroll
                 for (int u = 0; u < batch; u++)
+                    if (i0 + u * step < n) d[i0 + u * step] = v[u];
+            }
+        }
+    } else {
+        const u32* s = (const u32*)src;
+        for (u64 j = id; j < bytes / 4; j += size) {
+            u32 v = s[j];
+            for (int i = 0; i < n_dst; i++) ((u32*)dst[i])[j] = v;
+        }
+    }
+}
+
+// ep_copy_to past its first pieces (or all of it by 4 bytes when not `vector`), out of line.
+template <int First, int Batch>
+__device__ __noinline__ void ep_copy_to_rest(u8* const* dst, int n_dst, const u8* src, u64 bytes, unsigned id,
+                                             unsigned size, bool vector) {
+    if (vector) {
+        const uint4* s = (const uint4*)src;
+        u64 n = bytes / 16, step = size;
+        for (u64 i0 = First * step + id; i0 < n; i0 += Batch * step) {
+            uint4 v[Batch];
+#pragma unroll
+            for (int u = 0; u < Batch; u++)
+                if (i0 + u * step < n) v[u] = s[i0 + u * step];
+            for (int i = 0; i < n_dst; i++) {
+                uint4* d = (uint4*)dst[i];
+#pragma unroll
+                for (int u = 0; u < Batch; u++)
                     if (i0 + u * step < n) d[i0 + u * step] = v[u];
             }
         }
