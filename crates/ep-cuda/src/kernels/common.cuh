@@ -449,10 +449,7 @@ __device__ __forceinline__ void ep_copy_to(u8* const* dst, int n_dst, const u8* 
         // stalled on instruction fetch at each jump past them (ncu, v39: 8% of its samples at
         // 128 tokens FP8).
         u64 n = bytes / 16;
-        // A destination a turn (unrolled, the turns for 4 destinations at once and the rest were
-        // laid apart, and a jump between them stalled on instruction fetch too).
         if (vector)
-#pragma unroll 1
             for (int i = 0; i < n_dst; i++)
 #pragma unroll
                 for (int u = 0; u < First; u++)
