@@ -16,6 +16,7 @@ use crate::comm::CudaComm;
 use crate::driver::cuda;
 use crate::kernels::{launch, KernelArg, Kernels};
 use crate::memory::DevBuf;
+use crate::world::RankBuffers;
 
 /// Device time of one round's phases on one rank, in milliseconds.
 #[derive(Clone, Copy, Debug, Default)]
@@ -65,7 +66,25 @@ pub(crate) struct StartGate {
     /// waits on, its data (the time comes back) or its code (it does not); `inputs`: what the
     /// model's kernel before the phase has just written (`RankBuffers::inputs`), so that the
     /// phase is as cold as in a model's step and no colder.
-    pub(crate) rewarm: Rewarm,
+    rewarm: Rewarm,
+}
+
+/// The device buffers of one rank's timed phases, which `EP_BENCH_REWARM` reads back: ep's
+/// (`RankBuffers`) and the NCCL baseline's alike, so that both start equally cold.
+pub(crate) trait PhaseBuffers {
+    /// What the model's kernel before a phase has just written: the phases' inputs.
+    fn inputs(&self) -> Vec<&DevBuf>;
+    /// Every buffer.
+    fn all(&self) -> Vec<&DevBuf>;
+}
+
+impl PhaseBuffers for RankBuffers {
+    fn inputs(&self) -> Vec<&DevBuf> {
+        RankBuffers::inputs(self)
+    }
+    fn all(&self) -> Vec<&DevBuf> {
+        RankBuffers::all(self)
+    }
 }
 
 /// What `EP_BENCH_REWARM` reads back after the evict ([`StartGate`]'s `rewarm`).
@@ -179,40 +198,33 @@ impl StartGate {
         self.queued[rank].fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1
     }
 
-    /// Queues rank `rank`'s next gate on `stream`, after the evict and `rewarm`'s buffers read
-    /// back (under EP_BENCH_REWARM).
+    /// Queues rank `rank`'s next gate on `stream`, after the evict and, under EP_BENCH_REWARM,
+    /// `phase`'s buffers read back.
     pub(crate) fn launch(
         &self,
         rank: usize,
         stream: &CudaStream,
-        rewarm: &[&DevBuf],
+        phase: Option<&dyn PhaseBuffers>,
     ) -> Result<()> {
+        let rewarm = match (self.rewarm, phase) {
+            (Rewarm::All, Some(p)) => p.all(),
+            (Rewarm::Inputs, Some(p)) => p.inputs(),
+            _ => vec![],
+        };
         if let Some(b) = &self.evict[rank] {
+            // The evict buffer's last word is the reads' sink (ep_bench_read), left out of them.
+            let sink = b.ptr + (b.len as u64 / 16 - 1) * 16;
+            let read = |ptr: u64, n16: u64| {
+                let k = self.kernels[rank].get("ep_bench_read");
+                launch(stream, k, EVICT_READ_BLOCKS, 512, 0, &[&ptr, &n16, &sink])
+            };
             if self.evict_reads {
-                // The buffer's last word is the sink, which the reads never write (it is zero).
-                let n16 = (b.len / 16 - 1) as u64;
-                let sink = b.ptr + n16 * 16;
-                launch(
-                    stream,
-                    self.kernels[rank].get("ep_bench_stream"),
-                    EVICT_READ_BLOCKS,
-                    512,
-                    0,
-                    &[&b.ptr, &n16, &sink],
-                )?;
+                read(b.ptr, b.len as u64 / 16 - 1)?;
             } else {
                 b.fill_async(0, b.len, stream)?;
             }
-            for r in rewarm.iter().filter(|r| r.len >= 16) {
-                let sink = b.ptr + (b.len as u64 / 16 - 1) * 16;
-                launch(
-                    stream,
-                    self.kernels[rank].get("ep_bench_touch"),
-                    EVICT_READ_BLOCKS,
-                    512,
-                    0,
-                    &[&r.ptr, &(r.len as u64 / 16), &sink],
-                )?;
+            for r in rewarm {
+                read(r.ptr, r.len as u64 / 16)?;
             }
         }
         let n = self.kernels.len() as i32;
@@ -331,14 +343,9 @@ impl CudaComm {
 
     /// Queues this rank's [`StartGate`] for the next phase.
     fn start_gate(&self) -> Result<()> {
-        let bufs = match self.world().gate.rewarm {
-            Rewarm::Nothing => vec![],
-            Rewarm::All => self.bufs().all(),
-            Rewarm::Inputs => self.bufs().inputs(),
-        };
         self.world()
             .gate
-            .launch(self.rank(), self.stream_ref(), &bufs)?;
+            .launch(self.rank(), self.stream_ref(), Some(self.bufs()))?;
         self.mark(GATE_MARK)
     }
 
@@ -553,7 +560,7 @@ impl<'a> AllToAll<'a> {
             for g in 0..n {
                 let ctx = &self.ks[g].ctx;
                 let (a, b) = (timing_event(ctx)?, timing_event(ctx)?);
-                self.gate.launch(g, &self.streams[g], &[])?;
+                self.gate.launch(g, &self.streams[g], None)?;
                 a.record(&self.streams[g]).map_err(cuda)?;
                 work(g, &self.streams[g])?;
                 b.record(&self.streams[g]).map_err(cuda)?;
@@ -658,6 +665,57 @@ struct NcclRank {
     from: Vec<usize>,
     back_to: Vec<usize>,
     back_from: Vec<usize>,
+}
+
+impl PhaseBuffers for NcclRank {
+    fn inputs(&self) -> Vec<&DevBuf> {
+        vec![&self.tokens, &self.weights, &self.expert_out]
+    }
+    fn all(&self) -> Vec<&DevBuf> {
+        let NcclRank {
+            tokens,
+            send,
+            recv,
+            expert_in,
+            expert_out,
+            back_send,
+            back_recv,
+            weights,
+            out,
+            send_index,
+            expand_index,
+            back_index,
+            reduce_index,
+            // Not buffers; named, not `..`, so that a buffer added to NcclRank is listed here or
+            // left out on purpose.
+            ctx: _,
+            stream: _,
+            k: _,
+            n_send: _,
+            n_expand: _,
+            n_back: _,
+            n_tokens: _,
+            to: _,
+            from: _,
+            back_to: _,
+            back_from: _,
+        } = self;
+        vec![
+            tokens,
+            send,
+            recv,
+            expert_in,
+            expert_out,
+            back_send,
+            back_recv,
+            weights,
+            out,
+            send_index,
+            expand_index,
+            back_index,
+            reduce_index,
+        ]
+    }
 }
 
 /// Where each of consecutive chunks of `counts` rows starts (exclusive prefix sum).
@@ -935,7 +993,7 @@ impl NcclBaseline {
     /// Every rank's gate for the next phase.
     fn start_gates(&self) -> Result<()> {
         for (i, r) in self.ranks.iter().enumerate() {
-            self.gate.launch(i, &r.stream, &[])?;
+            self.gate.launch(i, &r.stream, Some(r))?;
         }
         Ok(())
     }

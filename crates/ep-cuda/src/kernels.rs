@@ -76,8 +76,7 @@ pub const PROGRAMS: &[(&str, &str, &[&str])] = &[
             "ep_bench_gate",
             "ep_bench_nothing",
             "ep_bench_exchange",
-            "ep_bench_stream",
-            "ep_bench_touch",
+            "ep_bench_read",
         ],
     ),
 ];

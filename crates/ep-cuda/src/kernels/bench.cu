@@ -38,24 +38,13 @@ extern "C" __global__ void ep_weighted_rows(const u16* rows, const int* index, c
     }
 }
 
-// Reads n16 16-byte words, grid-stride, as a model's GEMMs stream their weights between two
-// phases (EP_BENCH_EVICT_L2=rN): the L2 is left full of clean lines. The words are zero, so the
-// sink is never written; the compiler cannot know that and keeps the loads.
-extern "C" __global__ void ep_bench_stream(const uint4* src, u64 n16, u32* sink) {
-    u32 acc = 0;
-    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n16; i += (u64)gridDim.x * blockDim.x) {
-        uint4 v = src[i];
-        acc |= v.x | v.y | v.z | v.w;
-    }
-    if (acc) *sink = acc;
-}
-
-// Reads [src, src + n16) again after an evict (EP_BENCH_REWARM): every word grid-stride, and in
-// every block a word of each 2 MiB page (the driver's large pages), so that the buffer's lines
-// are in L2 and its pages' address translations in each SM's caches, and a phase that is still
-// slower than warm after it waits on something else (its code). The sink is written only when
-// the words' OR is 0x5eed5eed (a value no round is known to leave: the read cannot be dropped).
-extern "C" __global__ void ep_bench_touch(const uint4* src, u64 n16, u32* sink) {
+// Reads [src, src + n16), for `ep bench`'s cold modes: every word grid-stride, and in every
+// block a word of each 2 MiB page (the driver's large pages). As the evict (EP_BENCH_EVICT_L2=rN)
+// it leaves the L2 full of clean lines, as a model's GEMMs streaming their weights do; as a
+// read-back (EP_BENCH_REWARM) it puts a buffer's lines in L2 and its pages' address translations
+// in every SM's caches. The sink is written only when the words' OR is 0x5eed5eed, which neither
+// the evict buffer (zeros) nor a round is known to leave: the reads cannot be dropped.
+extern "C" __global__ void ep_bench_read(const uint4* src, u64 n16, u32* sink) {
     u32 acc = 0;
     for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n16; i += (u64)gridDim.x * blockDim.x) {
         uint4 v = src[i];
