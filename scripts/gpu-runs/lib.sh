@@ -1,0 +1,25 @@
+# Helpers for the device scripts, sourced by those from v39's review on (`. "$(dirname "$0")/lib.sh"`;
+# scripts/bundle-gpu.sh copies this file into the bundle). The earlier scripts each spell them out:
+# they are kept as the records of the calls they ran. $OUT is the device tool's output folder.
+S="EP_CUDA_SINGLE_DISPATCH_MAX_TOKENS=1000000 EP_CUDA_SINGLE_COMBINE_MAX_TOKENS=1000000" # every phase single-launch
+M="EP_CUDA_SINGLE_MARKED_MIN_TOKENS=1 EP_CUDA_LL_MAX_TOKENS=0"                          # every single-launch combine marked
+T0=$(date +%s)
+elapsed() { echo "$(( $(date +%s) - T0 ))s"; }
+# conf NAME [VAR=value ...]: the conformance suite on every world, its last line and any failure into rc.txt.
+conf() {
+  local name=$1; shift
+  env "$@" timeout 150 ./ep-gpu conformance --backend cuda > /tmp/conformance-$name.txt 2>&1
+  echo "conf $name rc=$? $(elapsed) $(tail -n 1 /tmp/conformance-$name.txt) ($(grep -c slices /tmp/conformance-$name.txt) waits of 2+ slices)" >> $OUT/rc.txt
+  grep -h -B2 -A6 -E 'FAILED|FAIL ' /tmp/conformance-$name.txt | head -20 >> $OUT/rc.txt
+}
+# memcheck NAME RANKS ROUNDS [VAR=value ...]: a soak under compute-sanitizer's memcheck.
+memcheck() {
+  local name=$1 ranks=$2 rounds=$3; shift 3
+  env "$@" EP_WRAP="compute-sanitizer --tool memcheck --print-limit 10" timeout 150 ./ep-gpu soak --backend cuda --ranks $ranks --rounds $rounds > /tmp/memcheck-$name.txt 2>&1
+  echo "memcheck $name rc=$? $(grep -E 'ERROR SUMMARY|rounds matched' /tmp/memcheck-$name.txt | tr '\n' ' ')" >> $OUT/rc.txt
+}
+# b LABEL, then run DIR [VAR=value ...] with R, T, F set: one `ep bench` of the build in DIR into ab.txt under LABEL.
+b() { echo "== $*" >> $OUT/ab.txt; }
+run() { local dir=$1; shift; env "$@" timeout 60 $dir/ep-gpu bench --backend cuda --ranks $R --tokens $T --format $F --passes 1 2>&1 | grep -E '^t[0-9]|rror|slices' >> $OUT/ab.txt; }
+# summary: ab.txt as "label | dispatch p50 p95 combine p50 p95", sorted by label.
+summary() { awk '/^==/{l=$0; next} /^t[0-9]+-[a-z0-9]+-[a-z]+ +[0-9]/{ print l, "|", $2, $3, $4, $5; next} {print l, "|", $0}' $OUT/ab.txt | sort -s -k2,4; }
