@@ -16,7 +16,7 @@ use crate::comm::CudaComm;
 use crate::driver::cuda;
 use crate::kernels::{launch, KernelArg, Kernels};
 use crate::memory::DevBuf;
-use crate::world::RankBuffers;
+use crate::world::{buffers_of, RankBuffers};
 
 /// Device time of one round's phases on one rank, in milliseconds.
 #[derive(Clone, Copy, Debug, Default)]
@@ -672,49 +672,13 @@ impl PhaseBuffers for NcclRank {
         vec![&self.tokens, &self.weights, &self.expert_out]
     }
     fn all(&self) -> Vec<&DevBuf> {
-        let NcclRank {
-            tokens,
-            send,
-            recv,
-            expert_in,
-            expert_out,
-            back_send,
-            back_recv,
-            weights,
-            out,
-            send_index,
-            expand_index,
-            back_index,
-            reduce_index,
-            // Not buffers; named, not `..`, so that a buffer added to NcclRank is listed here or
-            // left out on purpose.
-            ctx: _,
-            stream: _,
-            k: _,
-            n_send: _,
-            n_expand: _,
-            n_back: _,
-            n_tokens: _,
-            to: _,
-            from: _,
-            back_to: _,
-            back_from: _,
-        } = self;
-        vec![
-            tokens,
-            send,
-            recv,
-            expert_in,
-            expert_out,
-            back_send,
-            back_recv,
-            weights,
-            out,
-            send_index,
-            expand_index,
-            back_index,
-            reduce_index,
-        ]
+        buffers_of!(
+            self,
+            NcclRank {
+                tokens, send, recv, expert_in, expert_out, back_send, back_recv, weights, out,
+                send_index, expand_index, back_index, reduce_index
+            } except ctx, stream, k, n_send, n_expand, n_back, n_tokens, to, from, back_to, back_from
+        )
     }
 }
 

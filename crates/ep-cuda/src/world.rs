@@ -12,6 +12,17 @@ use crate::driver::cuda;
 use crate::kernels::{Kernels, MsgLayout, Program};
 use crate::memory::DevBuf;
 
+/// `buffers_of!(value, Struct { a, b, ... } except x, y)`: the fields a, b, ... of `value` (a
+/// reference) in a Vec, by an exhaustive destructuring that names every other field after
+/// `except`: a field added to the struct stops the build until it is listed on one side.
+macro_rules! buffers_of {
+    ($value:expr, $ty:ident { $($field:ident),* $(,)? } $(except $($skip:ident),*)?) => {{
+        let $ty { $($field,)* $($($skip: _,)*)? } = $value;
+        vec![$($field),*]
+    }};
+}
+pub(crate) use buffers_of;
+
 /// One rank's device memory.
 pub struct RankBuffers {
     // Symmetric: peers write these. Dispatch: each sender's messages [n_ranks, max_tokens, wire
@@ -293,101 +304,59 @@ impl RankBuffers {
         ]
     }
 
-    /// Every buffer (`ep bench`'s EP_BENCH_REWARM=1 reads them all back). Destructured, so that
-    /// a buffer added to RankBuffers is listed here too or the crate does not compile.
+    /// Every buffer (`ep bench`'s EP_BENCH_REWARM=1 reads them all back), by
+    /// [`buffers_of`]: a buffer added to RankBuffers is listed here too or the crate does not
+    /// compile.
     pub fn all(&self) -> Vec<&DevBuf> {
-        let RankBuffers {
-            d_recv,
-            d_nmsg,
-            d_counts,
-            c_recv,
-            c_counts,
-            c_ll,
-            c_marks,
-            d_staging,
-            c_staging,
-            shared_msgs,
-            tokens,
-            ids,
-            scales_in,
-            slots,
-            rank_slots,
-            chunk_base,
-            msgs_to,
-            sent,
-            status,
-            snapshot,
-            d_ticket,
-            c_ticket,
-            row_offsets,
-            src_offsets,
-            recv_tokens,
-            recv_scales,
-            src_info,
-            row_src,
-            msg_rows,
-            layout_seq,
-            expert_out,
-            weights,
-            residual,
-            out,
-            fp8_payload,
-            fp8_scales,
-            c_snapshot,
-            d_recv_ptrs,
-            d_nmsg_ptrs,
-            d_count_ptrs,
-            c_recv_ptrs,
-            c_count_ptrs,
-            c_ll_ptrs,
-            c_mark_ptrs,
-        } = self;
-        vec![
-            d_recv,
-            d_nmsg,
-            d_counts,
-            c_recv,
-            c_counts,
-            c_ll,
-            c_marks,
-            d_staging,
-            c_staging,
-            shared_msgs,
-            tokens,
-            ids,
-            scales_in,
-            slots,
-            rank_slots,
-            chunk_base,
-            msgs_to,
-            sent,
-            status,
-            snapshot,
-            d_ticket,
-            c_ticket,
-            row_offsets,
-            src_offsets,
-            recv_tokens,
-            recv_scales,
-            src_info,
-            row_src,
-            msg_rows,
-            layout_seq,
-            expert_out,
-            weights,
-            residual,
-            out,
-            fp8_payload,
-            fp8_scales,
-            c_snapshot,
-            d_recv_ptrs,
-            d_nmsg_ptrs,
-            d_count_ptrs,
-            c_recv_ptrs,
-            c_count_ptrs,
-            c_ll_ptrs,
-            c_mark_ptrs,
-        ]
+        buffers_of!(
+            self,
+            RankBuffers {
+                d_recv,
+                d_nmsg,
+                d_counts,
+                c_recv,
+                c_counts,
+                c_ll,
+                c_marks,
+                d_staging,
+                c_staging,
+                shared_msgs,
+                tokens,
+                ids,
+                scales_in,
+                slots,
+                rank_slots,
+                chunk_base,
+                msgs_to,
+                sent,
+                status,
+                snapshot,
+                d_ticket,
+                c_ticket,
+                row_offsets,
+                src_offsets,
+                recv_tokens,
+                recv_scales,
+                src_info,
+                row_src,
+                msg_rows,
+                layout_seq,
+                expert_out,
+                weights,
+                residual,
+                out,
+                fp8_payload,
+                fp8_scales,
+                c_snapshot,
+                d_recv_ptrs,
+                d_nmsg_ptrs,
+                d_count_ptrs,
+                c_recv_ptrs,
+                c_count_ptrs,
+                c_ll_ptrs,
+                c_mark_ptrs
+            }
+        )
     }
 
     fn new(cfg: &EpConfig, msg: &MsgLayout, ctx: &Arc<CudaContext>) -> Result<RankBuffers> {
