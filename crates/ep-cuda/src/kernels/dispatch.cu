@@ -1116,14 +1116,17 @@ __device__ void ep_place_own_rows(const EpRoute& r, int top_k, int rank, const u
                                   src_info, row_src);
 }
 
-// Padding item `item` of n_groups * (row_multiple - 1): group g = item / (row_multiple - 1)'s
-// i-th padding row, i = item % (row_multiple - 1), which it has when the row is before the next
-// group's start (`src_offsets` [n_groups, n_ranks + 1]: column n_ranks is where its padding
-// starts). Returns the row, or -1 when the group has fewer padding rows.
-__device__ __forceinline__ long long ep_padding_row(u32 item, int row_multiple, const u32* src_offsets,
+// Padding item `item` of n_groups * (row_multiple - 1): group g = item % n_groups's i-th padding
+// row, i = item / n_groups, which it has when the row is before the next group's start
+// (`src_offsets` [n_groups, n_ranks + 1]: column n_ranks is where its padding starts). Returns
+// the row, or -1 when the group has fewer padding rows. Groups vary fastest, so that items dealt
+// in turn give every taker a mix of first and last padding rows: with the padding index fastest,
+// three takers each got one index of every group (FP8: 3 per group), and the one with the first
+// rows, which nearly every group has, wrote three times the rows of the one with the last.
+__device__ __forceinline__ long long ep_padding_row(u32 item, int n_groups, const u32* src_offsets,
                                                     const u32* row_offsets, int n_ranks) {
-    u32 per = row_multiple - 1, g = item / per;
-    u64 row = (u64)src_offsets[g * (n_ranks + 1) + n_ranks] + item % per;
+    u32 g = item % (u32)n_groups;
+    u64 row = (u64)src_offsets[g * (n_ranks + 1) + n_ranks] + item / (u32)n_groups;
     return row < row_offsets[g + 1] ? (long long)row : -1;
 }
 
@@ -1204,7 +1207,7 @@ extern "C" __global__ void ep_dispatch_copy_out(const u8* recv, const u32* nmsg,
     b -= message_blocks;
     u64 padding_blocks = (u64)n_groups * (row_multiple - 1);
     if (b < padding_blocks) {
-        long long row = ep_padding_row((u32)b, row_multiple, src_offsets, row_offsets, n_ranks);
+        long long row = ep_padding_row((u32)b, n_groups, src_offsets, row_offsets, n_ranks);
         if (row >= 0) ep_pad_row<false>(row, rows, hidden, fmt, m, recv_tokens, recv_scales, src_info, row_src);
         return;
     }
@@ -1530,12 +1533,15 @@ __device__ void ep_single_copy_out(const u64* got, const u32* start, const u32* 
     // sent took its share after its send and was the last to finish by ~1 us. A warp works out
     // its next 32 items at once, a lane each, then writes the rows among them: one item after
     // another (most of them no row: each group's possible padding, 256 groups) was ~1.5 us of a
-    // 1-token FP8 dispatch (one H100, v36).
-    u32 warp = threadIdx.x >> 5, lane = threadIdx.x & 31, warps = blockDim.x >> 5, pad_blocks = blocks - (u32)busy;
+    // 1-token FP8 dispatch (one H100, v36). When most blocks sent, every block takes a share: they
+    // all wait for the counts alike, and the few that did not send were left every padding row (at
+    // 128 tokens FP8 on 2x H200, 3 blocks of 131 wrote ~1.4 MB and finished ~11 us after the rest).
+    u32 warp = threadIdx.x >> 5, lane = threadIdx.x & 31, warps = blockDim.x >> 5;
+    u32 pad_blocks = 2 * busy > blocks ? blocks : blocks - (u32)busy;
     u32 items = b < pad_blocks ? n_groups * (row_multiple - 1) : 0, stride = pad_blocks * warps;
     for (u32 first = warp * pad_blocks + b; first < items; first += 32 * stride) {
         u32 item = first + lane * stride;
-        long long row = item < items ? ep_padding_row(item, row_multiple, src_off, start, n_ranks) : -1;
+        long long row = item < items ? ep_padding_row(item, n_groups, src_off, start, n_ranks) : -1;
         for (u32 left = __ballot_sync(0xffffffffu, row >= 0); left; left &= left - 1)
             ep_pad_row<true>(__shfl_sync(0xffffffffu, row, __ffs(left) - 1), rows, hidden, fmt, m, recv_tokens,
                              recv_scales, src_info, row_src);
