@@ -19,8 +19,8 @@ for rep in 1 2; do
   done
 done
 echo "a/b done $(elapsed)" >> $OUT/rc.txt
-for d in . base; do
-  EP_CUDA_TRACE=all EP_CUDA_TRACE_RANK=0 timeout 60 $d/ep-gpu bench --backend cuda --ranks 1 --tokens 128 --format fp8 --passes 1 --rounds 40 2>&1 | grep -E '^trace (dispatch|gate)|^t[0-9]|rror' > $OUT/trace-128-fp8-$(basename $(realpath $d)).txt
+for nd in fix:. base:base; do d=${nd#*:}
+  EP_CUDA_TRACE=all EP_CUDA_TRACE_RANK=0 timeout 60 $d/ep-gpu bench --backend cuda --ranks 1 --tokens 128 --format fp8 --passes 1 --rounds 40 2>&1 | grep -E '^trace (dispatch|gate)|^t[0-9]|rror' > $OUT/trace-128-fp8-${nd%%:*}.txt
 done
 env EP_WRAP="compute-sanitizer --tool memcheck --print-limit 10" timeout 150 ./ep-gpu soak --backend cuda --ranks 2 --rounds 10 --format fp8 > /tmp/memcheck-fp8.txt 2>&1
 echo "memcheck fix 2r fp8 rc=$? $(grep -E 'ERROR SUMMARY|rounds matched' /tmp/memcheck-fp8.txt | tr '\n' ' ')" >> $OUT/rc.txt
