@@ -5,10 +5,11 @@ S="EP_CUDA_SINGLE_DISPATCH_MAX_TOKENS=1000000 EP_CUDA_SINGLE_COMBINE_MAX_TOKENS=
 M="EP_CUDA_SINGLE_MARKED_MIN_TOKENS=1 EP_CUDA_LL_MAX_TOKENS=0"                          # every single-launch combine marked
 T0=$(date +%s)
 elapsed() { echo "$(( $(date +%s) - T0 ))s"; }
-# conf NAME [VAR=value ...]: the conformance suite on every world, its last line and any failure into rc.txt.
+# conf NAME [VAR=value ...]: the conformance suite on every world, its last line and any failure into rc.txt
+# (the build in $D, default the bundle's own: `D=base conf base`).
 conf() {
   local name=$1; shift
-  env "$@" timeout 150 ./ep-gpu conformance --backend cuda > /tmp/conformance-$name.txt 2>&1
+  env "$@" timeout 150 ${D:-.}/ep-gpu conformance --backend cuda > /tmp/conformance-$name.txt 2>&1
   echo "conf $name rc=$? $(elapsed) $(tail -n 1 /tmp/conformance-$name.txt) ($(grep -c slices /tmp/conformance-$name.txt) waits of 2+ slices)" >> $OUT/rc.txt
   grep -h -B2 -A6 -E 'FAILED|FAIL ' /tmp/conformance-$name.txt | head -20 >> $OUT/rc.txt
 }
