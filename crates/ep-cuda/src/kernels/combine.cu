@@ -130,6 +130,52 @@ __device__ void ep_send_row(u64 row, const u16* expert_out, const int* src_info,
         ep_ll_send_row((ulonglong2*)ll_ptrs[s] + ((u64)t * top_k + k) * 2 * n16, (const uint4*)src, n16, seq);
 }
 
+// ep_send_row for the single-launch combine at the sizes where its rows go one by one (a block
+// sends one or none): the row's source rank, token, slot and its first payload pieces
+// (EP_LL_FIRST a thread: a 7168-wide row in a 512-thread block) are loaded in one round, so an LL
+// row's first stores wait for one round trip. In ep_send_row they wait for three: the source, then
+// the token and slot behind its branch, then the payload behind theirs (v40). Another form takes
+// ep_send_row, which loads them again. Every thread calls it with the same row.
+#define EP_LL_FIRST 2
+__device__ void ep_send_row_loaded(u64 row, const u16* expert_out, const int* src_info, const int* row_src,
+                                   int hidden, int top_k, const u64* recv_ptrs, int rank, int gpus_per_node,
+                                   const u32* nmsg, u32 lane_nmsg, const u64* ll_ptrs, u32 seq, const u64* mark_ptrs) {
+    const u64 n16 = hidden / 8; // hidden is a multiple of 8 for every format
+    const uint4* src = (const uint4*)(expert_out + row * hidden);
+    // Issued before the first branch: the payload's loads volatile (else sunk to their use past
+    // it), the token's and slot's through the branch's condition (a padding row has -1 for all
+    // three; ptxas sank their loads past the source's branch otherwise).
+    int s = row_src[row], t = src_info[2 * row], k = src_info[2 * row + 1], lane = threadIdx.x & 31;
+    // The first 32 ranks' LL rows a lane each, so that the source's is a shuffle, not a load after it.
+    u64 lane_ll = lane < gpus_per_node ? ll_ptrs[lane] : 0;
+    uint4 v[EP_LL_FIRST];
+#pragma unroll
+    for (int u = 0; u < EP_LL_FIRST; u++) {
+        u64 i = threadIdx.x + (u64)u * blockDim.x;
+        if (i < n16)
+            asm volatile("ld.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+                         : "=r"(v[u].x), "=r"(v[u].y), "=r"(v[u].z), "=r"(v[u].w)
+                         : "l"(src + i));
+    }
+    if (s < 0 || (t | k) < 0) return;
+    u32 nm = ep_nmsg_of(s, lane_nmsg, nmsg);
+    if (s / gpus_per_node != rank / gpus_per_node || !(nm & EP_NMSG_LL)) {
+        ep_send_row(row, expert_out, src_info, row_src, hidden, top_k, recv_ptrs, rank, gpus_per_node, nullptr, nmsg,
+                    lane_nmsg, ll_ptrs, seq, mark_ptrs, false);
+        return;
+    }
+    if (t >= EP_LL_MAX_TOKENS) return; // as ep_send_row: past the LL rows, not written
+    u64 ll_s = __shfl_sync(0xffffffffu, lane_ll, s & 31);
+    ulonglong2* dst = (ulonglong2*)(s < 32 ? ll_s : ll_ptrs[s]) + ((u64)t * top_k + k) * 2 * n16;
+#pragma unroll
+    for (int u = 0; u < EP_LL_FIRST; u++) {
+        u64 i = threadIdx.x + (u64)u * blockDim.x;
+        if (i < n16) ep_ll_store(dst, i, n16, v[u], seq);
+    }
+    for (u64 i = threadIdx.x + (u64)EP_LL_FIRST * blockDim.x; i < n16; i += blockDim.x)
+        ep_ll_store(dst, i, n16, src[i], seq);
+}
+
 // The forms the destination ranks take this combine in, from their dispatch message count words
 // (common.cuh). A destination is every rank, or with skip_a2a this rank alone (its rows go to no
 // other). Up to 32 ranks from the lanes' words (ep_lane_nmsg), which every warp holds alike: no
@@ -708,7 +754,11 @@ __device__ __forceinline__ void ep_combine_single_body(
     // sizes. Otherwise a few at a time (ep_send_rows_batched). The LL kernels (this rank has at
     // most EP_LL_MAX_TOKENS tokens) take them one by one too: the batches' registers cost them
     // 0.2-0.4 us at 1 and 8 tokens (one H200, v37).
-    if (Ll || forms.all_ll) {
+    if (Ll) {
+        for (u64 row = blockIdx.x; row < rows; row += gridDim.x)
+            ep_send_row_loaded(row, expert_out, src_info, row_src, hidden, top_k, recv_ptrs, rank, n_ranks, nmsg,
+                               lane_nmsg, ll_ptrs, seq, mark_ptrs);
+    } else if (forms.all_ll) {
         for (u64 row = blockIdx.x; row < rows; row += gridDim.x)
             ep_send_row(row, expert_out, src_info, row_src, hidden, top_k, recv_ptrs, rank, n_ranks, nullptr, nmsg,
                         lane_nmsg, ll_ptrs, seq, mark_ptrs, false);
