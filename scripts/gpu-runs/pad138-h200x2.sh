@@ -1,24 +1,24 @@
 #!/usr/bin/env bash
-# v40, for 2x H200 when lent again (refused after call 1): . = 14029b0 (the single-launch dispatch's padding over
-# every block when most sent, groups fastest in the items) against base/ = 4eeb3f6 (v39 as reviewed), reps
-# interleaved at the decode sizes (128 tokens FP8: 3 padding blocks in base); checks; a trace of . at 128 tokens FP8;
-# the sweep of . (the committed one if the fix holds).
+# v40, for 2x H200 when lent again (refused after call 1): . = v40's kernels (14029b0, the single-launch dispatch's
+# padding over every block when most sent, groups fastest in the items; 50b1844, the LL combine's send after one
+# round of loads) against base/ = 4eeb3f6 (v39 as reviewed), reps interleaved at the decode sizes (128 tokens FP8:
+# 3 padding blocks in base; 1-8 tokens: the LL combine); checks; a trace of . at 128 tokens FP8; the sweep of .
 cd "$(dirname "$0")"
 . ./lib.sh
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > $OUT/rc.txt
-conf fix EP_CUDA_LOG_WAITS=1
-cp /tmp/conformance-fix.txt $OUT/conformance.txt
+conf v40 EP_CUDA_LOG_WAITS=1
+cp /tmp/conformance-v40.txt $OUT/conformance.txt
 R=2
 for rep in 1 2; do
-  for tf in "128 fp8" "96 fp8" "128 bf16" "64 fp8" "32 fp8" "1 fp8"; do set -- $tf; T=$1 F=$2
+  for tf in "128 fp8" "96 fp8" "128 bf16" "64 fp8" "32 fp8" "8 fp8" "1 fp8" "1 bf16"; do set -- $tf; T=$1 F=$2
     b "2r $T $F a-base"; run base
-    b "2r $T $F b-fix"; run .
+    b "2r $T $F b-v40"; run .
   done
 done
 echo "a/b done $(elapsed)" >> $OUT/rc.txt
 EP_CUDA_TRACE=all EP_CUDA_TRACE_RANK=0 timeout 60 ./ep-gpu bench --backend cuda --ranks 2 --tokens 128 --format fp8 --passes 1 --rounds 40 2>&1 | grep -E '^trace (dispatch|gate)|^t[0-9]|rror' > $OUT/trace-128-fp8.txt
 env EP_WRAP="compute-sanitizer --tool memcheck --print-limit 10" timeout 150 ./ep-gpu soak --backend cuda --ranks 2 --rounds 10 --format fp8 > /tmp/memcheck-fp8.txt 2>&1
-echo "memcheck fix 2r fp8 rc=$? $(grep -E 'ERROR SUMMARY|rounds matched' /tmp/memcheck-fp8.txt | tr '\n' ' ')" >> $OUT/rc.txt
+echo "memcheck v40 2r fp8 rc=$? $(grep -E 'ERROR SUMMARY|rounds matched' /tmp/memcheck-fp8.txt | tr '\n' ' ')" >> $OUT/rc.txt
 echo "checks done $(elapsed)" >> $OUT/rc.txt
 timeout 200 ./ep-gpu bench --backend cuda --sweep --breakdown --out $OUT/sweep.json > $OUT/sweep.txt 2>&1; echo "sweep rc=$? $(elapsed)" >> $OUT/rc.txt
 cat $OUT/rc.txt
