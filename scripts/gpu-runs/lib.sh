@@ -24,3 +24,16 @@ b() { echo "== $*" >> $OUT/ab.txt; }
 run() { local dir=$1; shift; env "$@" timeout 60 $dir/ep-gpu bench --backend cuda --ranks $R --tokens $T --format $F --passes 1 2>&1 | grep -E '^t[0-9]|rror|slices' >> $OUT/ab.txt; }
 # summary: ab.txt as "label | dispatch p50 p95 combine p50 p95", sorted by label.
 summary() { awk '/^==/{l=$0; next} /^t[0-9]+-[a-z0-9]+-[a-z]+ +[0-9]/{ print l, "|", $2, $3, $4, $5; next} {print l, "|", $0}' $OUT/ab.txt | sort -s -k2,4; }
+# ab REPS "R T F" ... -- LABEL:DIR ...: every scenario under every build, REPS times, the builds interleaved in
+# the order given (one `run` each), e.g. `ab 2 "2 128 fp8" "1 1 bf16" -- a-base:base b-new:.`.
+ab() {
+  local reps=$1; shift
+  local scen=() builds=() rep sc lb
+  while [ "$1" != "--" ]; do scen+=("$1"); shift; done; shift
+  builds=("$@")
+  for rep in $(seq "$reps"); do for sc in "${scen[@]}"; do
+    set -- $sc; R=$1 T=$2 F=$3
+    for lb in "${builds[@]}"; do b "${R}r $T $F ${lb%%:*}"; run "${lb#*:}"; done
+  done; done
+  echo "a/b done $(elapsed)" >> $OUT/rc.txt
+}

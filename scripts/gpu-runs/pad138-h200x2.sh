@@ -8,14 +8,7 @@ cd "$(dirname "$0")"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > $OUT/rc.txt
 conf v40 EP_CUDA_LOG_WAITS=1
 cp /tmp/conformance-v40.txt $OUT/conformance.txt
-R=2
-for rep in 1 2; do
-  for tf in "128 fp8" "96 fp8" "128 bf16" "64 fp8" "32 fp8" "8 fp8" "1 fp8" "1 bf16"; do set -- $tf; T=$1 F=$2
-    b "2r $T $F a-base"; run base
-    b "2r $T $F b-v40"; run .
-  done
-done
-echo "a/b done $(elapsed)" >> $OUT/rc.txt
+ab 2 "2 128 fp8" "2 96 fp8" "2 128 bf16" "2 64 fp8" "2 32 fp8" "2 8 fp8" "2 1 fp8" "2 1 bf16" -- a-base:base b-v40:.
 EP_CUDA_TRACE=all EP_CUDA_TRACE_RANK=0 timeout 60 ./ep-gpu bench --backend cuda --ranks 2 --tokens 128 --format fp8 --passes 1 --rounds 40 2>&1 | grep -E '^trace (dispatch|gate)|^t[0-9]|rror' > $OUT/trace-128-fp8.txt
 env EP_WRAP="compute-sanitizer --tool memcheck --print-limit 10" timeout 150 ./ep-gpu soak --backend cuda --ranks 2 --rounds 10 --format fp8 > /tmp/memcheck-fp8.txt 2>&1
 echo "memcheck v40 2r fp8 rc=$? $(grep -E 'ERROR SUMMARY|rounds matched' /tmp/memcheck-fp8.txt | tr '\n' ' ')" >> $OUT/rc.txt
