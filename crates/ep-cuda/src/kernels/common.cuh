@@ -774,10 +774,22 @@ __device__ __forceinline__ u32 ep_load_acquire_gpu(const u32* p) {
 // (EP_PENDING makes the host launch the wait kernels, which read and reset the counts
 // themselves); a message that did not land only replaces EP_OK (ep_message_landed). The status
 // word is EP_OK when a round starts (every wait leaves it so, or the rank is poisoned).
+// Only a failed poll's report is a release (its status store before it, for the resetter, which
+// reads the status after the reports): an EP_OK report orders nothing before it. The counts' loads
+// it follows have returned their values (the block passed a barrier on them), so no reset can
+// reach them; the release's fence (MEMBAR.GPU and an error barrier, waiting for every memory
+// operation of the thread) was on every block's path between the counts and the layout.
+__device__ __forceinline__ void ep_red_relaxed_gpu(u32* p, u32 v) {
+    asm volatile("red.relaxed.gpu.global.add.u32 [%0], %1;" :: "l"(p), "r"(v) : "memory");
+}
 __device__ void ep_counts_read(u32 outcome, u32* ticket, u32* status) {
     if (threadIdx.x == 0) {
-        if (outcome != EP_OK) atomicExch(status, outcome);
-        ep_red_release_gpu(ticket, 1);
+        if (outcome != EP_OK) {
+            atomicExch(status, outcome);
+            ep_red_release_gpu(ticket, 1);
+        } else {
+            ep_red_relaxed_gpu(ticket, 1);
+        }
     }
 }
 
