@@ -756,6 +756,9 @@ __device__ bool ep_wait_counts(u64* counts, int n, int rank, int n_ranks, int sk
 __device__ __forceinline__ void ep_red_release_gpu(u32* p, u32 v) {
     asm volatile("red.release.gpu.global.add.u32 [%0], %1;" :: "l"(p), "r"(v) : "memory");
 }
+__device__ __forceinline__ void ep_red_relaxed_gpu(u32* p, u32 v) {
+    asm volatile("red.relaxed.gpu.global.add.u32 [%0], %1;" :: "l"(p), "r"(v) : "memory");
+}
 __device__ __forceinline__ void ep_store_release_gpu(u32* p, u32 v) {
     asm volatile("st.release.gpu.global.u32 [%0], %1;" :: "l"(p), "r"(v) : "memory");
 }
@@ -768,8 +771,8 @@ __device__ __forceinline__ u32 ep_load_acquire_gpu(const u32* p) {
 // The end of a single-launch phase's wait (ep_dispatch_single, ep_combine_single), where every
 // block polls the same counts and one block (the resetter) resets them for the next round, off
 // the others' path. Each block, right after its poll, stores an outcome that is not EP_OK and
-// reports that it has read the counts: a release reduction on `ticket` (the phase's second ticket
-// word) that the thread does not wait for (a ticket taken here cost every block ~1 us before its
+// reports that it has read the counts: a reduction on `ticket` (the phase's second ticket word)
+// that the thread does not wait for (a ticket taken here cost every block ~1 us before its
 // copy-out). A failed poll's EP_PENDING or count error overwrites whatever the status holds
 // (EP_PENDING makes the host launch the wait kernels, which read and reset the counts
 // themselves); a message that did not land only replaces EP_OK (ep_message_landed). The status
@@ -779,9 +782,6 @@ __device__ __forceinline__ u32 ep_load_acquire_gpu(const u32* p) {
 // it follows have returned their values (the block passed a barrier on them), so no reset can
 // reach them; the release's fence (MEMBAR.GPU and an error barrier, waiting for every memory
 // operation of the thread) was on every block's path between the counts and the layout.
-__device__ __forceinline__ void ep_red_relaxed_gpu(u32* p, u32 v) {
-    asm volatile("red.relaxed.gpu.global.add.u32 [%0], %1;" :: "l"(p), "r"(v) : "memory");
-}
 __device__ void ep_counts_read(u32 outcome, u32* ticket, u32* status) {
     if (threadIdx.x == 0) {
         if (outcome != EP_OK) {
