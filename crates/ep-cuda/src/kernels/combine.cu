@@ -419,6 +419,83 @@ __device__ void ep_list_slots(EpSlots& sl, int t, const int* ids, const float* w
     __syncthreads();
 }
 
+// The end of a reduction's 8 columns c8 * 8 .. of token t, from their sums `acc`: the shared
+// expert's row added (`shared_row`, null: none), one rounding to bf16, the epilogue, then into
+// `out` (or, for an epilogue that takes the whole row, into `row` in f32).
+__device__ __forceinline__ void ep_reduce_columns_out(float* acc, int c8, int t, const u16* shared_row, int hidden,
+                                                      int epilogue, const u16* residual, float scale, bool whole_row,
+                                                      float* row, u16* out) {
+    float y[8];
+    if (shared_row) {
+        ep_unpack_bf16x8(((const uint4*)shared_row)[c8], y);
+        for (int i = 0; i < 8; i++) acc[i] = __fadd_rn(acc[i], y[i]);
+    }
+    if (epilogue == EP_EPI_RESIDUAL) ep_unpack_bf16x8(((const uint4*)(residual + (u64)t * hidden))[c8], y);
+    u16 h[8];
+    for (int i = 0; i < 8; i++) {
+        h[i] = arith_to_bf16(acc[i]);
+        if (epilogue == EP_EPI_RESIDUAL) h[i] = arith_to_bf16(__fadd_rn(bf16_to_f32(h[i]), y[i]));
+        else if (epilogue == EP_EPI_SCALE) h[i] = arith_to_bf16(__fmul_rn(bf16_to_f32(h[i]), scale));
+        if (whole_row) row[c8 * 8 + i] = bf16_to_f32(h[i]);
+    }
+    if (!whole_row) ((uint4*)(out + (u64)t * hidden))[c8] = ep_pack_bf16x8(h);
+}
+
+// ep_reduce_token's LL form, without a whole-row epilogue, when a part's columns are a quarter of the block or fewer (the
+// single-launch combine at decode sizes: 112-128 column groups a part, 512 threads): the block's
+// threads in groups of a part's width, each group loading its slots' pieces of the columns
+// (EP_LL_STAGE_SLOTS slots a round, two a thread, both loads issued before either is polled) into
+// shared memory, then the first group summing them in slot order, as ep_reduce_token does. There,
+// the part's width of threads loaded 4 slots' pieces, summed them, then loaded the next 4: two
+// rounds of LL loads a token where this has one (top-8). Returns with a barrier passed.
+#define EP_LL_STAGE_SLOTS 8
+#define EP_LL_STAGE_WIDTH 128
+__device__ void ep_reduce_token_ll_staged(int t, int part, int per, const EpSlots& sl, int top_k,
+                                          int hidden, const u16* shared_rows, int shared_start, int shared_end,
+                                          int epilogue, const u16* residual, float scale, u16* out,
+                                          const EpLlWait& ll) {
+    __shared__ uint4 stage[EP_LL_STAGE_SLOTS][EP_LL_STAGE_WIDTH];
+    const int n = sl.n, w8 = hidden / 8, groups = blockDim.x / per;
+    const int c = threadIdx.x % per, q = threadIdx.x / per, c8 = part * per + c;
+    const bool col = q < groups && c8 < min(w8, (part + 1) * per);
+    const ulonglong2* ll_rows = ll.rows + (u64)t * top_k * w8 * 2; // rows of 2 * w8 lines
+    float acc[8];
+    for (int i = 0; i < 8; i++) acc[i] = 0.0f;
+    for (int j0 = 0; j0 < n; j0 += EP_LL_STAGE_SLOTS) {
+        const int nj = min(EP_LL_STAGE_SLOTS, n - j0);
+        if (col) {
+            uint4 v[2];
+            bool got[2];
+#pragma unroll
+            for (int u = 0; u < 2; u++) {
+                int j = q + u * groups;
+                got[u] = j >= nj || ep_ll_load(ll_rows + (u64)sl.row[j0 + j] * w8 * 2, c8, w8, ll.seq, v[u]);
+            }
+#pragma unroll
+            for (int u = 0; u < 2; u++) {
+                int j = q + u * groups;
+                if (j >= nj) continue;
+                if (!got[u])
+                    ep_ll_wait(ll_rows + (u64)sl.row[j0 + j] * w8 * 2, c8, w8, sl.id[sl.row[j0 + j]], ll, v[u]);
+                stage[j][c] = v[u];
+            }
+        }
+        __syncthreads();
+        if (col && q == 0)
+            for (int j = 0; j < nj; j++) {
+                float y[8];
+                ep_unpack_bf16x8(stage[j][c], y);
+                for (int i = 0; i < 8; i++) acc[i] = __fadd_rn(acc[i], __fmul_rn(sl.w[j0 + j], y[i]));
+            }
+        __syncthreads(); // the stage is the next round's
+    }
+    bool has_shared = shared_rows != 0 && t >= shared_start && t < shared_end;
+    if (col && q == 0)
+        ep_reduce_columns_out(acc, c8, t, has_shared ? shared_rows + (u64)(t - shared_start) * hidden : nullptr, hidden,
+                              epilogue, residual, scale, false, nullptr, out);
+    __syncthreads(); // the slot list is the next token's
+}
+
 // Token t's reduction from its slot list (ep_list_slots), by the whole block: acc = 0; acc +=
 // w[k] * y[k] for k ascending (each product and sum rounded), the shared expert's row added last,
 // one rounding to bf16, then the epilogue. Each thread takes 8 columns at a time, with the 16-byte
@@ -444,6 +521,11 @@ __device__ void ep_reduce_token(int t, int part, int parts, const EpSlots& sl, f
     const ulonglong2* ll_rows = Ll ? ll.rows + (u64)t * top_k * w8 * 2 : nullptr; // rows of 2 * w8 lines
     bool whole_row = ep_whole_row(epilogue); // kept in `row`, not stored
     int per = (w8 + parts - 1) / parts, c_end = min(w8, (part + 1) * per);
+    if (Ll && !whole_row && per * 4 <= (int)blockDim.x && per <= EP_LL_STAGE_WIDTH) {
+        ep_reduce_token_ll_staged(t, part, per, sl, top_k, hidden, shared_rows, shared_start, shared_end, epilogue,
+                                  residual, scale, out, ll);
+        return;
+    }
     for (int c8 = part * per + threadIdx.x; c8 < c_end; c8 += blockDim.x) {
         float acc[8], y[8];
         for (int i = 0; i < 8; i++) acc[i] = 0.0f;
@@ -472,19 +554,8 @@ __device__ void ep_reduce_token(int t, int part, int parts, const EpSlots& sl, f
                 for (int i = 0; i < 8; i++) acc[i] = __fadd_rn(acc[i], __fmul_rn(sl.w[j0 + j], y[i]));
             }
         }
-        if (has_shared) {
-            ep_unpack_bf16x8(((const uint4*)(shared_rows + (u64)(t - shared_start) * hidden))[c8], y);
-            for (int i = 0; i < 8; i++) acc[i] = __fadd_rn(acc[i], y[i]);
-        }
-        if (epilogue == EP_EPI_RESIDUAL) ep_unpack_bf16x8(((const uint4*)(residual + (u64)t * hidden))[c8], y);
-        u16 h[8];
-        for (int i = 0; i < 8; i++) {
-            h[i] = arith_to_bf16(acc[i]);
-            if (epilogue == EP_EPI_RESIDUAL) h[i] = arith_to_bf16(__fadd_rn(bf16_to_f32(h[i]), y[i]));
-            else if (epilogue == EP_EPI_SCALE) h[i] = arith_to_bf16(__fmul_rn(bf16_to_f32(h[i]), scale));
-            if (whole_row) row[c8 * 8 + i] = bf16_to_f32(h[i]);
-        }
-        if (!whole_row) ((uint4*)(out + (u64)t * hidden))[c8] = ep_pack_bf16x8(h);
+        ep_reduce_columns_out(acc, c8, t, has_shared ? shared_rows + (u64)(t - shared_start) * hidden : nullptr,
+                              hidden, epilogue, residual, scale, whole_row, row, out);
     }
     if (epilogue == EP_EPI_FP8) {
         __syncthreads();
