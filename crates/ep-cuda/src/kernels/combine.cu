@@ -75,12 +75,25 @@ __device__ __forceinline__ u32* ep_return_mark(u64 row, int s, const int* src_in
     return (u32*)mark_ptrs[s] + ep_return_index(row, src_info, top_k);
 }
 
+// Slot k of token t's row in a rank's LL rows `base` (rows of 2 * n16 lines: common.cuh).
+__device__ __forceinline__ ulonglong2* ep_ll_row(u64 base, int t, int k, int top_k, u64 n16) {
+    return (ulonglong2*)base + ((u64)t * top_k + k) * 2 * n16;
+}
+
 // A row to a rank that takes its rows in LL form (common.cuh), by the block: `n16` pieces of 16
 // bytes, up to 4 loads per thread before their stores: with 8, as ep_copy_to, ep_combine_send
 // took 64 registers instead of 56, which cost its 4096-token combine 0.7%.
-__device__ void ep_ll_send_row(ulonglong2* dst, const uint4* src, u64 n16, u32 seq) {
+// With `First`, the thread's first pieces (threadIdx.x, + blockDim.x, ...) are loaded already,
+// into `first`, and stored as they are.
+template <int First = 0>
+__device__ void ep_ll_send_row(ulonglong2* dst, const uint4* src, u64 n16, u32 seq, const uint4* first = nullptr) {
     const int batch = 4;
-    for (u64 i0 = threadIdx.x; i0 < n16; i0 += batch * blockDim.x) {
+#pragma unroll
+    for (int u = 0; u < First; u++) {
+        u64 i = threadIdx.x + (u64)u * blockDim.x;
+        if (i < n16) ep_ll_store(dst, i, n16, first[u], seq);
+    }
+    for (u64 i0 = threadIdx.x + (u64)First * blockDim.x; i0 < n16; i0 += batch * blockDim.x) {
         uint4 v[batch];
 #pragma unroll
         for (int u = 0; u < batch; u++)
@@ -127,7 +140,7 @@ __device__ void ep_send_row(u64 row, const u16* expert_out, const int* src_info,
     int t = src_info[2 * row], k = src_info[2 * row + 1];
     u64 n16 = hidden / 8; // hidden is a multiple of 8 for every format
     if (t < EP_LL_MAX_TOKENS)
-        ep_ll_send_row((ulonglong2*)ll_ptrs[s] + ((u64)t * top_k + k) * 2 * n16, (const uint4*)src, n16, seq);
+        ep_ll_send_row(ep_ll_row(ll_ptrs[s], t, k, top_k, n16), (const uint4*)src, n16, seq);
 }
 
 // ep_send_row for the single-launch combine at the sizes where its rows go one by one (a block
@@ -166,14 +179,7 @@ __device__ void ep_send_row_loaded(u64 row, const u16* expert_out, const int* sr
     }
     if (t >= EP_LL_MAX_TOKENS) return; // as ep_send_row: past the LL rows, not written
     u64 ll_s = __shfl_sync(0xffffffffu, lane_ll, s & 31);
-    ulonglong2* dst = (ulonglong2*)(s < 32 ? ll_s : ll_ptrs[s]) + ((u64)t * top_k + k) * 2 * n16;
-#pragma unroll
-    for (int u = 0; u < EP_LL_FIRST; u++) {
-        u64 i = threadIdx.x + (u64)u * blockDim.x;
-        if (i < n16) ep_ll_store(dst, i, n16, v[u], seq);
-    }
-    for (u64 i = threadIdx.x + (u64)EP_LL_FIRST * blockDim.x; i < n16; i += blockDim.x)
-        ep_ll_store(dst, i, n16, src[i], seq);
+    ep_ll_send_row<EP_LL_FIRST>(ep_ll_row(s < 32 ? ll_s : ll_ptrs[s], t, k, top_k, n16), src, n16, seq, v);
 }
 
 // The forms the destination ranks take this combine in, from their dispatch message count words
@@ -450,15 +456,14 @@ __device__ __forceinline__ void ep_reduce_columns_out(float* acc, int c8, int t,
 // rounds of LL loads a token where this has one (top-8). Returns with a barrier passed.
 #define EP_LL_STAGE_SLOTS 8
 #define EP_LL_STAGE_WIDTH 128
-__device__ void ep_reduce_token_ll_staged(int t, int part, int per, const EpSlots& sl, int top_k,
-                                          int hidden, const u16* shared_rows, int shared_start, int shared_end,
-                                          int epilogue, const u16* residual, float scale, u16* out,
-                                          const EpLlWait& ll) {
+// `ll_rows`: token t's LL rows; `shared_row`: its shared expert's row (null: none).
+__device__ void ep_reduce_token_ll_staged(int t, int part, int per, const EpSlots& sl, int hidden,
+                                          const ulonglong2* ll_rows, const u16* shared_row, int epilogue,
+                                          const u16* residual, float scale, u16* out, const EpLlWait& ll) {
     __shared__ uint4 stage[EP_LL_STAGE_SLOTS][EP_LL_STAGE_WIDTH];
     const int n = sl.n, w8 = hidden / 8, groups = blockDim.x / per;
     const int c = threadIdx.x % per, q = threadIdx.x / per, c8 = part * per + c;
     const bool col = q < groups && c8 < min(w8, (part + 1) * per);
-    const ulonglong2* ll_rows = ll.rows + (u64)t * top_k * w8 * 2; // rows of 2 * w8 lines
     float acc[8];
     for (int i = 0; i < 8; i++) acc[i] = 0.0f;
     for (int j0 = 0; j0 < n; j0 += EP_LL_STAGE_SLOTS) {
@@ -489,10 +494,8 @@ __device__ void ep_reduce_token_ll_staged(int t, int part, int per, const EpSlot
             }
         __syncthreads(); // the stage is the next round's
     }
-    bool has_shared = shared_rows != 0 && t >= shared_start && t < shared_end;
     if (col && q == 0)
-        ep_reduce_columns_out(acc, c8, t, has_shared ? shared_rows + (u64)(t - shared_start) * hidden : nullptr, hidden,
-                              epilogue, residual, scale, false, nullptr, out);
+        ep_reduce_columns_out(acc, c8, t, shared_row, hidden, epilogue, residual, scale, false, nullptr, out);
     __syncthreads(); // the slot list is the next token's
 }
 
@@ -516,14 +519,16 @@ __device__ void ep_reduce_token(int t, int part, int parts, const EpSlots& sl, f
                                 float* fp8_scales, const EpLlWait& ll) {
     int n = sl.n;
     bool has_shared = shared_rows != 0 && t >= shared_start && t < shared_end;
+    // Its row, worked out where it is read: held across the loop it cost registers (the
+    // epilogue kernel spilled).
+    auto shared_row = [&] { return has_shared ? shared_rows + (u64)(t - shared_start) * hidden : nullptr; };
     int w8 = hidden / 8; // hidden is a multiple of 8 for every format
     const uint4* rows = (const uint4*)(recv + (u64)t * top_k * hidden);
     const ulonglong2* ll_rows = Ll ? ll.rows + (u64)t * top_k * w8 * 2 : nullptr; // rows of 2 * w8 lines
     bool whole_row = ep_whole_row(epilogue); // kept in `row`, not stored
     int per = (w8 + parts - 1) / parts, c_end = min(w8, (part + 1) * per);
     if (Ll && !whole_row && per * 4 <= (int)blockDim.x && per <= EP_LL_STAGE_WIDTH) {
-        ep_reduce_token_ll_staged(t, part, per, sl, top_k, hidden, shared_rows, shared_start, shared_end, epilogue,
-                                  residual, scale, out, ll);
+        ep_reduce_token_ll_staged(t, part, per, sl, hidden, ll_rows, shared_row(), epilogue, residual, scale, out, ll);
         return;
     }
     for (int c8 = part * per + threadIdx.x; c8 < c_end; c8 += blockDim.x) {
@@ -554,8 +559,7 @@ __device__ void ep_reduce_token(int t, int part, int parts, const EpSlots& sl, f
                 for (int i = 0; i < 8; i++) acc[i] = __fadd_rn(acc[i], __fmul_rn(sl.w[j0 + j], y[i]));
             }
         }
-        ep_reduce_columns_out(acc, c8, t, has_shared ? shared_rows + (u64)(t - shared_start) * hidden : nullptr,
-                              hidden, epilogue, residual, scale, whole_row, row, out);
+        ep_reduce_columns_out(acc, c8, t, shared_row(), hidden, epilogue, residual, scale, whole_row, row, out);
     }
     if (epilogue == EP_EPI_FP8) {
         __syncthreads();
@@ -690,7 +694,7 @@ extern "C" __global__ void ep_combine_ll_unpack(const u64* ll_ptrs, u32 seq, u64
     EpLlWait ll{(const ulonglong2*)ll_ptrs[rank], seq, ep_globaltimer() + slice_ns, status, n_local, n_ranks};
     for (int k = 0; k < top_k; k++) {
         if (ep_routed_slot(tid, k, rank, n_local, skip_a2a) != k) continue; // masked, elsewhere, or a repeat
-        const ulonglong2* src = ll.rows + ((u64)t * top_k + k) * w8 * 2;
+        const ulonglong2* src = ep_ll_row((u64)ll.rows, t, k, top_k, w8);
         uint4* dst = (uint4*)(recv + ((u64)t * top_k + k) * hidden);
         for (int c8 = threadIdx.x; c8 < w8; c8 += blockDim.x) {
             uint4 v;

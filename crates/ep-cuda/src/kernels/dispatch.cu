@@ -1533,11 +1533,8 @@ __device__ void ep_single_copy_out(const u64* got, const u32* start, const u32* 
     // sent took its share after its send and was the last to finish by ~1 us. A warp works out
     // its next 32 items at once, a lane each, then writes the rows among them: one item after
     // another (most of them no row: each group's possible padding, 256 groups) was ~1.5 us of a
-    // 1-token FP8 dispatch (one H100, v36). When most blocks sent, every block takes a share: they
-    // all wait for the counts alike, and the few that did not send were left every padding row (at
-    // 128 tokens FP8 on 2x H200, 3 blocks of 131 wrote ~1.4 MB and finished ~11 us after the rest).
-    u32 warp = threadIdx.x >> 5, lane = threadIdx.x & 31, warps = blockDim.x >> 5;
-    u32 pad_blocks = 2 * busy > blocks ? blocks : blocks - (u32)busy;
+    // 1-token FP8 dispatch (one H100, v36).
+    u32 warp = threadIdx.x >> 5, lane = threadIdx.x & 31, warps = blockDim.x >> 5, pad_blocks = blocks - (u32)busy;
     u32 items = b < pad_blocks ? n_groups * (row_multiple - 1) : 0, stride = pad_blocks * warps;
     for (u32 first = warp * pad_blocks + b; first < items; first += 32 * stride) {
         u32 item = first + lane * stride;
@@ -1652,9 +1649,12 @@ __device__ __forceinline__ void ep_dispatch_single_body(
             // While some sending blocks had no token to send, the copy-out's walk starts past the
             // ones that did (the last to get here, ~1.3 us after the others at 1 token), which take
             // its items only when the others cannot (one H200, one rank alone: 1 token BF16 13.0 ->
-            // 12.1 us, 32 tokens FP8 18.2 -> 14.7). When every one sent, the walk stays as it was
-            // (with one rank alone, block b then copies the message it sent).
-            u32 busy = items < senders ? items : 0;
+            // 12.1 us, 32 tokens FP8 18.2 -> 14.7). When more than half sent, the walk stays as it
+            // was (with one rank alone, block b then copies the message it sent): every block waits
+            // for the counts alike, and the few that sent nothing were left every padding row (at
+            // 128 tokens FP8 on 2x H200, 3 blocks of 131 wrote ~1.4 MB and finished ~11 us after
+            // the rest; v40).
+            u32 busy = 2 * items <= senders ? items : 0;
             ep_single_copy_out<Spread>(got, start, src_off, (blockIdx.x + senders - busy) % senders, senders,
                                        shared_len, shared_msgs, row_multiple, EpLanding{seq, slice_ns}, recv,
                                        nmsg_here,
