@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # v40, for 2x H200 when lent again (refused after call 1): . = v40's kernels (14029b0, the single-launch dispatch's
 # padding over every block when most sent, groups fastest in the items; 50b1844, the LL combine's send after one
-# round of loads; ba6456e, the counts' read report relaxed; 6455b69, the LL reduce in one round) against base/ = 4eeb3f6 (v39 as reviewed), reps interleaved at the decode sizes (128 tokens FP8:
+# round of loads; ba6456e, the counts' read report relaxed; 6455b69, the LL reduce in one round; 240c0f1, the review) against base/ = 4eeb3f6 (v39 as reviewed), reps interleaved at the decode sizes (128 tokens FP8:
 # 3 padding blocks in base; 1-8 tokens: the LL combine); checks; a trace of . at 128 tokens FP8; the sweep of .
 cd "$(dirname "$0")"
 . ./lib.sh
