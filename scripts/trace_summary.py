@@ -20,7 +20,7 @@ import statistics as st
 import sys
 from typing import NamedTuple, Optional
 
-LINE = re.compile(r"trace (\w+) rank (\d+) block (\d+)(?: sm (\d+))? pub (\d) start (\d+): ((?:-?\d+\.\d+ ?){11,15})")
+LINE = re.compile(r"trace (\w+) rank (\d+) block (\d+)(?: sm (\d+))? pub (\d) start (\d+): ((?:-?\d+\.\d+ ?){11,31})")
 GATE = re.compile(r"trace gate rank (\d+) epoch (\d+) end (\d+)")
 LAUNCH_GAP_NS = 20_000  # blocks of one launch start within a few µs; rounds are further apart
 

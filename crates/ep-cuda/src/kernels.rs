@@ -176,7 +176,7 @@ fn prelude() -> String {
 
 /// Words of one trace record (common.cuh's EP_TRACE_WORDS): name, (rank, block), (sm,
 /// published), 16 stamps.
-const TRACE_RECORD_WORDS: usize = 3 + 16;
+const TRACE_RECORD_WORDS: usize = 3 + 32;
 
 /// A program (`(name, body, entry points)`, as `PROGRAMS` lists them) compiled for `arch` after
 /// `prelude` and loaded into `ctx`: its module and its kernels by entry point.
@@ -640,10 +640,10 @@ pub(crate) mod tests {
         assert!(line.starts_with(want), "{line}");
         assert_eq!(
             line.split(':').nth(1).unwrap().split_whitespace().count(),
-            15
+            31
         );
         assert!(super::COMMON.contains("#define EP_TRACE_WORDS (3 + EP_N_STAMPS)"));
-        assert!(super::COMMON.contains("#define EP_N_STAMPS 16"));
+        assert!(super::COMMON.contains("#define EP_N_STAMPS 32"));
     }
 
     /// The kernels size per-token arrays by EP_MAX_TOP_K; the config admits up to MAX_TOP_K.

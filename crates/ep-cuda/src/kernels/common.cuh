@@ -829,7 +829,8 @@ __device__ void ep_reset_counts_when_read(u32* ticket, u32 blocks, u64* counts, 
 #define EP_TRACE_PRINTS(rank, published) \
     ((EP_TRACE_RANK < 0 || (rank) == EP_TRACE_RANK) && (blockIdx.x == 0 || (published)))
 #endif
-#define EP_N_STAMPS 16
+// 1-15 a kernel's steps, 16-31 sub-steps inside them (the single-launch dispatch's send and copy).
+#define EP_N_STAMPS 32
 // A record: the name's first 8 bytes, (rank, block), (sm, published), then the stamps, stamp 0 the
 // start (absolute %globaltimer, 0: not reached). Its layout is kernels.rs' TRACE_RECORD_WORDS.
 #define EP_TRACE_WORDS (3 + EP_N_STAMPS)

@@ -534,6 +534,7 @@ __device__ void ep_send_token(int t, EpRoute& r, const float* input_scales, int 
                       ? ep_route_msg(r, k, recv_ptrs, rank, max_tokens, m)
                       : nullptr;
     float input_scale = fmt == EP_FMT_NVFP4 ? input_scales[t] : 1.0f;
+    if (threadIdx.x < top_k && r.at[threadIdx.x]) EP_STAMP_FIRST(20);
     ep_async_wait(); // the fetched row, before anything returns or reads it
     __syncthreads();
     if (threadIdx.x == 0) EP_STAMP_FIRST(12);
@@ -571,6 +572,7 @@ __device__ void ep_send_token(int t, EpRoute& r, const float* input_scales, int 
         __syncthreads();
         ep_encode_row(fmt, x, hidden, input_scale, msg, msg + m.scales_off);
     }
+    if (threadIdx.x == 0) EP_STAMP_FIRST(21);
     if (threadIdx.x == 0) *(int*)(msg + m.src_off) = t;
     for (int k = threadIdx.x; k < top_k; k += blockDim.x) {
         ((u16*)(msg + m.ids_off))[k] = r.id[k] < 0 ? (u16)0xFFFF : (u16)r.id[k];
@@ -708,11 +710,15 @@ extern "C" __global__ void ep_dispatch_wait(u64* counts, int n_local, int n_rank
 __device__ void ep_mark_landed(const EpRoute& r, int top_k, MsgLayout m, u32 seq, u8* shared_msg, int placed = -1) {
     __syncthreads();
     if (threadIdx.x != 0) return;
+    EP_STAMP_FIRST(22);
     bool fenced = false;
     for (int k = -1; k < top_k; k++) {
         u8* msg = k < 0 ? shared_msg : r.at[k];
         if (!msg) continue;
-        if (!fenced) ep_fence_acq_rel();
+        if (!fenced) {
+            ep_fence_acq_rel();
+            EP_STAMP_FIRST(23);
+        }
         fenced = true;
         ep_store_relaxed_sys(ep_landed_flag(msg, m),
                              placed >= 0 && k >= 0 && r.dest[k] == placed ? seq | EP_LANDED_PLACED : seq);
@@ -922,6 +928,7 @@ __device__ void ep_copy_rows(const EpRows& r, const EpMsgHead& h, u64 rows, cons
                              int fmt, MsgLayout m, u8* recv_scales, int* src_info, int* row_src) {
     constexpr int First = Shared ? 0 : ep_copy_first<Warp>();
     ep_copy_to<Warp, First, Shared ? 1 : Warp ? WarpBatch : 8>(r.dst, r.n, msg, m.payload_bytes, h.piece);
+    if (threadIdx.x == 0) EP_STAMP_FIRST(28);
     for (int i = 0; i < r.n; i++) {
         u64 row = r.row[i];
         ep_place_scales<Warp>(fmt, hidden, rows, row, msg + m.scales_off, recv_scales, First > 0 ? &h.scale : nullptr);
@@ -931,6 +938,7 @@ __device__ void ep_copy_rows(const EpRows& r, const EpMsgHead& h, u64 rows, cons
             row_src[row] = src;
         }
     }
+    if (threadIdx.x == 0) EP_STAMP_FIRST(29);
 }
 
 // How a copy-out waits for a message of an overlapped round (above): the round, and how long.
@@ -961,6 +969,7 @@ __device__ typename EpFound<Placed>::T ep_message_landed(const u8* msg, int s, M
     const u32* flag = ep_landed_flag((u8*)msg, m);
     const u32 placed = landing.seq | EP_LANDED_PLACED;
     u32 v = ep_load_acquire(flag);
+    EP_STAMP_FIRST(30);
     if (v == landing.seq) return EP_MSG_THERE;
     if (Placed && v == placed) return EP_MSG_PLACED;
     u64 deadline = ep_globaltimer() + landing.slice_ns;
@@ -1074,9 +1083,11 @@ __device__ bool ep_copy_message(int s, u32 j, int part, int parts, u32 nmsg_s, E
         return true;
     }
     EpMsgHead h = ep_load_message<Warp>(msg, hidden, fmt, m);
+    if (threadIdx.x == 0) EP_STAMP_FIRST(26);
     if (Warp || threadIdx.x < 32)
         ep_message_rows(msg, s, j, part, parts, src_offsets, n_local, n_ranks, rank, shared_groups, max_tokens, m,
                         recv_tokens, r, msg_rows);
+    if (threadIdx.x == 0) EP_STAMP_FIRST(27);
     ep_team_sync<Warp>();
     if (threadIdx.x == 0) EP_STAMP_FIRST(15);
     if (r.n > 0)
@@ -1428,6 +1439,7 @@ __device__ void ep_own_route(EpRoute& r, int t, const int* ids, int top_k, int n
         reaches[k] = 0;
     }
     __syncthreads();
+    if (threadIdx.x == 0) EP_STAMP_FIRST(16);
     // Warp 0 compacts the sending slots (a ballot per 32 slots).
     int lane = threadIdx.x & 31;
     if (threadIdx.x < 32) {
@@ -1447,6 +1459,7 @@ __device__ void ep_own_route(EpRoute& r, int t, const int* ids, int top_k, int n
         if (lane == 0) n_send = n;
     }
     __syncthreads();
+    if (threadIdx.x == 0) EP_STAMP_FIRST(17);
     int ns = n_send;
     // Earlier tokens: a thread per (sending slot i, earlier token u), slot-major in whole warps,
     // so that every warp counts for one slot: a ballot for "names the slot's expert", one for
@@ -1467,12 +1480,14 @@ __device__ void ep_own_route(EpRoute& r, int t, const int* ids, int top_k, int n
         }
     }
     __syncthreads();
+    if (threadIdx.x == 0) EP_STAMP_FIRST(18);
     for (int k = threadIdx.x; k < top_k; k += blockDim.x) {
         bool sends = r.slot[k] >= 0;
         r.msg_at[k] = sends ? (int)reaches[k] : -1;
         if (sends) r.slot[k] = (int)names[k];
     }
     __syncthreads();
+    if (threadIdx.x == 0) EP_STAMP_FIRST(19);
 }
 
 // The totals ep_assign_slots leaves, counted by one block in `hist` (shared memory): rows sent to
@@ -1587,7 +1602,11 @@ __device__ __forceinline__ void ep_dispatch_single_body(
     // 12 its row here, 13 its message encoded, 14 its stores issued, 2 its messages marked (the
     // counting block: 1 counted, 2 published), 3 the block's tokens sent, 4 every count here, 5
     // the layout, 8 padding rows, 9 the first message's mark seen, 15 its rows found, 10 messages
-    // copied, 6 copy-out done, 7 counts reset.
+    // copied, 6 copy-out done, 7 counts reset. Sub-steps: 16-19 the route's barriers
+    // (ep_own_route), 20 a peer buffer's address loaded, 21 the message encoded, 22 every
+    // store issued (ep_mark_landed's barrier), 23 its fence passed; 24 the message counts loaded;
+    // 30 a mark's first poll returned, 26 the message's loads issued, 27 its rows found by warp 0,
+    // 28 thread 0's stores issued, 29 its rows' source info written (the first message each).
     EP_STAMPS
     int senders = gridDim.x - 1;
     bool counter = blockIdx.x == senders;
@@ -1643,6 +1662,7 @@ __device__ __forceinline__ void ep_dispatch_single_body(
             // copy-out's walk read them after it, a round trip before the first mark's poll (of
             // ~1.5 us from the layout to the mark seen at 1 token).
             for (int s = threadIdx.x; s < n_ranks; s += blockDim.x) nmsg_here[s] = nmsg[s];
+            EP_STAMP(24);
             int shared_len = shared_end - shared_start;
             ep_layout_groups(got, n_local, n_ranks, rank, shared_groups, shared_len, row_multiple, start, src_off);
             EP_STAMP(5);
