@@ -155,7 +155,8 @@ pub fn arch_name(major: i32, minor: i32) -> &'static str {
 /// The defines every program is compiled with: the LL bound, and under EP_CUDA_TRACE the
 /// kernels' stamps (common.cuh), recorded in device memory and printed by `print_trace`; `all`:
 /// every block records, not only block 0 and the publishing one, and so does every message a
-/// copy-out takes; EP_CUDA_TRACE_RANK=r: only rank r records.
+/// copy-out takes; EP_CUDA_TRACE_RANK=r: only rank r records; EP_CUDA_TRACE_CLOCK_MHZ: the SM
+/// clock the stamps inside a block are read in.
 fn prelude() -> String {
     let mut prelude = format!(
         "#define EP_LL_MAX_TOKENS {}\n",
@@ -170,12 +171,19 @@ fn prelude() -> String {
         let only_rank = std::env::var("EP_CUDA_TRACE_RANK").ok();
         let only_rank = only_rank.and_then(|r| r.parse::<i32>().ok()).unwrap_or(-1);
         prelude += &format!("#define EP_TRACE_RANK {only_rank}\n");
+        // The SM clock the stamps are converted at (common.cuh; 1980 MHz, an H100's and H200's).
+        if let Some(mhz) = std::env::var("EP_CUDA_TRACE_CLOCK_MHZ")
+            .ok()
+            .and_then(|v| v.parse::<u32>().ok())
+        {
+            prelude += &format!("#define EP_TRACE_CLOCK_MHZ {mhz}\n");
+        }
     }
     prelude
 }
 
 /// Words of one trace record (common.cuh's EP_TRACE_WORDS): name, (rank, block), (sm,
-/// published), 16 stamps.
+/// published), 32 stamps.
 const TRACE_RECORD_WORDS: usize = 3 + 32;
 
 /// A program (`(name, body, entry points)`, as `PROGRAMS` lists them) compiled for `arch` after

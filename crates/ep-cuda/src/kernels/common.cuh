@@ -839,6 +839,13 @@ __device__ void ep_reset_counts_when_read(u32* ticket, u32 blocks, u64* counts, 
 #define EP_N_STAMPS 32
 // A record: the name's first 8 bytes, (rank, block), (sm, published), then the stamps, stamp 0 the
 // start (absolute %globaltimer, 0: not reached). Its layout is kernels.rs' TRACE_RECORD_WORDS.
+// Inside a kernel a stamp reads the SM's clock (clock64), turned into ns at EP_TRACE_CLOCK_MHZ
+// when the record is written: %globaltimer steps every 256 ns on an H200 (every 32 on the H100
+// of v34), coarser than most of the steps the stamps are there to tell apart; blocks line up by
+// their starts, read from %globaltimer.
+#ifndef EP_TRACE_CLOCK_MHZ
+#define EP_TRACE_CLOCK_MHZ 1980
+#endif
 #define EP_TRACE_WORDS (3 + EP_N_STAMPS)
 #define EP_TRACE_RECORDS (1 << 17)
 __device__ u64 ep_trace_records[EP_TRACE_RECORDS * EP_TRACE_WORDS];
@@ -848,8 +855,9 @@ __device__ __forceinline__ u64 ep_trace_name(const char* what) {
     for (int i = 0; i < 8 && what[i]; i++) w |= (u64)(u8)what[i] << (8 * i);
     return w;
 }
+// `clock0`: the SM clock at stamps[0], when stamps[1 ..] are SM clocks (0: they are %globaltimer).
 __device__ __forceinline__ void ep_trace_record(const char* what, int rank, u32 block, int published,
-                                                const u64* stamps) {
+                                                const u64* stamps, long long clock0 = 0) {
     u32 sm;
     asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
     u32 i = atomicAdd(&ep_trace_count, 1u);
@@ -858,20 +866,27 @@ __device__ __forceinline__ void ep_trace_record(const char* what, int rank, u32 
     rec[0] = ep_trace_name(what);
     rec[1] = ((u64)(u32)rank << 32) | block;
     rec[2] = ((u64)sm << 32) | (u32)published;
-    for (int k = 0; k < EP_N_STAMPS; k++) rec[3 + k] = stamps[k];
+    for (int k = 0; k < EP_N_STAMPS; k++)
+        rec[3 + k] = k == 0 || !clock0 || !stamps[k]
+                         ? stamps[k]
+                         : stamps[0] + (u64)(((long long)stamps[k] - clock0) * 1000 / EP_TRACE_CLOCK_MHZ);
 }
 __shared__ u64 ep_stamp[EP_N_STAMPS]; // at file scope: the device functions a kernel calls stamp too
+__shared__ long long ep_stamp_clock;  // the SM clock at the block's start
 #define EP_STAMPS                                                          \
     if (threadIdx.x < EP_N_STAMPS) ep_stamp[threadIdx.x] = 0;              \
     __syncthreads();                                                       \
-    if (threadIdx.x == 0) ep_stamp[0] = ep_globaltimer();
-#define EP_STAMP(i) do { if (threadIdx.x == 0) ep_stamp[i] = ep_globaltimer(); } while (0)
+    if (threadIdx.x == 0) {                                                \
+        ep_stamp_clock = clock64();                                        \
+        ep_stamp[0] = ep_globaltimer();                                    \
+    }
+#define EP_STAMP(i) do { if (threadIdx.x == 0) ep_stamp[i] = (u64)clock64(); } while (0)
 // The first time only (a step inside a loop), by any one thread.
-#define EP_STAMP_FIRST(i) do { if (ep_stamp[i] == 0) ep_stamp[i] = ep_globaltimer(); } while (0)
+#define EP_STAMP_FIRST(i) do { if (ep_stamp[i] == 0) ep_stamp[i] = (u64)clock64(); } while (0)
 #define EP_STAMPS_PRINT(what, rank, published)                                                         \
     do {                                                                                               \
         if (threadIdx.x == 0 && EP_TRACE_PRINTS(rank, published))                                     \
-            ep_trace_record(what, rank, blockIdx.x, (int)(published), ep_stamp);                      \
+            ep_trace_record(what, rank, blockIdx.x, (int)(published), ep_stamp, ep_stamp_clock);      \
     } while (0)
 // One unit of work inside a launch (a message a copy-out warp took), recorded as a block of its
 // own named `what` with id `id`: start `t0`, stamps 1 and 2 `t1` and `t2`. Every one is recorded
