@@ -426,19 +426,6 @@ __device__ __forceinline__ void ep_prefetch_l1(const void* p) {
     asm volatile("prefetch.global.L1 [%0];" ::"l"(p));
 }
 
-// A store to global memory through a generic pointer, as a global store (st.global, STG; the
-// pointer converted to the global window): the compiler makes a store through a pointer it
-// cannot place a generic one (ST.E), which the SM orders against the thread's later shared-memory
-// loads (experiment: does a block's copy of a row then wait for its stores?).
-__device__ __forceinline__ void ep_st_global(uint4* p, uint4 v) {
-    asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(__cvta_generic_to_global(p)), "r"(v.x), "r"(v.y),
-                 "r"(v.z), "r"(v.w)
-                 : "memory");
-}
-__device__ __forceinline__ void ep_st_global(u32* p, u32 v) {
-    asm volatile("st.global.u32 [%0], %1;" ::"l"(__cvta_generic_to_global(p)), "r"(v) : "memory");
-}
-
 // Whether `p` and `bytes` allow 16-byte accesses (ep_copy_to's test of its source).
 __device__ __forceinline__ bool ep_aligned16(const void* p, u64 bytes) { return (u64)p % 16 == 0 && bytes % 16 == 0; }
 
@@ -459,14 +446,14 @@ __device__ __forceinline__ void ep_copy_batches(u8* const* dst, int n_dst, const
                 uint4* d = (uint4*)dst[i];
 #pragma unroll
                 for (int u = 0; u < Batch; u++)
-                    if (i0 + u * step < n) ep_st_global(d + i0 + u * step, v[u]);
+                    if (i0 + u * step < n) d[i0 + u * step] = v[u];
             }
         }
     } else {
         const u32* s = (const u32*)src;
         for (u64 j = from; j < bytes / 4; j += size) {
             u32 v = s[j];
-            for (int i = 0; i < n_dst; i++) ep_st_global((u32*)dst[i] + j, v);
+            for (int i = 0; i < n_dst; i++) ((u32*)dst[i])[j] = v;
         }
     }
 }
@@ -504,7 +491,7 @@ __device__ __forceinline__ void ep_copy_to(u8* const* dst, int n_dst, const u8* 
             for (int i = 0; i < n_dst; i++)
 #pragma unroll
                 for (int u = 0; u < First; u++)
-                    if (id + u * size < n) ep_st_global((uint4*)dst[i] + id + u * size, first[u]);
+                    if (id + u * size < n) ((uint4*)dst[i])[id + u * size] = first[u];
         if (!vector || id + First * size < n)
             ep_copy_batches_call<Batch>(dst, n_dst, src, bytes, vector ? id + First * size : id, size, vector);
         return;
