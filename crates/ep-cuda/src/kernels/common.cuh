@@ -420,12 +420,6 @@ __device__ __forceinline__ void ep_release_dependents() {
 #endif
 }
 
-// Brings the line holding `p` into the SM's L1, for a load that comes later on a path that then
-// waits for it (a table that never changes while kernels run).
-__device__ __forceinline__ void ep_prefetch_l1(const void* p) {
-    asm volatile("prefetch.global.L1 [%0];" ::"l"(p));
-}
-
 // Whether `p` and `bytes` allow 16-byte accesses (ep_copy_to's test of its source).
 __device__ __forceinline__ bool ep_aligned16(const void* p, u64 bytes) { return (u64)p % 16 == 0 && bytes % 16 == 0; }
 

@@ -1631,10 +1631,6 @@ __device__ __forceinline__ void ep_dispatch_single_body(
     // Spread: each block sends one token to one rank (item i: token i / n_ranks, rank
     // i % n_ranks); otherwise a block sends a token to every rank.
     int items = Spread ? n_tokens * n_ranks : n_tokens;
-    // The peer buffers' table, into L1 beside the row's fetch: the send reads it once the route is
-    // known, a round trip to L2 on the sender's path.
-    for (int p = 16 * threadIdx.x; !counter && (int)blockIdx.x < items && p < n_ranks; p += 16 * blockDim.x)
-        ep_prefetch_l1(recv_ptrs + p);
     for (int i = blockIdx.x; !counter && i < items; i += senders) {
         int t = Spread ? i / n_ranks : i, dest = Spread ? i % n_ranks : -1;
         ep_fetch_row(t, tokens, hidden, fmt, m);
