@@ -637,16 +637,9 @@ __device__ void ep_block_scan(u32* a, int n) {
 // [n_groups + 1] (shared memory) gets each group's first row and the total, `src_offsets`
 // [n_groups, n_ranks + 1] where each source's rows begin in its group, with the shared expert
 // (when fused) as group 0. A thread per group and a block scan over the groups. Every thread
-// calls it; returns with a barrier passed. `last()` runs in every thread before that barrier: a
-// caller's store of a value it loaded before the layout, so that the load's round trip overlaps
-// the layout instead of holding up its first barrier.
-struct EpNothing {
-    __device__ void operator()() const {}
-};
-template <typename Last = EpNothing>
+// calls it; returns with a barrier passed.
 __device__ void ep_layout_groups(const u64* cnt, int n_local, int n_ranks, int rank, int shared_groups,
-                                 int shared_len, int row_multiple, u32* start, u32* src_offsets,
-                                 Last last = Last()) {
+                                 int shared_len, int row_multiple, u32* start, u32* src_offsets) {
     int n_groups = n_local + shared_groups;
     // Group sizes rounded up to the row multiple; since every start is a multiple of it, the
     // starts are the exclusive prefix sum of the rounded sizes.
@@ -667,7 +660,6 @@ __device__ void ep_layout_groups(const u64* cnt, int n_local, int n_ranks, int r
         }
         src_offsets[g * (n_ranks + 1) + n_ranks] = cursor;
     }
-    last();
     __syncthreads();
 }
 
@@ -1668,16 +1660,11 @@ __device__ __forceinline__ void ep_dispatch_single_body(
         if (outcome == EP_OK) {
             // The message counts, written before the counts seen, loaded beside the layout: the
             // copy-out's walk read them after it, a round trip before the first mark's poll (of
-            // ~1.5 us from the layout to the mark seen at 1 token). Stored at the layout's last
-            // barrier: stored at once, the loading threads came to its first a round trip late.
-            u32 nm = threadIdx.x < n_ranks ? nmsg[threadIdx.x] : 0;
-            for (int s = threadIdx.x + blockDim.x; s < n_ranks; s += blockDim.x) nmsg_here[s] = nmsg[s];
+            // ~1.5 us from the layout to the mark seen at 1 token).
+            for (int s = threadIdx.x; s < n_ranks; s += blockDim.x) nmsg_here[s] = nmsg[s];
             EP_STAMP(24);
             int shared_len = shared_end - shared_start;
-            ep_layout_groups(got, n_local, n_ranks, rank, shared_groups, shared_len, row_multiple, start, src_off,
-                             [&] {
-                                 if (threadIdx.x < n_ranks) nmsg_here[threadIdx.x] = nm;
-                             });
+            ep_layout_groups(got, n_local, n_ranks, rank, shared_groups, shared_len, row_multiple, start, src_off);
             EP_STAMP(5);
             // While some sending blocks had no token to send, the copy-out's walk starts past the
             // ones that did (the last to get here, ~1.3 us after the others at 1 token), which take
