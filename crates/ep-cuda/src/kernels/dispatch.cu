@@ -459,15 +459,6 @@ __device__ void ep_route_carries(EpRoute& r, int top_k) {
     __syncthreads();
 }
 
-// The peer buffers' table as the lanes of a warp hold it: lane l rank l's receive buffer (0 past
-// the ranks), loaded by a block before its route so that the send finds a carrying slot's buffer
-// with a shuffle (ep_send_token): its load after the route was a round trip to L2 on the
-// sender's path (~0.5 us at 1 token, one H200). Ranks from 32 on are loaded where used.
-__device__ __forceinline__ u64 ep_peer_lane(const u64* recv_ptrs, int n_ranks) {
-    int lane = threadIdx.x & 31;
-    return lane < n_ranks ? recv_ptrs[lane] : 0;
-}
-
 // Where carrying slot k's message goes: this rank's message slot r.msg_at[k] in the receive buffer
 // of rank r.dest[k] (`recv_ptrs`: every rank's, mapped here).
 __device__ __forceinline__ u8* ep_route_msg(const EpRoute& r, int k, const u64* recv_ptrs, int rank, int max_tokens,
@@ -527,28 +518,21 @@ __device__ void ep_fetch_row(int t, const u16* tokens, int hidden, int fmt, MsgL
 // staged for ep_dispatch_put; the shared expert's tokens are kept in `shared_msgs`.
 // `Batch`: the 16-byte pieces a thread loads from shared memory before storing them (ep_copy_to).
 // A block's threads have ~2 pieces of a 7168-wide message each, so a batch of 8 only holds
-// registers: the lean send (ep_dispatch_send_lean) takes 1. `peer`: the lane's entry of the peer
-// buffers' table (ep_peer_lane).
+// registers: the lean send (ep_dispatch_send_lean) takes 1.
 template <int Batch = 8>
 __device__ void ep_send_token(int t, EpRoute& r, const float* input_scales, int hidden, int top_k, int fmt,
-                              MsgLayout m, const u64* recv_ptrs, u64 peer, int rank, int gpus_per_node,
-                              int max_tokens, u8* staging, int shared_start, int shared_end, u8* shared_msgs,
+                              MsgLayout m, const u64* recv_ptrs, int rank, int gpus_per_node, int max_tokens,
+                              u8* staging, int shared_start, int shared_end, u8* shared_msgs,
                               const int* placed_at = nullptr) {
     u8* msg = (u8*)smem_u4;
     int node = rank / gpus_per_node;
-    // Each carrying slot's peer buffer, by warp 0 from the lanes' table (only when the stores
-    // began, its load was a round trip on the path), and NVFP4's input scale (the only encoder
-    // that reads one), issued while the row's load completes.
-    if (threadIdx.x < 32)
-        for (int k0 = 0; k0 < top_k; k0 += 32) {
-            int k = k0 + threadIdx.x, dest = k < top_k ? r.dest[k] : -1;
-            u64 lane_peer = __shfl_sync(0xffffffffu, peer, dest & 31);
-            if (k < top_k)
-                r.at[k] = r.carries[k] && dest / gpus_per_node == node
-                              ? (u8*)(dest < 32 ? lane_peer : recv_ptrs[dest]) +
-                                    ep_recv_offset(rank, max_tokens, r.msg_at[k], m.bytes)
-                              : nullptr;
-        }
+    // The global loads the send needs besides the row, issued while the row's load completes:
+    // each carrying slot's peer buffer (loaded only when the stores began, it was a round trip on
+    // the path) and NVFP4's input scale (the only encoder that reads one).
+    for (int k = threadIdx.x; k < top_k; k += blockDim.x)
+        r.at[k] = r.carries[k] && r.dest[k] / gpus_per_node == node
+                      ? ep_route_msg(r, k, recv_ptrs, rank, max_tokens, m)
+                      : nullptr;
     float input_scale = fmt == EP_FMT_NVFP4 ? input_scales[t] : 1.0f;
     if (threadIdx.x < top_k && r.at[threadIdx.x]) EP_STAMP_FIRST(20);
     ep_async_wait(); // the fetched row, before anything returns or reads it
@@ -793,14 +777,13 @@ __device__ __forceinline__ void ep_dispatch_send_body(
     if (t < n_tokens) {
         EP_STAMPS
         ep_fetch_row(t, tokens, hidden, fmt, m);
-        u64 peer = ep_peer_lane(recv_ptrs, n_ranks);
         ep_await_prior_grid();
         ep_load_route(route, t, ids, slots, rank_slots, chunk_base, top_k, n_local, n_ranks);
         // Read while the row loads (ep_send_token's barrier publishes it to the block).
         if (threadIdx.x == 0)
             placed = layout_seq && ep_layout_released(layout_seq, seq, layout_wait_ns) ? rank : -1;
         EP_STAMP(1);
-        ep_send_token<Batch>(t, route, input_scales, hidden, top_k, fmt, m, recv_ptrs, peer, rank, gpus_per_node,
+        ep_send_token<Batch>(t, route, input_scales, hidden, top_k, fmt, m, recv_ptrs, rank, gpus_per_node,
                              max_tokens, staging, shared_start, shared_end, shared_msgs, &placed);
         if (early)
             ep_mark_landed(route, top_k, m, seq, ep_shared_msg(t, shared_start, shared_end, shared_msgs, m), placed);
@@ -1640,7 +1623,6 @@ __device__ __forceinline__ void ep_dispatch_single_body(
     // Spread: each block sends one token to one rank (item i: token i / n_ranks, rank
     // i % n_ranks); otherwise a block sends a token to every rank.
     int items = Spread ? n_tokens * n_ranks : n_tokens;
-    u64 peer = counter ? 0 : ep_peer_lane(recv_ptrs, n_ranks);
     for (int i = blockIdx.x; !counter && i < items; i += senders) {
         int t = Spread ? i / n_ranks : i, dest = Spread ? i % n_ranks : -1;
         ep_fetch_row(t, tokens, hidden, fmt, m);
@@ -1649,7 +1631,7 @@ __device__ __forceinline__ void ep_dispatch_single_body(
         // The shared expert's message is this rank's own: the block for this rank writes it.
         bool own = dest < 0 || dest == rank;
         if (i == blockIdx.x) EP_STAMP(1);
-        ep_send_token(t, route, input_scales, hidden, top_k, fmt, m, recv_ptrs, peer, rank, n_ranks, max_tokens, nullptr,
+        ep_send_token(t, route, input_scales, hidden, top_k, fmt, m, recv_ptrs, rank, n_ranks, max_tokens, nullptr,
                       own ? shared_start : 0, own ? shared_end : 0, shared_msgs);
         u8* shared_msg = own ? ep_shared_msg(t, shared_start, shared_end, shared_msgs, m) : nullptr;
         ep_mark_landed(route, top_k, m, seq, shared_msg);
