@@ -493,17 +493,6 @@ __device__ void ep_load_route(EpRoute& r, int t, const int* ids, const int* slot
     ep_route_carries(r, top_k);
 }
 
-// Each carrying slot's message address inside this node (r.at; null: another node's, staged), by
-// the slot's thread. Every thread calls it; the caller's next barrier publishes r.at.
-__device__ __forceinline__ void ep_route_peers(EpRoute& r, int top_k, const u64* recv_ptrs, int rank,
-                                               int gpus_per_node, int max_tokens, MsgLayout m) {
-    int node = rank / gpus_per_node;
-    for (int k = threadIdx.x; k < top_k; k += blockDim.x)
-        r.at[k] = r.carries[k] && r.dest[k] / gpus_per_node == node
-                      ? ep_route_msg(r, k, recv_ptrs, rank, max_tokens, m)
-                      : nullptr;
-}
-
 // Where ep_fetch_row puts a token's row in the block's dynamic shared memory: BF16 straight into
 // the message's payload; FP8 (encoded from the bf16 row itself) after the message; MXFP4 and
 // NVFP4 after the message and the row in f32, which their encoders read. comm/dispatch.rs's send_smem
@@ -536,10 +525,14 @@ __device__ void ep_send_token(int t, EpRoute& r, const float* input_scales, int 
                               u8* staging, int shared_start, int shared_end, u8* shared_msgs,
                               const int* placed_at = nullptr) {
     u8* msg = (u8*)smem_u4;
+    int node = rank / gpus_per_node;
     // The global loads the send needs besides the row, issued while the row's load completes:
     // each carrying slot's peer buffer (loaded only when the stores began, it was a round trip on
     // the path) and NVFP4's input scale (the only encoder that reads one).
-    ep_route_peers(r, top_k, recv_ptrs, rank, gpus_per_node, max_tokens, m);
+    for (int k = threadIdx.x; k < top_k; k += blockDim.x)
+        r.at[k] = r.carries[k] && r.dest[k] / gpus_per_node == node
+                      ? ep_route_msg(r, k, recv_ptrs, rank, max_tokens, m)
+                      : nullptr;
     float input_scale = fmt == EP_FMT_NVFP4 ? input_scales[t] : 1.0f;
     if (threadIdx.x < top_k && r.at[threadIdx.x]) EP_STAMP_FIRST(20);
     ep_async_wait(); // the fetched row, before anything returns or reads it
@@ -602,89 +595,6 @@ __device__ void ep_send_token(int t, EpRoute& r, const float* input_scales, int 
         }
     }
     if (shared) ep_block_copy<Batch>(shared_msgs + (u64)(t - shared_start) * m.bytes, msg, m.bytes);
-    if (threadIdx.x == 0) EP_STAMP_FIRST(14);
-}
-
-// A BF16 row in registers, for the single-launch BF16 kernels' send (ep_send_token_bf16): piece
-// p (16 bytes) of the row in thread p % blockDim.x, slot p / blockDim.x. When the row has more
-// pieces than that (ep_row_fits), the kernels take ep_send_token.
-#define EP_ROW_SLOTS 2
-struct EpRowRegs {
-    uint4 piece[EP_ROW_SLOTS];
-};
-__device__ __forceinline__ bool ep_row_fits(int hidden) {
-    return hidden % 8 == 0 && hidden / 8 <= EP_ROW_SLOTS * (int)blockDim.x;
-}
-// Token t's row, loaded at the token's start: its loads are waited for where the send reads it.
-__device__ __forceinline__ EpRowRegs ep_load_row(int t, const u16* tokens, int hidden) {
-    EpRowRegs row;
-    const uint4* src = (const uint4*)(tokens + (u64)t * hidden);
-#pragma unroll
-    for (int u = 0; u < EP_ROW_SLOTS; u++) {
-        int p = threadIdx.x + u * blockDim.x;
-        row.piece[u] = p < hidden / 8 ? src[p] : make_uint4(0, 0, 0, 0);
-    }
-    return row;
-}
-
-// Word w (4 bytes) of a BF16 message's header, the bytes from its payload's end (ep-core's
-// MessageLayout, then the slots): the source token, the ids (u16, 0xFFFF masked), the row slots,
-// zeros between them and in the landed mark's word (ep_mark_landed writes it after a fence).
-__device__ __forceinline__ u32 ep_bf16_header_word(int w, int t, const EpRoute& r, int top_k, MsgLayout m) {
-    int o = m.payload_bytes + 4 * w;
-    if (o == m.src_off) return (u32)t;
-    if (o >= m.ids_off && o < m.ids_off + 2 * top_k) {
-        int k = (o - m.ids_off) / 2;
-        u32 lo = r.id[k] < 0 ? 0xFFFFu : (u32)r.id[k];
-        u32 hi = k + 1 >= top_k ? 0u : r.id[k + 1] < 0 ? 0xFFFFu : (u32)r.id[k + 1];
-        return lo | (hi << 16);
-    }
-    if (o >= m.slots_off && o < m.slots_off + 4 * top_k) return (u32)r.slot[(o - m.slots_off) / 4];
-    return 0;
-}
-
-// ep_send_token for BF16 with the row in registers (ep_load_row): each thread quiets its pieces'
-// NaNs (bf16(f32(x)) sets the quiet bit) and stores them to every carrying slot's rank of this node
-// and to the shared expert's message, and the header's 16-byte words are built by the threads that
-// store them. The same bytes as ep_send_token's message; no pass over shared memory, so two
-// barriers fewer on the sender's path (the encode's and the header's) and no reads of the message
-// back from shared memory. Inside one node only (every carrying slot has r.at). Every thread calls
-// it; ep_mark_landed follows.
-__device__ void ep_send_token_bf16(int t, EpRoute& r, EpRowRegs row, int hidden, int top_k, MsgLayout m,
-                                   const u64* recv_ptrs, int rank, int gpus_per_node, int max_tokens,
-                                   int shared_start, int shared_end, u8* shared_msgs) {
-    ep_route_peers(r, top_k, recv_ptrs, rank, gpus_per_node, max_tokens, m);
-    __syncthreads(); // r.at
-    if (threadIdx.x == 0) EP_STAMP_FIRST(12);
-    u8* shared_msg = t >= shared_start && t < shared_end ? shared_msgs + (u64)(t - shared_start) * m.bytes : nullptr;
-    int pieces = hidden / 8, header16 = (m.bytes - m.payload_bytes) / 16;
-#pragma unroll
-    for (int u = 0; u < EP_ROW_SLOTS; u++) {
-        u32* w = (u32*)&row.piece[u];
-        for (int j = 0; j < 4; j++) {
-            u32 lo = w[j] & 0xffffu, hi = w[j] >> 16;
-            if ((lo & 0x7fffu) > 0x7f80u) lo |= 0x40u;
-            if ((hi & 0x7fffu) > 0x7f80u) hi |= 0x40u;
-            w[j] = lo | (hi << 16);
-        }
-    }
-    uint4 head = make_uint4(0, 0, 0, 0);
-    if ((int)threadIdx.x < header16)
-        head = make_uint4(ep_bf16_header_word(4 * threadIdx.x, t, r, top_k, m),
-                          ep_bf16_header_word(4 * threadIdx.x + 1, t, r, top_k, m),
-                          ep_bf16_header_word(4 * threadIdx.x + 2, t, r, top_k, m),
-                          ep_bf16_header_word(4 * threadIdx.x + 3, t, r, top_k, m));
-    if (threadIdx.x == 0) EP_STAMP_FIRST(13);
-    for (int k = -1; k < top_k; k++) {
-        u8* dst = k < 0 ? shared_msg : r.carries[k] ? r.at[k] : nullptr;
-        if (!dst) continue;
-#pragma unroll
-        for (int u = 0; u < EP_ROW_SLOTS; u++) {
-            int p = threadIdx.x + u * blockDim.x;
-            if (p < pieces) ((uint4*)dst)[p] = row.piece[u];
-        }
-        if ((int)threadIdx.x < header16) ((uint4*)(dst + m.payload_bytes))[threadIdx.x] = head;
-    }
     if (threadIdx.x == 0) EP_STAMP_FIRST(14);
 }
 
@@ -1713,26 +1623,16 @@ __device__ __forceinline__ void ep_dispatch_single_body(
     // Spread: each block sends one token to one rank (item i: token i / n_ranks, rank
     // i % n_ranks); otherwise a block sends a token to every rank.
     int items = Spread ? n_tokens * n_ranks : n_tokens;
-    // BF16 rows that fit go through registers (ep_send_token_bf16).
-    const bool in_regs = Fmt == EP_FMT_BF16 && ep_row_fits(hidden);
     for (int i = blockIdx.x; !counter && i < items; i += senders) {
         int t = Spread ? i / n_ranks : i, dest = Spread ? i % n_ranks : -1;
-        EpRowRegs row;
-        if (in_regs)
-            row = ep_load_row(t, tokens, hidden);
-        else
-            ep_fetch_row(t, tokens, hidden, fmt, m);
+        ep_fetch_row(t, tokens, hidden, fmt, m);
         ep_own_route(route, t, ids, top_k, n_local, rank, skip_a2a);
         if (Spread) ep_route_only_to(route, top_k, dest);
         // The shared expert's message is this rank's own: the block for this rank writes it.
         bool own = dest < 0 || dest == rank;
         if (i == blockIdx.x) EP_STAMP(1);
-        if (in_regs)
-            ep_send_token_bf16(t, route, row, hidden, top_k, m, recv_ptrs, rank, n_ranks, max_tokens,
-                               own ? shared_start : 0, own ? shared_end : 0, shared_msgs);
-        else
-            ep_send_token(t, route, input_scales, hidden, top_k, fmt, m, recv_ptrs, rank, n_ranks, max_tokens,
-                          nullptr, own ? shared_start : 0, own ? shared_end : 0, shared_msgs);
+        ep_send_token(t, route, input_scales, hidden, top_k, fmt, m, recv_ptrs, rank, n_ranks, max_tokens, nullptr,
+                      own ? shared_start : 0, own ? shared_end : 0, shared_msgs);
         u8* shared_msg = own ? ep_shared_msg(t, shared_start, shared_end, shared_msgs, m) : nullptr;
         ep_mark_landed(route, top_k, m, seq, shared_msg);
         if (i == blockIdx.x) EP_STAMP(2);
