@@ -162,6 +162,13 @@ fn prelude() -> String {
         "#define EP_LL_MAX_TOKENS {}\n",
         crate::comm::ll_max_tokens()
     );
+    // Causal profiling (common.cuh, EP_DELAY): EP_CUDA_DELAY=site:ns.
+    if let Some((site, ns)) = std::env::var("EP_CUDA_DELAY").ok().and_then(|v| {
+        let (a, b) = v.split_once(':')?;
+        Some((a.parse::<u32>().ok()?, b.parse::<u64>().ok()?))
+    }) {
+        prelude += &format!("#define EP_DELAY_SITE {site}\n#define EP_DELAY_NS {ns}\n");
+    }
     if let Some(trace) = std::env::var_os("EP_CUDA_TRACE") {
         prelude += "#define EP_TRACE 1\n";
         if trace == "all" {

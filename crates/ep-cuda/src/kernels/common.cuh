@@ -812,6 +812,24 @@ __device__ void ep_reset_counts_when_read(u32* ticket, u32 blocks, u64* counts, 
     __syncthreads();
 }
 
+// Causal profiling (EP_CUDA_DELAY=site:ns, kernels.rs): every thread of a block spins `ns` at one
+// named site of a phase's chain; how much the phase's time grows says how much slack the site has
+// (none: the full delay; off the path: nothing). Sites: 1 a sending block after its route, 2 a
+// sending block after its marks, 3 the counting block before it publishes, 4 a receiving block
+// once it has the counts, 5 a receiving block after the layout.
+#ifdef EP_DELAY_NS
+#define EP_DELAY(site)                                                                    \
+    do {                                                                                  \
+        if (EP_DELAY_SITE == (site)) {                                                    \
+            long long c0_ = clock64();                                                    \
+            while (clock64() - c0_ < (long long)EP_DELAY_NS * 198 / 100) {                \
+            }                                                                             \
+        }                                                                                 \
+    } while (0)
+#else
+#define EP_DELAY(site) do {} while (0)
+#endif
+
 // Stamps inside the kernels, to find where a phase's time goes: compiled in only when the process
 // runs with EP_CUDA_TRACE set (kernels.rs). Then block 0 and the block that published the counts
 // record, every launch, the block's start (%globaltimer, ns) and each stamp; with EP_CUDA_TRACE=all

@@ -1616,6 +1616,7 @@ __device__ __forceinline__ void ep_dispatch_single_body(
         u32* hist = (u32*)smem_u4;
         ep_count_sent(ids, n_tokens, top_k, n_experts, n_local, n_ranks, rank, skip_a2a, hist, sent);
         EP_STAMP(1);
+        EP_DELAY(3);
         ep_publish_counts(hist, hist + n_experts, n_experts, n_local, n_ranks, rank, skip_a2a, count_ptrs, nmsg_ptrs,
                           ep_nmsg_flags(1, ll, marked));
         EP_STAMP(2);
@@ -1628,6 +1629,7 @@ __device__ __forceinline__ void ep_dispatch_single_body(
         ep_fetch_row(t, tokens, hidden, fmt, m);
         ep_own_route(route, t, ids, top_k, n_local, rank, skip_a2a);
         if (Spread) ep_route_only_to(route, top_k, dest);
+        EP_DELAY(1);
         // The shared expert's message is this rank's own: the block for this rank writes it.
         bool own = dest < 0 || dest == rank;
         if (i == blockIdx.x) EP_STAMP(1);
@@ -1635,6 +1637,7 @@ __device__ __forceinline__ void ep_dispatch_single_body(
                       own ? shared_start : 0, own ? shared_end : 0, shared_msgs);
         u8* shared_msg = own ? ep_shared_msg(t, shared_start, shared_end, shared_msgs, m) : nullptr;
         ep_mark_landed(route, top_k, m, seq, shared_msg);
+        EP_DELAY(2);
         if (i == blockIdx.x) EP_STAMP(2);
         __syncthreads(); // the route and the message in shared memory are the next token's
     }
@@ -1656,6 +1659,7 @@ __device__ __forceinline__ void ep_dispatch_single_body(
         u32 outcome = ep_poll_counts(counts, n, rank, n_ranks, skip_a2a, slice_ns, got, nullptr,
                                      EpCountFits{(u64)max_tokens});
         EP_STAMP(4);
+        EP_DELAY(4);
         ep_counts_read(outcome, ticket + 1, status);
         if (outcome == EP_OK) {
             // The message counts, written before the counts seen, loaded beside the layout: the
@@ -1666,6 +1670,7 @@ __device__ __forceinline__ void ep_dispatch_single_body(
             int shared_len = shared_end - shared_start;
             ep_layout_groups(got, n_local, n_ranks, rank, shared_groups, shared_len, row_multiple, start, src_off);
             EP_STAMP(5);
+            EP_DELAY(5);
             // While some sending blocks had no token to send, the copy-out's walk starts past the
             // ones that did (the last to get here, ~1.3 us after the others at 1 token), which take
             // its items only when the others cannot (one H200, one rank alone: 1 token BF16 13.0 ->
