@@ -37,3 +37,25 @@ ab() {
   done; done
   echo "a/b done $(elapsed)" >> $OUT/rc.txt
 }
+# traces LABEL:DIR ... -- "R T F" ...: EP_CUDA_TRACE=all traces of rank 0 (40 rounds) of each build and scenario into
+# /tmp/tr/trace-<R>r-<T>-<F>-<LABEL>.txt, then all of them into $OUT/traces.tgz (v41's scripts spelled this out).
+traces() {
+  local builds=() sc lb
+  while [ "$1" != "--" ]; do builds+=("$1"); shift; done; shift
+  mkdir -p /tmp/tr
+  for lb in "${builds[@]}"; do for sc in "$@"; do
+    set -- $sc
+    EP_CUDA_TRACE=all EP_CUDA_TRACE_RANK=0 timeout 60 ${lb#*:}/ep-gpu bench --backend cuda --ranks $1 --tokens $2 --format $3 --passes 1 --rounds 40 2>&1 | grep -E '^trace (dispatch|combine|gate)|^t[0-9]|rror' > /tmp/tr/trace-$1r-$2-$3-${lb%%:*}.txt
+  done; done
+  tar czf $OUT/traces.tgz -C /tmp/tr .
+  echo "traces done $(elapsed)" >> $OUT/rc.txt
+}
+# sanitize NAME FORMAT TOOL ...: a 2-rank, 6-round soak of FORMAT under each compute-sanitizer TOOL (memcheck,
+# racecheck, synccheck), its summary line into rc.txt.
+sanitize() {
+  local name=$1 format=$2 tool; shift 2
+  for tool in "$@"; do
+    env EP_WRAP="compute-sanitizer --tool $tool --print-limit 10" timeout 120 ${D:-.}/ep-gpu soak --backend cuda --ranks 2 --rounds 6 --format $format > /tmp/$tool.txt 2>&1
+    echo "$tool $name 2r $format rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|rounds matched' /tmp/$tool.txt | tr '\n' ' ')" >> $OUT/rc.txt
+  done
+}
