@@ -63,7 +63,9 @@ pub struct RankBuffers {
     pub snapshot: DevBuf,
     /// Blocks of the send kernels that finished this launch (dispatch, combine): the last one
     /// signals. Zero between launches. The second word is the single-launch kernels' second
-    /// ticket (the last block to have read the counts resets them).
+    /// ticket (the last block to have read the counts resets them); the dispatch's third, the round
+    /// whose counts its counting block has published (its sending blocks hold their rows until
+    /// then at the smallest sizes).
     pub d_ticket: DevBuf,
     pub c_ticket: DevBuf,
     // Dispatch outputs (capacity rows), kept on the device for combine and SwiGLU.
@@ -390,7 +392,7 @@ impl RankBuffers {
             sent: b(cfg.n_experts * 8)?,
             status: b((1 + l * n) * 4)?,
             snapshot: b(l * n * 8)?,
-            d_ticket: b(8)?,
+            d_ticket: b(16)?,
             c_ticket: b(8)?,
             row_offsets: b((g + 1) * 4)?,
             src_offsets: b(g * (n + 1) * 4)?,
