@@ -1592,9 +1592,10 @@ __device__ void ep_single_copy_out(const u64* got, const u32* start, const u32* 
 // largest of the send's (message + row in f32), the totals' (4 * (n_experts + n_ranks)) and the
 // layout's (8 * n + 4 * (n_groups + 1 + n_groups * (n_ranks + 1) + n_ranks): the counts, the
 // layout and the message counts), n = n_local * n_ranks.
-// `ticket` holds two words; the second counts the sending blocks that have read the counts, which
+// `ticket` holds three words; the second counts the sending blocks that have read the counts, which
 // the counting block then resets (ep_counts_read, ep_reset_counts_when_read); it takes no share of
-// the output.
+// the output. The third is the round whose counts the counting block has published, which Spread's
+// sending blocks wait for before their rows' stores (ep_send_token's `hold`).
 // `Spread` (ep_dispatch_single_spread, for the smallest sizes, where the grid has blocks to
 // spare): a block per (token, destination rank), so that a token's stores to each rank and
 // their fence are one block's alone (at 1 token one block took 1.8 us to issue both ranks'
