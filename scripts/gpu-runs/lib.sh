@@ -40,10 +40,11 @@ ab() {
 # traces LABEL:DIR ... -- "R T F" ...: EP_CUDA_TRACE=all traces of rank 0 (40 rounds) of each build and scenario into
 # /tmp/tr/trace-<R>r-<T>-<F>-<LABEL>.txt, then all of them into $OUT/traces.tgz (v41's scripts spelled this out).
 traces() {
-  local builds=() sc lb
+  local builds=() scen=() sc lb
   while [ "$1" != "--" ]; do builds+=("$1"); shift; done; shift
+  scen=("$@")
   mkdir -p /tmp/tr
-  for lb in "${builds[@]}"; do for sc in "$@"; do
+  for lb in "${builds[@]}"; do for sc in "${scen[@]}"; do
     set -- $sc
     EP_CUDA_TRACE=all EP_CUDA_TRACE_RANK=0 timeout 60 ${lb#*:}/ep-gpu bench --backend cuda --ranks $1 --tokens $2 --format $3 --passes 1 --rounds 40 2>&1 | grep -E '^trace (dispatch|combine|gate)|^t[0-9]|rror' > /tmp/tr/trace-$1r-$2-$3-${lb%%:*}.txt
   done; done
@@ -58,4 +59,18 @@ sanitize() {
     env EP_WRAP="compute-sanitizer --tool $tool --print-limit 10" timeout 120 ${D:-.}/ep-gpu soak --backend cuda --ranks 2 --rounds 6 --format $format > /tmp/$tool.txt 2>&1
     echo "$tool $name 2r $format rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|rounds matched' /tmp/$tool.txt | tr '\n' ' ')" >> $OUT/rc.txt
   done
+}
+# delays REPS "R T F" ... -- SITE ...: causal profiling of the build in the bundle (EP_CUDA_DELAY=site:1000, common.cuh):
+# each scenario without a delay, then with a 1 us spin at each site, REPS times, into ab.txt (v41 calls 8 and 10).
+delays() {
+  local reps=$1; shift
+  local scen=() sites=() rep sc site
+  while [ "$1" != "--" ]; do scen+=("$1"); shift; done; shift
+  sites=("$@")
+  for rep in $(seq "$reps"); do for sc in "${scen[@]}"; do
+    set -- $sc; R=$1 T=$2 F=$3
+    b "${R}r $T $F d0-none"; run .
+    for site in "${sites[@]}"; do b "${R}r $T $F d$site-1us"; run . EP_CUDA_DELAY=$site:1000; done
+  done; done
+  echo "delays done $(elapsed)" >> $OUT/rc.txt
 }
