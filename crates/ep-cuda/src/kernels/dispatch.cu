@@ -1362,9 +1362,6 @@ extern "C" __global__ void __maxnreg__(48)
 }
 
 // ---- the single-launch dispatch (decode sizes) ------------------------------------------------
-
-// The longest a sending block holds its row for the counts (ep_dispatch_single_body, Spread).
-#define EP_HOLD_NS 2000
 //
 // At decode sizes every kernel of the path above does almost no work, and the chain of dependent
 // memory and NVLink round trips is the phase's time. ep_dispatch_single does the whole phase in
@@ -1586,6 +1583,9 @@ __device__ void ep_single_copy_out(const u64* got, const u32* start, const u32* 
                                 fmt, m, recv_tokens, recv_scales, src_info, row_src, status, scratch))
             return;
 }
+
+// The longest a sending block holds its row for the counts (ep_dispatch_single_body, Spread).
+#define EP_HOLD_NS 2000
 
 // The whole dispatch inside one node, in one launch (see above): blocks 0 .. gridDim.x - 2 send
 // the tokens, the last block counts and publishes (gridDim.x >= 2). Dynamic shared memory: the
