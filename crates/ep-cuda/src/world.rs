@@ -26,11 +26,13 @@ pub(crate) use buffers_of;
 /// One rank's device memory.
 pub struct RankBuffers {
     // Symmetric: peers write these. Dispatch: each sender's messages [n_ranks, max_tokens, wire
-    // message] and how many each sent [n_ranks] (u32); dispatch.cu says why this is not the
-    // contract's per-expert message layout.
+    // message] (dispatch.cu says why this is not the contract's per-expert message layout) and the
+    // counts, each word with its sender's message count word in its high half.
     pub d_recv: DevBuf,
-    pub d_nmsg: DevBuf,
     pub d_counts: DevBuf,
+    // How many messages each sender sent, with its flags [n_ranks] (u32): this rank's own, kept
+    // by the dispatch's poll of the counts (ep_poll_counts) for the copy-out and the combine.
+    pub d_nmsg: DevBuf,
     pub c_recv: DevBuf,
     pub c_counts: DevBuf,
     /// Combine rows in LL form (common.cuh), for a rank with few tokens inside one node:
@@ -93,7 +95,6 @@ pub struct RankBuffers {
     pub c_snapshot: DevBuf,
     // Every rank's symmetric pointers, for the kernels.
     pub d_recv_ptrs: DevBuf,
-    pub d_nmsg_ptrs: DevBuf,
     pub d_count_ptrs: DevBuf,
     pub c_recv_ptrs: DevBuf,
     pub c_count_ptrs: DevBuf,
@@ -166,9 +167,8 @@ impl World {
             .collect::<Result<Vec<_>>>()?;
         // Every rank's view of every rank's symmetric buffers.
         let table = |f: fn(&RankBuffers) -> u64| -> Vec<u64> { ranks.iter().map(f).collect() };
-        let (dr, dn, dc, cr, cc, cl, cm) = (
+        let (dr, dc, cr, cc, cl, cm) = (
             table(|b| b.d_recv.ptr),
-            table(|b| b.d_nmsg.ptr),
             table(|b| b.d_counts.ptr),
             table(|b| b.c_recv.ptr),
             table(|b| b.c_counts.ptr),
@@ -180,7 +180,6 @@ impl World {
             let stream = ctx.default_stream();
             for (buf, t) in [
                 (&b.d_recv_ptrs, &dr),
-                (&b.d_nmsg_ptrs, &dn),
                 (&b.d_count_ptrs, &dc),
                 (&b.c_recv_ptrs, &cr),
                 (&b.c_count_ptrs, &cc),
@@ -351,7 +350,6 @@ impl RankBuffers {
                 fp8_scales,
                 c_snapshot,
                 d_recv_ptrs,
-                d_nmsg_ptrs,
                 d_count_ptrs,
                 c_recv_ptrs,
                 c_count_ptrs,
@@ -408,7 +406,6 @@ impl RankBuffers {
             fp8_scales: b(t * (h / 128).max(1) * 4)?,
             c_snapshot: b(l * n * 8)?,
             d_recv_ptrs: b(n * 8)?,
-            d_nmsg_ptrs: b(n * 8)?,
             d_count_ptrs: b(n * 8)?,
             c_recv_ptrs: b(n * 8)?,
             c_count_ptrs: b(n * 8)?,

@@ -182,12 +182,12 @@ fn next_seq(seq: u32) -> u32 {
 
 /// Parameters of the kernels whose argument lists are built as arrays here (a test in mod.rs
 /// checks them against the kernels' declarations).
-pub(super) const SEND_ARGS: usize = 43;
-pub(super) const WAIT_ARGS: usize = 16;
+pub(super) const SEND_ARGS: usize = 42;
+pub(super) const WAIT_ARGS: usize = 17;
 pub(super) const COPY_OUT_ARGS: usize = 24;
 /// `ep_dispatch_copy_messages` takes the first of `ep_dispatch_copy_out`'s, then two of its own.
 pub(super) const COPY_MESSAGES_ARGS: usize = 21;
-pub(super) const DISPATCH_SINGLE_ARGS: usize = 39;
+pub(super) const DISPATCH_SINGLE_ARGS: usize = 38;
 
 /// Where `ep_dispatch_wait` runs in a round, against the send: after it (the counts come with
 /// its last block), beside an overlapped send on the copy stream, or before a layout-first send.
@@ -300,7 +300,6 @@ impl CudaComm {
                 &early,
                 &b.d_ticket.ptr,
                 &b.d_count_ptrs.ptr,
-                &b.d_nmsg_ptrs.ptr,
                 &marked,
                 &ll,
             ],
@@ -348,7 +347,6 @@ impl CudaComm {
             &sc.experts,
             &sc.skip,
             &b.d_count_ptrs.ptr,
-            &b.d_nmsg_ptrs.ptr,
             &early,
             &self.seq,
             &marked,
@@ -399,7 +397,6 @@ impl CudaComm {
                     &sc.rank,
                     &sc.skip,
                     &b.d_count_ptrs.ptr,
-                    &b.d_nmsg_ptrs.ptr,
                 ],
             )?;
         }
@@ -487,7 +484,6 @@ impl CudaComm {
             &sc.experts,
             &sc.skip,
             &b.d_count_ptrs.ptr,
-            &b.d_nmsg_ptrs.ptr,
             &b.d_counts.ptr,
             &self.first_slice_ns(),
             &self.shared_groups(),
@@ -542,6 +538,7 @@ impl CudaComm {
             &row_multiple,
             &b.status.ptr,
             &b.snapshot.ptr,
+            &b.d_nmsg.ptr,
             &b.row_offsets.ptr,
             &b.src_offsets.ptr,
             // The layout released to the send blocks, and an overlapped copy-out's count of

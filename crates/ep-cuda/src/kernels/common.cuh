@@ -698,9 +698,12 @@ __device__ __forceinline__ bool ep_awaited(int i, int n_ranks, int rank, int ski
 // had not arrived. Once all are there, `check(i, v)` judges each awaited count (EP_OK or an error
 // code). Returns EP_OK, EP_PENDING (the slice ran out) or the check's code, the same in every
 // thread; every thread calls it.
+// With `nmsg` the counts are a dispatch's (ep_publish_counts): each word carries its sender's
+// message count word in its high half, which goes to nmsg[s] for each awaited sender s (from its
+// first local expert's word, i = s), and got[i] keeps the count.
 template <typename Check>
 __device__ u32 ep_poll_counts(const u64* counts, int n, int rank, int n_ranks, int skip_a2a, u64 slice_ns, u64* got,
-                              u32* missing, Check check) {
+                              u32* missing, Check check, u32* nmsg = nullptr) {
     __shared__ u32 outcome;
     if (threadIdx.x == 0) outcome = EP_OK;
     __syncthreads();
@@ -714,6 +717,10 @@ __device__ u32 ep_poll_counts(const u64* counts, int n, int rank, int n_ranks, i
                 if (ep_globaltimer() - start > slice_ns) { late = true; outcome = EP_PENDING; break; }
                 __nanosleep(64);
                 v = ep_load_acquire(counts + i);
+            }
+            if (nmsg && !late) {
+                if (i < n_ranks) nmsg[i] = (u32)(v >> 32);
+                v &= 0xFFFFFFFFull;
             }
         }
         got[i] = v;
@@ -746,8 +753,8 @@ __device__ void ep_reset_counts(u64* counts, int n, int rank, int n_ranks, int s
 // a rank's signals ~10 s late, released only when a peer's wait timed out).
 template <typename Check>
 __device__ bool ep_wait_counts(u64* counts, int n, int rank, int n_ranks, int skip_a2a, u64 slice_ns, u32* status,
-                               u64* snapshot, Check check) {
-    u32 outcome = ep_poll_counts(counts, n, rank, n_ranks, skip_a2a, slice_ns, snapshot, status + 1, check);
+                               u64* snapshot, Check check, u32* nmsg = nullptr) {
+    u32 outcome = ep_poll_counts(counts, n, rank, n_ranks, skip_a2a, slice_ns, snapshot, status + 1, check, nmsg);
     if (outcome != EP_PENDING) ep_reset_counts(counts, n, rank, n_ranks, skip_a2a);
     if (threadIdx.x == 0) status[0] = outcome;
     return outcome == EP_OK;

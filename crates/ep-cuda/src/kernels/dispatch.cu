@@ -20,8 +20,8 @@ __device__ __forceinline__ bool ep_routes_to(int skip_a2a, int src, int e, int n
 // payload once per destination rank instead of once per expert (a quarter of the bytes with two
 // ranks and top-8 of 256): a receive buffer holds each sender's messages [n_ranks, max_tokens,
 // msg] in the sender's token order, each message carries its row slots (MsgLayout), and the
-// sender writes how many messages it sent before it publishes its counts. Slots, counts, signals,
-// waits and outputs are the contract's.
+// sender's count words carry how many messages it sent (ep_publish_counts). Slots, counts,
+// signals, waits and outputs are the contract's.
 
 // Message `pos` from rank `src` in a dispatch receive buffer [n_ranks, max_tokens, msg].
 __device__ __forceinline__ u64 ep_recv_offset(int src, int max_tokens, u64 pos, int msg_bytes) {
@@ -350,35 +350,43 @@ __device__ __forceinline__ u32 ep_nmsg_flags(int early, int ll, int marked) {
     return (early ? EP_NMSG_EARLY : 0u) | (ll ? EP_NMSG_LL : 0u) | (marked ? EP_NMSG_MARKED : 0u);
 }
 
-// One count per (expert, this rank), zero included, and before them the number of messages to
-// each rank, with `flags` (ep_nmsg_flags), published by the calling threads of one block: the
-// message counts are stored, the block passes a barrier, then every count address and value is
-// loaded, each warp fences once and stores (ep_publish), so a receiver that sees the counts sees
-// the message count too. `sent` is global (u64) or, from the block that counted, shared (u32).
+// One count per (expert, this rank), zero included, published by the calling threads of one
+// block: each word carries, in its high half, this rank's message count word for the destination
+// (the number of messages sent there, with `flags`, ep_nmsg_flags), which the destination's poll
+// keeps (ep_poll_counts' `nmsg`). A word is single-copy atomic, so a receiver that sees a count
+// sees the message count with it, with no fence between them: an early publish (EP_NMSG_EARLY,
+// the counts out before the payload) vouches for nothing else and takes none (a system-scope
+// fence per warp was ~0.7 us of the counting block's chain; before v42 the message counts were
+// words of their own, stored first and ordered by it). A late one (after every block's payload)
+// still fences, warp by warp (ep_publish). `sent` is global (u64) or, from the block that
+// counted, shared (u32).
 template <typename Sent>
 __device__ void ep_publish_counts(const Sent* sent, const u32* msgs_to, int n_experts, int n_local, int n_ranks,
-                                  int rank, int skip_a2a, const u64* count_ptrs, const u64* nmsg_ptrs, u32 flags) {
-    for (int p = threadIdx.x; p < n_ranks; p += blockDim.x)
-        if (!skip_a2a || p == rank) ((u32*)nmsg_ptrs[p])[rank] = msgs_to[p] | flags;
-    __syncthreads();
+                                  int rank, int skip_a2a, const u64* count_ptrs, u32 flags) {
+    bool early = flags & EP_NMSG_EARLY;
     for (int e0 = 0; e0 < n_experts; e0 += blockDim.x) {
         int e = e0 + threadIdx.x;
         u64* at = nullptr;
         u64 v = 0;
         if (e < n_experts && ep_routes_to(skip_a2a, rank, e, n_local)) {
-            at = (u64*)count_ptrs[e / n_local] + (u64)(e % n_local) * n_ranks + rank;
-            v = (u64)sent[e];
+            int dest = e / n_local;
+            at = (u64*)count_ptrs[dest] + (u64)(e % n_local) * n_ranks + rank;
+            v = (u64)(msgs_to[dest] | flags) << 32 | (u32)sent[e];
         }
-        ep_publish(at, v);
+        if (early) {
+            if (at) ep_store_relaxed_sys(at, v);
+        } else {
+            ep_publish(at, v);
+        }
     }
 }
 
 // An overlapped or layout-first round's counts, published by the assign's last block before the
 // send (stamp 2).
 __device__ void ep_assign_publish(const u64* sent, const u32* msgs_to, int n_experts, int n_local, int n_ranks,
-                                  int rank, int skip_a2a, const u64* count_ptrs, const u64* nmsg_ptrs, int marked,
+                                  int rank, int skip_a2a, const u64* count_ptrs, int marked,
                                   int ll) {
-    ep_publish_counts(sent, msgs_to, n_experts, n_local, n_ranks, rank, skip_a2a, count_ptrs, nmsg_ptrs,
+    ep_publish_counts(sent, msgs_to, n_experts, n_local, n_ranks, rank, skip_a2a, count_ptrs,
                       ep_nmsg_flags(1, ll, marked));
 #ifdef EP_TRACE
     __syncthreads();
@@ -394,7 +402,7 @@ __device__ void ep_assign_publish(const u64* sent, const u32* msgs_to, int n_exp
 extern "C" __global__ void ep_assign_slots(const int* ids, int n_tokens, int top_k, int n_experts, int n_local,
                                            int n_ranks, int rank, int skip_a2a, int* slots, int* rank_slots,
                                            u32* chunk_base, u64* sent, u32* msgs_to, int early, u32* ticket,
-                                           const u64* count_ptrs, const u64* nmsg_ptrs, int marked, int ll) {
+                                           const u64* count_ptrs, int marked, int ll) {
     ep_release_dependents(); // the send blocks may fetch their rows meanwhile (ep_dispatch_send_body)
     EP_STAMPS
     ep_assign_block(ids, n_tokens, top_k, n_experts, n_local, n_ranks, rank, skip_a2a, slots, rank_slots, sent,
@@ -402,7 +410,7 @@ extern "C" __global__ void ep_assign_slots(const int* ids, int n_tokens, int top
     EP_STAMP(1);
     bool publisher = early && ep_last_block(ticket, true);
     if (publisher)
-        ep_assign_publish(sent, msgs_to, n_experts, n_local, n_ranks, rank, skip_a2a, count_ptrs, nmsg_ptrs, marked,
+        ep_assign_publish(sent, msgs_to, n_experts, n_local, n_ranks, rank, skip_a2a, count_ptrs, marked,
                           ll);
     EP_STAMPS_PRINT("assign", rank, publisher);
 }
@@ -415,7 +423,7 @@ extern "C" __global__ void ep_assign_slots(const int* ids, int n_tokens, int top
 extern "C" __global__ void __launch_bounds__(EP_ASSIGN_THREADS)
     ep_assign_chunks(const int* ids, int n_tokens, int top_k, int n_experts, int n_local, int n_ranks, int rank,
                     int skip_a2a, int* slots, int* rank_slots, u32* chunk_base, u64* sent, u32* msgs_to, int early,
-                    u32* ticket, const u64* count_ptrs, const u64* nmsg_ptrs, int marked, int ll) {
+                    u32* ticket, const u64* count_ptrs, int marked, int ll) {
     ep_release_dependents(); // as ep_assign_slots
     EP_STAMPS
     ep_assign_chunk(ids, n_tokens, top_k, n_experts, n_local, n_ranks, rank, skip_a2a, slots, rank_slots, chunk_base);
@@ -426,7 +434,7 @@ extern "C" __global__ void __launch_bounds__(EP_ASSIGN_THREADS)
         ep_assign_starts(chunk_base, gridDim.x, n_experts, n_ranks, sent, msgs_to);
         EP_STAMP(8);
         if (early)
-            ep_assign_publish(sent, msgs_to, n_experts, n_local, n_ranks, rank, skip_a2a, count_ptrs, nmsg_ptrs,
+            ep_assign_publish(sent, msgs_to, n_experts, n_local, n_ranks, rank, skip_a2a, count_ptrs,
                               marked, ll);
     }
     EP_STAMPS_PRINT("chunks", rank, publisher);
@@ -692,12 +700,13 @@ struct EpCountFits {
 // (ep_place_own_rows) and the copy-out's helpers after the send.
 extern "C" __global__ void ep_dispatch_wait(u64* counts, int n_local, int n_ranks, int rank, int skip_a2a,
                                             u64 slice_ns, int max_tokens, int shared_groups, int shared_len,
-                                            int row_multiple, u32* status, u64* snapshot, u32* row_offsets,
-                                            u32* src_offsets, u32* layout_seq, u32 seq) {
+                                            int row_multiple, u32* status, u64* snapshot, u32* nmsg,
+                                            u32* row_offsets, u32* src_offsets, u32* layout_seq, u32 seq) {
     extern __shared__ u64 smem_counts[];
     int n = n_local * n_ranks;
     ep_await_prior_grid(); // launched chained after the send (comm/dispatch.rs)
-    if (!ep_wait_counts(counts, n, rank, n_ranks, skip_a2a, slice_ns, status, snapshot, EpCountFits{(u64)max_tokens}))
+    if (!ep_wait_counts(counts, n, rank, n_ranks, skip_a2a, slice_ns, status, snapshot, EpCountFits{(u64)max_tokens},
+                        nmsg))
         return;
     ep_release_dependents(); // the next kernel's blocks (copy-out, or a layout-first send) may launch
     int n_groups = n_local + shared_groups;
@@ -777,7 +786,7 @@ __device__ __forceinline__ void ep_dispatch_send_body(
         int rank, int n_ranks, int n_local, int gpus_per_node, int max_tokens, u8* staging, int shared_start,
         int shared_end, u8* shared_msgs,
         int signal, u32* ticket, const u64* sent, const u32* msgs_to, int n_experts, int skip_a2a,
-        const u64* count_ptrs, const u64* nmsg_ptrs, int early, u32 seq, int marked, int ll, const u32* layout_seq,
+        const u64* count_ptrs, int early, u32 seq, int marked, int ll, const u32* layout_seq,
         u64 layout_wait_ns, const u32* row_offsets, const u32* src_offsets, int shared_groups, u8* recv_tokens,
         u8* recv_scales, int* src_info, int* row_src, int* msg_rows) {
     __shared__ EpRoute route;
@@ -811,7 +820,7 @@ __device__ __forceinline__ void ep_dispatch_send_body(
         ep_await_prior_grid(); // the ticket and the counts this block may publish are the assign's
     }
     if (!early && signal && ep_last_block(ticket))
-        ep_publish_counts(sent, msgs_to, n_experts, n_local, n_ranks, rank, skip_a2a, count_ptrs, nmsg_ptrs,
+        ep_publish_counts(sent, msgs_to, n_experts, n_local, n_ranks, rank, skip_a2a, count_ptrs,
                           ep_nmsg_flags(0, ll, marked));
 }
 
@@ -826,14 +835,14 @@ extern "C" __global__ void __launch_bounds__(512) ep_dispatch_send(const u16* to
                                             u8* staging, int shared_start, int shared_end, u8* shared_msgs,
                                             int signal, u32* ticket, const u64* sent, const u32* msgs_to,
                                             int n_experts, int skip_a2a, const u64* count_ptrs,
-                                            const u64* nmsg_ptrs, int early, u32 seq, int marked, int ll,
+                                            int early, u32 seq, int marked, int ll,
                                             const u32* layout_seq, u64 layout_wait_ns, const u32* row_offsets,
                                             const u32* src_offsets, int shared_groups, u8* recv_tokens,
                                             u8* recv_scales, int* src_info, int* row_src, int* msg_rows) {
     ep_dispatch_send_body<8>(tokens, input_scales, n_tokens, hidden, fmt, ids, slots, rank_slots, chunk_base, top_k,
                              m, recv_ptrs, rank, n_ranks, n_local, gpus_per_node, max_tokens, staging, shared_start,
                              shared_end, shared_msgs, signal, ticket, sent, msgs_to, n_experts, skip_a2a, count_ptrs,
-                             nmsg_ptrs, early, seq, marked, ll, layout_seq, layout_wait_ns, row_offsets, src_offsets,
+                             early, seq, marked, ll, layout_seq, layout_wait_ns, row_offsets, src_offsets,
                              shared_groups, recv_tokens, recv_scales, src_info, row_src, msg_rows);
 }
 
@@ -851,14 +860,14 @@ extern "C" __global__ void __launch_bounds__(512) ep_dispatch_send_lean(const u1
                                             u8* staging, int shared_start, int shared_end, u8* shared_msgs,
                                             int signal, u32* ticket, const u64* sent, const u32* msgs_to,
                                             int n_experts, int skip_a2a, const u64* count_ptrs,
-                                            const u64* nmsg_ptrs, int early, u32 seq, int marked, int ll,
+                                            int early, u32 seq, int marked, int ll,
                                             const u32* layout_seq, u64 layout_wait_ns, const u32* row_offsets,
                                             const u32* src_offsets, int shared_groups, u8* recv_tokens,
                                             u8* recv_scales, int* src_info, int* row_src, int* msg_rows) {
     ep_dispatch_send_body<1>(tokens, input_scales, n_tokens, hidden, EP_FMT_BF16, ids, slots, rank_slots, chunk_base, top_k,
                              m, recv_ptrs, rank, n_ranks, n_local, gpus_per_node, max_tokens, staging, shared_start,
                              shared_end, shared_msgs, signal, ticket, sent, msgs_to, n_experts, skip_a2a, count_ptrs,
-                             nmsg_ptrs, early, seq, marked, ll, layout_seq, layout_wait_ns, row_offsets, src_offsets,
+                             early, seq, marked, ll, layout_seq, layout_wait_ns, row_offsets, src_offsets,
                              shared_groups, recv_tokens, recv_scales, src_info, row_src, msg_rows);
 }
 
@@ -881,9 +890,8 @@ extern "C" __global__ void ep_dispatch_put(const int* ids, const int* slots, con
 
 // The counts, after the inter-node puts (between nodes the send kernel does not signal).
 extern "C" __global__ void ep_dispatch_signal(const u64* sent, const u32* msgs_to, int n_experts, int n_local,
-                                              int n_ranks, int rank, int skip_a2a, const u64* count_ptrs,
-                                              const u64* nmsg_ptrs) {
-    ep_publish_counts(sent, msgs_to, n_experts, n_local, n_ranks, rank, skip_a2a, count_ptrs, nmsg_ptrs, 0u);
+                                              int n_ranks, int rank, int skip_a2a, const u64* count_ptrs) {
+    ep_publish_counts(sent, msgs_to, n_experts, n_local, n_ranks, rank, skip_a2a, count_ptrs, 0u);
 }
 
 // The rows here of one message (or one shared-expert row), the scratch a copy of it works in
@@ -1606,8 +1614,8 @@ __device__ __forceinline__ void ep_dispatch_single_body(
     const u16* tokens, const float* input_scales, int n_tokens, int hidden, int fmt, const int* ids, int top_k,
     MsgLayout m, const u64* recv_ptrs, int rank, int n_ranks, int n_local, int max_tokens, int shared_start,
     int shared_end, u8* shared_msgs, u32* ticket, u64* sent, int n_experts, int skip_a2a,
-    const u64* count_ptrs, const u64* nmsg_ptrs, u64* counts, u64 slice_ns, int shared_groups, int row_multiple,
-    u32* status, u64* snapshot, u32* row_offsets, u32* src_offsets, const u8* recv, const u32* nmsg,
+    const u64* count_ptrs, u64* counts, u64 slice_ns, int shared_groups, int row_multiple,
+    u32* status, u64* snapshot, u32* row_offsets, u32* src_offsets, const u8* recv, u32* nmsg,
     u8* recv_tokens, u8* recv_scales, int* src_info, int* row_src, u32 seq, int ll, int marked) {
     // A kernel for one format: the others' encoders and scale layouts compile out (below), and
     // BF16's padding walk with them (its groups take no padding: format/bf16.rs).
@@ -1621,20 +1629,20 @@ __device__ __forceinline__ void ep_dispatch_single_body(
     // the layout, 8 padding rows, 9 the first message's mark seen, 15 its rows found, 10 messages
     // copied, 6 copy-out done, 7 counts reset. Sub-steps: 16-19 the route's barriers
     // (ep_own_route), 20 a peer buffer's address loaded, 21 the message encoded, 22 every
-    // store issued (ep_mark_landed's barrier), 23 its fence passed; 24 the message counts loaded;
+    // store issued (ep_mark_landed's barrier), 23 its fence passed; 24 the message counts kept;
     // 30 a mark's first poll returned, 26 the message's loads issued, 27 its rows found by warp 0,
     // 28 thread 0's stores issued, 29 its rows' source info written (the first message each).
     EP_STAMPS
     int senders = gridDim.x - 1;
     bool counter = blockIdx.x == senders;
     if (counter) {
-        // (Every rank's count and message count addresses loaded beside the ids, not in the
+        // (Every rank's count address loaded beside the ids, not in the
         // publish, read level: the count took the 0.25 us the publish saved; one H200, v38.)
         u32* hist = (u32*)smem_u4;
         ep_count_sent(ids, n_tokens, top_k, n_experts, n_local, n_ranks, rank, skip_a2a, hist, sent);
         EP_STAMP(1);
         EP_DELAY(3);
-        ep_publish_counts(hist, hist + n_experts, n_experts, n_local, n_ranks, rank, skip_a2a, count_ptrs, nmsg_ptrs,
+        ep_publish_counts(hist, hist + n_experts, n_experts, n_local, n_ranks, rank, skip_a2a, count_ptrs,
                           ep_nmsg_flags(1, ll, marked));
         __syncthreads(); // every warp's counts stored
         if (threadIdx.x == 0) *(volatile u32*)(ticket + 2) = seq;
@@ -1681,15 +1689,15 @@ __device__ __forceinline__ void ep_dispatch_single_body(
         u32* src_off = start + n_groups + 1;             // [n_groups, n_ranks + 1]
         u32* nmsg_here = src_off + n_groups * (n_ranks + 1); // [n_ranks]
         u32 outcome = ep_poll_counts(counts, n, rank, n_ranks, skip_a2a, slice_ns, got, nullptr,
-                                     EpCountFits{(u64)max_tokens});
+                                     EpCountFits{(u64)max_tokens}, nmsg_here);
         EP_STAMP(4);
         EP_DELAY(4);
         ep_counts_read(outcome, ticket + 1, status);
         if (outcome == EP_OK) {
-            // The message counts, written before the counts seen, loaded beside the layout: the
-            // copy-out's walk read them after it, a round trip before the first mark's poll (of
-            // ~1.5 us from the layout to the mark seen at 1 token).
-            for (int s = threadIdx.x; s < n_ranks; s += blockDim.x) nmsg_here[s] = nmsg[s];
+            // The message counts came with the counts (ep_publish_counts); block 0 keeps them for
+            // the combine, which reads them from `nmsg`.
+            if (blockIdx.x == 0)
+                for (int s = threadIdx.x; s < n_ranks; s += blockDim.x) nmsg[s] = nmsg_here[s];
             EP_STAMP(24);
             int shared_len = shared_end - shared_start;
             ep_layout_groups(got, n_local, n_ranks, rank, shared_groups, shared_len, row_multiple, start, src_off);
@@ -1722,13 +1730,13 @@ __device__ __forceinline__ void ep_dispatch_single_body(
     const u16 *tokens, const float *input_scales, int n_tokens, int hidden, int fmt, const int *ids, int top_k,  \
         MsgLayout m, const u64 *recv_ptrs, int rank, int n_ranks, int n_local, int max_tokens, int shared_start, \
         int shared_end, u8 *shared_msgs, u32 *ticket, u64 *sent, int n_experts, int skip_a2a,                    \
-        const u64 *count_ptrs, const u64 *nmsg_ptrs, u64 *counts, u64 slice_ns, int shared_groups,               \
+        const u64 *count_ptrs, u64 *counts, u64 slice_ns, int shared_groups,               \
         int row_multiple, u32 *status, u64 *snapshot, u32 *row_offsets, u32 *src_offsets, const u8 *recv,       \
-        const u32 *nmsg, u8 *recv_tokens, u8 *recv_scales, int *src_info, int *row_src, u32 seq, int ll,         \
+        u32 *nmsg, u8 *recv_tokens, u8 *recv_scales, int *src_info, int *row_src, u32 seq, int ll,         \
         int marked
 #define EP_DISPATCH_SINGLE_ARGS                                                                                  \
     tokens, input_scales, n_tokens, hidden, fmt, ids, top_k, m, recv_ptrs, rank, n_ranks, n_local, max_tokens,   \
-        shared_start, shared_end, shared_msgs, ticket, sent, n_experts, skip_a2a, count_ptrs, nmsg_ptrs, counts, \
+        shared_start, shared_end, shared_msgs, ticket, sent, n_experts, skip_a2a, count_ptrs, counts, \
         slice_ns, shared_groups, row_multiple, status, snapshot, row_offsets, src_offsets, recv, nmsg,          \
         recv_tokens, recv_scales, src_info, row_src, seq, ll, marked
 #define EP_DISPATCH_SINGLE(name, spread, fixed_fmt)                                                              \
