@@ -691,6 +691,93 @@ struct EpCountFits {
     __device__ u32 operator()(int, u64 v) const { return v > max_tokens ? EP_COUNT_OVERFLOW : EP_OK; }
 };
 
+// Whether ep_poll_layout can take a dispatch's counts: a thread per count, and each group's
+// counts (n_ranks of them, neighbours) in lanes of one warp.
+__device__ __forceinline__ bool ep_poll_layout_fits(int n_local, int n_ranks) {
+    return n_local * n_ranks <= (int)blockDim.x && n_ranks <= 32 && (n_ranks & (n_ranks - 1)) == 0;
+}
+
+// ep_poll_counts (with `nmsg`) and ep_layout_groups in one pass, where ep_poll_layout_fits: thread
+// i polls count i, keeps it in a register, checks it (EpCountFits) and adds up its group's counts
+// with its neighbours' (shuffles); the last count of a group carries the group's padding (up to
+// the row multiple), so one block-wide exclusive scan over the counts gives every source's first
+// row in its group, and each group's start and padding. Two barriers after the counts are there,
+// where the two steps took six with shared memory between them (the receivers' chain at 1 token
+// runs through here). The same outputs and outcome as the two: `got` [n] (shared or global),
+// `missing` as ep_poll_counts', `start` [n_groups + 1] (shared), `src_off` [n_groups, n_ranks + 1];
+// the layout only when the outcome is EP_OK. Every thread calls it; returns with a barrier passed.
+__device__ u32 ep_poll_layout(const u64* counts, int n_local, int n_ranks, int rank, int skip_a2a, u64 slice_ns,
+                              u64 max_tokens, u64* got, u32* missing, u32* nmsg, int shared_groups, int shared_len,
+                              int row_multiple, u32* start, u32* src_off) {
+    __shared__ u32 pending, bad;
+    __shared__ u32 warp_sums[32];
+    const unsigned all = 0xffffffffu;
+    int n = n_local * n_ranks, i = threadIdx.x, lane = i & 31, warp = i >> 5, warps = blockDim.x >> 5;
+    if (i == 0) { pending = 0; bad = EP_OK; }
+    __syncthreads();
+    u64 t0 = ep_globaltimer();
+    u32 c = 0;
+    if (i < n) {
+        bool late = false;
+        u64 v = 0;
+        if (ep_awaited(i, n_ranks, rank, skip_a2a)) {
+            v = ep_load_acquire(counts + i);
+            while (v == EP_SENTINEL) {
+                if (ep_globaltimer() - t0 > slice_ns) { late = true; pending = 1; break; }
+                __nanosleep(64);
+                v = ep_load_acquire(counts + i);
+            }
+            if (!late) {
+                if (i < n_ranks) nmsg[i] = (u32)(v >> 32);
+                v &= 0xFFFFFFFFull;
+                c = (u32)v;
+                u32 code = EpCountFits{max_tokens}(i, v);
+                if (code != EP_OK) bad = code;
+            }
+        }
+        got[i] = v;
+        if (missing) missing[i] = late;
+    }
+    // The group's size in each of its lanes, its padding on its last count.
+    u32 size = c;
+    for (int off = 1; off < n_ranks; off <<= 1) size += __shfl_xor_sync(all, size, off);
+    int s = i & (n_ranks - 1);
+    u32 padded = c + (s == n_ranks - 1 ? (size + row_multiple - 1) / row_multiple * row_multiple - size : 0);
+    u32 incl = padded;
+    for (int off = 1; off < 32; off <<= 1) {
+        u32 o = __shfl_up_sync(all, incl, off);
+        if (lane >= off) incl += o;
+    }
+    if (lane == 31) warp_sums[warp] = incl;
+    __syncthreads();
+    u32 outcome = pending ? EP_PENDING : bad;
+    if (outcome != EP_OK) {
+        __syncthreads(); // every thread has read the outcome
+        return outcome;
+    }
+    u32 w = lane < warps ? warp_sums[lane] : 0;
+    for (int off = 1; off < 32; off <<= 1) {
+        u32 o = __shfl_up_sync(all, w, off);
+        if (lane >= off) w += o;
+    }
+    // The fused shared expert (group 0): the rank's own tokens, before every routed group.
+    u32 base = shared_groups ? (shared_len + row_multiple - 1) / row_multiple * row_multiple : 0;
+    u32 end = base + (warp > 0 ? __shfl_sync(all, w, warp - 1) : 0) + incl, first = end - padded;
+    if (i < n) {
+        int g = i / n_ranks + shared_groups;
+        src_off[g * (n_ranks + 1) + s] = first;
+        if (s == n_ranks - 1) {
+            src_off[g * (n_ranks + 1) + n_ranks] = first + c;
+            start[g + 1] = end;
+        }
+    }
+    if (i == 0) start[0] = 0;
+    if (shared_groups && i <= n_ranks) src_off[i] = i > rank ? shared_len : 0;
+    if (shared_groups && i == 0) start[1] = base;
+    __syncthreads();
+    return EP_OK;
+}
+
 // Waits for every count, then lays out the groups: row_offsets [n_groups + 1] and src_offsets
 // [n_groups, n_ranks + 1]. One block; the counts and group starts go through shared memory
 // (`smem`: 8 * n_local * n_ranks + 4 * (n_groups + 1) bytes). An overlapped round's first slice
@@ -703,18 +790,26 @@ extern "C" __global__ void ep_dispatch_wait(u64* counts, int n_local, int n_rank
                                             int row_multiple, u32* status, u64* snapshot, u32* nmsg,
                                             u32* row_offsets, u32* src_offsets, u32* layout_seq, u32 seq) {
     extern __shared__ u64 smem_counts[];
-    int n = n_local * n_ranks;
-    ep_await_prior_grid(); // launched chained after the send (comm/dispatch.rs)
-    if (!ep_wait_counts(counts, n, rank, n_ranks, skip_a2a, slice_ns, status, snapshot, EpCountFits{(u64)max_tokens},
-                        nmsg))
-        return;
-    ep_release_dependents(); // the next kernel's blocks (copy-out, or a layout-first send) may launch
-    int n_groups = n_local + shared_groups;
+    int n = n_local * n_ranks, n_groups = n_local + shared_groups;
     u64* cnt = smem_counts;               // [n]
     u32* start = (u32*)(smem_counts + n); // [n_groups + 1]
-    for (int i = threadIdx.x; i < n; i += blockDim.x) cnt[i] = snapshot[i];
-    __syncthreads();
-    ep_layout_groups(cnt, n_local, n_ranks, rank, shared_groups, shared_len, row_multiple, start, src_offsets);
+    ep_await_prior_grid(); // launched chained after the send (comm/dispatch.rs)
+    if (ep_poll_layout_fits(n_local, n_ranks)) {
+        u32 outcome = ep_poll_layout(counts, n_local, n_ranks, rank, skip_a2a, slice_ns, max_tokens, snapshot,
+                                     status + 1, nmsg, shared_groups, shared_len, row_multiple, start, src_offsets);
+        if (outcome != EP_PENDING) ep_reset_counts(counts, n, rank, n_ranks, skip_a2a);
+        if (threadIdx.x == 0) status[0] = outcome;
+        if (outcome != EP_OK) return;
+        ep_release_dependents(); // the next kernel's blocks (copy-out, or a layout-first send) may launch
+    } else {
+        if (!ep_wait_counts(counts, n, rank, n_ranks, skip_a2a, slice_ns, status, snapshot,
+                            EpCountFits{(u64)max_tokens}, nmsg))
+            return;
+        ep_release_dependents();
+        for (int i = threadIdx.x; i < n; i += blockDim.x) cnt[i] = snapshot[i];
+        __syncthreads();
+        ep_layout_groups(cnt, n_local, n_ranks, rank, shared_groups, shared_len, row_multiple, start, src_offsets);
+    }
     for (int g = threadIdx.x; g <= n_groups; g += blockDim.x) row_offsets[g] = start[g];
     if (!layout_seq) return;
     __syncthreads();
@@ -1625,8 +1720,8 @@ __device__ __forceinline__ void ep_dispatch_single_body(
     __shared__ EpRows scratch;
     // Stamps (EP_CUDA_TRACE, scripts/trace_summary.py): 11 the token's ids staged, 1 its route,
     // 12 its row here, 13 its message encoded, 14 its stores issued, 2 its messages marked (the
-    // counting block: 1 counted, 2 published), 3 the block's tokens sent, 4 every count here, 5
-    // the layout, 8 padding rows, 9 the first message's mark seen, 15 its rows found, 10 messages
+    // counting block: 1 counted, 2 published), 3 the block's tokens sent, 4 every count here (and
+    // the layout, where ep_poll_layout takes both), 5 the layout, 8 padding rows, 9 the first message's mark seen, 15 its rows found, 10 messages
     // copied, 6 copy-out done, 7 counts reset. Sub-steps: 16-19 the route's barriers
     // (ep_own_route), 20 a peer buffer's address loaded, 21 the message encoded, 22 every
     // store issued (ep_mark_landed's barrier), 23 its fence passed; 24 the message counts kept;
@@ -1688,8 +1783,18 @@ __device__ __forceinline__ void ep_dispatch_single_body(
         u32* start = (u32*)(got + n);                    // [n_groups + 1]
         u32* src_off = start + n_groups + 1;             // [n_groups, n_ranks + 1]
         u32* nmsg_here = src_off + n_groups * (n_ranks + 1); // [n_ranks]
-        u32 outcome = ep_poll_counts(counts, n, rank, n_ranks, skip_a2a, slice_ns, got, nullptr,
+        int shared_len = shared_end - shared_start;
+        u32 outcome;
+        if (ep_poll_layout_fits(n_local, n_ranks)) {
+            outcome = ep_poll_layout(counts, n_local, n_ranks, rank, skip_a2a, slice_ns, max_tokens, got, nullptr,
+                                     nmsg_here, shared_groups, shared_len, row_multiple, start, src_off);
+        } else {
+            outcome = ep_poll_counts(counts, n, rank, n_ranks, skip_a2a, slice_ns, got, nullptr,
                                      EpCountFits{(u64)max_tokens}, nmsg_here);
+            if (outcome == EP_OK)
+                ep_layout_groups(got, n_local, n_ranks, rank, shared_groups, shared_len, row_multiple, start,
+                                 src_off);
+        }
         EP_STAMP(4);
         EP_DELAY(4);
         ep_counts_read(outcome, ticket + 1, status);
@@ -1699,8 +1804,6 @@ __device__ __forceinline__ void ep_dispatch_single_body(
             if (blockIdx.x == 0)
                 for (int s = threadIdx.x; s < n_ranks; s += blockDim.x) nmsg[s] = nmsg_here[s];
             EP_STAMP(24);
-            int shared_len = shared_end - shared_start;
-            ep_layout_groups(got, n_local, n_ranks, rank, shared_groups, shared_len, row_multiple, start, src_off);
             EP_STAMP(5);
             EP_DELAY(5);
             // While some sending blocks had no token to send, the copy-out's walk starts past the
