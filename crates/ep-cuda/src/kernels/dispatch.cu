@@ -536,6 +536,9 @@ __device__ void ep_send_token(int t, EpRoute& r, const float* input_scales, int 
                               u64 hold_ns = 0) {
     u8* msg = (u8*)smem_u4;
     int node = rank / gpus_per_node;
+    // The hold's word, loaded now: it is most often there by the time the message is encoded, and
+    // loaded only then it was a round trip on the sending block's path.
+    u32 held = hold && threadIdx.x == 0 ? *(volatile const u32*)hold : 0u;
     // The global loads the send needs besides the row, issued while the row's load completes:
     // each carrying slot's peer buffer (loaded only when the stores began, it was a round trip on
     // the path) and NVFP4's input scale (the only encoder that reads one).
@@ -591,7 +594,7 @@ __device__ void ep_send_token(int t, EpRoute& r, const float* input_scales, int 
     __syncthreads();
     if (threadIdx.x == 0) EP_STAMP_FIRST(13);
     if (hold) {
-        if (threadIdx.x == 0) {
+        if (threadIdx.x == 0 && held != hold_seq) {
             u64 deadline = 0;
             while (*(volatile const u32*)hold != hold_seq) {
                 u64 now = ep_globaltimer();
@@ -1550,12 +1553,16 @@ __device__ void ep_own_route(EpRoute& r, int t, const int* ids, int top_k, int n
         r.id[k] = own[k];
         r.dest[k] = own_rank[k];
         r.slot[k] = sends ? 0 : -1;
+        r.msg_at[k] = sends ? 0 : -1;
         r.carries[k] = carries;
         names[k] = 0;
         reaches[k] = 0;
     }
     __syncthreads();
     if (threadIdx.x == 0) EP_STAMP_FIRST(16);
+    // The first token has no earlier tokens: its slots are all 0 as they stand (at 1 token the
+    // compaction and the count below were ~0.8 us of the sending block's path, three barriers).
+    if (t == 0) return;
     // Warp 0 compacts the sending slots (a ballot per 32 slots).
     int lane = threadIdx.x & 31;
     if (threadIdx.x < 32) {
