@@ -605,12 +605,18 @@ __device__ void ep_send_token(int t, EpRoute& r, const float* input_scales, int 
         __syncthreads();
     }
 
-    // In a register: the stores below may alias shared memory as far as the compiler knows, so a
-    // read in the loop is a reload after every store.
+    // In registers: the stores below may alias shared memory as far as the compiler knows, so a
+    // read of `r` in their loop is a reload after every store, and testing each slot there was a
+    // shared-memory round trip after another (top_k of them before the last carrying slot's
+    // stores). The slots that send are read at once, a mask.
     const int placed = placed_at ? *placed_at : -1;
+    u64 sending = 0;
+#pragma unroll 8
+    for (int k = 0; k < top_k; k++)
+        sending |= (u64)(r.carries[k] && !(placed >= 0 && r.dest[k] == placed)) << k;
     bool staged = false;
-    for (int k = 0; k < top_k; k++) {
-        if (!r.carries[k] || (placed >= 0 && r.dest[k] == placed)) continue;
+    for (u64 left = sending; left; left &= left - 1) {
+        int k = __ffsll((long long)left) - 1;
         if (r.at[k]) {
             ep_block_copy<Batch>(r.at[k], msg, m.bytes);
         } else if (!staged) {
@@ -828,20 +834,24 @@ extern "C" __global__ void ep_dispatch_wait(u64* counts, int n_local, int n_rank
 // message; rank `placed`'s message (-1: none) as placed (EP_LANDED_PLACED: its rows are the
 // block's to write, ep_place_own_rows). Every thread calls it.
 __device__ void ep_mark_landed(const EpRoute& r, int top_k, MsgLayout m, u32 seq, u8* shared_msg, int placed = -1) {
+    // Which slots have a message here, read while the block comes to the barrier (as the send's
+    // mask, ep_send_token: not one shared-memory round trip after another past the fence).
+    u64 marked = 0;
+    if (threadIdx.x == 0) {
+#pragma unroll 8
+        for (int k = 0; k < top_k; k++) marked |= (u64)(r.at[k] != nullptr) << k;
+    }
     __syncthreads();
     if (threadIdx.x != 0) return;
     EP_STAMP_FIRST(22);
-    bool fenced = false;
-    for (int k = -1; k < top_k; k++) {
-        u8* msg = k < 0 ? shared_msg : r.at[k];
-        if (!msg) continue;
-        if (!fenced) {
-            ep_fence_acq_rel();
-            EP_STAMP_FIRST(23);
-        }
-        fenced = true;
-        ep_store_relaxed_sys(ep_landed_flag(msg, m),
-                             placed >= 0 && k >= 0 && r.dest[k] == placed ? seq | EP_LANDED_PLACED : seq);
+    if (!marked && !shared_msg) return;
+    ep_fence_acq_rel();
+    EP_STAMP_FIRST(23);
+    if (shared_msg) ep_store_relaxed_sys(ep_landed_flag(shared_msg, m), seq);
+    for (; marked; marked &= marked - 1) {
+        int k = __ffsll((long long)marked) - 1;
+        ep_store_relaxed_sys(ep_landed_flag(r.at[k], m),
+                             placed >= 0 && r.dest[k] == placed ? seq | EP_LANDED_PLACED : seq);
     }
 }
 
