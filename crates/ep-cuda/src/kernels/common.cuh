@@ -823,7 +823,8 @@ __device__ void ep_reset_counts_when_read(u32* ticket, u32 blocks, u64* counts, 
 // named site of a phase's chain; how much the phase's time grows says how much slack the site has
 // (none: the full delay; off the path: nothing). Sites: 1 a sending block after its route, 2 a
 // sending block after its marks, 3 the counting block before it publishes, 4 a receiving block
-// once it has the counts, 5 a receiving block after the layout.
+// once it has the counts (since v42 with the layout, where ep_poll_layout takes both), 5 a
+// receiving block after the layout.
 #ifdef EP_DELAY_NS
 #define EP_DELAY(site)                                                                    \
     do {                                                                                  \
