@@ -156,7 +156,7 @@ pub fn arch_name(major: i32, minor: i32) -> &'static str {
 /// kernels' stamps (common.cuh), recorded in device memory and printed by `print_trace`; `all`:
 /// every block records, not only block 0 and the publishing one, and so does every message a
 /// copy-out takes; EP_CUDA_TRACE_RANK=r: only rank r records; EP_CUDA_TRACE_CLOCK_MHZ: the SM
-/// clock the stamps inside a block are read in.
+/// clock the stamps inside a block are read in and EP_CUDA_DELAY's spins are counted in.
 fn prelude() -> String {
     let mut prelude = format!(
         "#define EP_LL_MAX_TOKENS {}\n",
@@ -169,6 +169,14 @@ fn prelude() -> String {
     }) {
         prelude += &format!("#define EP_DELAY_SITE {site}\n#define EP_DELAY_NS {ns}\n");
     }
+    // The SM clock the delays spin and the stamps are read in (common.cuh: 1980 MHz, an H100's
+    // and H200's).
+    if let Some(mhz) = std::env::var("EP_CUDA_TRACE_CLOCK_MHZ")
+        .ok()
+        .and_then(|v| v.parse::<u32>().ok())
+    {
+        prelude += &format!("#define EP_CLOCK_MHZ {mhz}\n");
+    }
     if let Some(trace) = std::env::var_os("EP_CUDA_TRACE") {
         prelude += "#define EP_TRACE 1\n";
         if trace == "all" {
@@ -178,13 +186,6 @@ fn prelude() -> String {
         let only_rank = std::env::var("EP_CUDA_TRACE_RANK").ok();
         let only_rank = only_rank.and_then(|r| r.parse::<i32>().ok()).unwrap_or(-1);
         prelude += &format!("#define EP_TRACE_RANK {only_rank}\n");
-        // The SM clock the stamps are converted at (common.cuh; 1980 MHz, an H100's and H200's).
-        if let Some(mhz) = std::env::var("EP_CUDA_TRACE_CLOCK_MHZ")
-            .ok()
-            .and_then(|v| v.parse::<u32>().ok())
-        {
-            prelude += &format!("#define EP_TRACE_CLOCK_MHZ {mhz}\n");
-        }
     }
     prelude
 }

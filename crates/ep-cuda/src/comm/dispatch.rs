@@ -523,8 +523,8 @@ impl CudaComm {
         let b = self.bufs();
         let sc = &self.sc;
         let row_multiple = cfg.format.group_row_multiple() as i32;
-        let layout_smem =
-            (8 * cfg.n_local_experts() * cfg.n_ranks() + 4 * (cfg.n_groups() + 1)) as u32;
+        // The group starts (dispatch.cu, ep_dispatch_wait).
+        let layout_smem = (4 * (cfg.n_groups() + 1)) as u32;
         let wait: [&dyn crate::kernels::KernelArg; WAIT_ARGS] = [
             &b.d_counts.ptr,
             &sc.l,

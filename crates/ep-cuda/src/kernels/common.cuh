@@ -693,14 +693,32 @@ __device__ __forceinline__ bool ep_awaited(int i, int n_ranks, int rank, int ski
     return !skip_a2a || (i % n_ranks) == rank;
 }
 
+// Count i, polled (acquire, system scope) until it is not the sentinel, or until `slice_ns` from
+// `t0` have passed: then `late` is set and the sentinel returned.
+__device__ __forceinline__ u64 ep_poll_count(const u64* counts, int i, u64 t0, u64 slice_ns, bool& late) {
+    u64 v = ep_load_acquire(counts + i);
+    while (v == EP_SENTINEL) {
+        if (ep_globaltimer() - t0 > slice_ns) { late = true; break; }
+        __nanosleep(64);
+        v = ep_load_acquire(counts + i);
+    }
+    return v;
+}
+
+// A dispatch count word as it came (ep_publish_counts): its high half is the sender's message
+// count word, kept in nmsg[s] from each sender s's first local expert's word (i = s); returns the
+// count.
+__device__ __forceinline__ u64 ep_unpack_count(u64 v, int i, int n_ranks, u32* nmsg) {
+    if (i < n_ranks) nmsg[i] = (u32)(v >> 32);
+    return v & 0xFFFFFFFFull;
+}
+
 // Polls (acquire, system scope) until no awaited count is the sentinel, or `slice_ns` passes:
 // count i into got[i] (0 when not awaited), and with `missing`, missing[i] = 1 for a count that
 // had not arrived. Once all are there, `check(i, v)` judges each awaited count (EP_OK or an error
 // code). Returns EP_OK, EP_PENDING (the slice ran out) or the check's code, the same in every
 // thread; every thread calls it.
-// With `nmsg` the counts are a dispatch's (ep_publish_counts): each word carries its sender's
-// message count word in its high half, which goes to nmsg[s] for each awaited sender s (from its
-// first local expert's word, i = s), and got[i] keeps the count.
+// With `nmsg` the counts are a dispatch's (ep_unpack_count).
 template <typename Check>
 __device__ u32 ep_poll_counts(const u64* counts, int n, int rank, int n_ranks, int skip_a2a, u64 slice_ns, u64* got,
                               u32* missing, Check check, u32* nmsg = nullptr) {
@@ -712,16 +730,9 @@ __device__ u32 ep_poll_counts(const u64* counts, int n, int rank, int n_ranks, i
         bool late = false;
         u64 v = 0;
         if (ep_awaited(i, n_ranks, rank, skip_a2a)) {
-            v = ep_load_acquire(counts + i);
-            while (v == EP_SENTINEL) {
-                if (ep_globaltimer() - start > slice_ns) { late = true; outcome = EP_PENDING; break; }
-                __nanosleep(64);
-                v = ep_load_acquire(counts + i);
-            }
-            if (nmsg && !late) {
-                if (i < n_ranks) nmsg[i] = (u32)(v >> 32);
-                v &= 0xFFFFFFFFull;
-            }
+            v = ep_poll_count(counts, i, start, slice_ns, late);
+            if (late) outcome = EP_PENDING;
+            else if (nmsg) v = ep_unpack_count(v, i, n_ranks, nmsg);
         }
         got[i] = v;
         if (missing) missing[i] = late;
@@ -753,8 +764,8 @@ __device__ void ep_reset_counts(u64* counts, int n, int rank, int n_ranks, int s
 // a rank's signals ~10 s late, released only when a peer's wait timed out).
 template <typename Check>
 __device__ bool ep_wait_counts(u64* counts, int n, int rank, int n_ranks, int skip_a2a, u64 slice_ns, u32* status,
-                               u64* snapshot, Check check, u32* nmsg = nullptr) {
-    u32 outcome = ep_poll_counts(counts, n, rank, n_ranks, skip_a2a, slice_ns, snapshot, status + 1, check, nmsg);
+                               u64* snapshot, Check check) {
+    u32 outcome = ep_poll_counts(counts, n, rank, n_ranks, skip_a2a, slice_ns, snapshot, status + 1, check);
     if (outcome != EP_PENDING) ep_reset_counts(counts, n, rank, n_ranks, skip_a2a);
     if (threadIdx.x == 0) status[0] = outcome;
     return outcome == EP_OK;
@@ -823,14 +834,19 @@ __device__ void ep_reset_counts_when_read(u32* ticket, u32 blocks, u64* counts, 
 // named site of a phase's chain; how much the phase's time grows says how much slack the site has
 // (none: the full delay; off the path: nothing). Sites: 1 a sending block after its route, 2 a
 // sending block after its marks, 3 the counting block before it publishes, 4 a receiving block
-// once it has the counts (since v42 with the layout, where ep_poll_layout takes both), 5 a
-// receiving block after the layout.
+// once it has the counts (since v42 with the layout: ep_poll_layout), 5 a receiving block after
+// the layout (since v42 after block 0 has kept the message counts).
+// The SM clock (MHz) a delay's spin and the stamps' clock readings are converted at
+// (EP_CUDA_TRACE_CLOCK_MHZ, kernels.rs): an H100's and an H200's while a phase runs (v39).
+#ifndef EP_CLOCK_MHZ
+#define EP_CLOCK_MHZ 1980
+#endif
 #ifdef EP_DELAY_NS
 #define EP_DELAY(site)                                                                    \
     do {                                                                                  \
         if (EP_DELAY_SITE == (site)) {                                                    \
             long long c0_ = clock64();                                                    \
-            while (clock64() - c0_ < (long long)EP_DELAY_NS * 198 / 100) {                \
+            while (clock64() - c0_ < (long long)EP_DELAY_NS * EP_CLOCK_MHZ / 1000) {      \
             }                                                                             \
         }                                                                                 \
     } while (0)
@@ -859,13 +875,10 @@ __device__ void ep_reset_counts_when_read(u32* ticket, u32 blocks, u64* counts, 
 #define EP_N_STAMPS 32
 // A record: the name's first 8 bytes, (rank, block), (sm, published), then the stamps, stamp 0 the
 // start (absolute %globaltimer, 0: not reached). Its layout is kernels.rs' TRACE_RECORD_WORDS.
-// Inside a kernel a stamp reads the SM's clock (clock64), turned into ns at EP_TRACE_CLOCK_MHZ
-// when the record is written: %globaltimer steps every 256 ns on an H200 (every 32 on the H100
-// of v34), coarser than most of the steps the stamps are there to tell apart; blocks line up by
-// their starts, read from %globaltimer.
-#ifndef EP_TRACE_CLOCK_MHZ
-#define EP_TRACE_CLOCK_MHZ 1980
-#endif
+// Inside a kernel a stamp reads the SM's clock (clock64), turned into ns at EP_CLOCK_MHZ when the
+// record is written: %globaltimer steps every 256 ns on an H200 (every 32 on the H100 of v34),
+// coarser than most of the steps the stamps are there to tell apart; blocks line up by their
+// starts, read from %globaltimer.
 #define EP_TRACE_WORDS (3 + EP_N_STAMPS)
 #define EP_TRACE_RECORDS (1 << 17)
 __device__ u64 ep_trace_records[EP_TRACE_RECORDS * EP_TRACE_WORDS];
@@ -889,7 +902,7 @@ __device__ __forceinline__ void ep_trace_record(const char* what, int rank, u32 
     for (int k = 0; k < EP_N_STAMPS; k++)
         rec[3 + k] = k == 0 || !clock0 || !stamps[k]
                          ? stamps[k]
-                         : stamps[0] + (u64)(((long long)stamps[k] - clock0) * 1000 / EP_TRACE_CLOCK_MHZ);
+                         : stamps[0] + (u64)(((long long)stamps[k] - clock0) * 1000 / EP_CLOCK_MHZ);
 }
 __shared__ u64 ep_stamp[EP_N_STAMPS]; // at file scope: the device functions a kernel calls stamp too
 __shared__ long long ep_stamp_clock;  // the SM clock at the block's start

@@ -42,17 +42,24 @@ __device__ __forceinline__ u32* ep_landed_flag(u8* msg, MsgLayout m) { return (u
 // the copy-out skips it. Round numbers stay below it (comm/dispatch.rs).
 #define EP_LANDED_PLACED 0x80000000u
 
+// Inclusive prefix sum of `v` over the calling warp's lanes, by shuffles. Every lane calls it.
+template <typename T>
+__device__ __forceinline__ T ep_warp_scan(T v) {
+    int lane = threadIdx.x & 31;
+    for (int off = 1; off < 32; off <<= 1) {
+        T o = __shfl_up_sync(0xffffffffu, v, off);
+        if (lane >= off) v += o;
+    }
+    return v;
+}
+
 // Block-wide exclusive prefix sum of `v` over the threads in thread order; `total` returns the
 // block's sum (the same in every thread). Sums may be packed fields (ep_assign_block's four
 // 16-bit counts) as long as none overflows. Every thread of the block calls it; blockDim.x is a
 // multiple of 32. Returns with a barrier passed.
 __device__ u64 ep_scan_counts(u64 v, u64* warp_sums, u64& total) {
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
-    u64 incl = v;
-    for (int off = 1; off < 32; off <<= 1) {
-        u64 o = __shfl_up_sync(0xffffffffu, incl, off);
-        if (lane >= off) incl += o;
-    }
+    u64 incl = ep_warp_scan(v);
     if (lane == 31) warp_sums[warp] = incl;
     __syncthreads();
     u64 before = 0;
@@ -628,36 +635,38 @@ __device__ void ep_send_token(int t, EpRoute& r, const float* input_scales, int 
     if (threadIdx.x == 0) EP_STAMP_FIRST(14);
 }
 
-// In-place inclusive prefix sum of a[0 .. n) in shared memory, by the whole block (blockDim.x a
-// multiple of 32): warp shuffles, then the warps' totals scanned by shuffles in every warp,
-// blockDim.x entries at a time: two barriers a round, where summing the warps' totals one by one
-// from shared memory, with the carry there, took four and up to 15 dependent loads. It is
-// ep_scan_counts' shape with the totals scanned by shuffles; written as rounds of ep_scan_counts
-// (u64 sums, a serial walk over the totals), or as it was before v38, the 1-token FP8 dispatch
-// read 0.4-0.7 us slower (one H200, v38 review). Returns with a barrier passed.
-__device__ void ep_block_scan(u32* a, int n) {
-    __shared__ u32 warp_sums[32];
+// Inclusive prefix sum of `v` over the block's threads in thread order, from registers: each
+// warp's by shuffles, then the warps' totals (through `warp_sums`, shared, one barrier) scanned by
+// shuffles in every warp; `total` gets the block's sum. Every thread calls it (blockDim.x a
+// multiple of 32); what the threads stored to shared memory before it is visible after it. The
+// caller passes another barrier before `warp_sums` is written again.
+__device__ __forceinline__ u32 ep_block_scan_incl(u32 v, u32* warp_sums, u32& total) {
     const unsigned all = 0xffffffffu;
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+    v = ep_warp_scan(v);
+    if (lane == 31) warp_sums[warp] = v;
+    __syncthreads();
+    u32 w = ep_warp_scan(lane < warps ? warp_sums[lane] : 0u);
+    total = __shfl_sync(all, w, 31);
+    return (warp > 0 ? __shfl_sync(all, w, warp - 1) : 0u) + v;
+}
+
+// In-place inclusive prefix sum of a[0 .. n) in shared memory, by the whole block (blockDim.x a
+// multiple of 32), blockDim.x entries at a time (ep_block_scan_incl): two barriers a round, where
+// summing the warps' totals one by one from shared memory, with the carry there, took four and up
+// to 15 dependent loads. Written as rounds of ep_scan_counts (u64 sums, a serial walk over the
+// totals), or as it was before v38, the 1-token FP8 dispatch read 0.4-0.7 us slower (one H200,
+// v38 review). Returns with a barrier passed.
+__device__ void ep_block_scan(u32* a, int n) {
+    __shared__ u32 warp_sums[32];
     u32 carry = 0;
     if (n <= 0) __syncthreads();
     for (int base = 0; base < n; base += blockDim.x) {
         int i = base + threadIdx.x;
-        u32 v = i < n ? a[i] : 0;
-        for (int off = 1; off < 32; off <<= 1) {
-            u32 o = __shfl_up_sync(all, v, off);
-            if (lane >= off) v += o;
-        }
-        if (lane == 31) warp_sums[warp] = v;
-        __syncthreads();
-        u32 w = lane < warps ? warp_sums[lane] : 0;
-        for (int off = 1; off < 32; off <<= 1) {
-            u32 o = __shfl_up_sync(all, w, off);
-            if (lane >= off) w += o;
-        }
-        u32 before = __shfl_sync(all, w, (warp + 31) & 31); // lane warp - 1's sum; 0 for warp 0
-        if (i < n) a[i] = carry + (warp > 0 ? before : 0) + v;
-        carry += __shfl_sync(all, w, 31);
+        u32 total;
+        u32 incl = ep_block_scan_incl(i < n ? a[i] : 0u, warp_sums, total);
+        if (i < n) a[i] = carry + incl;
+        carry += total;
         __syncthreads(); // a[] for the caller, warp_sums for the next round
     }
 }
@@ -700,28 +709,31 @@ struct EpCountFits {
     __device__ u32 operator()(int, u64 v) const { return v > max_tokens ? EP_COUNT_OVERFLOW : EP_OK; }
 };
 
-// Whether ep_poll_layout can take a dispatch's counts: a thread per count, and each group's
-// counts (n_ranks of them, neighbours) in lanes of one warp.
-__device__ __forceinline__ bool ep_poll_layout_fits(int n_local, int n_ranks) {
-    return n_local * n_ranks <= (int)blockDim.x && n_ranks <= 32 && (n_ranks & (n_ranks - 1)) == 0;
-}
-
-// ep_poll_counts (with `nmsg`) and ep_layout_groups in one pass, where ep_poll_layout_fits: thread
-// i polls count i, keeps it in a register, checks it (EpCountFits) and adds up its group's counts
-// with its neighbours' (shuffles); the last count of a group carries the group's padding (up to
-// the row multiple), so one block-wide exclusive scan over the counts gives every source's first
-// row in its group, and each group's start and padding. Two barriers after the counts are there,
-// where the two steps took six with shared memory between them (the receivers' chain at 1 token
-// runs through here). The same outputs and outcome as the two: `got` [n] (shared or global),
-// `missing` as ep_poll_counts', `start` [n_groups + 1] (shared), `src_off` [n_groups, n_ranks + 1];
-// the layout only when the outcome is EP_OK. Every thread calls it; returns with a barrier passed.
+// A dispatch's counts polled and its groups laid out: ep_poll_counts (with `nmsg`) and
+// ep_layout_groups in one pass where a thread per count fits the block and each group's counts
+// (n_ranks of them, neighbours) fit one warp's lanes (n_ranks a power of two up to 32); otherwise
+// the two steps. In the one pass thread i polls count i, keeps it in a register, checks it
+// (EpCountFits) and adds up its group's counts with its neighbours' (shuffles); the last count of
+// a group carries the group's padding (up to the row multiple), so one block-wide scan over the
+// counts gives every source's first row in its group, and each group's start and padding: two
+// barriers after the counts are there, where the two steps take six with shared memory between
+// them (the receivers' chain at 1 token runs through here). Outputs: `got` [n] (shared or global),
+// `missing` and `nmsg` as ep_poll_counts', `start` [n_groups + 1] (shared), `src_off` [n_groups,
+// n_ranks + 1], the layout only when the outcome is EP_OK. Used by the single-launch dispatch's
+// receivers and ep_dispatch_wait. Every thread calls it; returns with a barrier passed.
 __device__ u32 ep_poll_layout(const u64* counts, int n_local, int n_ranks, int rank, int skip_a2a, u64 slice_ns,
                               u64 max_tokens, u64* got, u32* missing, u32* nmsg, int shared_groups, int shared_len,
                               int row_multiple, u32* start, u32* src_off) {
+    int n = n_local * n_ranks, i = threadIdx.x;
+    if (n > (int)blockDim.x || n_ranks > 32 || (n_ranks & (n_ranks - 1)) != 0) {
+        u32 outcome =
+            ep_poll_counts(counts, n, rank, n_ranks, skip_a2a, slice_ns, got, missing, EpCountFits{max_tokens}, nmsg);
+        if (outcome == EP_OK)
+            ep_layout_groups(got, n_local, n_ranks, rank, shared_groups, shared_len, row_multiple, start, src_off);
+        return outcome;
+    }
     __shared__ u32 pending, bad;
     __shared__ u32 warp_sums[32];
-    const unsigned all = 0xffffffffu;
-    int n = n_local * n_ranks, i = threadIdx.x, lane = i & 31, warp = i >> 5, warps = blockDim.x >> 5;
     if (i == 0) { pending = 0; bad = EP_OK; }
     __syncthreads();
     u64 t0 = ep_globaltimer();
@@ -730,15 +742,11 @@ __device__ u32 ep_poll_layout(const u64* counts, int n_local, int n_ranks, int r
         bool late = false;
         u64 v = 0;
         if (ep_awaited(i, n_ranks, rank, skip_a2a)) {
-            v = ep_load_acquire(counts + i);
-            while (v == EP_SENTINEL) {
-                if (ep_globaltimer() - t0 > slice_ns) { late = true; pending = 1; break; }
-                __nanosleep(64);
-                v = ep_load_acquire(counts + i);
-            }
-            if (!late) {
-                if (i < n_ranks) nmsg[i] = (u32)(v >> 32);
-                v &= 0xFFFFFFFFull;
+            v = ep_poll_count(counts, i, t0, slice_ns, late);
+            if (late) {
+                pending = 1;
+            } else {
+                v = ep_unpack_count(v, i, n_ranks, nmsg);
                 c = (u32)v;
                 u32 code = EpCountFits{max_tokens}(i, v);
                 if (code != EP_OK) bad = code;
@@ -749,29 +757,18 @@ __device__ u32 ep_poll_layout(const u64* counts, int n_local, int n_ranks, int r
     }
     // The group's size in each of its lanes, its padding on its last count.
     u32 size = c;
-    for (int off = 1; off < n_ranks; off <<= 1) size += __shfl_xor_sync(all, size, off);
+    for (int off = 1; off < n_ranks; off <<= 1) size += __shfl_xor_sync(0xffffffffu, size, off);
     int s = i & (n_ranks - 1);
     u32 padded = c + (s == n_ranks - 1 ? (size + row_multiple - 1) / row_multiple * row_multiple - size : 0);
-    u32 incl = padded;
-    for (int off = 1; off < 32; off <<= 1) {
-        u32 o = __shfl_up_sync(all, incl, off);
-        if (lane >= off) incl += o;
-    }
-    if (lane == 31) warp_sums[warp] = incl;
-    __syncthreads();
+    u32 total, incl = ep_block_scan_incl(padded, warp_sums, total); // its barrier: `pending`, `bad`
     u32 outcome = pending ? EP_PENDING : bad;
     if (outcome != EP_OK) {
         __syncthreads(); // every thread has read the outcome
         return outcome;
     }
-    u32 w = lane < warps ? warp_sums[lane] : 0;
-    for (int off = 1; off < 32; off <<= 1) {
-        u32 o = __shfl_up_sync(all, w, off);
-        if (lane >= off) w += o;
-    }
     // The fused shared expert (group 0): the rank's own tokens, before every routed group.
     u32 base = shared_groups ? (shared_len + row_multiple - 1) / row_multiple * row_multiple : 0;
-    u32 end = base + (warp > 0 ? __shfl_sync(all, w, warp - 1) : 0) + incl, first = end - padded;
+    u32 end = base + incl, first = end - padded;
     if (i < n) {
         int g = i / n_ranks + shared_groups;
         src_off[g * (n_ranks + 1) + s] = first;
@@ -788,8 +785,9 @@ __device__ u32 ep_poll_layout(const u64* counts, int n_local, int n_ranks, int r
 }
 
 // Waits for every count, then lays out the groups: row_offsets [n_groups + 1] and src_offsets
-// [n_groups, n_ranks + 1]. One block; the counts and group starts go through shared memory
-// (`smem`: 8 * n_local * n_ranks + 4 * (n_groups + 1) bytes). An overlapped round's first slice
+// [n_groups, n_ranks + 1] (ep_poll_layout), the counts in `snapshot` and the message counts in
+// `nmsg`. One block; the group starts go through shared memory (`smem`: 4 * (n_groups + 1)
+// bytes). An overlapped round's first slice
 // (beside the send) or a layout-first round's (before it, comm/path.rs) then zeroes the copy-out's
 // count of messages taken (`layout_seq[1]`, ep_copy_messages) and releases round `seq` into
 // `layout_seq[0]` (null: neither), for the send blocks still to encode this rank's own messages
@@ -798,27 +796,17 @@ extern "C" __global__ void ep_dispatch_wait(u64* counts, int n_local, int n_rank
                                             u64 slice_ns, int max_tokens, int shared_groups, int shared_len,
                                             int row_multiple, u32* status, u64* snapshot, u32* nmsg,
                                             u32* row_offsets, u32* src_offsets, u32* layout_seq, u32 seq) {
-    extern __shared__ u64 smem_counts[];
+    extern __shared__ u32 start[]; // [n_groups + 1]
     int n = n_local * n_ranks, n_groups = n_local + shared_groups;
-    u64* cnt = smem_counts;               // [n]
-    u32* start = (u32*)(smem_counts + n); // [n_groups + 1]
     ep_await_prior_grid(); // launched chained after the send (comm/dispatch.rs)
-    if (ep_poll_layout_fits(n_local, n_ranks)) {
-        u32 outcome = ep_poll_layout(counts, n_local, n_ranks, rank, skip_a2a, slice_ns, max_tokens, snapshot,
-                                     status + 1, nmsg, shared_groups, shared_len, row_multiple, start, src_offsets);
-        if (outcome != EP_PENDING) ep_reset_counts(counts, n, rank, n_ranks, skip_a2a);
-        if (threadIdx.x == 0) status[0] = outcome;
-        if (outcome != EP_OK) return;
-        ep_release_dependents(); // the next kernel's blocks (copy-out, or a layout-first send) may launch
-    } else {
-        if (!ep_wait_counts(counts, n, rank, n_ranks, skip_a2a, slice_ns, status, snapshot,
-                            EpCountFits{(u64)max_tokens}, nmsg))
-            return;
-        ep_release_dependents();
-        for (int i = threadIdx.x; i < n; i += blockDim.x) cnt[i] = snapshot[i];
-        __syncthreads();
-        ep_layout_groups(cnt, n_local, n_ranks, rank, shared_groups, shared_len, row_multiple, start, src_offsets);
-    }
+    // The counts and the layout, the counts' misses in status[1 ..], the outcome in status[0]; the
+    // counts reset once every one was there.
+    u32 outcome = ep_poll_layout(counts, n_local, n_ranks, rank, skip_a2a, slice_ns, max_tokens, snapshot, status + 1,
+                                 nmsg, shared_groups, shared_len, row_multiple, start, src_offsets);
+    if (outcome != EP_PENDING) ep_reset_counts(counts, n, rank, n_ranks, skip_a2a);
+    if (threadIdx.x == 0) status[0] = outcome;
+    if (outcome != EP_OK) return;
+    ep_release_dependents(); // the next kernel's blocks (copy-out, or a layout-first send) may launch
     for (int g = threadIdx.x; g <= n_groups; g += blockDim.x) row_offsets[g] = start[g];
     if (!layout_seq) return;
     __syncthreads();
@@ -1737,11 +1725,12 @@ __device__ __forceinline__ void ep_dispatch_single_body(
     __shared__ EpRows scratch;
     // Stamps (EP_CUDA_TRACE, scripts/trace_summary.py): 11 the token's ids staged, 1 its route,
     // 12 its row here, 13 its message encoded, 14 its stores issued, 2 its messages marked (the
-    // counting block: 1 counted, 2 published), 3 the block's tokens sent, 4 every count here (and
-    // the layout, where ep_poll_layout takes both), 5 the layout, 8 padding rows, 9 the first message's mark seen, 15 its rows found, 10 messages
-    // copied, 6 copy-out done, 7 counts reset. Sub-steps: 16-19 the route's barriers
+    // counting block: 1 counted, 2 published), 3 the block's tokens sent, 4 every count here and
+    // the groups laid out (ep_poll_layout; up to v41 5 was the layout), 5 the message counts kept,
+    // 8 padding rows, 9 the first message's mark seen, 15 its rows found, 10 messages copied, 6
+    // copy-out done, 7 counts reset. Sub-steps: 16-19 the route's barriers
     // (ep_own_route), 20 a peer buffer's address loaded, 21 the message encoded, 22 every
-    // store issued (ep_mark_landed's barrier), 23 its fence passed; 24 the message counts kept;
+    // store issued (ep_mark_landed's barrier), 23 its fence passed (24, 25 unused since v42);
     // 30 a mark's first poll returned, 26 the message's loads issued, 27 its rows found by warp 0,
     // 28 thread 0's stores issued, 29 its rows' source info written (the first message each).
     EP_STAMPS
@@ -1801,17 +1790,8 @@ __device__ __forceinline__ void ep_dispatch_single_body(
         u32* src_off = start + n_groups + 1;             // [n_groups, n_ranks + 1]
         u32* nmsg_here = src_off + n_groups * (n_ranks + 1); // [n_ranks]
         int shared_len = shared_end - shared_start;
-        u32 outcome;
-        if (ep_poll_layout_fits(n_local, n_ranks)) {
-            outcome = ep_poll_layout(counts, n_local, n_ranks, rank, skip_a2a, slice_ns, max_tokens, got, nullptr,
+        u32 outcome = ep_poll_layout(counts, n_local, n_ranks, rank, skip_a2a, slice_ns, max_tokens, got, nullptr,
                                      nmsg_here, shared_groups, shared_len, row_multiple, start, src_off);
-        } else {
-            outcome = ep_poll_counts(counts, n, rank, n_ranks, skip_a2a, slice_ns, got, nullptr,
-                                     EpCountFits{(u64)max_tokens}, nmsg_here);
-            if (outcome == EP_OK)
-                ep_layout_groups(got, n_local, n_ranks, rank, shared_groups, shared_len, row_multiple, start,
-                                 src_off);
-        }
         EP_STAMP(4);
         EP_DELAY(4);
         ep_counts_read(outcome, ticket + 1, status);
@@ -1820,7 +1800,6 @@ __device__ __forceinline__ void ep_dispatch_single_body(
             // the combine, which reads them from `nmsg`.
             if (blockIdx.x == 0)
                 for (int s = threadIdx.x; s < n_ranks; s += blockDim.x) nmsg[s] = nmsg_here[s];
-            EP_STAMP(24);
             EP_STAMP(5);
             EP_DELAY(5);
             // While some sending blocks had no token to send, the copy-out's walk starts past the
