@@ -24,25 +24,37 @@ b() { echo "== $*" >> $OUT/ab.txt; }
 run() { local dir=$1; shift; env "$@" timeout 60 $dir/ep-gpu bench --backend cuda --ranks $R --tokens $T --format $F --passes 1 2>&1 | grep -E '^t[0-9]|rror|slices' >> $OUT/ab.txt; }
 # summary: ab.txt as "label | dispatch p50 p95 combine p50 p95", sorted by label.
 summary() { awk '/^==/{l=$0; next} /^t[0-9]+-[a-z0-9]+-[a-z]+ +[0-9]/{ print l, "|", $2, $3, $4, $5; next} {print l, "|", $0}' $OUT/ab.txt | sort -s -k2,4; }
-# ab REPS "R T F" ... -- LABEL:DIR ...: every scenario under every build, REPS times, the builds interleaved in
-# the order given (one `run` each), e.g. `ab 2 "2 128 fp8" "1 1 bf16" -- a-base:base b-new:.`.
+# split_at_dashes WORD ... -- WORD ...: the words before `--` into BEFORE, those after it into AFTER.
+split_at_dashes() {
+  BEFORE=()
+  while [ "$#" -gt 0 ] && [ "$1" != "--" ]; do BEFORE+=("$1"); shift; done
+  [ "$#" -gt 0 ] && shift
+  AFTER=("$@")
+}
+# ab REPS "R T F" ... -- LABEL:DIR[,VAR=value ...] ...: every scenario under every build (a directory, and the
+# environment after it, if any), REPS times, the builds interleaved in the order given (one `run` each), e.g.
+# `ab 2 "2 128 fp8" "1 1 bf16" -- a-base:base b-new:. c-single:.,EP_CUDA_SINGLE_DISPATCH_MAX_TOKENS=1000000`.
 ab() {
-  local reps=$1; shift
-  local scen=() builds=() rep sc lb
-  while [ "$1" != "--" ]; do scen+=("$1"); shift; done; shift
-  builds=("$@")
+  local reps=$1 rep sc lb spec envs; shift
+  split_at_dashes "$@"
+  local scen=("${BEFORE[@]}") builds=("${AFTER[@]}")
   for rep in $(seq "$reps"); do for sc in "${scen[@]}"; do
     set -- $sc; R=$1 T=$2 F=$3
-    for lb in "${builds[@]}"; do b "${R}r $T $F ${lb%%:*}"; run "${lb#*:}"; done
+    for lb in "${builds[@]}"; do
+      spec=${lb#*:}
+      b "${R}r $T $F ${lb%%:*}"
+      envs=; case $spec in *,*) envs=${spec#*,} ;; esac
+      run "${spec%%,*}" ${envs//,/ }
+    done
   done; done
   echo "a/b done $(elapsed)" >> $OUT/rc.txt
 }
 # traces LABEL:DIR ... -- "R T F" ...: EP_CUDA_TRACE=all traces of rank 0 (40 rounds) of each build and scenario into
 # /tmp/tr/trace-<R>r-<T>-<F>-<LABEL>.txt, then all of them into $OUT/traces.tgz (v41's scripts spelled this out).
 traces() {
-  local builds=() scen=() sc lb
-  while [ "$1" != "--" ]; do builds+=("$1"); shift; done; shift
-  scen=("$@")
+  local sc lb
+  split_at_dashes "$@"
+  local builds=("${BEFORE[@]}") scen=("${AFTER[@]}")
   mkdir -p /tmp/tr
   for lb in "${builds[@]}"; do for sc in "${scen[@]}"; do
     set -- $sc
@@ -63,14 +75,8 @@ sanitize() {
 # delays REPS "R T F" ... -- SITE ...: causal profiling of the build in the bundle (EP_CUDA_DELAY=site:1000, common.cuh):
 # each scenario without a delay, then with a 1 us spin at each site, REPS times, into ab.txt (v41 calls 8 and 10).
 delays() {
-  local reps=$1; shift
-  local scen=() sites=() rep sc site
-  while [ "$1" != "--" ]; do scen+=("$1"); shift; done; shift
-  sites=("$@")
-  for rep in $(seq "$reps"); do for sc in "${scen[@]}"; do
-    set -- $sc; R=$1 T=$2 F=$3
-    b "${R}r $T $F d0-none"; run .
-    for site in "${sites[@]}"; do b "${R}r $T $F d$site-1us"; run . EP_CUDA_DELAY=$site:1000; done
-  done; done
-  echo "delays done $(elapsed)" >> $OUT/rc.txt
+  local reps=$1 site builds=(d0-none:.); shift
+  split_at_dashes "$@"
+  for site in "${AFTER[@]}"; do builds+=("d$site-1us:.,EP_CUDA_DELAY=$site:1000"); done
+  ab "$reps" "${BEFORE[@]}" -- "${builds[@]}"
 }
