@@ -476,6 +476,7 @@ __device__ void ep_reduce_token_ll_staged(int t, int part, int per, const EpSlot
                 int j = q + u * groups;
                 got[u] = j >= nj || ep_ll_load(ll_rows + (u64)sl.row[j0 + j] * w8 * 2, c8, w8, ll.seq, v[u]);
             }
+            if (threadIdx.x == 0 && j0 == 0 && got[0]) EP_STAMP_FIRST(8);
 #pragma unroll
             for (int u = 0; u < 2; u++) {
                 int j = q + u * groups;
@@ -486,6 +487,7 @@ __device__ void ep_reduce_token_ll_staged(int t, int part, int per, const EpSlot
             }
         }
         __syncthreads();
+        if (threadIdx.x == 0) EP_STAMP_FIRST(9);
         if (col && q == 0)
             for (int j = 0; j < nj; j++) {
                 float y[8];
@@ -793,7 +795,8 @@ __device__ __forceinline__ void ep_combine_single_body(
     __shared__ EpSlots sl;
     // Stamps (EP_CUDA_TRACE): 1 rows sent (and marked), 2 ticket (or the slots listed), 3 counts
     // published, 4 every count here, 7 the first token's list and marks there, 5 reduced, 6 counts
-    // reset.
+    // reset; in the staged LL reduce, 8 thread 0's first LL piece there at its first load, 9 the
+    // first round staged.
     EP_STAMPS
     u64 rows = *rows_end;
     u32 lane_nmsg = ep_lane_nmsg(nmsg, n_ranks);

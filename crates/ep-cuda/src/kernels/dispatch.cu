@@ -543,8 +543,8 @@ __device__ void ep_send_token(int t, EpRoute& r, const float* input_scales, int 
                               u64 hold_ns = 0) {
     u8* msg = (u8*)smem_u4;
     int node = rank / gpus_per_node;
-    // The hold's word, loaded now: it is most often there by the time the message is encoded, and
-    // loaded only then it was a round trip on the sending block's path.
+    // The hold's word, loaded now (loaded only after the encode, it was a round trip on the sending
+    // block's path), and again once the row is in when it was not there yet (below).
     u32 held = hold && threadIdx.x == 0 ? *(volatile const u32*)hold : 0u;
     // The global loads the send needs besides the row, issued while the row's load completes:
     // each carrying slot's peer buffer (loaded only when the stores began, it was a round trip on
@@ -558,6 +558,10 @@ __device__ void ep_send_token(int t, EpRoute& r, const float* input_scales, int 
     ep_async_wait(); // the fetched row, before anything returns or reads it
     __syncthreads();
     if (threadIdx.x == 0) EP_STAMP_FIRST(12);
+    // The hold's word again when it was not there at the start: back by the time the message is
+    // encoded. (Polled only after the encode, it was a round trip on the sending block's path
+    // whenever the counts went out after the send began: one H200, 1 token, 0.2-0.3 us.)
+    if (hold && threadIdx.x == 0 && held != hold_seq) held = *(volatile const u32*)hold;
     bool shared = t >= shared_start && t < shared_end;
     bool any = shared;
     for (int k = 0; k < top_k; k++) any = any || r.carries[k];
@@ -1085,8 +1089,9 @@ __device__ typename EpFound<Placed>::T ep_message_landed(const u8* msg, int s, M
                                                           int n_local, int n_ranks, u32* status) {
     const u32* flag = ep_landed_flag((u8*)msg, m);
     const u32 placed = landing.seq | EP_LANDED_PLACED;
+    EP_STAMP_FIRST(25);
     u32 v = ep_load_acquire(flag);
-    EP_STAMP_FIRST(30);
+    if (v != ~0u) EP_STAMP_FIRST(30); // (never ~0u: the stamp waits for the load)
     if (v == landing.seq) return EP_MSG_THERE;
     if (Placed && v == placed) return EP_MSG_PLACED;
     u64 deadline = ep_globaltimer() + landing.slice_ns;
@@ -1371,6 +1376,7 @@ __device__ bool ep_copy_messages(u64 first, u64 step, const u8* recv, const u32*
                                  int max_tokens, int hidden, int fmt, MsgLayout m, u8* recv_tokens, u8* recv_scales,
                                  int* src_info, int* row_src, u32* status, EpLanding landing, EpRows& scratch,
                                  int* msg_rows = nullptr, u32* claimed = nullptr, u64 busy = 0) {
+    if (threadIdx.x == 0) EP_STAMP_FIRST(24);
     u32 most = 0;
     for (int s = 0; s < n_ranks; s++) most = max(most, ep_messages_from(nmsg[s], s, rank, skip_a2a, max_tokens));
     u64 messages = (u64)most * n_ranks;
@@ -1730,7 +1736,8 @@ __device__ __forceinline__ void ep_dispatch_single_body(
     // 8 padding rows, 9 the first message's mark seen, 15 its rows found, 10 messages copied, 6
     // copy-out done, 7 counts reset. Sub-steps: 16-19 the route's barriers
     // (ep_own_route), 20 a peer buffer's address loaded, 21 the message encoded, 22 every
-    // store issued (ep_mark_landed's barrier), 23 its fence passed (24, 25 unused since v42);
+    // store issued (ep_mark_landed's barrier), 23 its fence passed; 24 the copy-out's walk
+    // begun, 25 a mark's first poll issued,
     // 30 a mark's first poll returned, 26 the message's loads issued, 27 its rows found by warp 0,
     // 28 thread 0's stores issued, 29 its rows' source info written (the first message each).
     EP_STAMPS
