@@ -795,8 +795,8 @@ __device__ __forceinline__ void ep_combine_single_body(
     __shared__ EpSlots sl;
     // Stamps (EP_CUDA_TRACE): 1 rows sent (and marked), 2 ticket (or the slots listed), 3 counts
     // published, 4 every count here, 7 the first token's list and marks there, 5 reduced, 6 counts
-    // reset; in the staged LL reduce, 8 thread 0's first LL piece there at its first load, 9 the
-    // first round staged.
+    // reset; 10 the LL rows' deadline read from the clock; in the staged LL reduce, 8 thread 0's
+    // first LL piece there at its first load, 9 the first round staged.
     EP_STAMPS
     u64 rows = *rows_end;
     u32 lane_nmsg = ep_lane_nmsg(nmsg, n_ranks);
@@ -864,14 +864,17 @@ __device__ __forceinline__ void ep_combine_single_body(
     if (published) ep_publish_rows(cnt, n_local, n_ranks, rank, skip_a2a, count_ptrs, nmsg, lane_nmsg, false);
     EP_STAMP(3);
 
+    // This rank's LL rows, loaded while the counts are polled: loaded after them, the address was a
+    // round trip before the rows' first loads.
+    const ulonglong2* ll_here = Ll ? (const ulonglong2*)ll_ptrs[rank] : nullptr;
     u32 outcome = ep_poll_counts(counts, n, rank, n_ranks, skip_a2a, slice_ns, cnt, nullptr,
                                  EpRowsMatch{sent, n_local, n_ranks});
     EP_STAMP(4);
     ep_counts_read(outcome, ticket + 1, status);
     if (outcome == EP_OK) {
         EpLlWait ll{};
-        if (Ll) ll = EpLlWait{(const ulonglong2*)ll_ptrs[rank], seq, ep_globaltimer() + slice_ns, status, n_local,
-                              n_ranks};
+        if (Ll) ll = EpLlWait{ll_here, seq, ep_globaltimer() + slice_ns, status, n_local, n_ranks};
+        if (!Ll || ll.deadline != 0) EP_STAMP(10); // (the stamp waits for the clock's read)
         // This rank's rows come marked (its dispatch told the senders, comm/path.rs): each
         // token's marks before its rows are read; one that does not come within the slice leaves
         // the status EP_MESSAGES_PENDING and the host reduces again after the marks' wait.

@@ -1377,19 +1377,23 @@ __device__ bool ep_copy_messages(u64 first, u64 step, const u8* recv, const u32*
                                  int* src_info, int* row_src, u32* status, EpLanding landing, EpRows& scratch,
                                  int* msg_rows = nullptr, u32* claimed = nullptr, u64 busy = 0) {
     if (threadIdx.x == 0) EP_STAMP_FIRST(24);
+    // In 32 bits (messages * parts <= n_ranks * max_tokens * top_k), the loop rolled: the 64-bit
+    // divisions' code and 7 KB of the loop unrolled were on the receivers' path between the counts
+    // and the first mark's poll.
     u32 most = 0;
+#pragma unroll 1
     for (int s = 0; s < n_ranks; s++) most = max(most, ep_messages_from(nmsg[s], s, rank, skip_a2a, max_tokens));
-    u64 messages = (u64)most * n_ranks;
-    u64 spare = step - min(busy, step);
-    int parts = !Spread || messages == 0 ? 1 : (int)max((u64)1, min((u64)m.top_k, spare / messages));
+    u32 messages = most * (u32)n_ranks;
+    u32 spare = (u32)(step - min(busy, step));
+    u32 parts = !Spread || messages == 0 ? 1u : max(1u, min((u32)m.top_k, spare / messages));
     static_assert(!Claimed || (Warp && !Spread), "a message is taken by a warp, whole");
-    for (u64 w = Claimed ? ep_warp_claim(claimed) : first; w < messages * parts;
+    for (u64 w = Claimed ? ep_warp_claim(claimed) : first; w < (u64)messages * parts;
          w = Claimed ? ep_warp_claim(claimed) : w + step) {
-        u64 v = Spread ? w / parts : w;
-        int s = v % n_ranks, part = Spread ? w % parts : 0;
-        u32 j = v / n_ranks, nm = nmsg[s];
+        u32 v = Spread ? (u32)w / parts : (u32)w;
+        int s = (int)(v % (u32)n_ranks), part = Spread ? (int)((u32)w % parts) : 0;
+        u32 j = v / (u32)n_ranks, nm = nmsg[s];
         if (j >= ep_messages_from(nm, s, rank, skip_a2a, max_tokens)) continue;
-        if (!ep_copy_message<Warp, Placed, WarpBatch>(s, j, part, parts, nm, landing, recv, src_offsets, rows,
+        if (!ep_copy_message<Warp, Placed, WarpBatch>(s, j, part, (int)parts, nm, landing, recv, src_offsets, rows,
                                                       n_local, n_ranks, rank, shared_groups, max_tokens, hidden, fmt,
                                                       m, recv_tokens, recv_scales, src_info, row_src, status, scratch,
                                                       msg_rows))

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# v43 call 2, one H100 (no H200 could be started): . = the Spread hold's word reloaded once the row is in, with
+# v43 call 2, one H200 (call 1 ran on one H100: no H200 could be started then): . = the Spread hold's word reloaded once the row is in, with
 # trace-only stamps (dispatch: 24 the copy-out's walk begun, 25 a mark's first poll issued, 30 now after it returned;
 # combine: 8 thread 0's first LL piece there at once, 9 the first round staged); red/ = . with each block's report that
 # it read the counts made by its last thread instead of thread 0; base/ = ce836e0 (v42 as reviewed). The suite on .

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# v43 call 4, one H200: . = the copy-out's walk in 32 bits, its loop rolled (dispatch) and the LL rows' address loaded while the counts
+# are polled (combine), against base/ = f5eb482 (the hold's reload, trace stamps). The suite (default, single-launch,
+# every single-launch combine marked), memcheck and racecheck soaks, a 3-rank single-launch soak; reps interleaved at decode sizes; traces of ..
+cd "$(dirname "$0")"
+. ./lib.sh
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > $OUT/rc.txt
+conf roll EP_CUDA_LOG_WAITS=1
+conf roll-single $S
+conf roll-marked $S $M
+sanitize roll bf16 memcheck racecheck
+env $S timeout 120 ./ep-gpu soak --backend cuda --ranks 3 --rounds 100 --format fp8 > /tmp/soak3.txt 2>&1
+echo "soak 3r fp8 single-launch rc=$? $(tail -n 1 /tmp/soak3.txt)" >> $OUT/rc.txt
+ab 3 "1 1 bf16" "1 1 fp8" "2 1 bf16" "2 1 fp8" "1 8 fp8" "1 32 fp8" "2 32 fp8" "2 8 bf16" "1 128 fp8" -- a-base:base b-roll:.
+traces roll:. base:base -- "1 1 bf16" "2 1 bf16"
+cat $OUT/rc.txt
+summary | tee $OUT/summary.txt
