@@ -795,8 +795,8 @@ __device__ __forceinline__ void ep_combine_single_body(
     __shared__ EpSlots sl;
     // Stamps (EP_CUDA_TRACE): 1 rows sent (and marked), 2 ticket (or the slots listed), 3 counts
     // published, 4 every count here, 7 the first token's list and marks there, 5 reduced, 6 counts
-    // reset; 10 the LL rows' deadline read from the clock; in the staged LL reduce, 8 thread 0's
-    // first LL piece there at its first load, 9 the first round staged.
+    // reset; in the staged LL reduce, 8 thread 0's first LL piece there at its first load, 9 the
+    // first round staged.
     EP_STAMPS
     u64 rows = *rows_end;
     u32 lane_nmsg = ep_lane_nmsg(nmsg, n_ranks);
@@ -874,7 +874,6 @@ __device__ __forceinline__ void ep_combine_single_body(
     if (outcome == EP_OK) {
         EpLlWait ll{};
         if (Ll) ll = EpLlWait{ll_here, seq, ep_globaltimer() + slice_ns, status, n_local, n_ranks};
-        if (!Ll || ll.deadline != 0) EP_STAMP(10); // (the stamp waits for the clock's read)
         // This rank's rows come marked (its dispatch told the senders, comm/path.rs): each
         // token's marks before its rows are read; one that does not come within the slice leaves
         // the status EP_MESSAGES_PENDING and the host reduces again after the marks' wait.

@@ -543,9 +543,6 @@ __device__ void ep_send_token(int t, EpRoute& r, const float* input_scales, int 
                               u64 hold_ns = 0) {
     u8* msg = (u8*)smem_u4;
     int node = rank / gpus_per_node;
-    // The hold's word, loaded now (loaded only after the encode, it was a round trip on the sending
-    // block's path), and again once the row is in when it was not there yet (below).
-    u32 held = hold && threadIdx.x == 0 ? *(volatile const u32*)hold : 0u;
     // The global loads the send needs besides the row, issued while the row's load completes:
     // each carrying slot's peer buffer (loaded only when the stores began, it was a round trip on
     // the path) and NVFP4's input scale (the only encoder that reads one).
@@ -558,10 +555,10 @@ __device__ void ep_send_token(int t, EpRoute& r, const float* input_scales, int 
     ep_async_wait(); // the fetched row, before anything returns or reads it
     __syncthreads();
     if (threadIdx.x == 0) EP_STAMP_FIRST(12);
-    // The hold's word again when it was not there at the start: back by the time the message is
-    // encoded. (Polled only after the encode, it was a round trip on the sending block's path
-    // whenever the counts went out after the send began: one H200, 1 token, 0.2-0.3 us.)
-    if (hold && threadIdx.x == 0 && held != hold_seq) held = *(volatile const u32*)hold;
+    // The hold's word, loaded once the row is in: back by the time the message is encoded.
+    // (Loaded after the encode it was a round trip on the sending block's path; loaded at the
+    // send's start it was most often not there yet at 1 token, and polled after the encode.)
+    u32 held = hold && threadIdx.x == 0 ? *(volatile const u32*)hold : 0u;
     bool shared = t >= shared_start && t < shared_end;
     bool any = shared;
     for (int k = 0; k < top_k; k++) any = any || r.carries[k];
@@ -1371,29 +1368,28 @@ __device__ __forceinline__ u32 ep_warp_claim(u32* claimed) {
 // walk from `first` rotated past them): Spread cuts a message only among the others.
 // `WarpBatch`: ep_copy_rows'. Returns false when a message's mark did not come.
 template <bool Warp, bool Spread = false, bool Placed = true, bool Claimed = false, int WarpBatch = 8>
-__device__ bool ep_copy_messages(u64 first, u64 step, const u8* recv, const u32* nmsg, const u32* src_offsets,
+__device__ bool ep_copy_messages(u32 first, u32 step, const u8* recv, const u32* nmsg, const u32* src_offsets,
                                  u64 rows, int n_local, int n_ranks, int rank, int skip_a2a, int shared_groups,
                                  int max_tokens, int hidden, int fmt, MsgLayout m, u8* recv_tokens, u8* recv_scales,
                                  int* src_info, int* row_src, u32* status, EpLanding landing, EpRows& scratch,
-                                 int* msg_rows = nullptr, u32* claimed = nullptr, u64 busy = 0) {
+                                 int* msg_rows = nullptr, u32* claimed = nullptr, u32 busy = 0) {
     if (threadIdx.x == 0) EP_STAMP_FIRST(24);
-    // In 32 bits (messages * parts <= n_ranks * max_tokens * top_k), the loop rolled: the 64-bit
-    // divisions' code and 7 KB of the loop unrolled were on the receivers' path between the counts
-    // and the first mark's poll.
+    // In 32 bits (items: messages * parts <= n_ranks * max_tokens * top_k), the loop rolled: the
+    // 64-bit divisions' code and 7 KB of the loop unrolled were on the receivers' path between the
+    // counts and the first mark's poll.
     u32 most = 0;
 #pragma unroll 1
     for (int s = 0; s < n_ranks; s++) most = max(most, ep_messages_from(nmsg[s], s, rank, skip_a2a, max_tokens));
-    u32 messages = most * (u32)n_ranks;
-    u32 spare = (u32)(step - min(busy, step));
-    u32 parts = !Spread || messages == 0 ? 1u : max(1u, min((u32)m.top_k, spare / messages));
+    const u32 ranks = n_ranks, messages = most * ranks, spare = step - min(busy, step);
+    const u32 parts = !Spread || messages == 0 ? 1u : max(1u, min((u32)m.top_k, spare / messages));
     static_assert(!Claimed || (Warp && !Spread), "a message is taken by a warp, whole");
-    for (u64 w = Claimed ? ep_warp_claim(claimed) : first; w < (u64)messages * parts;
+    for (u32 w = Claimed ? ep_warp_claim(claimed) : first; w < messages * parts;
          w = Claimed ? ep_warp_claim(claimed) : w + step) {
-        u32 v = Spread ? (u32)w / parts : (u32)w;
-        int s = (int)(v % (u32)n_ranks), part = Spread ? (int)((u32)w % parts) : 0;
-        u32 j = v / (u32)n_ranks, nm = nmsg[s];
+        u32 v = Spread ? w / parts : w;
+        int s = v % ranks, part = Spread ? w % parts : 0;
+        u32 j = v / ranks, nm = nmsg[s];
         if (j >= ep_messages_from(nm, s, rank, skip_a2a, max_tokens)) continue;
-        if (!ep_copy_message<Warp, Placed, WarpBatch>(s, j, part, (int)parts, nm, landing, recv, src_offsets, rows,
+        if (!ep_copy_message<Warp, Placed, WarpBatch>(s, j, part, parts, nm, landing, recv, src_offsets, rows,
                                                       n_local, n_ranks, rank, shared_groups, max_tokens, hidden, fmt,
                                                       m, recv_tokens, recv_scales, src_info, row_src, status, scratch,
                                                       msg_rows))
@@ -1664,7 +1660,7 @@ __device__ void ep_single_copy_out(const u64* got, const u32* start, const u32* 
                                    const u8* recv, const u32* nmsg, int n_local, int n_ranks, int rank, int skip_a2a,
                                    int shared_groups, int max_tokens, int hidden, int fmt, MsgLayout m,
                                    u8* recv_tokens, u8* recv_scales, int* src_info, int* row_src, u32* status,
-                                   u64* snapshot, u32* row_offsets, u32* src_offsets, EpRows& scratch, u64 busy) {
+                                   u64* snapshot, u32* row_offsets, u32* src_offsets, EpRows& scratch, u32 busy) {
     int n = n_local * n_ranks, n_groups = n_local + shared_groups;
     u64 rows = start[n_groups];
     if (b == 0) {
@@ -1680,7 +1676,7 @@ __device__ void ep_single_copy_out(const u64* got, const u32* start, const u32* 
     // its next 32 items at once, a lane each, then writes the rows among them: one item after
     // another (most of them no row: each group's possible padding, 256 groups) was ~1.5 us of a
     // 1-token FP8 dispatch (one H100, v36).
-    u32 warp = threadIdx.x >> 5, lane = threadIdx.x & 31, warps = blockDim.x >> 5, pad_blocks = blocks - (u32)busy;
+    u32 warp = threadIdx.x >> 5, lane = threadIdx.x & 31, warps = blockDim.x >> 5, pad_blocks = blocks - busy;
     u32 items = b < pad_blocks ? n_groups * (row_multiple - 1) : 0, stride = pad_blocks * warps;
     for (u32 first = warp * pad_blocks + b; first < items; first += 32 * stride) {
         u32 item = first + lane * stride;
