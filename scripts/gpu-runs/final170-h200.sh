@@ -6,14 +6,8 @@
 cd "$(dirname "$0")"
 . ./lib.sh
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > $OUT/rc.txt
-conf v43 EP_CUDA_LOG_WAITS=1
-conf v43-single $S
-conf v43-overlap EP_CUDA_OVERLAP_MIN_TOKENS=1
-conf v43-layout EP_CUDA_LAYOUT_FIRST_MIN_TOKENS=1 EP_CUDA_SINGLE_DISPATCH_MAX_TOKENS=0
-for r in 3 6; do
-  timeout 120 ./ep-gpu soak --backend cuda --ranks $r --rounds 100 --format fp8 > /tmp/soak$r.txt 2>&1
-  echo "soak ${r}r fp8 rc=$? $(tail -n 1 /tmp/soak$r.txt)" >> $OUT/rc.txt
-done
+conf_modes v43
+for r in 3 6; do soak fp8 $r 100 fp8; done
 memcheck v43-4r 4 6
 ab 2 "1 1 bf16" "1 1 fp8" "1 128 fp8" "1 256 fp8" "1 512 fp8" "1 1024 bf16" "1 1024 fp8" "1 4096 bf16" "1 4096 fp8" "2 1 bf16" "2 1024 bf16" "2 4096 fp8" -- a-v42:base b-v43:.
 cat $OUT/rc.txt

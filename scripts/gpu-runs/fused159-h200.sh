@@ -7,10 +7,7 @@
 cd "$(dirname "$0")"
 . ./lib.sh
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > $OUT/rc.txt
-conf fused EP_CUDA_LOG_WAITS=1
-conf fused-single $S
-conf fused-overlap EP_CUDA_OVERLAP_MIN_TOKENS=1
-conf fused-layout EP_CUDA_LAYOUT_FIRST_MIN_TOKENS=1 EP_CUDA_SINGLE_DISPATCH_MAX_TOKENS=0
+conf_modes fused
 (export EP_CUDA_SINGLE_DISPATCH_MAX_TOKENS=1000000 EP_CUDA_SINGLE_COMBINE_MAX_TOKENS=1000000; sanitize fused-single fp8 memcheck racecheck)
 sanitize fused bf16 memcheck racecheck
 ab 2 "1 1 bf16" "1 1 fp8" "1 32 fp8" "1 128 fp8" "1 256 fp8" "1 512 fp8" "2 1 bf16" "2 1 fp8" "2 128 fp8" "2 512 fp8" -- a-base:base b-fused:.

@@ -13,6 +13,22 @@ conf() {
   echo "conf $name rc=$? $(elapsed) $(tail -n 1 /tmp/conformance-$name.txt) ($(grep -c slices /tmp/conformance-$name.txt) waits of 2+ slices)" >> $OUT/rc.txt
   grep -h -B2 -A6 -E 'FAILED|FAIL ' /tmp/conformance-$name.txt | head -20 >> $OUT/rc.txt
 }
+# conf_modes NAME: the suite in the four path modes: the defaults (the waits logged), every phase single-launch, every
+# dispatch overlapped, every dispatch layout-first.
+conf_modes() {
+  conf "$1" EP_CUDA_LOG_WAITS=1
+  conf "$1-single" $S
+  conf "$1-overlap" EP_CUDA_OVERLAP_MIN_TOKENS=1
+  conf "$1-layout" EP_CUDA_LAYOUT_FIRST_MIN_TOKENS=1 EP_CUDA_SINGLE_DISPATCH_MAX_TOKENS=0
+}
+# soak LABEL RANKS ROUNDS FORMAT [VAR=value ...]: a soak of the bundle's build (bit-exact against the oracle each round),
+# its last line into rc.txt as "soak RANKSr LABEL".
+soak() {
+  local label=$1 ranks=$2 rounds=$3 format=$4; shift 4
+  local log="/tmp/soak-${label// /-}-$ranks.txt"
+  env "$@" timeout 120 ./ep-gpu soak --backend cuda --ranks $ranks --rounds $rounds --format $format > "$log" 2>&1
+  echo "soak ${ranks}r $label rc=$? $(tail -n 1 "$log")" >> $OUT/rc.txt
+}
 # memcheck NAME RANKS ROUNDS [VAR=value ...]: a soak under compute-sanitizer's memcheck.
 memcheck() {
   local name=$1 ranks=$2 rounds=$3; shift 3

@@ -6,10 +6,7 @@
 cd "$(dirname "$0")"
 . ./lib.sh
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > $OUT/rc.txt
-conf packed EP_CUDA_LOG_WAITS=1
-conf packed-single $S
-conf packed-overlap EP_CUDA_OVERLAP_MIN_TOKENS=1
-conf packed-layout EP_CUDA_LAYOUT_FIRST_MIN_TOKENS=1 EP_CUDA_SINGLE_DISPATCH_MAX_TOKENS=0
+conf_modes packed
 sanitize packed fp8 memcheck
 (export EP_CUDA_SINGLE_DISPATCH_MAX_TOKENS=1000000 EP_CUDA_SINGLE_COMBINE_MAX_TOKENS=1000000; sanitize packed-single bf16 memcheck)
 ab 2 "1 1 bf16" "1 1 fp8" "1 32 fp8" "1 128 fp8" "1 512 fp8" "2 1 bf16" "2 1 fp8" "2 512 fp8" -- a-base:base b-packed:.

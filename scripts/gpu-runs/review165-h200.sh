@@ -6,15 +6,10 @@
 cd "$(dirname "$0")"
 . ./lib.sh
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > $OUT/rc.txt
-conf review EP_CUDA_LOG_WAITS=1
-conf review-single $S
-conf review-overlap EP_CUDA_OVERLAP_MIN_TOKENS=1
-conf review-layout EP_CUDA_LAYOUT_FIRST_MIN_TOKENS=1 EP_CUDA_SINGLE_DISPATCH_MAX_TOKENS=0
+conf_modes review
 for r in 3 6; do
-  timeout 120 ./ep-gpu soak --backend cuda --ranks $r --rounds 200 --format fp8 > /tmp/soak$r.txt 2>&1
-  echo "soak ${r}r fp8 rc=$? $(tail -n 1 /tmp/soak$r.txt)" >> $OUT/rc.txt
-  env $S timeout 120 ./ep-gpu soak --backend cuda --ranks $r --rounds 200 > /tmp/soaks$r.txt 2>&1
-  echo "soak ${r}r bf16 single-launch rc=$? $(tail -n 1 /tmp/soaks$r.txt)" >> $OUT/rc.txt
+  soak fp8 $r 200 fp8
+  soak "bf16 single-launch" $r 200 bf16 $S
 done
 memcheck review-3r 3 6
 sanitize review bf16 memcheck racecheck

@@ -9,8 +9,7 @@ conf roll EP_CUDA_LOG_WAITS=1
 conf roll-single $S
 conf roll-marked $S $M
 sanitize roll bf16 memcheck racecheck
-env $S timeout 120 ./ep-gpu soak --backend cuda --ranks 3 --rounds 100 --format fp8 > /tmp/soak3.txt 2>&1
-echo "soak 3r fp8 single-launch rc=$? $(tail -n 1 /tmp/soak3.txt)" >> $OUT/rc.txt
+soak "fp8 single-launch" 3 100 fp8 $S
 ab 3 "1 1 bf16" "1 1 fp8" "2 1 bf16" "2 1 fp8" "1 8 fp8" "1 32 fp8" "2 32 fp8" "2 8 bf16" "1 128 fp8" -- a-base:base b-roll:.
 traces roll:. base:base -- "1 1 bf16" "2 1 bf16"
 cat $OUT/rc.txt
