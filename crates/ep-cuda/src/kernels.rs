@@ -371,10 +371,12 @@ fn trace_line(rec: &[u64]) -> String {
     let mut line =
         format!("trace {name} rank {rank} block {block} sm {sm} pub {published} start {start}:");
     for &t in &stamps[1..] {
+        // The difference in integers: %globaltimer reads ~1.8e18 ns, where an f64 steps by 256 ns
+        // (v33-v43's traces printed every stamp on that grid).
         let us = if t == 0 {
             -1.0
         } else {
-            (t as f64 - start as f64) * 1e-3
+            t.wrapping_sub(start) as i64 as f64 * 1e-3
         };
         line += &format!(" {us:.2}");
     }
@@ -658,6 +660,15 @@ pub(crate) mod tests {
             line.split(':').nth(1).unwrap().split_whitespace().count(),
             31
         );
+        // At a real %globaltimer (~1.8e18 ns) a 30 ns step still prints: an f64 of the
+        // reading itself steps by 256 ns there.
+        let start = 1_795_521_494_967_019_424u64;
+        rec[3] = start;
+        rec[4] = start + 30;
+        rec[6] = start + 1_310;
+        let line = super::trace_line(&rec);
+        let want = format!("start {start}: 0.03 -1.00 1.31 ");
+        assert!(line.contains(&want), "{line}");
         assert!(super::COMMON.contains("#define EP_TRACE_WORDS (3 + EP_N_STAMPS)"));
         assert!(super::COMMON.contains("#define EP_N_STAMPS 32"));
     }

@@ -117,6 +117,10 @@ pub struct SignalProbes {
     /// The smallest step `%globaltimer` took, ns, and how many steps it took in 100 µs.
     pub timer_step_ns: u64,
     pub timer_steps_per_100us: u64,
+    /// The smallest step the SM clock (clock64) took between two reads, cycles, and its cycles
+    /// over the same ~100 µs (the trace's stamps read it).
+    pub clock_step_cycles: u64,
+    pub clock_cycles_per_100us: u64,
     pub round_trips: Vec<SignalRoundTrip>,
     pub loads: Vec<LoadAfterStores>,
     /// Instruction fetch: [`CodeRun`]s of probe.cu's `ep_probe_code`, launch after launch.
@@ -224,12 +228,14 @@ pub fn probe_signals(gpu: usize, cases: Option<Vec<SignalCase>>) -> Result<Signa
         .map_err(cuda)? as u32;
     let device = ctx.name().map_err(cuda)?;
     let stream = ctx.new_stream().map_err(cuda)?;
+    let timer = DevBuf::new(ctx, 32)?;
+    let mut timer_got = [0u64; 4];
+    launch(&stream, k.get("ep_probe_timer"), 1, 32, 0, &[&timer.ptr])?;
+    timer.download(&mut timer_got, &stream)?;
+    let [timer_step_ns, timer_steps_per_100us, clock_step_cycles, clock_cycles_per_100us] = timer_got;
+
     let out = DevBuf::new(ctx, 16)?;
     let mut got = [0u64; 2];
-
-    launch(&stream, k.get("ep_probe_timer"), 1, 32, 0, &[&out.ptr])?;
-    out.download(&mut got, &stream)?;
-    let (timer_step_ns, timer_steps_per_100us) = (got[0], got[1]);
 
     let cases = cases.unwrap_or_else(|| default_cases(sms));
     let max_words = cases.iter().map(|c| c.words).max().unwrap_or(1);
@@ -320,6 +326,8 @@ pub fn probe_signals(gpu: usize, cases: Option<Vec<SignalCase>>) -> Result<Signa
         sms,
         timer_step_ns,
         timer_steps_per_100us,
+        clock_step_cycles,
+        clock_cycles_per_100us,
         round_trips,
         loads,
         code_runs,
@@ -392,6 +400,11 @@ impl fmt::Display for SignalProbes {
             f,
             "%globaltimer: smallest step {} ns, {} steps in 100 us",
             self.timer_step_ns, self.timer_steps_per_100us
+        )?;
+        writeln!(
+            f,
+            "SM clock (clock64): smallest step {} cycles, {} cycles over the same run",
+            self.clock_step_cycles, self.clock_cycles_per_100us
         )?;
         writeln!(
             f,

@@ -876,9 +876,9 @@ __device__ void ep_reset_counts_when_read(u32* ticket, u32 blocks, u64* counts, 
 // A record: the name's first 8 bytes, (rank, block), (sm, published), then the stamps, stamp 0 the
 // start (absolute %globaltimer, 0: not reached). Its layout is kernels.rs' TRACE_RECORD_WORDS.
 // Inside a kernel a stamp reads the SM's clock (clock64), turned into ns at EP_CLOCK_MHZ when the
-// record is written: %globaltimer steps every 256 ns on an H200 (every 32 on the H100 of v34),
-// coarser than most of the steps the stamps are there to tell apart; blocks line up by their
-// starts, read from %globaltimer.
+// record is written; blocks line up by their starts, read from %globaltimer (which steps every
+// 32 ns on the H100 of v34 and the H200 of v44). (v41 took the 256 ns grid of the printed stamps
+// for %globaltimer's step; it was the host's f64 of a ~1.8e18 ns reading: kernels.rs, trace_line.)
 #define EP_TRACE_WORDS (3 + EP_N_STAMPS)
 #define EP_TRACE_RECORDS (1 << 17)
 __device__ u64 ep_trace_records[EP_TRACE_RECORDS * EP_TRACE_WORDS];

@@ -91,12 +91,18 @@ extern "C" __global__ void ep_probe_signal(u64* words, u64* acks, int n_words, i
     if (blockIdx.x == 0 && threadIdx.x == 0) out[0] = ep_globaltimer() - began;
 }
 
-// The step of %globaltimer: one thread reads it for ~100 us. out[0]: the smallest change seen
-// (ns), out[1]: how many changes.
+// The step of %globaltimer and of the SM clock: one thread reads both for ~100 us. out[0]: the
+// smallest change of %globaltimer seen (ns), out[1]: how many changes; out[2]: the smallest
+// nonzero change of clock64 between two reads, out[3]: clock64's cycles over the run (the trace's
+// stamps read clock64).
 extern "C" __global__ void ep_probe_timer(u64* out) {
     u64 first = ep_globaltimer(), prev = first, step = ~0ull, changes = 0;
+    long long c_first = clock64(), c_prev = c_first, c_step = 1ll << 62;
     while (prev - first < 100000) {
         u64 t = ep_globaltimer();
+        long long c = clock64();
+        if (c != c_prev) c_step = min(c_step, c - c_prev);
+        c_prev = c;
         if (t != prev) {
             step = min(step, t - prev);
             changes++;
@@ -105,6 +111,8 @@ extern "C" __global__ void ep_probe_timer(u64* out) {
     }
     out[0] = step;
     out[1] = changes;
+    out[2] = (u64)c_step;
+    out[3] = (u64)(c_prev - c_first);
 }
 
 // What a load costs right after the block's own stores (the copy-out writes its layout and
