@@ -1156,9 +1156,10 @@ __device__ void ep_message_rows(const u8* msg, int s, u32 j, int part, int parts
         bool here = false;
         if (k < m.top_k) {
             int slot = ((const int*)(msg + m.slots_off))[k];
-            int id = ((const u16*)(msg + m.ids_off))[k];
-            here = slot >= 0 && id / n_local == rank;
-            if (here) row = (u64)src_offsets[(id % n_local + shared_groups) * (n_ranks + 1) + s] + slot;
+            // The expert's index here, without a division (two ran on the receivers' path).
+            int local = ((const u16*)(msg + m.ids_off))[k] - rank * n_local;
+            here = slot >= 0 && (unsigned)local < (unsigned)n_local;
+            if (here) row = (u64)src_offsets[(local + shared_groups) * (n_ranks + 1) + s] + slot;
             if (msg_rows && part == 0) msg_rows[((u64)s * max_tokens + j) * m.top_k + k] = here ? (int)row : -1;
         }
         unsigned mask = __ballot_sync(0xffffffffu, here);
@@ -1215,6 +1216,77 @@ __device__ bool ep_copy_message(int s, u32 j, int part, int parts, u32 nmsg_s, E
 #ifdef EP_TRACE
     // "msg" (id: sender * max_tokens + message): taken, its mark seen, its rows written.
     if (ep_team_id<Warp>() == 0) EP_TRACE_WORK("msg", rank, (u64)s * max_tokens + j, t_begin, t_ready, ep_globaltimer());
+#endif
+    return true;
+}
+
+// ep_copy_message for the single-launch dispatch's blocks (whose senders never place), with no
+// barrier: each warp waits for the mark itself, finds the rows itself (from the header, loaded in
+// the same round as its threads' payload pieces) and stores those pieces to each row; warp 0's
+// lanes write the rows' source info, a row each. The block form passed a barrier after the mark
+// and one after the rows, and thread 0 wrote every row's source info after its own stores: at 1
+// token ~2.1 us from the mark to the rows copied (one H200, v43's trace). A warp whose mark did
+// not come returns false while others may have copied (the host copies the message again).
+// Past each thread's first pieces (hidden > 8192 BF16) the payload is read again per row.
+__device__ bool ep_copy_message_warps(int s, u32 j, int part, int parts, u32 nmsg_s, EpLanding landing,
+                                      const u8* recv, const u32* src_offsets, u64 rows, int n_local, int n_ranks,
+                                      int rank, int shared_groups, int max_tokens, int hidden, int fmt, MsgLayout m,
+                                      u8* recv_tokens, u8* recv_scales, int* src_info, int* row_src, u32* status) {
+    const u8* msg = recv + ep_recv_offset(s, max_tokens, j, m.bytes);
+    const unsigned lane = threadIdx.x & 31, below = (1u << lane) - 1u;
+#ifdef EP_TRACE
+    u64 t_begin = ep_globaltimer();
+#endif
+    if (nmsg_s & EP_NMSG_EARLY) {
+        bool there = lane == 0 && ep_message_landed<false>(msg, s, m, landing, n_local, n_ranks, status);
+        if (!__shfl_sync(0xffffffffu, there, 0)) return false;
+    }
+    if (threadIdx.x == 0) EP_STAMP_FIRST(9);
+#ifdef EP_TRACE
+    u64 t_ready = ep_globaltimer();
+#endif
+    EpMsgHead h = ep_load_message<false>(msg, hidden, fmt, m);
+    const u64 pb = m.payload_bytes, n16 = pb / 16;
+    const bool vector = ep_aligned16(msg, pb) && (u64)recv_tokens % 16 == 0;
+    const unsigned id = threadIdx.x, size = blockDim.x;
+    int n = 0; // rows here before this chunk of slots, for the parts
+    for (int k0 = 0; k0 < m.top_k; k0 += 32) {
+        int k = k0 + lane;
+        u64 row = 0;
+        bool here = false;
+        if (k < m.top_k) {
+            int slot = ((const int*)(msg + m.slots_off))[k];
+            // The expert's index here, without a division (two ran on the receivers' path).
+            int local = ((const u16*)(msg + m.ids_off))[k] - rank * n_local;
+            here = slot >= 0 && (unsigned)local < (unsigned)n_local;
+            if (here) row = (u64)src_offsets[(local + shared_groups) * (n_ranks + 1) + s] + slot;
+        }
+        unsigned mask = __ballot_sync(0xffffffffu, here);
+        unsigned mine = parts == 1 ? mask : __ballot_sync(0xffffffffu, here && (n + __popc(mask & below)) % parts == part);
+        n += __popc(mask);
+        if (threadIdx.x == 0) EP_STAMP_FIRST(27);
+        if (threadIdx.x < 32 && (mine >> lane & 1)) {
+            src_info[2 * row] = h.token;
+            src_info[2 * row + 1] = k;
+            row_src[row] = s;
+        }
+        for (unsigned left = mine; left; left &= left - 1) {
+            u64 r = __shfl_sync(0xffffffffu, row, __ffs(left) - 1);
+            u8* dst = recv_tokens + r * pb;
+            if (vector) {
+#pragma unroll
+                for (int u = 0; u < EP_COPY_FIRST; u++)
+                    if (id + u * size < n16) ((uint4*)dst)[id + u * size] = h.piece[u];
+                for (u64 i = id + EP_COPY_FIRST * size; i < n16; i += size) ((uint4*)dst)[i] = ((const uint4*)msg)[i];
+            } else {
+                for (u64 i = id; i < pb / 4; i += size) ((u32*)dst)[i] = ((const u32*)msg)[i];
+            }
+            ep_place_scales<false>(fmt, hidden, rows, r, msg + m.scales_off, recv_scales, &h.scale);
+            if (threadIdx.x == 0) EP_STAMP_FIRST(28);
+        }
+    }
+#ifdef EP_TRACE
+    if (threadIdx.x == 0) EP_TRACE_WORK("msg", rank, (u64)s * max_tokens + j, t_begin, t_ready, ep_globaltimer());
 #endif
     return true;
 }
@@ -1383,17 +1455,22 @@ __device__ bool ep_copy_messages(u32 first, u32 step, const u8* recv, const u32*
     const u32 ranks = n_ranks, messages = most * ranks, spare = step - min(busy, step);
     const u32 parts = !Spread || messages == 0 ? 1u : max(1u, min((u32)m.top_k, spare / messages));
     static_assert(!Claimed || (Warp && !Spread), "a message is taken by a warp, whole");
+    // A block whose senders never place (the single-launch dispatch's) copies by warps, no barrier.
+    constexpr bool ByWarps = !Warp && !Placed;
     for (u32 w = Claimed ? ep_warp_claim(claimed) : first; w < messages * parts;
          w = Claimed ? ep_warp_claim(claimed) : w + step) {
         u32 v = Spread ? w / parts : w;
         int s = v % ranks, part = Spread ? w % parts : 0;
         u32 j = v / ranks, nm = nmsg[s];
         if (j >= ep_messages_from(nm, s, rank, skip_a2a, max_tokens)) continue;
-        if (!ep_copy_message<Warp, Placed, WarpBatch>(s, j, part, parts, nm, landing, recv, src_offsets, rows,
-                                                      n_local, n_ranks, rank, shared_groups, max_tokens, hidden, fmt,
-                                                      m, recv_tokens, recv_scales, src_info, row_src, status, scratch,
-                                                      msg_rows))
-            return false;
+        bool copied = ByWarps ? ep_copy_message_warps(s, j, part, parts, nm, landing, recv, src_offsets, rows, n_local,
+                                                      n_ranks, rank, shared_groups, max_tokens, hidden, fmt, m,
+                                                      recv_tokens, recv_scales, src_info, row_src, status)
+                              : ep_copy_message<Warp, Placed, WarpBatch>(
+                                    s, j, part, parts, nm, landing, recv, src_offsets, rows, n_local, n_ranks, rank,
+                                    shared_groups, max_tokens, hidden, fmt, m, recv_tokens, recv_scales, src_info,
+                                    row_src, status, scratch, msg_rows);
+        if (!copied) return false;
     }
     return true;
 }
@@ -1686,10 +1763,13 @@ __device__ void ep_single_copy_out(const u64* got, const u32* start, const u32* 
                              recv_scales, src_info, row_src);
     }
     EP_STAMP(8);
-    if (!ep_copy_messages<false, Spread, false>(b, blocks, recv, nmsg, src_off, rows, n_local, n_ranks, rank, skip_a2a,
-                                 shared_groups, max_tokens, hidden, fmt, m, recv_tokens, recv_scales, src_info,
-                                 row_src, status, landing, scratch, nullptr, nullptr, busy))
-        return;
+    bool copied = ep_copy_messages<false, Spread, false>(b, blocks, recv, nmsg, src_off, rows, n_local, n_ranks, rank,
+                                                         skip_a2a, shared_groups, max_tokens, hidden, fmt, m,
+                                                         recv_tokens, recv_scales, src_info, row_src, status, landing,
+                                                         scratch, nullptr, nullptr, busy);
+    // The warps copied on their own (ep_copy_message_warps); the shared expert's rows pass
+    // barriers, which every warp must reach, so a mark that did not come stops the block there.
+    if (shared_groups > 0 ? __syncthreads_or(!copied) : !copied) return;
     EP_STAMP(10);
     u64 first = src_off[rank];
     for (int i = b; shared_groups > 0 && i < shared_len; i += blocks)
@@ -1733,13 +1813,13 @@ __device__ __forceinline__ void ep_dispatch_single_body(
     // 12 its row here, 13 its message encoded, 14 its stores issued, 2 its messages marked (the
     // counting block: 1 counted, 2 published), 3 the block's tokens sent, 4 every count here and
     // the groups laid out (ep_poll_layout; up to v41 5 was the layout), 5 the message counts kept,
-    // 8 padding rows, 9 the first message's mark seen, 15 its rows found, 10 messages copied, 6
+    // 8 padding rows, 9 the first message's mark seen (by warp 0), 10 messages copied, 6
     // copy-out done, 7 counts reset. Sub-steps: 16-19 the route's barriers
     // (ep_own_route), 20 a peer buffer's address loaded, 21 the message encoded, 22 every
     // store issued (ep_mark_landed's barrier), 23 its fence passed; 24 the copy-out's walk
     // begun, 25 a mark's first poll issued,
-    // 30 a mark's first poll returned, 26 the message's loads issued, 27 its rows found by warp 0,
-    // 28 thread 0's stores issued, 29 its rows' source info written (the first message each).
+    // 30 a mark's first poll returned, 27 its rows found by warp 0, 28 thread 0's stores to the
+    // first row issued (ep_copy_message_warps; the first message each).
     EP_STAMPS
     int senders = gridDim.x - 1;
     bool counter = blockIdx.x == senders;
