@@ -1220,26 +1220,30 @@ __device__ bool ep_copy_message(int s, u32 j, int part, int parts, u32 nmsg_s, E
     return true;
 }
 
-// ep_copy_message for the single-launch dispatch's blocks (whose senders never place), with no
-// barrier: each warp waits for the mark itself, finds the rows itself (from the header, loaded in
-// the same round as its threads' payload pieces) and stores those pieces to each row; warp 0's
-// lanes write the rows' source info, a row each. The block form passed a barrier after the mark
-// and one after the rows, and thread 0 wrote every row's source info after its own stores: at 1
-// token ~2.1 us from the mark to the rows copied (one H200, v43's trace). A warp whose mark did
+// ep_copy_message by the block with no barrier: each warp waits for the mark itself, finds the
+// rows itself (from the header, loaded in the same round as its threads' payload pieces) and
+// stores those pieces to each row; warp 0's lanes write the rows' source info (and `msg_rows`),
+// a row each. The block form passes a barrier after the mark and one after the rows, and its
+// thread 0 wrote every row's source info after its own stores: at 1 token ~2.1 us from the mark
+// to the rows copied in the single-launch dispatch (one H200, v43's trace). A warp whose mark did
 // not come returns false while others may have copied (the host copies the message again).
 // Past each thread's first pieces (hidden > 8192 BF16) the payload is read again per row.
+template <bool Placed>
 __device__ bool ep_copy_message_warps(int s, u32 j, int part, int parts, u32 nmsg_s, EpLanding landing,
                                       const u8* recv, const u32* src_offsets, u64 rows, int n_local, int n_ranks,
                                       int rank, int shared_groups, int max_tokens, int hidden, int fmt, MsgLayout m,
-                                      u8* recv_tokens, u8* recv_scales, int* src_info, int* row_src, u32* status) {
+                                      u8* recv_tokens, u8* recv_scales, int* src_info, int* row_src, u32* status,
+                                      int* msg_rows = nullptr) {
     const u8* msg = recv + ep_recv_offset(s, max_tokens, j, m.bytes);
     const unsigned lane = threadIdx.x & 31, below = (1u << lane) - 1u;
 #ifdef EP_TRACE
     u64 t_begin = ep_globaltimer();
 #endif
     if (nmsg_s & EP_NMSG_EARLY) {
-        bool there = lane == 0 && ep_message_landed<false>(msg, s, m, landing, n_local, n_ranks, status);
-        if (!__shfl_sync(0xffffffffu, there, 0)) return false;
+        u32 got = lane == 0 ? (u32)ep_message_landed<Placed>(msg, s, m, landing, n_local, n_ranks, status) : 0u;
+        got = __shfl_sync(0xffffffffu, got, 0);
+        if (got == EP_MSG_MISSING) return false;
+        if (Placed && got == EP_MSG_PLACED) return true;
     }
     if (threadIdx.x == 0) EP_STAMP_FIRST(9);
 #ifdef EP_TRACE
@@ -1260,6 +1264,8 @@ __device__ bool ep_copy_message_warps(int s, u32 j, int part, int parts, u32 nms
             int local = ((const u16*)(msg + m.ids_off))[k] - rank * n_local;
             here = slot >= 0 && (unsigned)local < (unsigned)n_local;
             if (here) row = (u64)src_offsets[(local + shared_groups) * (n_ranks + 1) + s] + slot;
+            if (msg_rows && part == 0 && threadIdx.x < 32)
+                msg_rows[((u64)s * max_tokens + j) * m.top_k + k] = here ? (int)row : -1;
         }
         unsigned mask = __ballot_sync(0xffffffffu, here);
         unsigned mine = parts == 1 ? mask : __ballot_sync(0xffffffffu, here && (n + __popc(mask & below)) % parts == part);
@@ -1401,9 +1407,9 @@ extern "C" __global__ void ep_dispatch_copy_out(const u8* recv, const u32* nmsg,
         int s = b / max_tokens;
         u32 j = b % max_tokens, nm = nmsg[s];
         if (j >= ep_messages_from(nm, s, rank, skip_a2a, max_tokens)) return;
-        ep_copy_message<false>(s, j, 0, 1, nm, EpLanding{seq, slice_ns}, recv, src_offsets, rows, n_local, n_ranks,
-                               rank, shared_groups, max_tokens, hidden, fmt, m, recv_tokens, recv_scales, src_info,
-                               row_src, status, scratch, msg_rows);
+        ep_copy_message_warps<true>(s, j, 0, 1, nm, EpLanding{seq, slice_ns}, recv, src_offsets, rows, n_local,
+                                    n_ranks, rank, shared_groups, max_tokens, hidden, fmt, m, recv_tokens, recv_scales,
+                                    src_info, row_src, status, msg_rows);
         return;
     }
     b -= message_blocks;
@@ -1455,15 +1461,15 @@ __device__ bool ep_copy_messages(u32 first, u32 step, const u8* recv, const u32*
     const u32 ranks = n_ranks, messages = most * ranks, spare = step - min(busy, step);
     const u32 parts = !Spread || messages == 0 ? 1u : max(1u, min((u32)m.top_k, spare / messages));
     static_assert(!Claimed || (Warp && !Spread), "a message is taken by a warp, whole");
-    // A block whose senders never place (the single-launch dispatch's) copies by warps, no barrier.
-    constexpr bool ByWarps = !Warp && !Placed;
+    // A block copies by warps, no barrier (ep_copy_message_warps).
+    constexpr bool ByWarps = !Warp;
     for (u32 w = Claimed ? ep_warp_claim(claimed) : first; w < messages * parts;
          w = Claimed ? ep_warp_claim(claimed) : w + step) {
         u32 v = Spread ? w / parts : w;
         int s = v % ranks, part = Spread ? w % parts : 0;
         u32 j = v / ranks, nm = nmsg[s];
         if (j >= ep_messages_from(nm, s, rank, skip_a2a, max_tokens)) continue;
-        bool copied = ByWarps ? ep_copy_message_warps(s, j, part, parts, nm, landing, recv, src_offsets, rows, n_local,
+        bool copied = ByWarps ? ep_copy_message_warps<Placed>(s, j, part, parts, nm, landing, recv, src_offsets, rows, n_local,
                                                       n_ranks, rank, shared_groups, max_tokens, hidden, fmt, m,
                                                       recv_tokens, recv_scales, src_info, row_src, status)
                               : ep_copy_message<Warp, Placed, WarpBatch>(
