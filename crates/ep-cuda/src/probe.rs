@@ -232,7 +232,8 @@ pub fn probe_signals(gpu: usize, cases: Option<Vec<SignalCase>>) -> Result<Signa
     let mut timer_got = [0u64; 4];
     launch(&stream, k.get("ep_probe_timer"), 1, 32, 0, &[&timer.ptr])?;
     timer.download(&mut timer_got, &stream)?;
-    let [timer_step_ns, timer_steps_per_100us, clock_step_cycles, clock_cycles_per_100us] = timer_got;
+    let [timer_step_ns, timer_steps_per_100us, clock_step_cycles, clock_cycles_per_100us] =
+        timer_got;
 
     let out = DevBuf::new(ctx, 16)?;
     let mut got = [0u64; 2];

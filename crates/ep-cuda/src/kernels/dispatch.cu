@@ -1106,7 +1106,7 @@ __device__ typename EpFound<Placed>::T ep_message_landed(const u8* msg, int s, M
 }
 
 // Thread 0's `v` in every thread of the team. The block's form passes a barrier; its next call
-// must come after another one (ep_copy_message ends with one).
+// must come after another one (ep_copy_shared_row ends with one).
 template <bool Warp, typename T>
 __device__ T ep_team_first(T v) {
     if (Warp) return __shfl_sync(0xffffffffu, v, 0);
@@ -1139,12 +1139,23 @@ __device__ typename EpFound<Placed>::T ep_message_ready(const u8* msg, int s, u3
     return got;
 }
 
+// Slot k of message `msg` from rank `s`: whether it has a row here (a row slot, and its expert
+// here: the expert's index here without a division, two of which ran on the receivers' path), and
+// if so the row: the group's start for the source + the row slot the message carries.
+__device__ __forceinline__ bool ep_slot_row(const u8* msg, int k, int s, const u32* src_offsets, int n_local,
+                                            int n_ranks, int rank, int shared_groups, MsgLayout m, u64& row) {
+    int slot = ((const int*)(msg + m.slots_off))[k];
+    int local = ((const u16*)(msg + m.ids_off))[k] - rank * n_local;
+    bool here = slot >= 0 && (unsigned)local < (unsigned)n_local;
+    row = here ? (u64)src_offsets[(local + shared_groups) * (n_ranks + 1) + s] + slot : 0;
+    return here;
+}
+
 // This rank's rows of message `j` from rank `s` (`msg`: its header as received, or as its sender
-// encoded it), found by the calling warp with a ballot per 32 slots: slots with a row slot whose
-// expert is here, row = the group's start for the source + the row slot the message carries
-// (every real row has exactly one). Of those, the i-th goes into `r` when i % parts == part (the
-// rest are other blocks'); with part 0 also every slot's row (-1: not here) into `msg_rows` (null:
-// none), for a combine that sends them back in token order.
+// encoded it), found by the calling warp with a ballot per 32 slots (ep_slot_row; every real row
+// has exactly one). Of those, the i-th goes into `r` when i % parts == part (the rest are other
+// blocks'); with part 0 also every slot's row (-1: not here) into `msg_rows` (null: none), for a
+// combine that sends them back in token order.
 __device__ void ep_message_rows(const u8* msg, int s, u32 j, int part, int parts, const u32* src_offsets, int n_local,
                                 int n_ranks, int rank, int shared_groups, int max_tokens, MsgLayout m,
                                 u8* recv_tokens, EpRows& r, int* msg_rows) {
@@ -1155,11 +1166,7 @@ __device__ void ep_message_rows(const u8* msg, int s, u32 j, int part, int parts
         u64 row = 0;
         bool here = false;
         if (k < m.top_k) {
-            int slot = ((const int*)(msg + m.slots_off))[k];
-            // The expert's index here, without a division (two ran on the receivers' path).
-            int local = ((const u16*)(msg + m.ids_off))[k] - rank * n_local;
-            here = slot >= 0 && (unsigned)local < (unsigned)n_local;
-            if (here) row = (u64)src_offsets[(local + shared_groups) * (n_ranks + 1) + s] + slot;
+            here = ep_slot_row(msg, k, s, src_offsets, n_local, n_ranks, rank, shared_groups, m, row);
             if (msg_rows && part == 0) msg_rows[((u64)s * max_tokens + j) * m.top_k + k] = here ? (int)row : -1;
         }
         unsigned mask = __ballot_sync(0xffffffffu, here);
@@ -1177,50 +1184,46 @@ __device__ void ep_message_rows(const u8* msg, int s, u32 j, int part, int parts
     if (lane == 0) r.n = n_mine;
 }
 
-// Message `j` from rank `s` (its message count word `nmsg_s`), by the block or (Warp) the calling
-// warp: this rank's rows of it (ep_message_rows: part `part` of `parts`), found by one warp in the
-// same round of loads as the payload's first pieces (ep_load_message), then the payload read once
-// and written to each. From an overlapped sender it first waits for the message's mark; returns
-// false when it did not come, true at once when the mark says its sender placed the rows itself.
-// `WarpBatch`: ep_copy_rows'.
-template <bool Warp, bool Placed = true, int WarpBatch = 8>
-__device__ bool ep_copy_message(int s, u32 j, int part, int parts, u32 nmsg_s, EpLanding landing, const u8* recv,
-                                const u32* src_offsets, u64 rows, int n_local, int n_ranks, int rank,
-                                int shared_groups, int max_tokens, int hidden, int fmt, MsgLayout m, u8* recv_tokens,
-                                u8* recv_scales, int* src_info, int* row_src, u32* status, EpRows& r,
-                                int* msg_rows = nullptr) {
+// Message `j` from rank `s` (its message count word `nmsg_s`), by the calling warp (the
+// overlapped copy-out's): this rank's rows of it (ep_message_rows: part `part` of `parts`), found
+// in the same round of loads as the payload's first pieces (ep_load_message), then the payload
+// read once and written to each. From an overlapped sender it first waits for the message's mark;
+// returns false when it did not come, true at once when the mark says its sender placed the rows
+// itself. `WarpBatch`: ep_copy_rows'.
+template <bool Placed = true, int WarpBatch = 8>
+__device__ bool ep_warp_copy_message(int s, u32 j, int part, int parts, u32 nmsg_s, EpLanding landing,
+                                     const u8* recv, const u32* src_offsets, u64 rows, int n_local, int n_ranks,
+                                     int rank, int shared_groups, int max_tokens, int hidden, int fmt, MsgLayout m,
+                                     u8* recv_tokens, u8* recv_scales, int* src_info, int* row_src, u32* status,
+                                     EpRows& r, int* msg_rows = nullptr) {
     const u8* msg = recv + ep_recv_offset(s, max_tokens, j, m.bytes);
 #ifdef EP_TRACE
     u64 t_begin = ep_globaltimer();
 #endif
-    auto got = ep_message_ready<Warp, Placed>(msg, s, nmsg_s, m, landing, n_local, n_ranks, status);
+    auto got = ep_message_ready<true, Placed>(msg, s, nmsg_s, m, landing, n_local, n_ranks, status);
     if (!got) return false;
 #ifdef EP_TRACE
     u64 t_ready = ep_globaltimer();
 #endif
     if (Placed && got == EP_MSG_PLACED) {
-        ep_team_sync<Warp>(); // as below: the next message's ep_message_ready after a barrier
+        __syncwarp(); // as below: the next message's ep_message_ready after it
         return true;
     }
-    EpMsgHead h = ep_load_message<Warp>(msg, hidden, fmt, m);
-    if (threadIdx.x == 0) EP_STAMP_FIRST(26);
-    if (Warp || threadIdx.x < 32)
-        ep_message_rows(msg, s, j, part, parts, src_offsets, n_local, n_ranks, rank, shared_groups, max_tokens, m,
-                        recv_tokens, r, msg_rows);
-    if (threadIdx.x == 0) EP_STAMP_FIRST(27);
-    ep_team_sync<Warp>();
-    if (threadIdx.x == 0) EP_STAMP_FIRST(15);
-    if (r.n > 0)
-        ep_copy_rows<Warp, false, WarpBatch>(r, h, rows, msg, s, hidden, fmt, m, recv_scales, src_info, row_src);
-    ep_team_sync<Warp>(); // `r` is the next message's
+    EpMsgHead h = ep_load_message<true>(msg, hidden, fmt, m);
+    ep_message_rows(msg, s, j, part, parts, src_offsets, n_local, n_ranks, rank, shared_groups, max_tokens, m,
+                    recv_tokens, r, msg_rows);
+    __syncwarp();
+    if (r.n > 0) ep_copy_rows<true, false, WarpBatch>(r, h, rows, msg, s, hidden, fmt, m, recv_scales, src_info, row_src);
+    __syncwarp(); // `r` is the next message's
 #ifdef EP_TRACE
     // "msg" (id: sender * max_tokens + message): taken, its mark seen, its rows written.
-    if (ep_team_id<Warp>() == 0) EP_TRACE_WORK("msg", rank, (u64)s * max_tokens + j, t_begin, t_ready, ep_globaltimer());
+    if ((threadIdx.x & 31) == 0) EP_TRACE_WORK("msg", rank, (u64)s * max_tokens + j, t_begin, t_ready, ep_globaltimer());
 #endif
     return true;
 }
 
-// ep_copy_message by the block with no barrier: each warp waits for the mark itself, finds the
+// A message as ep_warp_copy_message copies it, by the block with no barrier: each warp waits for
+// the mark itself, finds the
 // rows itself (from the header, loaded in the same round as its threads' payload pieces) and
 // stores those pieces to each row; warp 0's lanes write the rows' source info (and `msg_rows`),
 // a row each. The block form passes a barrier after the mark and one after the rows, and its
@@ -1229,7 +1232,7 @@ __device__ bool ep_copy_message(int s, u32 j, int part, int parts, u32 nmsg_s, E
 // not come returns false while others may have copied (the host copies the message again).
 // Past each thread's first pieces (hidden > 8192 BF16) the payload is read again per row.
 template <bool Placed>
-__device__ bool ep_copy_message_warps(int s, u32 j, int part, int parts, u32 nmsg_s, EpLanding landing,
+__device__ bool ep_block_copy_message(int s, u32 j, int part, int parts, u32 nmsg_s, EpLanding landing,
                                       const u8* recv, const u32* src_offsets, u64 rows, int n_local, int n_ranks,
                                       int rank, int shared_groups, int max_tokens, int hidden, int fmt, MsgLayout m,
                                       u8* recv_tokens, u8* recv_scales, int* src_info, int* row_src, u32* status,
@@ -1259,11 +1262,7 @@ __device__ bool ep_copy_message_warps(int s, u32 j, int part, int parts, u32 nms
         u64 row = 0;
         bool here = false;
         if (k < m.top_k) {
-            int slot = ((const int*)(msg + m.slots_off))[k];
-            // The expert's index here, without a division (two ran on the receivers' path).
-            int local = ((const u16*)(msg + m.ids_off))[k] - rank * n_local;
-            here = slot >= 0 && (unsigned)local < (unsigned)n_local;
-            if (here) row = (u64)src_offsets[(local + shared_groups) * (n_ranks + 1) + s] + slot;
+            here = ep_slot_row(msg, k, s, src_offsets, n_local, n_ranks, rank, shared_groups, m, row);
             if (msg_rows && part == 0 && threadIdx.x < 32)
                 msg_rows[((u64)s * max_tokens + j) * m.top_k + k] = here ? (int)row : -1;
         }
@@ -1299,7 +1298,7 @@ __device__ bool ep_copy_message_warps(int s, u32 j, int part, int parts, u32 nms
 
 // An overlapped round's own message, expanded by the block that encoded it (when ep_dispatch_wait
 // had released the layout by then): this rank's rows of it, from the
-// message still in shared memory, as ep_copy_message would copy them from the receive buffer,
+// message still in shared memory, as ep_block_copy_message would copy them from the receive buffer,
 // which then only holds its mark (ep_mark_landed). The message is neither written nor read back:
 // at 4096 tokens BF16, 58 MB of HBM writes and as much of reads fewer per rank with two ranks.
 // Every thread calls it, after ep_mark_landed; the last warp finds the rows (thread 0 may still be
@@ -1407,7 +1406,7 @@ extern "C" __global__ void ep_dispatch_copy_out(const u8* recv, const u32* nmsg,
         int s = b / max_tokens;
         u32 j = b % max_tokens, nm = nmsg[s];
         if (j >= ep_messages_from(nm, s, rank, skip_a2a, max_tokens)) return;
-        ep_copy_message_warps<true>(s, j, 0, 1, nm, EpLanding{seq, slice_ns}, recv, src_offsets, rows, n_local,
+        ep_block_copy_message<true>(s, j, 0, 1, nm, EpLanding{seq, slice_ns}, recv, src_offsets, rows, n_local,
                                     n_ranks, rank, shared_groups, max_tokens, hidden, fmt, m, recv_tokens, recv_scales,
                                     src_info, row_src, status, msg_rows);
         return;
@@ -1436,10 +1435,10 @@ __device__ __forceinline__ u32 ep_warp_claim(u32* claimed) {
 
 // Messages first, first + step, ... of a walk over every received message in the order they are
 // sent, every sender's j-th message before any j+1-th (item w: sender w % n_ranks, its message
-// w / n_ranks), each by the block or (Warp) the calling warp (ep_copy_message). With `Spread`
-// (blocks, at the smallest sizes) a message's rows are cut into parts when there are blocks to
-// spare (step / messages, up to top_k): one block's stores to a message's rows took ~2 us at 1
-// token, where each SM has only so many stores in flight. With `Claimed` (warps) each warp takes
+// w / n_ranks), each by the block (ep_block_copy_message) or (Warp) the calling warp
+// (ep_warp_copy_message). With `Spread` (blocks, at the smallest sizes) a message's rows are cut
+// into parts when there are blocks to spare (step / messages, up to top_k): one block's stores to
+// a message's rows took ~2 us at 1 token, where each SM has only so many stores in flight. With `Claimed` (warps) each warp takes
 // the walk's next item from the count `claimed` instead, so that grids launched apart share the
 // walk (the overlapped copy-out and its helpers after the send; `first` and `step` unused).
 // `busy`: of the `step` blocks, how many are still sending (the single-launch dispatch's, which
@@ -1461,21 +1460,22 @@ __device__ bool ep_copy_messages(u32 first, u32 step, const u8* recv, const u32*
     const u32 ranks = n_ranks, messages = most * ranks, spare = step - min(busy, step);
     const u32 parts = !Spread || messages == 0 ? 1u : max(1u, min((u32)m.top_k, spare / messages));
     static_assert(!Claimed || (Warp && !Spread), "a message is taken by a warp, whole");
-    // A block copies by warps, no barrier (ep_copy_message_warps).
-    constexpr bool ByWarps = !Warp;
     for (u32 w = Claimed ? ep_warp_claim(claimed) : first; w < messages * parts;
          w = Claimed ? ep_warp_claim(claimed) : w + step) {
         u32 v = Spread ? w / parts : w;
         int s = v % ranks, part = Spread ? w % parts : 0;
         u32 j = v / ranks, nm = nmsg[s];
         if (j >= ep_messages_from(nm, s, rank, skip_a2a, max_tokens)) continue;
-        bool copied = ByWarps ? ep_copy_message_warps<Placed>(s, j, part, parts, nm, landing, recv, src_offsets, rows, n_local,
-                                                      n_ranks, rank, shared_groups, max_tokens, hidden, fmt, m,
-                                                      recv_tokens, recv_scales, src_info, row_src, status)
-                              : ep_copy_message<Warp, Placed, WarpBatch>(
-                                    s, j, part, parts, nm, landing, recv, src_offsets, rows, n_local, n_ranks, rank,
-                                    shared_groups, max_tokens, hidden, fmt, m, recv_tokens, recv_scales, src_info,
-                                    row_src, status, scratch, msg_rows);
+        bool copied;
+        if constexpr (Warp)
+            copied = ep_warp_copy_message<Placed, WarpBatch>(s, j, part, parts, nm, landing, recv, src_offsets, rows,
+                                                             n_local, n_ranks, rank, shared_groups, max_tokens, hidden,
+                                                             fmt, m, recv_tokens, recv_scales, src_info, row_src,
+                                                             status, scratch, msg_rows);
+        else
+            copied = ep_block_copy_message<Placed>(s, j, part, parts, nm, landing, recv, src_offsets, rows, n_local,
+                                                   n_ranks, rank, shared_groups, max_tokens, hidden, fmt, m,
+                                                   recv_tokens, recv_scales, src_info, row_src, status, msg_rows);
         if (!copied) return false;
     }
     return true;
@@ -1773,7 +1773,7 @@ __device__ void ep_single_copy_out(const u64* got, const u32* start, const u32* 
                                                          skip_a2a, shared_groups, max_tokens, hidden, fmt, m,
                                                          recv_tokens, recv_scales, src_info, row_src, status, landing,
                                                          scratch, nullptr, nullptr, busy);
-    // The warps copied on their own (ep_copy_message_warps); the shared expert's rows pass
+    // The warps copied on their own (ep_block_copy_message); the shared expert's rows pass
     // barriers, which every warp must reach, so a mark that did not come stops the block there.
     if (shared_groups > 0 ? __syncthreads_or(!copied) : !copied) return;
     EP_STAMP(10);
@@ -1825,7 +1825,7 @@ __device__ __forceinline__ void ep_dispatch_single_body(
     // store issued (ep_mark_landed's barrier), 23 its fence passed; 24 the copy-out's walk
     // begun, 25 a mark's first poll issued,
     // 30 a mark's first poll returned, 27 its rows found by warp 0, 28 thread 0's stores to the
-    // first row issued (ep_copy_message_warps; the first message each).
+    // first row issued (ep_block_copy_message; the first message each).
     EP_STAMPS
     int senders = gridDim.x - 1;
     bool counter = blockIdx.x == senders;
