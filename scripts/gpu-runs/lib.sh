@@ -32,8 +32,9 @@ soak() {
 # memcheck NAME RANKS ROUNDS [VAR=value ...]: a soak under compute-sanitizer's memcheck.
 memcheck() {
   local name=$1 ranks=$2 rounds=$3; shift 3
-  env "$@" EP_WRAP="compute-sanitizer --tool memcheck --print-limit 10" timeout 150 ./ep-gpu soak --backend cuda --ranks $ranks --rounds $rounds > /tmp/memcheck-$name.txt 2>&1
-  echo "memcheck $name rc=$? $(grep -E 'ERROR SUMMARY|rounds matched' /tmp/memcheck-$name.txt | tr '\n' ' ')" >> $OUT/rc.txt
+  local log="/tmp/memcheck-${name// /-}.txt" # (a name may have spaces, as soak's labels do)
+  env "$@" EP_WRAP="compute-sanitizer --tool memcheck --print-limit 10" timeout 150 ./ep-gpu soak --backend cuda --ranks $ranks --rounds $rounds > "$log" 2>&1
+  echo "memcheck $name rc=$? $(grep -E 'ERROR SUMMARY|rounds matched' "$log" | tr '\n' ' ')" >> $OUT/rc.txt
 }
 # b LABEL, then run DIR [VAR=value ...] with R, T, F set: one `ep bench` of the build in DIR into ab.txt under LABEL.
 b() { echo "== $*" >> $OUT/ab.txt; }
