@@ -1151,6 +1151,29 @@ __device__ __forceinline__ bool ep_slot_row(const u8* msg, int k, int s, const u
     return here;
 }
 
+// Slots k0 .. k0 + 31 of message `j` from rank `s`, a lane each (k0 + lane), by the calling warp:
+// the lane's row here (ep_slot_row; `row`, and with `rows_out` every slot's row, -1: not here, into
+// `msg_rows`); returns the ballot of this part's rows: of the rows here, the i-th over the message
+// (`n` before this chunk, which it advances) is part i % parts's.
+__device__ __forceinline__ unsigned ep_chunk_rows(const u8* msg, int k0, int s, u32 j, int part, int parts, int& n,
+                                                  const u32* src_offsets, int n_local, int n_ranks, int rank,
+                                                  int shared_groups, int max_tokens, MsgLayout m, int* msg_rows,
+                                                  bool rows_out, u64& row) {
+    const unsigned lane = threadIdx.x & 31, below = (1u << lane) - 1u;
+    const int k = k0 + lane;
+    bool here = false;
+    row = 0;
+    if (k < m.top_k) {
+        here = ep_slot_row(msg, k, s, src_offsets, n_local, n_ranks, rank, shared_groups, m, row);
+        if (rows_out) msg_rows[((u64)s * max_tokens + j) * m.top_k + k] = here ? (int)row : -1;
+    }
+    const unsigned mask = __ballot_sync(0xffffffffu, here);
+    const unsigned mine =
+        parts == 1 ? mask : __ballot_sync(0xffffffffu, here && (n + __popc(mask & below)) % parts == part);
+    n += __popc(mask);
+    return mine;
+}
+
 // This rank's rows of message `j` from rank `s` (`msg`: its header as received, or as its sender
 // encoded it), found by the calling warp with a ballot per 32 slots (ep_slot_row; every real row
 // has exactly one). Of those, the i-th goes into `r` when i % parts == part (the rest are other
@@ -1159,27 +1182,19 @@ __device__ __forceinline__ bool ep_slot_row(const u8* msg, int k, int s, const u
 __device__ void ep_message_rows(const u8* msg, int s, u32 j, int part, int parts, const u32* src_offsets, int n_local,
                                 int n_ranks, int rank, int shared_groups, int max_tokens, MsgLayout m,
                                 u8* recv_tokens, EpRows& r, int* msg_rows) {
-    int lane = threadIdx.x & 31, n = 0, n_mine = 0;
-    unsigned below = (1u << lane) - 1u;
+    const unsigned lane = threadIdx.x & 31, below = (1u << lane) - 1u;
+    int n = 0, n_mine = 0;
     for (int k0 = 0; k0 < m.top_k; k0 += 32) {
-        int k = k0 + lane;
-        u64 row = 0;
-        bool here = false;
-        if (k < m.top_k) {
-            here = ep_slot_row(msg, k, s, src_offsets, n_local, n_ranks, rank, shared_groups, m, row);
-            if (msg_rows && part == 0) msg_rows[((u64)s * max_tokens + j) * m.top_k + k] = here ? (int)row : -1;
-        }
-        unsigned mask = __ballot_sync(0xffffffffu, here);
-        bool mine = here && (parts == 1 || (n + __popc(mask & below)) % parts == part);
-        unsigned mine_mask = parts == 1 ? mask : __ballot_sync(0xffffffffu, mine);
-        if (mine) {
-            int i = n_mine + __popc(mine_mask & below);
+        u64 row;
+        unsigned mine = ep_chunk_rows(msg, k0, s, j, part, parts, n, src_offsets, n_local, n_ranks, rank, shared_groups,
+                                      max_tokens, m, msg_rows, msg_rows && part == 0, row);
+        if (mine >> lane & 1) {
+            int i = n_mine + __popc(mine & below);
             r.dst[i] = recv_tokens + row * m.payload_bytes;
             r.row[i] = row;
-            r.slot[i] = k;
+            r.slot[i] = k0 + lane;
         }
-        n += __popc(mask);
-        n_mine += __popc(mine_mask);
+        n_mine += __popc(mine);
     }
     if (lane == 0) r.n = n_mine;
 }
@@ -1238,7 +1253,7 @@ __device__ bool ep_block_copy_message(int s, u32 j, int part, int parts, u32 nms
                                       u8* recv_tokens, u8* recv_scales, int* src_info, int* row_src, u32* status,
                                       int* msg_rows = nullptr) {
     const u8* msg = recv + ep_recv_offset(s, max_tokens, j, m.bytes);
-    const unsigned lane = threadIdx.x & 31, below = (1u << lane) - 1u;
+    const unsigned lane = threadIdx.x & 31;
 #ifdef EP_TRACE
     u64 t_begin = ep_globaltimer();
 #endif
@@ -1258,21 +1273,13 @@ __device__ bool ep_block_copy_message(int s, u32 j, int part, int parts, u32 nms
     const unsigned id = threadIdx.x, size = blockDim.x;
     int n = 0; // rows here before this chunk of slots, for the parts
     for (int k0 = 0; k0 < m.top_k; k0 += 32) {
-        int k = k0 + lane;
-        u64 row = 0;
-        bool here = false;
-        if (k < m.top_k) {
-            here = ep_slot_row(msg, k, s, src_offsets, n_local, n_ranks, rank, shared_groups, m, row);
-            if (msg_rows && part == 0 && threadIdx.x < 32)
-                msg_rows[((u64)s * max_tokens + j) * m.top_k + k] = here ? (int)row : -1;
-        }
-        unsigned mask = __ballot_sync(0xffffffffu, here);
-        unsigned mine = parts == 1 ? mask : __ballot_sync(0xffffffffu, here && (n + __popc(mask & below)) % parts == part);
-        n += __popc(mask);
+        u64 row;
+        unsigned mine = ep_chunk_rows(msg, k0, s, j, part, parts, n, src_offsets, n_local, n_ranks, rank, shared_groups,
+                                      max_tokens, m, msg_rows, msg_rows && part == 0 && threadIdx.x < 32, row);
         if (threadIdx.x == 0) EP_STAMP_FIRST(27);
         if (threadIdx.x < 32 && (mine >> lane & 1)) {
             src_info[2 * row] = h.token;
-            src_info[2 * row + 1] = k;
+            src_info[2 * row + 1] = k0 + lane;
             row_src[row] = s;
         }
         for (unsigned left = mine; left; left &= left - 1) {
