@@ -8,10 +8,8 @@ cd "$(dirname "$0")"
 . ./lib.sh
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > $OUT/rc.txt
 conf_modes defer
-export EP_CUDA_SINGLE_DISPATCH_MAX_TOKENS=1000000 EP_CUDA_SINGLE_COMBINE_MAX_TOKENS=1000000
-sanitize "defer single-launch" bf16 memcheck racecheck synccheck
-sanitize "defer single-launch" fp8 memcheck
-unset EP_CUDA_SINGLE_DISPATCH_MAX_TOKENS EP_CUDA_SINGLE_COMBINE_MAX_TOKENS
+sanitize_with "$S" "defer single-launch" bf16 memcheck racecheck synccheck
+sanitize_with "$S" "defer single-launch" fp8 memcheck
 soak "fp8 single-launch" 3 100 fp8 $S
 ab 3 "1 32 fp8" "1 64 bf16" "1 128 fp8" "1 128 bf16" "1 1 bf16" -- a-base:base b-defer:.
 traces base:base defer:. -- "1 128 fp8" "1 32 fp8"

@@ -6,9 +6,7 @@ cd "$(dirname "$0")"
 . ./lib.sh
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > $OUT/rc.txt
 conf_modes v44
-export EP_CUDA_SINGLE_DISPATCH_MAX_TOKENS=1000000 EP_CUDA_SINGLE_COMBINE_MAX_TOKENS=1000000
-sanitize "v44 single-launch" bf16 memcheck racecheck synccheck
-unset EP_CUDA_SINGLE_DISPATCH_MAX_TOKENS EP_CUDA_SINGLE_COMBINE_MAX_TOKENS
+sanitize_with "$S" "v44 single-launch" bf16 memcheck racecheck synccheck
 memcheck "v44 defaults 4r" 4 6
 soak "fp8 single-launch" 3 100 fp8 $S
 soak "bf16 defaults" 6 100 bf16

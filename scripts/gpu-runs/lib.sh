@@ -89,6 +89,8 @@ sanitize() {
     echo "$tool $name 2r $format rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|rounds matched' /tmp/$tool.txt | tr '\n' ' ')" >> $OUT/rc.txt
   done
 }
+# sanitize_with "VAR=value ..." NAME FORMAT TOOL ...: sanitize with those variables set (e.g. "$S": single-launch).
+sanitize_with() { local vars=$1; shift; ( export $vars; sanitize "$@" ); }
 # delays REPS "R T F" ... -- SITE ...: causal profiling of the build in the bundle (EP_CUDA_DELAY=site:1000, common.cuh):
 # each scenario without a delay, then with a 1 us spin at each site, REPS times, into ab.txt (v41 calls 8 and 10).
 delays() {

@@ -8,9 +8,7 @@ cd "$(dirname "$0")"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > $OUT/rc.txt
 conf_modes prestage
 conf prestage-ll EP_CUDA_LL_MAX_TOKENS=1000000 $S
-export EP_CUDA_SINGLE_DISPATCH_MAX_TOKENS=1000000 EP_CUDA_SINGLE_COMBINE_MAX_TOKENS=1000000 EP_CUDA_LL_MAX_TOKENS=1000000
-sanitize "prestage single-launch LL" bf16 memcheck racecheck synccheck
-unset EP_CUDA_SINGLE_DISPATCH_MAX_TOKENS EP_CUDA_SINGLE_COMBINE_MAX_TOKENS EP_CUDA_LL_MAX_TOKENS
+sanitize_with "$S EP_CUDA_LL_MAX_TOKENS=1000000" "prestage single-launch LL" bf16 memcheck racecheck synccheck
 soak "fp8 LL single-launch" 3 100 fp8 $S EP_CUDA_LL_MAX_TOKENS=1000000
 ab 3 "1 1 bf16" "1 1 fp8" "1 8 fp8" "2 1 bf16" "2 1 fp8" -- a-base:base b-prestage:.
 traces base:base prestage:. -- "1 1 bf16" "2 1 bf16"

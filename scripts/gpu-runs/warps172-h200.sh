@@ -9,10 +9,8 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > $OUT/rc.txt
 timeout 120 ./ep-gpu bench --backend cuda --probe-signals > $OUT/probe.txt 2>&1; echo "probe rc=$? $(elapsed)" >> $OUT/rc.txt
 grep -E "globaltimer|SM clock" $OUT/probe.txt >> $OUT/rc.txt
 conf_modes warps
-export EP_CUDA_SINGLE_DISPATCH_MAX_TOKENS=1000000 EP_CUDA_SINGLE_COMBINE_MAX_TOKENS=1000000
-sanitize "warps single-launch" bf16 memcheck racecheck synccheck
-sanitize "warps single-launch" fp8 memcheck
-unset EP_CUDA_SINGLE_DISPATCH_MAX_TOKENS EP_CUDA_SINGLE_COMBINE_MAX_TOKENS
+sanitize_with "$S" "warps single-launch" bf16 memcheck racecheck synccheck
+sanitize_with "$S" "warps single-launch" fp8 memcheck
 soak "fp8 single-launch" 3 100 fp8 $S
 soak "bf16 defaults" 2 200 bf16
 ab 3 "1 1 bf16" "1 1 fp8" "2 1 bf16" "2 1 fp8" "1 32 fp8" "1 128 fp8" -- a-base:base b-warps:.
