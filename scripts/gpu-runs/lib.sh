@@ -21,6 +21,13 @@ conf_modes() {
   conf "$1-overlap" EP_CUDA_OVERLAP_MIN_TOKENS=1
   conf "$1-layout" EP_CUDA_LAYOUT_FIRST_MIN_TOKENS=1 EP_CUDA_SINGLE_DISPATCH_MAX_TOKENS=0
 }
+# conf_marked NAME: the suite with the defaults (the waits logged), every phase single-launch, and every phase
+# single-launch with every single-launch combine marked.
+conf_marked() {
+  conf "$1" EP_CUDA_LOG_WAITS=1
+  conf "$1-single" $S
+  conf "$1-marked" $S $M
+}
 # soak LABEL RANKS ROUNDS FORMAT [VAR=value ...]: a soak of the bundle's build (bit-exact against the oracle each round),
 # its last line into rc.txt as "soak RANKSr LABEL".
 soak() {

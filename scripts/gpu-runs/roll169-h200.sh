@@ -5,9 +5,7 @@
 cd "$(dirname "$0")"
 . ./lib.sh
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > $OUT/rc.txt
-conf roll EP_CUDA_LOG_WAITS=1
-conf roll-single $S
-conf roll-marked $S $M
+conf_marked roll
 sanitize roll bf16 memcheck racecheck
 soak "fp8 single-launch" 3 100 fp8 $S
 ab 3 "1 1 bf16" "1 1 fp8" "2 1 bf16" "2 1 fp8" "1 8 fp8" "1 32 fp8" "2 32 fp8" "2 8 bf16" "1 128 fp8" -- a-base:base b-roll:.

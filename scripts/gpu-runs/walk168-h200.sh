@@ -5,9 +5,7 @@
 cd "$(dirname "$0")"
 . ./lib.sh
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > $OUT/rc.txt
-conf walk EP_CUDA_LOG_WAITS=1
-conf walk-single $S
-conf walk-marked $S $M
+conf_marked walk
 sanitize walk bf16 memcheck racecheck
 ab 3 "1 1 bf16" "1 1 fp8" "2 1 bf16" "2 1 fp8" "1 8 fp8" "1 32 fp8" "2 32 fp8" "1 128 fp8" -- a-base:base b-walk:.
 traces walk:. -- "1 1 bf16" "2 1 bf16"

@@ -458,6 +458,13 @@ __device__ __noinline__ void ep_copy_batches_call(u8* const* dst, int n_dst, con
                                                   unsigned size, bool vector) {
     ep_copy_batches<Batch>(dst, n_dst, src, bytes, from, size, vector);
 }
+// For one destination, passed by value: the address of a caller's one-element array would go
+// through local memory on every call (a store per row on ep_block_store_row's path).
+template <int Batch>
+__device__ __noinline__ void ep_copy_batches_call_one(u8* dst, const u8* src, u64 bytes, u64 from, unsigned size,
+                                                      bool vector) {
+    ep_copy_batches<Batch>(&dst, 1, src, bytes, from, size, vector);
+}
 
 // Copies `bytes` (a multiple of 4) from `src` to each of `dst[0 .. n_dst)` with the team's
 // threads, 16 bytes at a time where all are 16-byte aligned: `src` is read once however many
@@ -486,8 +493,11 @@ __device__ __forceinline__ void ep_copy_to(u8* const* dst, int n_dst, const u8* 
 #pragma unroll
                 for (int u = 0; u < First; u++)
                     if (id + u * size < n) ((uint4*)dst[i])[id + u * size] = first[u];
-        if (!vector || id + First * size < n)
-            ep_copy_batches_call<Batch>(dst, n_dst, src, bytes, vector ? id + First * size : id, size, vector);
+        if (!vector || id + First * size < n) {
+            const u64 from = vector ? id + First * size : id;
+            if (n_dst == 1) ep_copy_batches_call_one<Batch>(dst[0], src, bytes, from, size, vector);
+            else ep_copy_batches_call<Batch>(dst, n_dst, src, bytes, from, size, vector);
+        }
         return;
     }
     ep_copy_batches<Batch>(dst, n_dst, src, bytes, id, size, vector);

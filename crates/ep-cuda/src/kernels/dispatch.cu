@@ -991,9 +991,9 @@ extern "C" __global__ void ep_dispatch_signal(const u64* sent, const u32* msgs_t
     ep_publish_counts(sent, msgs_to, n_experts, n_local, n_ranks, rank, skip_a2a, count_ptrs, 0u);
 }
 
-// The rows here of one message (or one shared-expert row), the scratch a copy of it works in
-// (shared memory; the overlapped copy-out has one per warp): each row's output address, index and
-// the top-k slot it came from.
+// The rows here of one message, the scratch a warp's copy of it works in (shared memory; the
+// overlapped copy-out has one per warp, the send's own rows one per block): each row's output
+// address, index and the top-k slot it came from.
 struct EpRows {
     u8* dst[EP_MAX_TOP_K];
     u64 row[EP_MAX_TOP_K];
@@ -1035,28 +1035,27 @@ __device__ __forceinline__ EpMsgHead ep_load_message(const u8* msg, int hidden, 
     return h;
 }
 
-// Rows r.row[0 .. r.n) of the output (of `rows`) from message `msg`, whose first loads are in `h`
-// (ep_load_message), by the block or (Warp) the calling warp: the payload read once and stored to
-// every row, then each row's scales, src_info (source token, r.slot[i]) and source rank `src`
-// (-1: none). `Shared`: the message is in shared memory (the send's own rows), `h` holds only the
-// token, and the payload goes a piece at a time (ep_copy_to). A warp's lanes load `WarpBatch`
-// pieces each before storing them (the lean copy-out takes 2, for its registers).
+// Rows r.row[0 .. r.n) of the output (of `rows`) from message `msg` (its source token in
+// `h.token`), by the calling warp or (not `Warp`, the send's own rows, `Shared`) the block: the
+// payload read once and stored to every row, then each row's scales, src_info (source token,
+// r.slot[i]) and source rank `src` (-1: none). `Shared`: the message is in shared memory, and the
+// payload goes a piece at a time (ep_copy_to). A warp's lanes load `WarpBatch` pieces each before
+// storing them (the lean copy-out takes 2, for its registers). (A block's copy of a message from
+// the receive buffer is ep_block_copy_message's, its first pieces loaded with the header.)
 template <bool Warp, bool Shared = false, int WarpBatch = 8>
 __device__ void ep_copy_rows(const EpRows& r, const EpMsgHead& h, u64 rows, const u8* msg, int src, int hidden,
                              int fmt, MsgLayout m, u8* recv_scales, int* src_info, int* row_src) {
-    constexpr int First = Shared ? 0 : ep_copy_first<Warp>();
-    ep_copy_to<Warp, First, Shared ? 1 : Warp ? WarpBatch : 8>(r.dst, r.n, msg, m.payload_bytes, h.piece);
-    if (threadIdx.x == 0) EP_STAMP_FIRST(28);
+    static_assert(Warp != Shared, "a warp's copy from the receive buffer, or the block's own rows from shared memory");
+    ep_copy_to<Warp, 0, Shared ? 1 : WarpBatch>(r.dst, r.n, msg, m.payload_bytes);
     for (int i = 0; i < r.n; i++) {
         u64 row = r.row[i];
-        ep_place_scales<Warp>(fmt, hidden, rows, row, msg + m.scales_off, recv_scales, First > 0 ? &h.scale : nullptr);
+        ep_place_scales<Warp>(fmt, hidden, rows, row, msg + m.scales_off, recv_scales);
         if (ep_team_id<Warp>() == 0) {
             src_info[2 * row] = h.token;
             src_info[2 * row + 1] = r.slot[i];
             row_src[row] = src;
         }
     }
-    if (threadIdx.x == 0) EP_STAMP_FIRST(29);
 }
 
 // How a copy-out waits for a message of an overlapped round (above): the round, and how long.
@@ -1105,36 +1104,20 @@ __device__ typename EpFound<Placed>::T ep_message_landed(const u8* msg, int s, M
     return !there ? EP_MSG_MISSING : Placed && v == placed ? EP_MSG_PLACED : EP_MSG_THERE;
 }
 
-// Thread 0's `v` in every thread of the team. The block's form passes a barrier; its next call
-// must come after another one (ep_copy_shared_row ends with one).
-template <bool Warp, typename T>
-__device__ T ep_team_first(T v) {
-    if (Warp) return __shfl_sync(0xffffffffu, v, 0);
-    __shared__ T first;
-    if (threadIdx.x == 0) first = v;
-    __syncthreads();
-    return first;
-}
-
-// Whether message `msg` from rank `s` may be read (EP_MSG_), in every thread of the team: at once
-// when its sender published after its last store (`nm`, its message count word, without
-// EP_NMSG_EARLY), otherwise once its mark is there (ep_message_landed, by the team's first
-// thread). Without `Placed` a bool goes through the team, as before placed marks existed.
-template <bool Warp, bool Placed>
+// Whether message `msg` from rank `s` may be read (EP_MSG_), in every lane of the calling warp:
+// at once when its sender published after its last store (`nm`, its message count word, without
+// EP_NMSG_EARLY), otherwise once its mark is there (ep_message_landed, by lane 0). Without
+// `Placed` a bool goes through the warp, as before placed marks existed.
+template <bool Placed>
 __device__ typename EpFound<Placed>::T ep_message_ready(const u8* msg, int s, u32 nm, MsgLayout m, EpLanding landing,
                                                          int n_local, int n_ranks, u32* status) {
     typedef typename EpFound<Placed>::T T;
-    T got;
-    if (Placed)
-        got = !(nm & EP_NMSG_EARLY)
-                  ? (T)EP_MSG_THERE
-                  : ep_team_first<Warp, T>(ep_team_id<Warp>() == 0
-                                               ? ep_message_landed<Placed>(msg, s, m, landing, n_local, n_ranks, status)
-                                               : (T)EP_MSG_MISSING);
-    else
-        got = !(nm & EP_NMSG_EARLY) ||
-              ep_team_first<Warp, bool>(ep_team_id<Warp>() == 0 &&
-                                        ep_message_landed<Placed>(msg, s, m, landing, n_local, n_ranks, status));
+    T got = (T)EP_MSG_THERE;
+    if (nm & EP_NMSG_EARLY) {
+        T mine = (threadIdx.x & 31) == 0 ? ep_message_landed<Placed>(msg, s, m, landing, n_local, n_ranks, status)
+                                         : (T)EP_MSG_MISSING;
+        got = __shfl_sync(0xffffffffu, mine, 0);
+    }
     if (got != (T)EP_MSG_MISSING && threadIdx.x == 0) EP_STAMP_FIRST(9);
     return got;
 }
@@ -1152,20 +1135,20 @@ __device__ __forceinline__ bool ep_slot_row(const u8* msg, int k, int s, const u
 }
 
 // Slots k0 .. k0 + 31 of message `j` from rank `s`, a lane each (k0 + lane), by the calling warp:
-// the lane's row here (ep_slot_row; `row`, and with `rows_out` every slot's row, -1: not here, into
-// `msg_rows`); returns the ballot of this part's rows: of the rows here, the i-th over the message
-// (`n` before this chunk, which it advances) is part i % parts's.
+// the lane's row here (ep_slot_row; `row`, and, by a `writer` warp with part 0, every slot's row,
+// -1: not here, into `msg_rows`, null: none); returns the ballot of this part's rows: of the rows
+// here, the i-th over the message (`n` before this chunk, which it advances) is part i % parts's.
 __device__ __forceinline__ unsigned ep_chunk_rows(const u8* msg, int k0, int s, u32 j, int part, int parts, int& n,
                                                   const u32* src_offsets, int n_local, int n_ranks, int rank,
                                                   int shared_groups, int max_tokens, MsgLayout m, int* msg_rows,
-                                                  bool rows_out, u64& row) {
+                                                  bool writer, u64& row) {
     const unsigned lane = threadIdx.x & 31, below = (1u << lane) - 1u;
     const int k = k0 + lane;
     bool here = false;
     row = 0;
     if (k < m.top_k) {
         here = ep_slot_row(msg, k, s, src_offsets, n_local, n_ranks, rank, shared_groups, m, row);
-        if (rows_out) msg_rows[((u64)s * max_tokens + j) * m.top_k + k] = here ? (int)row : -1;
+        if (writer && msg_rows && part == 0) msg_rows[((u64)s * max_tokens + j) * m.top_k + k] = here ? (int)row : -1;
     }
     const unsigned mask = __ballot_sync(0xffffffffu, here);
     const unsigned mine =
@@ -1187,7 +1170,7 @@ __device__ void ep_message_rows(const u8* msg, int s, u32 j, int part, int parts
     for (int k0 = 0; k0 < m.top_k; k0 += 32) {
         u64 row;
         unsigned mine = ep_chunk_rows(msg, k0, s, j, part, parts, n, src_offsets, n_local, n_ranks, rank, shared_groups,
-                                      max_tokens, m, msg_rows, msg_rows && part == 0, row);
+                                      max_tokens, m, msg_rows, true, row);
         if (mine >> lane & 1) {
             int i = n_mine + __popc(mine & below);
             r.dst[i] = recv_tokens + row * m.payload_bytes;
@@ -1215,7 +1198,7 @@ __device__ bool ep_warp_copy_message(int s, u32 j, int part, int parts, u32 nmsg
 #ifdef EP_TRACE
     u64 t_begin = ep_globaltimer();
 #endif
-    auto got = ep_message_ready<true, Placed>(msg, s, nmsg_s, m, landing, n_local, n_ranks, status);
+    auto got = ep_message_ready<Placed>(msg, s, nmsg_s, m, landing, n_local, n_ranks, status);
     if (!got) return false;
 #ifdef EP_TRACE
     u64 t_ready = ep_globaltimer();
@@ -1237,15 +1220,26 @@ __device__ bool ep_warp_copy_message(int s, u32 j, int part, int parts, u32 nmsg
     return true;
 }
 
+// The calling thread's pieces of message `msg`'s payload (its first ones in `h`: ep_load_message,
+// by the block) into output row `row` of `rows`, and its share of the row's scales. No barrier:
+// each thread stores only what it loaded.
+__device__ __forceinline__ void ep_block_store_row(const u8* msg, const EpMsgHead& h, u64 row, u64 rows, int hidden,
+                                                   int fmt, MsgLayout m, u8* recv_tokens, u8* recv_scales) {
+    u8* dst = recv_tokens + row * m.payload_bytes;
+    ep_copy_to<false, EP_COPY_FIRST>(&dst, 1, msg, m.payload_bytes, h.piece);
+    ep_place_scales<false>(fmt, hidden, rows, row, msg + m.scales_off, recv_scales, &h.scale);
+}
+
 // A message as ep_warp_copy_message copies it, by the block with no barrier: each warp waits for
 // the mark itself, finds the
 // rows itself (from the header, loaded in the same round as its threads' payload pieces) and
 // stores those pieces to each row; warp 0's lanes write the rows' source info (and `msg_rows`),
-// a row each. The block form passes a barrier after the mark and one after the rows, and its
+// a row each. The block form passed a barrier after the mark and one after the rows, and its
 // thread 0 wrote every row's source info after its own stores: at 1 token ~2.1 us from the mark
 // to the rows copied in the single-launch dispatch (one H200, v43's trace). A warp whose mark did
 // not come returns false while others may have copied (the host copies the message again).
-// Past each thread's first pieces (hidden > 8192 BF16) the payload is read again per row.
+// Past each thread's first pieces (hidden > 8192 BF16) the payload is read again per row
+// (ep_block_store_row).
 template <bool Placed>
 __device__ bool ep_block_copy_message(int s, u32 j, int part, int parts, u32 nmsg_s, EpLanding landing,
                                       const u8* recv, const u32* src_offsets, u64 rows, int n_local, int n_ranks,
@@ -1257,25 +1251,18 @@ __device__ bool ep_block_copy_message(int s, u32 j, int part, int parts, u32 nms
 #ifdef EP_TRACE
     u64 t_begin = ep_globaltimer();
 #endif
-    if (nmsg_s & EP_NMSG_EARLY) {
-        u32 got = lane == 0 ? (u32)ep_message_landed<Placed>(msg, s, m, landing, n_local, n_ranks, status) : 0u;
-        got = __shfl_sync(0xffffffffu, got, 0);
-        if (got == EP_MSG_MISSING) return false;
-        if (Placed && got == EP_MSG_PLACED) return true;
-    }
-    if (threadIdx.x == 0) EP_STAMP_FIRST(9);
+    auto got = ep_message_ready<Placed>(msg, s, nmsg_s, m, landing, n_local, n_ranks, status);
+    if (!got) return false;
+    if (Placed && got == EP_MSG_PLACED) return true;
 #ifdef EP_TRACE
     u64 t_ready = ep_globaltimer();
 #endif
     EpMsgHead h = ep_load_message<false>(msg, hidden, fmt, m);
-    const u64 pb = m.payload_bytes, n16 = pb / 16;
-    const bool vector = ep_aligned16(msg, pb) && (u64)recv_tokens % 16 == 0;
-    const unsigned id = threadIdx.x, size = blockDim.x;
     int n = 0; // rows here before this chunk of slots, for the parts
     for (int k0 = 0; k0 < m.top_k; k0 += 32) {
         u64 row;
         unsigned mine = ep_chunk_rows(msg, k0, s, j, part, parts, n, src_offsets, n_local, n_ranks, rank, shared_groups,
-                                      max_tokens, m, msg_rows, msg_rows && part == 0 && threadIdx.x < 32, row);
+                                      max_tokens, m, msg_rows, threadIdx.x < 32, row);
         if (threadIdx.x == 0) EP_STAMP_FIRST(27);
         if (threadIdx.x < 32 && (mine >> lane & 1)) {
             src_info[2 * row] = h.token;
@@ -1283,17 +1270,8 @@ __device__ bool ep_block_copy_message(int s, u32 j, int part, int parts, u32 nms
             row_src[row] = s;
         }
         for (unsigned left = mine; left; left &= left - 1) {
-            u64 r = __shfl_sync(0xffffffffu, row, __ffs(left) - 1);
-            u8* dst = recv_tokens + r * pb;
-            if (vector) {
-#pragma unroll
-                for (int u = 0; u < EP_COPY_FIRST; u++)
-                    if (id + u * size < n16) ((uint4*)dst)[id + u * size] = h.piece[u];
-                for (u64 i = id + EP_COPY_FIRST * size; i < n16; i += size) ((uint4*)dst)[i] = ((const uint4*)msg)[i];
-            } else {
-                for (u64 i = id; i < pb / 4; i += size) ((u32*)dst)[i] = ((const u32*)msg)[i];
-            }
-            ep_place_scales<false>(fmt, hidden, rows, r, msg + m.scales_off, recv_scales, &h.scale);
+            ep_block_store_row(msg, h, __shfl_sync(0xffffffffu, row, __ffs(left) - 1), rows, hidden, fmt, m,
+                               recv_tokens, recv_scales);
             if (threadIdx.x == 0) EP_STAMP_FIRST(28);
         }
     }
@@ -1360,26 +1338,24 @@ __device__ void ep_pad_row(u64 row, u64 rows, int hidden, int fmt, MsgLayout m, 
 }
 
 // Row `first + i` of the fused shared expert (group 0): this rank's token shared_start + i, from
-// `shared_msgs` (slot -1, no source rank: these rows never travel back). The rank's own message
-// count word `nm_own` says whether it published early; then, as any message from such a sender,
-// the shared-expert message is awaited for its mark (in the single-launch dispatch the block that
-// sends the token may still be writing it). Returns false when the mark did not come.
+// `shared_msgs` (slot -1, no source rank: these rows never travel back), by the block's warps each
+// on their own (as ep_block_copy_message). The rank's own message count word `nm_own` says whether
+// it published early; then, as any message from such a sender, the shared-expert message is
+// awaited for its mark (in the single-launch dispatch the block that sends the token may still be
+// writing it). Returns false when the mark did not come (to the warp that waited).
 __device__ bool ep_copy_shared_row(u64 first, u64 i, u64 rows, const u8* shared_msgs, u32 nm_own, EpLanding landing,
                                    int rank, int n_local, int n_ranks, int hidden, int fmt, MsgLayout m,
-                                   u8* recv_tokens, u8* recv_scales, int* src_info, int* row_src, u32* status,
-                                   EpRows& r) {
+                                   u8* recv_tokens, u8* recv_scales, int* src_info, int* row_src, u32* status) {
     const u8* msg = shared_msgs + i * m.bytes;
-    if (!ep_message_ready<false, false>(msg, rank, nm_own, m, landing, n_local, n_ranks, status)) return false;
+    if (!ep_message_ready<false>(msg, rank, nm_own, m, landing, n_local, n_ranks, status)) return false;
     EpMsgHead h = ep_load_message<false>(msg, hidden, fmt, m);
+    const u64 row = first + i;
     if (threadIdx.x == 0) {
-        r.row[0] = first + i;
-        r.dst[0] = recv_tokens + (first + i) * m.payload_bytes;
-        r.slot[0] = -1;
-        r.n = 1;
+        src_info[2 * row] = h.token;
+        src_info[2 * row + 1] = -1;
+        row_src[row] = -1;
     }
-    __syncthreads();
-    ep_copy_rows<false>(r, h, rows, msg, -1, hidden, fmt, m, recv_scales, src_info, row_src);
-    __syncthreads();
+    ep_block_store_row(msg, h, row, rows, hidden, fmt, m, recv_tokens, recv_scales);
     return true;
 }
 
@@ -1401,7 +1377,6 @@ extern "C" __global__ void ep_dispatch_copy_out(const u8* recv, const u32* nmsg,
                                                 MsgLayout m, u8* recv_tokens, u8* recv_scales, int* src_info,
                                                 int* row_src, int* msg_rows, u32* status, u32 seq, u64 slice_ns,
                                                 const u8* shared_msgs, int row_multiple, u64 first_block) {
-    __shared__ EpRows scratch;
     ep_await_prior_grid(); // launched chained after the wait (comm/dispatch.rs)
     int n_groups = n_local + shared_groups;
     u32 done = status[0];
@@ -1430,7 +1405,7 @@ extern "C" __global__ void ep_dispatch_copy_out(const u8* recv, const u32* nmsg,
     u64 first = src_offsets[rank], end = src_offsets[rank + 1];
     if (first + b < end)
         ep_copy_shared_row(first, b, rows, shared_msgs, nmsg[rank], EpLanding{seq, slice_ns}, rank, n_local, n_ranks,
-                           hidden, fmt, m, recv_tokens, recv_scales, src_info, row_src, status, scratch);
+                           hidden, fmt, m, recv_tokens, recv_scales, src_info, row_src, status);
 }
 
 // The next item of a walk shared by every warp that takes from `claimed` (one atomic by lane 0).
@@ -1445,9 +1420,10 @@ __device__ __forceinline__ u32 ep_warp_claim(u32* claimed) {
 // w / n_ranks), each by the block (ep_block_copy_message) or (Warp) the calling warp
 // (ep_warp_copy_message). With `Spread` (blocks, at the smallest sizes) a message's rows are cut
 // into parts when there are blocks to spare (step / messages, up to top_k): one block's stores to
-// a message's rows took ~2 us at 1 token, where each SM has only so many stores in flight. With `Claimed` (warps) each warp takes
-// the walk's next item from the count `claimed` instead, so that grids launched apart share the
-// walk (the overlapped copy-out and its helpers after the send; `first` and `step` unused).
+// a message's rows took ~2 us at 1 token, where each SM has only so many stores in flight. With
+// `Claimed` (warps) each warp takes the walk's next item from the count `claimed` instead, so that
+// grids launched apart share the walk (the overlapped copy-out and its helpers after the send;
+// `first` and `step` unused). `scratch`: the calling warp's rows (Warp; null for a block).
 // `busy`: of the `step` blocks, how many are still sending (the single-launch dispatch's, which
 // walk from `first` rotated past them): Spread cuts a message only among the others.
 // `WarpBatch`: ep_copy_rows'. Returns false when a message's mark did not come.
@@ -1455,7 +1431,7 @@ template <bool Warp, bool Spread = false, bool Placed = true, bool Claimed = fal
 __device__ bool ep_copy_messages(u32 first, u32 step, const u8* recv, const u32* nmsg, const u32* src_offsets,
                                  u64 rows, int n_local, int n_ranks, int rank, int skip_a2a, int shared_groups,
                                  int max_tokens, int hidden, int fmt, MsgLayout m, u8* recv_tokens, u8* recv_scales,
-                                 int* src_info, int* row_src, u32* status, EpLanding landing, EpRows& scratch,
+                                 int* src_info, int* row_src, u32* status, EpLanding landing, EpRows* scratch,
                                  int* msg_rows = nullptr, u32* claimed = nullptr, u32 busy = 0) {
     if (threadIdx.x == 0) EP_STAMP_FIRST(24);
     // In 32 bits (items: messages * parts <= n_ranks * max_tokens * top_k), the loop rolled: the
@@ -1478,7 +1454,7 @@ __device__ bool ep_copy_messages(u32 first, u32 step, const u8* recv, const u32*
             copied = ep_warp_copy_message<Placed, WarpBatch>(s, j, part, parts, nm, landing, recv, src_offsets, rows,
                                                              n_local, n_ranks, rank, shared_groups, max_tokens, hidden,
                                                              fmt, m, recv_tokens, recv_scales, src_info, row_src,
-                                                             status, scratch, msg_rows);
+                                                             status, *scratch, msg_rows);
         else
             copied = ep_block_copy_message<Placed>(s, j, part, parts, nm, landing, recv, src_offsets, rows, n_local,
                                                    n_ranks, rank, shared_groups, max_tokens, hidden, fmt, m,
@@ -1524,7 +1500,7 @@ __device__ __forceinline__ void ep_dispatch_copy_messages_body(
     int warp = threadIdx.x >> 5;
     ep_copy_messages<true, false, true, true, WarpBatch>(
         0, 0, recv, nmsg, src_offsets, rows, n_local, n_ranks, rank, skip_a2a, shared_groups, max_tokens, hidden, fmt,
-        m, recv_tokens, recv_scales, src_info, row_src, status, EpLanding{seq, slice_ns}, scratch[warp], msg_rows,
+        m, recv_tokens, recv_scales, src_info, row_src, status, EpLanding{seq, slice_ns}, &scratch[warp], msg_rows,
         layout_seq + 1);
 #ifdef EP_TRACE
     __syncthreads();
@@ -1739,9 +1715,9 @@ __device__ void ep_count_sent(const int* ids, int n_tokens, int top_k, int n_exp
 // warp over the blocks not still sending, first (they wait for nothing; a group per warp after
 // the messages made the blocks with padding the last by ~3 us at 128 tokens FP8); then the
 // messages, a block each in the order they are sent (ep_copy_messages); the shared expert's rows,
-// a block each. A message (or shared-expert message) is awaited for its mark; when one does not
-// come the block stops there (the status says EP_MESSAGES_PENDING and the host launches the
-// copy-out again).
+// a block each, its warps each on their own (ep_block_copy_message, ep_copy_shared_row). A
+// message (or shared-expert message) is awaited for its mark; when one does not come the warp
+// stops there (the status says EP_MESSAGES_PENDING and the host launches the copy-out again).
 // (A warp per message when there were more messages than blocks was slower: 32 tokens BF16 30.5
 // -> 42.5 us on 2x H200.)
 template <bool Spread>
@@ -1750,7 +1726,7 @@ __device__ void ep_single_copy_out(const u64* got, const u32* start, const u32* 
                                    const u8* recv, const u32* nmsg, int n_local, int n_ranks, int rank, int skip_a2a,
                                    int shared_groups, int max_tokens, int hidden, int fmt, MsgLayout m,
                                    u8* recv_tokens, u8* recv_scales, int* src_info, int* row_src, u32* status,
-                                   u64* snapshot, u32* row_offsets, u32* src_offsets, EpRows& scratch, u32 busy) {
+                                   u64* snapshot, u32* row_offsets, u32* src_offsets, u32 busy) {
     int n = n_local * n_ranks, n_groups = n_local + shared_groups;
     u64 rows = start[n_groups];
     if (b == 0) {
@@ -1779,15 +1755,13 @@ __device__ void ep_single_copy_out(const u64* got, const u32* start, const u32* 
     bool copied = ep_copy_messages<false, Spread, false>(b, blocks, recv, nmsg, src_off, rows, n_local, n_ranks, rank,
                                                          skip_a2a, shared_groups, max_tokens, hidden, fmt, m,
                                                          recv_tokens, recv_scales, src_info, row_src, status, landing,
-                                                         scratch, nullptr, nullptr, busy);
-    // The warps copied on their own (ep_block_copy_message); the shared expert's rows pass
-    // barriers, which every warp must reach, so a mark that did not come stops the block there.
-    if (shared_groups > 0 ? __syncthreads_or(!copied) : !copied) return;
+                                                         nullptr, nullptr, nullptr, busy);
+    if (!copied) return; // (the calling warp's: each copies on its own)
     EP_STAMP(10);
     u64 first = src_off[rank];
     for (int i = b; shared_groups > 0 && i < shared_len; i += blocks)
         if (!ep_copy_shared_row(first, i, rows, shared_msgs, nmsg[rank], landing, rank, n_local, n_ranks, hidden,
-                                fmt, m, recv_tokens, recv_scales, src_info, row_src, status, scratch))
+                                fmt, m, recv_tokens, recv_scales, src_info, row_src, status))
             return;
 }
 
@@ -1821,7 +1795,6 @@ __device__ __forceinline__ void ep_dispatch_single_body(
     if (Fmt >= 0) fmt = Fmt;
     if (Fmt == EP_FMT_BF16) row_multiple = 1;
     __shared__ EpRoute route;
-    __shared__ EpRows scratch;
     // Stamps (EP_CUDA_TRACE, scripts/trace_summary.py): 11 the token's ids staged, 1 its route,
     // 12 its row here, 13 its message encoded, 14 its stores issued, 2 its messages marked (the
     // counting block: 1 counted, 2 published), 3 the block's tokens sent, 4 every count here and
@@ -1916,7 +1889,7 @@ __device__ __forceinline__ void ep_dispatch_single_body(
                                        nmsg_here,
                                        n_local, n_ranks, rank, skip_a2a, shared_groups, max_tokens, hidden, fmt, m,
                                        recv_tokens, recv_scales, src_info, row_src, status, snapshot, row_offsets,
-                                       src_offsets, scratch, busy);
+                                       src_offsets, busy);
         }
         EP_STAMP(6);
     }
