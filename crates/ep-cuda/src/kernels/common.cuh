@@ -423,84 +423,42 @@ __device__ __forceinline__ void ep_release_dependents() {
 // Whether `p` and `bytes` allow 16-byte accesses (ep_copy_to's test of its source).
 __device__ __forceinline__ bool ep_aligned16(const void* p, u64 bytes) { return (u64)p % 16 == 0 && bytes % 16 == 0; }
 
-// ep_copy_to's body past the first pieces: the 16-byte pieces from piece `from` on, `Batch` loads
-// a thread before their stores (when `vector`), or else 4-byte words from word `from` on.
-template <int Batch>
-__device__ __forceinline__ void ep_copy_batches(u8* const* dst, int n_dst, const u8* src, u64 bytes, u64 from,
-                                                unsigned size, bool vector) {
-    if (vector) {
-        const uint4* s = (const uint4*)src;
-        u64 n = bytes / 16, step = size;
-        for (u64 i0 = from; i0 < n; i0 += Batch * step) {
-            uint4 v[Batch];
-#pragma unroll
-            for (int u = 0; u < Batch; u++)
-                if (i0 + u * step < n) v[u] = s[i0 + u * step];
-            for (int i = 0; i < n_dst; i++) {
-                uint4* d = (uint4*)dst[i];
-#pragma unroll
-                for (int u = 0; u < Batch; u++)
-                    if (i0 + u * step < n) d[i0 + u * step] = v[u];
-            }
-        }
-    } else {
-        const u32* s = (const u32*)src;
-        for (u64 j = from; j < bytes / 4; j += size) {
-            u32 v = s[j];
-            for (int i = 0; i < n_dst; i++) ((u32*)dst[i])[j] = v;
-        }
-    }
-}
-
-// The same, out of line (ep_copy_to with first pieces).
-template <int Batch>
-__device__ __noinline__ void ep_copy_batches_call(u8* const* dst, int n_dst, const u8* src, u64 bytes, u64 from,
-                                                  unsigned size, bool vector) {
-    ep_copy_batches<Batch>(dst, n_dst, src, bytes, from, size, vector);
-}
-// For one destination, passed by value: the address of a caller's one-element array would go
-// through local memory on every call (a store per row on ep_block_store_row's path).
-template <int Batch>
-__device__ __noinline__ void ep_copy_batches_call_one(u8* dst, const u8* src, u64 bytes, u64 from, unsigned size,
-                                                      bool vector) {
-    ep_copy_batches<Batch>(&dst, 1, src, bytes, from, size, vector);
-}
-
 // Copies `bytes` (a multiple of 4) from `src` to each of `dst[0 .. n_dst)` with the team's
 // threads, 16 bytes at a time where all are 16-byte aligned: `src` is read once however many
 // destinations there are. Each thread issues up to `Batch` (8) loads before their stores, so a row
 // of a few KB is one round trip to memory, not one per 16 bytes (the stores cannot be moved past
 // the next load by the compiler: a destination may alias `src` as far as it knows); from shared
-// memory one at a time does (and takes 32 registers fewer). With `First`, the thread's first
-// pieces (id, id + size, ...) were loaded from `src` already, into `first` (whenever src and
-// bytes are 16-byte aligned): stored as they are.
-template <bool Warp, int First = 0, int Batch = 8>
-__device__ __forceinline__ void ep_copy_to(u8* const* dst, int n_dst, const u8* src, u64 bytes,
-                                           const uint4* first = nullptr) {
+// memory one at a time does (and takes 32 registers fewer). (A block's copy of a received message
+// loads its first pieces with the header and stores them itself: dispatch.cu, ep_block_store_row;
+// up to v44 that was this function's `First` form, its rest out of line.)
+template <bool Warp, int Batch = 8>
+__device__ __forceinline__ void ep_copy_to(u8* const* dst, int n_dst, const u8* src, u64 bytes) {
     const unsigned id = ep_team_id<Warp>(), size = ep_team_size<Warp>();
     // ep_aligned16(src, bytes), written out: the call cost ep_combine_send 8 registers (56 -> 64).
     bool vector = (u64)src % 16 == 0 && bytes % 16 == 0;
     for (int i = 0; i < n_dst; i++) vector = vector && (u64)dst[i] % 16 == 0;
-    if (First > 0) {
-        // The first pieces are all a block copy of a decode-size row has (2 a thread: 16 KB):
-        // the rest of the copy and the 4-byte path are a call, out of line (ep_copy_batches_call).
-        // Inline, they lay between the stores and what follows them, and the single-launch
-        // copy-out's warps stalled on instruction fetch at each jump past them (ncu, v39: 8% of
-        // its samples at 128 tokens FP8; out of line, 128 tokens 0.4-0.9 us faster).
+    if (vector) {
+        const uint4* s = (const uint4*)src;
         u64 n = bytes / 16;
-        if (vector)
-            for (int i = 0; i < n_dst; i++)
+        for (u64 i0 = id; i0 < n; i0 += Batch * size) {
+            uint4 v[Batch];
 #pragma unroll
-                for (int u = 0; u < First; u++)
-                    if (id + u * size < n) ((uint4*)dst[i])[id + u * size] = first[u];
-        if (!vector || id + First * size < n) {
-            const u64 from = vector ? id + First * size : id;
-            if (n_dst == 1) ep_copy_batches_call_one<Batch>(dst[0], src, bytes, from, size, vector);
-            else ep_copy_batches_call<Batch>(dst, n_dst, src, bytes, from, size, vector);
+            for (int u = 0; u < Batch; u++)
+                if (i0 + u * size < n) v[u] = s[i0 + u * size];
+            for (int i = 0; i < n_dst; i++) {
+                uint4* d = (uint4*)dst[i];
+#pragma unroll
+                for (int u = 0; u < Batch; u++)
+                    if (i0 + u * size < n) d[i0 + u * size] = v[u];
+            }
         }
-        return;
+    } else {
+        const u32* s = (const u32*)src;
+        for (u64 j = id; j < bytes / 4; j += size) {
+            u32 v = s[j];
+            for (int i = 0; i < n_dst; i++) ((u32*)dst[i])[j] = v;
+        }
     }
-    ep_copy_batches<Batch>(dst, n_dst, src, bytes, id, size, vector);
 }
 
 __device__ __forceinline__ void ep_block_copy_to(u8* const* dst, int n_dst, const u8* src, u64 bytes) {
@@ -509,7 +467,7 @@ __device__ __forceinline__ void ep_block_copy_to(u8* const* dst, int n_dst, cons
 
 template <int Batch = 8>
 __device__ __forceinline__ void ep_block_copy(u8* dst, const u8* src, u64 bytes) {
-    ep_copy_to<false, 0, Batch>(&dst, 1, src, bytes);
+    ep_copy_to<false, Batch>(&dst, 1, src, bytes);
 }
 
 // 16 bytes from global to shared memory without passing through registers (cp.async, sm_80 and

@@ -1046,7 +1046,7 @@ template <bool Warp, bool Shared = false, int WarpBatch = 8>
 __device__ void ep_copy_rows(const EpRows& r, const EpMsgHead& h, u64 rows, const u8* msg, int src, int hidden,
                              int fmt, MsgLayout m, u8* recv_scales, int* src_info, int* row_src) {
     static_assert(Warp != Shared, "a warp's copy from the receive buffer, or the block's own rows from shared memory");
-    ep_copy_to<Warp, 0, Shared ? 1 : WarpBatch>(r.dst, r.n, msg, m.payload_bytes);
+    ep_copy_to<Warp, Shared ? 1 : WarpBatch>(r.dst, r.n, msg, m.payload_bytes);
     for (int i = 0; i < r.n; i++) {
         u64 row = r.row[i];
         ep_place_scales<Warp>(fmt, hidden, rows, row, msg + m.scales_off, recv_scales);
