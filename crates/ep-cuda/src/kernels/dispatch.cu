@@ -1833,17 +1833,6 @@ __device__ __forceinline__ void ep_dispatch_single_body(
         if (threadIdx.x == 0) *(volatile u32*)(ticket + 2) = seq;
         EP_STAMP(2);
     }
-    int n = n_local * n_ranks, n_groups = n_local + shared_groups, shared_len = shared_end - shared_start;
-    u64* got = (u64*)smem_u4;                            // [n]
-    u32* start = (u32*)(got + n);                        // [n_groups + 1]
-    u32* src_off = start + n_groups + 1;                 // [n_groups, n_ranks + 1]
-    u32* nmsg_here = src_off + n_groups * (n_ranks + 1); // [n_ranks]
-    auto lay_out = [&]() {
-        return ep_poll_layout(counts, n_local, n_ranks, rank, skip_a2a, slice_ns, max_tokens, got, nullptr, nmsg_here,
-                              shared_groups, shared_len, row_multiple, start, src_off);
-    };
-    u32 outcome = EP_PENDING;
-    bool laid_out = false;
     // Spread: each block sends one token to one rank (item i: token i / n_ranks, rank
     // i % n_ranks); otherwise a block sends a token to every rank.
     int items = Spread ? n_tokens * n_ranks : n_tokens;
@@ -1864,28 +1853,15 @@ __device__ __forceinline__ void ep_dispatch_single_body(
                       own ? shared_start : 0, own ? shared_end : 0, shared_msgs, nullptr,
                       Spread ? ticket + 2 : nullptr, seq, EP_HOLD_NS);
         u8* shared_msg = own ? ep_shared_msg(t, shared_start, shared_end, shared_msgs, m) : nullptr;
-        // The block's last token (not Spread): the counts laid out before its fence, which then
-        // waits out what is left of its stores' drain rather than the whole of it. The counts were
-        // published while the token was routed and encoded; laid out after the fence, they took
-        // as long again (at 128 tokens FP8 1.2 us each; one H200, v44). The layout takes the
-        // shared memory of the message, whose stores every thread has issued by its first
-        // barrier. (Spread's counts are the path at 1 token on 2x H200: its marks do not wait.)
-        bool last = i + senders >= items;
-        if (!Spread && last) {
-            outcome = lay_out();
-            laid_out = true;
-            EP_STAMP(4);
-        }
         ep_mark_landed(route, top_k, m, seq, shared_msg);
         EP_DELAY(2);
         if (i == blockIdx.x) EP_STAMP(2);
-        // The route and the message in shared memory are the next token's. After the last one
-        // laid out, thread 0's fence and marks overlap the other warps' copy-out.
-        if (!laid_out) __syncthreads();
+        __syncthreads(); // the route and the message in shared memory are the next token's
     }
-    if (!laid_out) __syncthreads();
+    __syncthreads();
     EP_STAMP(3);
 
+    int n = n_local * n_ranks, n_groups = n_local + shared_groups;
     // The counting block takes no share of the output: it resets the counts as soon as every
     // sending block has read them. With a share, its reset came after it, ~0.75 us after the
     // rest of the grid had finished at 1 token (one H100, v35).
@@ -1893,10 +1869,14 @@ __device__ __forceinline__ void ep_dispatch_single_body(
         ep_reset_counts_when_read(ticket + 1, senders, counts, n, rank, n_ranks, skip_a2a, status);
         EP_STAMP(7);
     } else {
-        if (!laid_out) {
-            outcome = lay_out();
-            EP_STAMP(4);
-        }
+        u64* got = (u64*)smem_u4;                        // [n]
+        u32* start = (u32*)(got + n);                    // [n_groups + 1]
+        u32* src_off = start + n_groups + 1;             // [n_groups, n_ranks + 1]
+        u32* nmsg_here = src_off + n_groups * (n_ranks + 1); // [n_ranks]
+        int shared_len = shared_end - shared_start;
+        u32 outcome = ep_poll_layout(counts, n_local, n_ranks, rank, skip_a2a, slice_ns, max_tokens, got, nullptr,
+                                     nmsg_here, shared_groups, shared_len, row_multiple, start, src_off);
+        EP_STAMP(4);
         EP_DELAY(4);
         ep_counts_read(outcome, ticket + 1, status);
         if (outcome == EP_OK) {
