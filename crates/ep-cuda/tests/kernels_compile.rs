@@ -1,6 +1,8 @@
 //! Compiles every ep-cuda kernel with NVRTC for sm_90, on any machine where libnvrtc loads (no
 //! GPU or driver needed), and checks each entry point is in the PTX. Without NVRTC it says so and
-//! counts nothing; with EP_REQUIRE_NVRTC=1 (CI) a missing NVRTC is a failure.
+//! counts nothing; with EP_REQUIRE_NVRTC=1 (CI) a missing NVRTC is a failure. With
+//! EP_PTX_DUMP=DIR each program's PTX is also written there (`DIR/<name>.ptx`), for `ptxas -v`
+//! (registers, spills) and the SASS.
 
 use ep_cuda::kernels::{compile, source, COMBINE, PROBE_PROGRAM, PROGRAMS, SELFCHECK_PROGRAM};
 
@@ -14,9 +16,16 @@ fn main() {
         return;
     }
     let (mut passed, mut failed) = (0, 0);
+    let dump = std::env::var_os("EP_PTX_DUMP").map(std::path::PathBuf::from);
     let mut check = |what: &str, src: String, entries: &[&str]| match compile(&src, "sm_90") {
         Ok(ptx) => {
             let text = ptx.to_src();
+            if let Some(dir) = &dump {
+                let file = dir.join(format!("{}.ptx", what.replace([' ', ',', '+'], "_")));
+                if let Err(e) = std::fs::create_dir_all(dir).and_then(|_| std::fs::write(&file, &text)) {
+                    println!("FAILED {what}: could not write {}: {e}", file.display());
+                }
+            }
             let missing: Vec<_> = entries
                 .iter()
                 .filter(|e| !text.contains(&format!(".entry {e}(")))
