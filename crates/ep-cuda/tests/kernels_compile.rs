@@ -22,7 +22,9 @@ fn main() {
             let text = ptx.to_src();
             if let Some(dir) = &dump {
                 let file = dir.join(format!("{}.ptx", what.replace([' ', ',', '+'], "_")));
-                if let Err(e) = std::fs::create_dir_all(dir).and_then(|_| std::fs::write(&file, &text)) {
+                if let Err(e) =
+                    std::fs::create_dir_all(dir).and_then(|_| std::fs::write(&file, &text))
+                {
                     println!("FAILED {what}: could not write {}: {e}", file.display());
                 }
             }

@@ -706,24 +706,58 @@ extern "C" __global__ void ep_combine_ll_unpack(const u64* ll_ptrs, u32 seq, u64
     }
 }
 
+// Where the block's rows go (row blockIdx.x + i * gridDim.x, i from `i0`, EP_SEND_TABLE of them):
+// row i - i0's receive-buffer row at its source rank (null: it goes in LL form, or there is no
+// such row), its mark there (null: its rank does not take them marked) and whether it goes in LL
+// form (bit i - i0 of `ll`). Worked out by warps 0 and 1, a row a lane, once for up to 64 rows:
+// worked out again for every batch of rows to send and again for their marks, it was two
+// dependent round trips each time (the source rank, then the token and slot), ~2 us of each
+// batch at 128 tokens, and ~1 of the marks (one H200, v45 trace).
+#define EP_SEND_TABLE 64
+struct EpRowsWhere {
+    u8* dst[EP_SEND_TABLE];
+    u32* mark[EP_SEND_TABLE];
+    u64 ll;
+};
+__device__ void ep_rows_where(EpRowsWhere& w, u64 i0, u64 mine, const int* src_info, const int* row_src, int top_k,
+                              const u64* recv_ptrs, int rank, int n_ranks, const u32* nmsg, u32 lane_nmsg,
+                              const u64* mark_ptrs, u64 row_bytes) {
+    if (threadIdx.x >= EP_SEND_TABLE) return; // whole warps 0 and 1: ep_nmsg_of shuffles
+    u64 i = i0 + threadIdx.x, row = blockIdx.x + i * gridDim.x;
+    int s = i < mine ? row_src[row] : -1;
+    u32 nm = ep_nmsg_of(max(s, 0), lane_nmsg, nmsg);
+    bool ll = s >= 0 && (nm & EP_NMSG_LL);
+    w.dst[threadIdx.x] = s >= 0 && !ll ? ep_return_slot(row, s, src_info, recv_ptrs, top_k, row_bytes) : nullptr;
+    w.mark[threadIdx.x] = s >= 0 && ep_rows_marked(nm) ? ep_return_mark(row, s, src_info, mark_ptrs, top_k) : nullptr;
+    u32 ballot = __ballot_sync(0xffffffffu, ll);
+    if ((threadIdx.x & 31) == 0) ((u32*)&w.ll)[threadIdx.x >> 5] = ballot;
+}
+
 // The block's rows (row blockIdx.x, then every gridDim.x-th, of `rows`) back to their ranks inside
-// the node, as ep_send_row sends them (`mark` false: ep_mark_rows_sent marks them after), up to
-// EP_SEND_ROWS at a time: each thread loads its pieces of all of them (EP_SEND_PIECES at most)
-// while warp 0 finds where they go, then stores them; the rows to a rank that takes LL rows
-// then one by one. One row at a time was three dependent round trips a row (its source, its
-// slot, its payload): at 128 tokens a block's 8 rows took ~10 us on one H200 (v37).
+// the node (a single-launch combine's), as ep_send_row sends them, up to EP_SEND_ROWS at a time:
+// each thread loads its pieces of all of them (EP_SEND_PIECES at most) while warps 0 and 1 find
+// where the next EP_SEND_TABLE rows go (ep_rows_where), then stores them; the rows to a rank that
+// takes LL rows then one by one. One row at a time was three dependent round trips a row (its
+// source, its slot, its payload): at 128 tokens a block's 8 rows took ~10 us on one H200 (v37).
+// When the table held all the block's rows, the rows to a rank that takes them marked are marked
+// here, after one fence (thread 0), and it returns true; otherwise the caller marks them
+// (ep_mark_rows_sent).
 #define EP_SEND_ROWS 4
 #define EP_SEND_PIECES 8
-__device__ void ep_send_rows_batched(u64 rows, const u16* expert_out, const int* src_info, const int* row_src,
+__device__ bool ep_send_rows_batched(u64 rows, const u16* expert_out, const int* src_info, const int* row_src,
                                      int hidden, int top_k, const u64* recv_ptrs, int rank, int n_ranks,
                                      const u32* nmsg, u32 lane_nmsg, const u64* ll_ptrs, u32 seq,
                                      const u64* mark_ptrs) {
-    __shared__ u8* dst[EP_SEND_ROWS];
-    __shared__ u32 ll_rows;
+    __shared__ EpRowsWhere where;
+    static_assert(EP_SEND_TABLE % EP_SEND_ROWS == 0, "a batch's rows in one table");
     const u32 n16 = hidden / 8; // hidden is a multiple of 8 for every format
     const u64 row_bytes = (u64)hidden * 2;
-    for (u64 r0 = blockIdx.x; r0 < rows; r0 += EP_SEND_ROWS * (u64)gridDim.x) {
-        u32 nr = (u32)min((u64)EP_SEND_ROWS, (rows - r0 + gridDim.x - 1) / gridDim.x), total = nr * n16;
+    const u64 mine = rows > blockIdx.x ? (rows - blockIdx.x + gridDim.x - 1) / gridDim.x : 0;
+    for (u64 i0 = 0; i0 < mine; i0 += EP_SEND_ROWS) {
+        const u64 r0 = blockIdx.x + i0 * gridDim.x;
+        const u32 nr = (u32)min((u64)EP_SEND_ROWS, mine - i0), total = nr * n16, t0 = (u32)(i0 % EP_SEND_TABLE);
+        const bool fill = t0 == 0;
+        if (fill && i0 > 0) __syncthreads(); // the last table is read
         for (u32 p0 = 0; p0 < total; p0 += EP_SEND_PIECES * blockDim.x) {
             // The payload's loads first: they need nothing but the row number. Piece p is piece
             // p - i * n16 of the batch's row i (compares, not a division).
@@ -735,31 +769,35 @@ __device__ void ep_send_rows_batched(u64 rows, const u16* expert_out, const int*
                 for (int j = 1; j < EP_SEND_ROWS; j++) i += p >= j * n16;
                 if (p < total) v[u] = ((const uint4*)(expert_out + (r0 + (u64)i * gridDim.x) * hidden))[p - i * n16];
             }
-            if (p0 == 0 && threadIdx.x < 32) { // whole warp 0: ep_nmsg_of shuffles
-                u32 i = threadIdx.x;
-                u64 row = r0 + (u64)i * gridDim.x;
-                int s = i < nr ? row_src[row] : -1;
-                u32 nm = ep_nmsg_of(max(s, 0), lane_nmsg, nmsg);
-                bool ll = s >= 0 && (nm & EP_NMSG_LL);
-                if (i < EP_SEND_ROWS)
-                    dst[i] = s >= 0 && !ll ? ep_return_slot(row, s, src_info, recv_ptrs, top_k, row_bytes) : nullptr;
-                u32 mask = __ballot_sync(0xffffffffu, ll);
-                if (i == 0) ll_rows = mask;
+            if (fill && p0 == 0) {
+                ep_rows_where(where, i0, mine, src_info, row_src, top_k, recv_ptrs, rank, n_ranks, nmsg, lane_nmsg,
+                              mark_ptrs, row_bytes);
+                __syncthreads();
             }
-            __syncthreads();
+            if (threadIdx.x == 0) EP_STAMP_FIRST(i0 == 0 ? 11 : 13);
 #pragma unroll
             for (int u = 0; u < EP_SEND_PIECES; u++) {
                 u32 p = p0 + threadIdx.x + u * blockDim.x, i = 0;
 #pragma unroll
                 for (int j = 1; j < EP_SEND_ROWS; j++) i += p >= j * n16;
-                if (p < total && dst[i]) ((uint4*)dst[i])[p - i * n16] = v[u];
+                u8* d = where.dst[t0 + i];
+                if (p < total && d) ((uint4*)d)[p - i * n16] = v[u];
             }
+            if (threadIdx.x == 0) EP_STAMP_FIRST(i0 == 0 ? 12 : 14);
         }
-        for (u32 left = ll_rows; left; left &= left - 1)
-            ep_send_row(r0 + (u64)(__ffs(left) - 1) * gridDim.x, expert_out, src_info, row_src, hidden, top_k,
-                        recv_ptrs, rank, n_ranks, nullptr, nmsg, lane_nmsg, ll_ptrs, seq, mark_ptrs, false);
-        __syncthreads(); // `dst` and `ll_rows` are the next batch's
+        for (u64 left = (where.ll >> t0) & ((1ull << nr) - 1); left; left &= left - 1)
+            ep_send_row(r0 + (u64)(__ffsll((long long)left) - 1) * gridDim.x, expert_out, src_info, row_src, hidden,
+                        top_k, recv_ptrs, rank, n_ranks, nullptr, nmsg, lane_nmsg, ll_ptrs, seq, mark_ptrs, false);
     }
+    if (mine > EP_SEND_TABLE) return false;
+    // One fence for the block's rows, then their marks (as ep_mark_rows_sent, from the table).
+    bool any = threadIdx.x < mine && where.mark[threadIdx.x] != nullptr;
+    if (__syncthreads_or(any) && threadIdx.x == 0) {
+        ep_fence_acq_rel(); // the block's row stores, before the marks
+        for (u32 j = 0; j < mine; j++)
+            if (where.mark[j]) ep_store_relaxed_sys(where.mark[j], seq);
+    }
+    return true;
 }
 
 // ---- the single-launch combine (decode sizes) -------------------------------------------------
@@ -796,7 +834,8 @@ __device__ __forceinline__ void ep_combine_single_body(
     // Stamps (EP_CUDA_TRACE): 1 rows sent (and marked), 2 ticket (or the slots listed), 3 counts
     // published, 4 every count here, 7 the first token's list and marks there, 5 reduced, 6 counts
     // reset; in the staged LL reduce, 8 thread 0's first LL piece there at its first load, 9 the
-    // first round staged.
+    // first round staged; in the batched send (ep_send_rows_batched), 11 the first batch's rows
+    // found (its barrier), 12 thread 0's stores of it issued, 13 and 14 the same of the second.
     EP_STAMPS
     u64 rows = *rows_end;
     u32 lane_nmsg = ep_lane_nmsg(nmsg, n_ranks);
@@ -832,6 +871,7 @@ __device__ __forceinline__ void ep_combine_single_body(
     // sizes. Otherwise a few at a time (ep_send_rows_batched). The LL kernels (this rank has at
     // most EP_LL_MAX_TOKENS tokens) take them one by one too: the batches' registers cost them
     // 0.2-0.4 us at 1 and 8 tokens (one H200, v37).
+    bool marked = false; // the block's marked rows marked already (ep_send_rows_batched)
     if (Ll) {
         for (u64 row = blockIdx.x; row < rows; row += gridDim.x)
             ep_send_row_loaded(row, expert_out, src_info, row_src, hidden, top_k, recv_ptrs, rank, n_ranks, nmsg,
@@ -841,11 +881,11 @@ __device__ __forceinline__ void ep_combine_single_body(
             ep_send_row(row, expert_out, src_info, row_src, hidden, top_k, recv_ptrs, rank, n_ranks, nullptr, nmsg,
                         lane_nmsg, ll_ptrs, seq, mark_ptrs, false);
     } else {
-        ep_send_rows_batched(rows, expert_out, src_info, row_src, hidden, top_k, recv_ptrs, rank, n_ranks, nmsg,
-                             lane_nmsg, ll_ptrs, seq, mark_ptrs);
+        marked = ep_send_rows_batched(rows, expert_out, src_info, row_src, hidden, top_k, recv_ptrs, rank, n_ranks,
+                                      nmsg, lane_nmsg, ll_ptrs, seq, mark_ptrs);
     }
     // Rows to a rank that takes them marked: one fence for the block's rows, then their marks.
-    if (forms.any_marked)
+    if (forms.any_marked && !marked)
         ep_mark_rows_sent(rows, src_info, row_src, top_k, rank, n_ranks, nmsg, lane_nmsg, seq, mark_ptrs);
     EP_STAMP(1);
     // While the stores drain (before them, these loads held the sends back ~2.5 us at 1 token);
