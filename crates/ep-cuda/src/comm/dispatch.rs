@@ -428,12 +428,11 @@ impl CudaComm {
         let (ranks, groups) = (cfg.n_ranks(), cfg.n_groups());
         let counts = cfg.n_local_experts() * ranks;
         // The kernel's phases share its dynamic shared memory: the send's, the totals, the
-        // counts, layout and message counts (past the message, which a block placing its own
-        // rows reads after the layout; dispatch.cu).
+        // counts, layout and message counts.
         let smem = [
             send_smem(cfg.format, &m, cfg.hidden),
             4 * (cfg.n_experts + ranks),
-            m.bytes as usize + 8 * counts + 4 * (groups + 1 + groups * (ranks + 1) + ranks),
+            8 * counts + 4 * (groups + 1 + groups * (ranks + 1) + ranks),
         ]
         .into_iter()
         .max()

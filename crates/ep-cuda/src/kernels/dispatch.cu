@@ -1436,31 +1436,28 @@ __device__ __forceinline__ u32 ep_warp_claim(u32* claimed) {
 // grids launched apart share the walk (the overlapped copy-out and its helpers after the send;
 // `first` and `step` unused). `scratch`: the calling warp's rows (Warp; null for a block).
 // `busy`: of the `step` blocks, how many are still sending (the single-launch dispatch's, which
-// walk from `first` rotated past them): Spread cuts a message only among the others. `skip`: a
-// sender whose messages the walk leaves out (their rows written by their sending blocks; -1: none).
+// walk from `first` rotated past them): Spread cuts a message only among the others.
 // `WarpBatch`: ep_copy_rows'. Returns false when a message's mark did not come.
 template <bool Warp, bool Spread = false, bool Placed = true, bool Claimed = false, int WarpBatch = 8>
 __device__ bool ep_copy_messages(u32 first, u32 step, const u8* recv, const u32* nmsg, const u32* src_offsets,
                                  u64 rows, int n_local, int n_ranks, int rank, int skip_a2a, int shared_groups,
                                  int max_tokens, int hidden, int fmt, MsgLayout m, u8* recv_tokens, u8* recv_scales,
                                  int* src_info, int* row_src, u32* status, EpLanding landing, EpRows* scratch,
-                                 int* msg_rows = nullptr, u32* claimed = nullptr, u32 busy = 0, int skip = -1) {
+                                 int* msg_rows = nullptr, u32* claimed = nullptr, u32 busy = 0) {
     if (threadIdx.x == 0) EP_STAMP_FIRST(24);
     // In 32 bits (items: messages * parts <= n_ranks * max_tokens * top_k), the loop rolled: the
     // 64-bit divisions' code and 7 KB of the loop unrolled were on the receivers' path between the
     // counts and the first mark's poll.
     u32 most = 0;
 #pragma unroll 1
-    for (int s = 0; s < n_ranks; s++)
-        if (s != skip) most = max(most, ep_messages_from(nmsg[s], s, rank, skip_a2a, max_tokens));
-    const u32 ranks = n_ranks - (skip >= 0), messages = most * ranks, spare = step - min(busy, step);
+    for (int s = 0; s < n_ranks; s++) most = max(most, ep_messages_from(nmsg[s], s, rank, skip_a2a, max_tokens));
+    const u32 ranks = n_ranks, messages = most * ranks, spare = step - min(busy, step);
     const u32 parts = !Spread || messages == 0 ? 1u : max(1u, min((u32)m.top_k, spare / messages));
     static_assert(!Claimed || (Warp && !Spread), "a message is taken by a warp, whole");
     for (u32 w = Claimed ? ep_warp_claim(claimed) : first; w < messages * parts;
          w = Claimed ? ep_warp_claim(claimed) : w + step) {
         u32 v = Spread ? w / parts : w;
         int s = v % ranks, part = Spread ? w % parts : 0;
-        s += skip >= 0 && s >= skip; // the senders but `skip`
         u32 j = v / ranks, nm = nmsg[s];
         if (j >= ep_messages_from(nm, s, rank, skip_a2a, max_tokens)) continue;
         bool copied;
@@ -1754,8 +1751,7 @@ __device__ void ep_count_sent(const int* ids, int n_tokens, int top_k, int n_exp
 // (`start`, `src_off` from the counts `got`): block 0 stores the layout; padding rows, a row per
 // warp over the blocks not still sending, first (they wait for nothing; a group per warp after
 // the messages made the blocks with padding the last by ~3 us at 128 tokens FP8); then the
-// messages, a block each in the order they are sent (ep_copy_messages; but sender `skip`'s, -1:
-// none, whose rows their sending blocks wrote); the shared expert's rows,
+// messages, a block each in the order they are sent (ep_copy_messages); the shared expert's rows,
 // a block each, its warps each on their own (ep_block_copy_message, ep_copy_shared_row). A
 // message (or shared-expert message) is awaited for its mark; when one does not come the warp
 // stops there (the status says EP_MESSAGES_PENDING and the host launches the copy-out again).
@@ -1767,7 +1763,7 @@ __device__ void ep_single_copy_out(const u64* got, const u32* start, const u32* 
                                    const u8* recv, const u32* nmsg, int n_local, int n_ranks, int rank, int skip_a2a,
                                    int shared_groups, int max_tokens, int hidden, int fmt, MsgLayout m,
                                    u8* recv_tokens, u8* recv_scales, int* src_info, int* row_src, u32* status,
-                                   u64* snapshot, u32* row_offsets, u32* src_offsets, u32 busy, int skip) {
+                                   u64* snapshot, u32* row_offsets, u32* src_offsets, u32 busy) {
     int n = n_local * n_ranks, n_groups = n_local + shared_groups;
     u64 rows = start[n_groups];
     if (b == 0) {
@@ -1796,7 +1792,7 @@ __device__ void ep_single_copy_out(const u64* got, const u32* start, const u32* 
     bool copied = ep_copy_messages<false, Spread, false>(b, blocks, recv, nmsg, src_off, rows, n_local, n_ranks, rank,
                                                          skip_a2a, shared_groups, max_tokens, hidden, fmt, m,
                                                          recv_tokens, recv_scales, src_info, row_src, status, landing,
-                                                         nullptr, nullptr, nullptr, busy, skip);
+                                                         nullptr, nullptr, nullptr, busy);
     if (!copied) return; // (the calling warp's: each copies on its own)
     EP_STAMP(10);
     u64 first = src_off[rank];
@@ -1812,8 +1808,8 @@ __device__ void ep_single_copy_out(const u64* got, const u32* start, const u32* 
 // The whole dispatch inside one node, in one launch (see above): blocks 0 .. gridDim.x - 2 send
 // the tokens, the last block counts and publishes (gridDim.x >= 2). Dynamic shared memory: the
 // largest of the send's (message + row in f32), the totals' (4 * (n_experts + n_ranks)) and the
-// layout's (m.bytes + 8 * n + 4 * (n_groups + 1 + n_groups * (n_ranks + 1) + n_ranks): the
-// message, then the counts, the layout and the message counts), n = n_local * n_ranks.
+// layout's (8 * n + 4 * (n_groups + 1 + n_groups * (n_ranks + 1) + n_ranks): the counts, the
+// layout and the message counts), n = n_local * n_ranks.
 // `ticket` holds three words; the second counts the sending blocks that have read the counts, which
 // the counting block then resets (ep_counts_read, ep_reset_counts_when_read); it takes no share of
 // the output. The third is the round whose counts the counting block has published, which Spread's
@@ -1900,9 +1896,7 @@ __device__ __forceinline__ void ep_dispatch_single_body(
         ep_reset_counts_when_read(ticket + 1, senders, counts, n, rank, n_ranks, skip_a2a, status);
         EP_STAMP(7);
     } else {
-        // Past the message (a multiple of 16 bytes), which a block that places its token's own
-        // rows (below) still reads after the layout.
-        u64* got = (u64*)((u8*)smem_u4 + m.bytes);       // [n]
+        u64* got = (u64*)smem_u4;                        // [n]
         u32* start = (u32*)(got + n);                    // [n_groups + 1]
         u32* src_off = start + n_groups + 1;             // [n_groups, n_ranks + 1]
         u32* nmsg_here = src_off + n_groups * (n_ranks + 1); // [n_ranks]
@@ -1928,23 +1922,12 @@ __device__ __forceinline__ void ep_dispatch_single_body(
             // 128 tokens FP8 on 2x H200, 3 blocks of 131 wrote ~1.4 MB and finished ~11 us after
             // the rest; v40).
             u32 busy = 2 * items <= senders ? items : 0;
-            // A block that sent one token (not Spread, a token a block at most) writes the rows of
-            // its message to this rank itself, from shared memory, once the groups are laid out;
-            // the copy-out's walk then skips this rank's messages. Copied from the receive buffer,
-            // each took a mark's poll and the header's load (~1.2 us from the mark to the rows at
-            // 128 tokens FP8, one H200, v44) before its stores. The message still goes to the
-            // receive buffer, marked as before: when a block's counts do not come within the slice,
-            // the host's copy-out copies every message again, these too (the same rows).
-            const bool place_own = !Spread && items <= senders;
-            if (place_own && (int)blockIdx.x < items)
-                ep_place_own_rows(route, top_k, rank, start, src_off, n_local, n_ranks, shared_groups, max_tokens,
-                                  hidden, fmt, m, recv_tokens, recv_scales, src_info, row_src, nullptr);
             ep_single_copy_out<Spread>(got, start, src_off, (blockIdx.x + senders - busy) % senders, senders,
                                        shared_len, shared_msgs, row_multiple, EpLanding{seq, slice_ns}, recv,
                                        nmsg_here,
                                        n_local, n_ranks, rank, skip_a2a, shared_groups, max_tokens, hidden, fmt, m,
                                        recv_tokens, recv_scales, src_info, row_src, status, snapshot, row_offsets,
-                                       src_offsets, busy, place_own ? rank : -1);
+                                       src_offsets, busy);
         }
         EP_STAMP(6);
     }
