@@ -1565,37 +1565,14 @@ extern "C" __global__ void __maxnreg__(48)
 // the whole block (n * top_k <= EP_STAGE_INTS): one round of coalesced loads, and each division
 // done once (an integer division is a long instruction sequence on the GPU; in the loops below it
 // cost ~8 us a token at 128 tokens). Returns with a barrier passed.
-// `issued` is called once the block's first loads of them are issued (ep_own_route: the row's
-// fetch, which issued before them held them up to ~0.9 us at 128 tokens, behind 1.8 MB of rows).
 #define EP_STAGE_INTS 2048
-#define EP_STAGE_FIRST 4 // each thread's loads issued before `issued`: up to 2048 ids a 512-thread block
 __shared__ __align__(16) int ep_stage[EP_STAGE_INTS], ep_stage_rank[EP_STAGE_INTS];
-struct EpNothing {
-    __device__ void operator()() const {}
-};
-template <typename Issued = EpNothing>
-__device__ void ep_stage_ids(const int* ids, int first, int n, int top_k, int n_local, Issued issued = {}) {
+__device__ void ep_stage_ids(const int* ids, int first, int n, int top_k, int n_local) {
     __syncthreads(); // the previous chunk is read
-    const int total = n * top_k;
-    int x[EP_STAGE_FIRST];
-#pragma unroll
-    for (int u = 0; u < EP_STAGE_FIRST; u++) {
-        int i = threadIdx.x + u * blockDim.x;
-        x[u] = i < total ? ids[(u64)first * top_k + i] : 0;
-    }
-    issued();
-#pragma unroll
-    for (int u = 0; u < EP_STAGE_FIRST; u++) {
-        int i = threadIdx.x + u * blockDim.x;
-        if (i < total) {
-            ep_stage[i] = x[u];
-            ep_stage_rank[i] = x[u] >= 0 ? x[u] / n_local : -1;
-        }
-    }
-    for (int i = threadIdx.x + EP_STAGE_FIRST * blockDim.x; i < total; i += blockDim.x) {
-        int v = ids[(u64)first * top_k + i];
-        ep_stage[i] = v;
-        ep_stage_rank[i] = v >= 0 ? v / n_local : -1;
+    for (int i = threadIdx.x; i < n * top_k; i += blockDim.x) {
+        int x = ids[(u64)first * top_k + i];
+        ep_stage[i] = x;
+        ep_stage_rank[i] = x >= 0 ? x / n_local : -1;
     }
     __syncthreads();
 }
@@ -1639,10 +1616,7 @@ __device__ __forceinline__ void ep_staged_token_meets(int u, int top_k, int id, 
 // Token t's route, worked out by its own block from the ids (no ep_assign_slots): a slot's row
 // slot is how many earlier tokens name its expert, a carrying slot's message slot how many
 // earlier tokens reach its rank: the positions ep_assign_slots gives (token order).
-// `issued` (ep_stage_ids) is called once the token's ids are on their way.
-template <typename Issued>
-__device__ void ep_own_route(EpRoute& r, int t, const int* ids, int top_k, int n_local, int rank, int skip_a2a,
-                             Issued issued) {
+__device__ void ep_own_route(EpRoute& r, int t, const int* ids, int top_k, int n_local, int rank, int skip_a2a) {
     __shared__ u32 names[EP_MAX_TOP_K], reaches[EP_MAX_TOP_K];
     // The sending slots, compacted: expert, its rank, its slot k.
     __shared__ int s_id[EP_MAX_TOP_K], s_rank[EP_MAX_TOP_K], s_k[EP_MAX_TOP_K];
@@ -1650,7 +1624,7 @@ __device__ void ep_own_route(EpRoute& r, int t, const int* ids, int top_k, int n
     // The token's ids, staged with the earlier tokens' when they fit (one round of loads).
     int chunk = EP_STAGE_INTS / top_k;
     bool all_staged = t < chunk;
-    ep_stage_ids(ids, all_staged ? 0 : t, all_staged ? t + 1 : 1, top_k, n_local, issued);
+    ep_stage_ids(ids, all_staged ? 0 : t, all_staged ? t + 1 : 1, top_k, n_local);
     const int* own = ep_stage + (all_staged ? t * top_k : 0);
     const int* own_rank = ep_stage_rank + (all_staged ? t * top_k : 0);
     if (threadIdx.x == 0) EP_STAMP_FIRST(11);
@@ -1864,9 +1838,8 @@ __device__ __forceinline__ void ep_dispatch_single_body(
     int items = Spread ? n_tokens * n_ranks : n_tokens;
     for (int i = blockIdx.x; !counter && i < items; i += senders) {
         int t = Spread ? i / n_ranks : i, dest = Spread ? i % n_ranks : -1;
-        // The row's fetch issued behind the ids' loads: the route waits for those, the encode
-        // (later) for the row.
-        ep_own_route(route, t, ids, top_k, n_local, rank, skip_a2a, [&]() { ep_fetch_row(t, tokens, hidden, fmt, m); });
+        ep_fetch_row(t, tokens, hidden, fmt, m);
+        ep_own_route(route, t, ids, top_k, n_local, rank, skip_a2a);
         if (Spread) ep_route_only_to(route, top_k, dest);
         EP_DELAY(1);
         // The shared expert's message is this rank's own: the block for this rank writes it.
