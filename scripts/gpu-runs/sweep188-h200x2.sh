@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Prepared in v45 for the next session that is lent 2x H200 (not yet run). Bundles: . = HEAD (scripts/bundle-gpu.sh),
+# v41/ = 78b7156 (the committed sweep's kernels), place/ = fff0c65 (v45's own rows placed by the sending block and the
+# ids before the row, reverted on one GPU: to be judged where a block copies its own message and a peer's), each built
+# in a worktree as docs/perf.md's procedure says. HEAD checked, then its sweep (to replace h200-x2-2026-11-24.*, with
+# .ci/run's --print file name), v41 against HEAD at decode sizes, place against HEAD at 64-128 tokens, traces of rank 0 at 1
+# and 128 tokens; memcheck first.
+cd "$(dirname "$0")"
+. ./lib.sh
+{ nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader; nvidia-smi topo -m | head -4; } > $OUT/rc.txt
+conf defaults EP_CUDA_LOG_WAITS=1
+conf single $S
+memcheck 2r-defaults 2 10
+timeout 240 ./ep-gpu bench --backend cuda --sweep --breakdown --out $OUT/sweep.json > $OUT/sweep.txt 2>&1; echo "sweep rc=$? $(elapsed)" >> $OUT/rc.txt
+ab 2 "2 1 bf16" "2 1 fp8" "2 32 fp8" "2 128 fp8" "2 128 bf16" "2 512 fp8" -- a-v41:v41 b-head:.
+ab 2 "2 64 fp8" "2 128 fp8" "2 128 bf16" -- c-head:. d-place:place
+traces head:. -- "2 1 bf16" "2 128 fp8"
+cat $OUT/rc.txt
+summary | tee $OUT/summary.txt
