@@ -2,7 +2,7 @@
 # Prepared in v45 for the next session that is lent 2x H200 (not yet run). Bundles: . = HEAD (scripts/bundle-gpu.sh),
 # v41/ = 78b7156 (the committed sweep's kernels), place/ = fff0c65 (v45's own rows placed by the sending block and the
 # ids before the row, reverted on one GPU: to be judged where a block copies its own message and a peer's), each built
-# in a worktree as docs/perf.md's procedure says. HEAD checked, then its sweep (to replace h200-x2-2026-11-24.*, with
+# in a git worktree of that commit (scripts/bundle-gpu.sh DIR there). HEAD checked, then its sweep (to replace h200-x2-2026-11-24.*, with
 # .ci/run's --print file name), v41 against HEAD at decode sizes, place against HEAD at 64-128 tokens, traces of rank 0 at 1
 # and 128 tokens; memcheck first.
 cd "$(dirname "$0")"
