@@ -251,10 +251,8 @@ __device__ void ep_mark_rows_sent(u64 rows, const int* src_info, const int* row_
 struct EpRowsMatch {
     const u64* sent;
     int n_local, n_ranks;
-    __device__ u32 operator()(int i, u64 v) const {
-        int g = i / n_ranks, s = i % n_ranks;
-        return v != sent[s * n_local + g] ? EP_COUNT_MISMATCH : EP_OK;
-    }
+    __device__ u64 expect(int i) const { return sent[(i % n_ranks) * n_local + i / n_ranks]; }
+    __device__ u32 operator()(int, u64 v, u64 expected) const { return v != expected ? EP_COUNT_MISMATCH : EP_OK; }
 };
 
 // Waits for every expert's rows (EpRowsMatch). Launched chained after the send (common.cuh); the

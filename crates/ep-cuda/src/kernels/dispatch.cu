@@ -707,7 +707,8 @@ __device__ void ep_layout_groups(const u64* cnt, int n_local, int n_ranks, int r
 // protocol violation (and would overrun the output).
 struct EpCountFits {
     u64 max_tokens;
-    __device__ u32 operator()(int, u64 v) const { return v > max_tokens ? EP_COUNT_OVERFLOW : EP_OK; }
+    __device__ u64 expect(int) const { return 0; }
+    __device__ u32 operator()(int, u64 v, u64 = 0) const { return v > max_tokens ? EP_COUNT_OVERFLOW : EP_OK; }
 };
 
 // A dispatch's counts polled and its groups laid out: ep_poll_counts (with `nmsg`) and
