@@ -902,9 +902,11 @@ __device__ __forceinline__ void ep_combine_single_body(
     if (published) ep_publish_rows(cnt, n_local, n_ranks, rank, skip_a2a, count_ptrs, nmsg, lane_nmsg, false);
     EP_STAMP(3);
 
-    // This rank's LL rows, loaded while the counts are polled: loaded after them, the address was a
-    // round trip before the rows' first loads.
+    // This rank's LL rows, or (its rows come marked: its dispatch told the senders, comm/path.rs)
+    // its marks, their address loaded while the counts are polled: loaded after them, it was a
+    // round trip before the rows' first loads or the marks' first poll.
     const ulonglong2* ll_here = Ll ? (const ulonglong2*)ll_ptrs[rank] : nullptr;
+    const u32* marks = !Ll && ep_rows_marked(ep_nmsg_of(rank, lane_nmsg, nmsg)) ? (const u32*)mark_ptrs[rank] : nullptr;
     u32 outcome = ep_poll_counts(counts, n, rank, n_ranks, skip_a2a, slice_ns, cnt, nullptr,
                                  EpRowsMatch{sent, n_local, n_ranks});
     EP_STAMP(4);
@@ -912,11 +914,9 @@ __device__ __forceinline__ void ep_combine_single_body(
     if (outcome == EP_OK) {
         EpLlWait ll{};
         if (Ll) ll = EpLlWait{ll_here, seq, ep_globaltimer() + slice_ns, status, n_local, n_ranks};
-        // This rank's rows come marked (its dispatch told the senders, comm/path.rs): each
-        // token's marks before its rows are read; one that does not come within the slice leaves
-        // the status EP_MESSAGES_PENDING and the host reduces again after the marks' wait.
-        const u32* marks = !Ll && ep_rows_marked(ep_nmsg_of(rank, lane_nmsg, nmsg)) ? (const u32*)mark_ptrs[rank]
-                                                                                   : nullptr;
+        // Marked rows: each token's marks before its rows are read; one that does not come within
+        // the slice leaves the status EP_MESSAGES_PENDING and the host reduces again after the
+        // marks' wait.
         u64 deadline = marks ? ep_globaltimer() + slice_ns : 0;
         for (int i = rb; i < items; i += gridDim.x) {
             if (!one_item) ep_list_slots(sl, i / parts, ids, weights, top_k, rank, n_local, skip_a2a);
