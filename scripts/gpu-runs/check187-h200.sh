@@ -3,8 +3,7 @@
 cd "$(dirname "$0")"
 . ./lib.sh
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > $OUT/rc.txt
-conf_modes check
-conf check-marked $S $M
+conf_all check
 sanitize_with "$S" "check single-launch" bf16 memcheck racecheck synccheck
 memcheck "check defaults 4r" 4 6
 soak "fp8 single-launch" 3 100 fp8 $S

@@ -4,8 +4,7 @@
 cd "$(dirname "$0")"
 . ./lib.sh
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > $OUT/rc.txt
-conf_modes early
-conf early-marked $S $M
+conf_all early
 sanitize_with "$S" "early single-launch" fp8 memcheck racecheck synccheck
 soak "fp8 single-launch" 3 100 fp8 $S
 ab 3 "1 128 fp8" "1 128 bf16" "1 64 fp8" "2 128 fp8" "2 64 bf16" "1 1 bf16" -- a-base:base b-dispatch:a c-both:.

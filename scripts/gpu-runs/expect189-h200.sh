@@ -4,8 +4,7 @@
 cd "$(dirname "$0")"
 . ./lib.sh
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > $OUT/rc.txt
-conf_modes expect
-conf expect-marked $S $M
+conf_all expect
 memcheck "expect single-launch 2r" 2 6 $S
 ab 3 "1 1 bf16" "1 1 fp8" "1 8 fp8" "1 32 fp8" "1 128 bf16" "2 1 fp8" "2 128 fp8" "2 256 fp8" "1 512 fp8" -- a-head:a b-expect:.
 cat $OUT/rc.txt

@@ -28,6 +28,12 @@ conf_marked() {
   conf "$1-single" $S
   conf "$1-marked" $S $M
 }
+# conf_all NAME: the suite in the four path modes (conf_modes), then with every phase single-launch and every single-launch
+# combine marked.
+conf_all() {
+  conf_modes "$1"
+  conf "$1-marked" $S $M
+}
 # soak LABEL RANKS ROUNDS FORMAT [VAR=value ...]: a soak of the bundle's build (bit-exact against the oracle each round),
 # its last line into rc.txt as "soak RANKSr LABEL".
 soak() {

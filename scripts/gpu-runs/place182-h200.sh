@@ -4,8 +4,7 @@
 cd "$(dirname "$0")"
 . ./lib.sh
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > $OUT/rc.txt
-conf_modes place
-conf place-marked $S $M
+conf_all place
 sanitize_with "$S" "place single-launch" fp8 memcheck racecheck synccheck
 sanitize_with "$S" "place single-launch" bf16 memcheck
 soak "fp8 single-launch" 2 200 fp8 $S

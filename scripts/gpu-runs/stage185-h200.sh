@@ -6,8 +6,7 @@ cd "$(dirname "$0")"
 . ./lib.sh
 NS="EP_CUDA_COMBINE_STAGE_MAX_BYTES=0"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > $OUT/rc.txt
-conf_modes stage
-conf stage-marked $S $M
+conf_all stage
 conf stage-off-single $S $NS
 sanitize_with "$S" "stage single-launch" bf16 memcheck racecheck synccheck
 sanitize_with "$S $M" "stage single-launch marked" fp8 memcheck

@@ -4,8 +4,7 @@
 cd "$(dirname "$0")"
 . ./lib.sh
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > $OUT/rc.txt
-conf_modes table
-conf table-marked $S $M
+conf_all table
 sanitize_with "$S" "table single-launch" bf16 memcheck racecheck synccheck
 sanitize_with "$S $M" "table single-launch marked" fp8 memcheck
 memcheck "table defaults 4r" 4 6
