@@ -461,10 +461,6 @@ __device__ __forceinline__ void ep_copy_to(u8* const* dst, int n_dst, const u8* 
     }
 }
 
-__device__ __forceinline__ void ep_block_copy_to(u8* const* dst, int n_dst, const u8* src, u64 bytes) {
-    ep_copy_to<false>(dst, n_dst, src, bytes);
-}
-
 template <int Batch = 8>
 __device__ __forceinline__ void ep_block_copy(u8* dst, const u8* src, u64 bytes) {
     ep_copy_to<false, Batch>(&dst, 1, src, bytes);
