@@ -217,32 +217,60 @@ __device__ EpDestForms ep_dest_forms(u32 lane_nmsg, const u32* nmsg, int n_ranks
                        !__syncthreads_or(plain)};
 }
 
-// The block's rows (row blockIdx.x, then every gridDim.x-th, of `rows`) that went to a rank of
-// this node that takes its rows marked, marked after one fence for them all, by thread 0 (the
-// addresses worked out by the first two warps, EP_MARK_BATCH rows at a time). A block of the
-// single-launch combine sends several rows; a fence after each (ep_send_row's) held the next
-// row's loads behind it. Every thread calls it, after the block's sends.
-#define EP_MARK_BATCH 64
-__device__ void ep_mark_rows_sent(u64 rows, const int* src_info, const int* row_src, int top_k, int rank,
-                                  int gpus_per_node, const u32* nmsg, u32 lane_nmsg, u32 seq, const u64* mark_ptrs) {
-    __shared__ u32* at[EP_MARK_BATCH];
-    u64 mine = rows > blockIdx.x ? (rows - blockIdx.x + gridDim.x - 1) / gridDim.x : 0;
-    for (u64 i0 = 0; i0 < mine; i0 += EP_MARK_BATCH) {
-        u32* a = nullptr;
-        if (threadIdx.x < EP_MARK_BATCH) { // whole warps: ep_nmsg_of shuffles
-            u64 i = i0 + threadIdx.x, row = blockIdx.x + i * gridDim.x;
-            int s = i < mine ? row_src[row] : -1;
-            u32 nm = ep_nmsg_of(max(s, 0), lane_nmsg, nmsg);
-            if (s >= 0 && s / gpus_per_node == rank / gpus_per_node && ep_rows_marked(nm))
-                a = ep_return_mark(row, s, src_info, mark_ptrs, top_k);
-            at[threadIdx.x] = a;
-        }
-        if (__syncthreads_or(a != nullptr) && threadIdx.x == 0) {
-            ep_fence_acq_rel(); // the block's row stores, before the marks
-            for (int j = 0; j < EP_MARK_BATCH; j++)
-                if (at[j]) ep_store_relaxed_sys(at[j], seq);
-        }
-        __syncthreads(); // `at` is the next batch's
+// Where the block's rows go (row blockIdx.x + i * gridDim.x, i from `i0`, EP_SEND_TABLE of them):
+// row i - i0's receive-buffer row at its source rank (null: it goes in LL form, or there is no
+// such row), its mark there (null: its rank does not take them marked) and whether it goes in LL
+// form (bit i - i0 of `ll`); with no `recv_ptrs`, the marks alone. Worked out by warps 0 and 1, a row a lane, once for up to 64 rows:
+// worked out again for every batch of rows to send and again for their marks, it was two
+// dependent round trips each time (the source rank, then the token and slot), ~2 us of each
+// batch at 128 tokens, and ~1 of the marks (one H200, v45 trace).
+#define EP_SEND_TABLE 64
+struct EpRowsWhere {
+    u8* dst[EP_SEND_TABLE];
+    u32* mark[EP_SEND_TABLE];
+    u64 ll;
+};
+__device__ void ep_rows_where(EpRowsWhere& w, u64 i0, u64 mine, const int* src_info, const int* row_src, int top_k,
+                              const u64* recv_ptrs, const u32* nmsg, u32 lane_nmsg, const u64* mark_ptrs,
+                              u64 row_bytes) {
+    if (threadIdx.x >= EP_SEND_TABLE) return; // whole warps 0 and 1: ep_nmsg_of shuffles
+    u64 i = i0 + threadIdx.x, row = blockIdx.x + i * gridDim.x;
+    int s = i < mine ? row_src[row] : -1;
+    u32 nm = ep_nmsg_of(max(s, 0), lane_nmsg, nmsg);
+    bool ll = s >= 0 && (nm & EP_NMSG_LL);
+    u64 at = s >= 0 ? ep_return_index(row, src_info, top_k) : 0;
+    u8* dst = s >= 0 && !ll && recv_ptrs ? (u8*)recv_ptrs[s] + at * row_bytes : nullptr;
+    u32* mark = s >= 0 && ep_rows_marked(nm) ? (u32*)mark_ptrs[s] + at : nullptr;
+    w.dst[threadIdx.x] = dst;
+    w.mark[threadIdx.x] = mark;
+    u32 ballot = __ballot_sync(0xffffffffu, ll);
+    if ((threadIdx.x & 31) == 0) ((u32*)&w.ll)[threadIdx.x >> 5] = ballot;
+}
+
+// The first `n` rows of `w` that go to a rank taking them marked, marked after one fence for the
+// block's row stores (thread 0). Every thread calls it, after its stores.
+__device__ void ep_mark_rows_where(const EpRowsWhere& w, u32 n, u32 seq) {
+    bool any = threadIdx.x < n && w.mark[threadIdx.x] != nullptr; // (the thread's own entry: ep_rows_where)
+    if (__syncthreads_or(any) && threadIdx.x == 0) {
+        ep_fence_acq_rel(); // the block's row stores, before the marks
+        for (u32 j = 0; j < n; j++)
+            if (w.mark[j]) ep_store_relaxed_sys(w.mark[j], seq);
+    }
+}
+
+// The block's rows (row blockIdx.x, then every gridDim.x-th, of `rows`) that went to a rank that
+// takes its rows marked, marked after one fence for each EP_SEND_TABLE of them (ep_rows_where,
+// ep_mark_rows_where), where the sends did not mark them (ep_send_rows_batched): a block of the
+// single-launch combine sends several rows, and a fence after each (ep_send_row's) held the next
+// row's loads behind it. Inside one node. Every thread calls it, after the block's sends.
+__device__ void ep_mark_rows_sent(u64 rows, const int* src_info, const int* row_src, int top_k, const u32* nmsg,
+                                  u32 lane_nmsg, u32 seq, const u64* mark_ptrs) {
+    __shared__ EpRowsWhere where;
+    const u64 mine = rows > blockIdx.x ? (rows - blockIdx.x + gridDim.x - 1) / gridDim.x : 0;
+    for (u64 i0 = 0; i0 < mine; i0 += EP_SEND_TABLE) {
+        ep_rows_where(where, i0, mine, src_info, row_src, top_k, nullptr, nmsg, lane_nmsg, mark_ptrs, 0);
+        ep_mark_rows_where(where, (u32)min((u64)EP_SEND_TABLE, mine - i0), seq);
+        __syncthreads(); // `where` is the next table's
     }
 }
 
@@ -704,33 +732,6 @@ extern "C" __global__ void ep_combine_ll_unpack(const u64* ll_ptrs, u32 seq, u64
     }
 }
 
-// Where the block's rows go (row blockIdx.x + i * gridDim.x, i from `i0`, EP_SEND_TABLE of them):
-// row i - i0's receive-buffer row at its source rank (null: it goes in LL form, or there is no
-// such row), its mark there (null: its rank does not take them marked) and whether it goes in LL
-// form (bit i - i0 of `ll`). Worked out by warps 0 and 1, a row a lane, once for up to 64 rows:
-// worked out again for every batch of rows to send and again for their marks, it was two
-// dependent round trips each time (the source rank, then the token and slot), ~2 us of each
-// batch at 128 tokens, and ~1 of the marks (one H200, v45 trace).
-#define EP_SEND_TABLE 64
-struct EpRowsWhere {
-    u8* dst[EP_SEND_TABLE];
-    u32* mark[EP_SEND_TABLE];
-    u64 ll;
-};
-__device__ void ep_rows_where(EpRowsWhere& w, u64 i0, u64 mine, const int* src_info, const int* row_src, int top_k,
-                              const u64* recv_ptrs, int rank, int n_ranks, const u32* nmsg, u32 lane_nmsg,
-                              const u64* mark_ptrs, u64 row_bytes) {
-    if (threadIdx.x >= EP_SEND_TABLE) return; // whole warps 0 and 1: ep_nmsg_of shuffles
-    u64 i = i0 + threadIdx.x, row = blockIdx.x + i * gridDim.x;
-    int s = i < mine ? row_src[row] : -1;
-    u32 nm = ep_nmsg_of(max(s, 0), lane_nmsg, nmsg);
-    bool ll = s >= 0 && (nm & EP_NMSG_LL);
-    w.dst[threadIdx.x] = s >= 0 && !ll ? ep_return_slot(row, s, src_info, recv_ptrs, top_k, row_bytes) : nullptr;
-    w.mark[threadIdx.x] = s >= 0 && ep_rows_marked(nm) ? ep_return_mark(row, s, src_info, mark_ptrs, top_k) : nullptr;
-    u32 ballot = __ballot_sync(0xffffffffu, ll);
-    if ((threadIdx.x & 31) == 0) ((u32*)&w.ll)[threadIdx.x >> 5] = ballot;
-}
-
 // The block's rows (row blockIdx.x, then every gridDim.x-th, of `rows`) back to their ranks inside
 // the node (a single-launch combine's), as ep_send_row sends them, up to EP_SEND_ROWS at a time:
 // each thread loads its pieces of all of them (EP_SEND_PIECES at most) while warps 0 and 1 find
@@ -768,8 +769,8 @@ __device__ bool ep_send_rows_batched(u64 rows, const u16* expert_out, const int*
                 if (p < total) v[u] = ((const uint4*)(expert_out + (r0 + (u64)i * gridDim.x) * hidden))[p - i * n16];
             }
             if (fill && p0 == 0) {
-                ep_rows_where(where, i0, mine, src_info, row_src, top_k, recv_ptrs, rank, n_ranks, nmsg, lane_nmsg,
-                              mark_ptrs, row_bytes);
+                ep_rows_where(where, i0, mine, src_info, row_src, top_k, recv_ptrs, nmsg, lane_nmsg, mark_ptrs,
+                              row_bytes);
                 __syncthreads();
             }
             if (threadIdx.x == 0) EP_STAMP_FIRST(i0 == 0 ? 11 : 13);
@@ -788,13 +789,7 @@ __device__ bool ep_send_rows_batched(u64 rows, const u16* expert_out, const int*
                         top_k, recv_ptrs, rank, n_ranks, nullptr, nmsg, lane_nmsg, ll_ptrs, seq, mark_ptrs, false);
     }
     if (mine > EP_SEND_TABLE) return false;
-    // One fence for the block's rows, then their marks (as ep_mark_rows_sent, from the table).
-    bool any = threadIdx.x < mine && where.mark[threadIdx.x] != nullptr;
-    if (__syncthreads_or(any) && threadIdx.x == 0) {
-        ep_fence_acq_rel(); // the block's row stores, before the marks
-        for (u32 j = 0; j < mine; j++)
-            if (where.mark[j]) ep_store_relaxed_sys(where.mark[j], seq);
-    }
+    ep_mark_rows_where(where, (u32)mine, seq);
     return true;
 }
 
@@ -884,7 +879,7 @@ __device__ __forceinline__ void ep_combine_single_body(
     }
     // Rows to a rank that takes them marked: one fence for the block's rows, then their marks.
     if (forms.any_marked && !marked)
-        ep_mark_rows_sent(rows, src_info, row_src, top_k, rank, n_ranks, nmsg, lane_nmsg, seq, mark_ptrs);
+        ep_mark_rows_sent(rows, src_info, row_src, top_k, nmsg, lane_nmsg, seq, mark_ptrs);
     EP_STAMP(1);
     // While the stores drain (before them, these loads held the sends back ~2.5 us at 1 token);
     // any block may be the ticket's last. (v18 tried publishing behind the ticket's own acquire
