@@ -1924,7 +1924,7 @@ __device__ __forceinline__ void ep_dispatch_single_body(
         slice_ns, shared_groups, row_multiple, status, snapshot, row_offsets, src_offsets, recv, nmsg,          \
         recv_tokens, recv_scales, src_info, row_src, seq, ll, marked
 #define EP_DISPATCH_SINGLE(name, spread, fixed_fmt)                                                              \
-    extern "C" __global__ void __launch_bounds__(512) name(EP_DISPATCH_SINGLE_PARAMS) {                          \
+    extern "C" __global__ void __launch_bounds__(512, 1) name(EP_DISPATCH_SINGLE_PARAMS) {                       \
         ep_dispatch_single_body<spread, fixed_fmt>(EP_DISPATCH_SINGLE_ARGS);                                     \
     }
 
