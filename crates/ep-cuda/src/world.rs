@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use cudarc::driver::{sys, CudaContext};
-use ep_core::{ConfigError, EpConfig, EpError, Format, MessageLayout, Result, TokenFormat};
+use ep_core::{ConfigError, EpConfig, EpError, MessageLayout, Result, TokenFormat};
 
 use crate::comm::{assign_chunks, ll_max_tokens};
 use crate::driver::cuda;
@@ -77,10 +77,6 @@ pub struct RankBuffers {
     pub recv_scales: DevBuf,
     pub src_info: DevBuf,
     pub row_src: DevBuf,
-    /// FP8's output scales as the single-launch copy-out stages them, row-major `[rows,
-    /// hidden/128]` u64 (the round's number, then the scale; dispatch.cu, EpStage), before they go
-    /// to their transposed layout; empty for the other formats.
-    pub scale_stage: DevBuf,
     /// Each received message's rows by slot [n_ranks, max_tokens, top_k] (i32, -1: not here),
     /// for a combine that sends its rows back in token order.
     pub msg_rows: DevBuf,
@@ -344,7 +340,6 @@ impl RankBuffers {
                 recv_scales,
                 src_info,
                 row_src,
-                scale_stage,
                 msg_rows,
                 layout_seq,
                 expert_out,
@@ -429,11 +424,6 @@ impl RankBuffers {
             layout_seq: b(8)?,
             // Last, as c_ll above (v30).
             chunk_base: b(assign_chunks(t) * (cfg.n_experts + n) * 4)?,
-            scale_stage: b(if cfg.format == Format::Fp8 {
-                cap * (h / 128) * 8
-            } else {
-                0
-            })?,
         };
         bufs.d_counts.fill(0xFF)?;
         bufs.d_ticket.fill(0)?;
@@ -448,7 +438,6 @@ impl RankBuffers {
         bufs.c_marks.fill(0)?;
         // Below every round number.
         bufs.layout_seq.fill(0)?;
-        bufs.scale_stage.fill(0)?;
         Ok(bufs)
     }
 }

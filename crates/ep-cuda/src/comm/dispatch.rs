@@ -187,7 +187,7 @@ pub(super) const WAIT_ARGS: usize = 17;
 pub(super) const COPY_OUT_ARGS: usize = 24;
 /// `ep_dispatch_copy_messages` takes the first of `ep_dispatch_copy_out`'s, then two of its own.
 pub(super) const COPY_MESSAGES_ARGS: usize = 21;
-pub(super) const DISPATCH_SINGLE_ARGS: usize = 39;
+pub(super) const DISPATCH_SINGLE_ARGS: usize = 38;
 
 /// Where `ep_dispatch_wait` runs in a round, against the send: after it (the counts come with
 /// its last block), beside an overlapped send on the copy stream, or before a layout-first send.
@@ -496,11 +496,6 @@ impl CudaComm {
             &b.d_nmsg.ptr,
             &b.recv_tokens.ptr,
             &b.recv_scales.ptr,
-            &if self.stage_scales() {
-                b.scale_stage.ptr
-            } else {
-                0
-            },
             &b.src_info.ptr,
             &b.row_src.ptr,
             &self.seq,

@@ -101,14 +101,6 @@ const MARKED_MIN_TOKENS: usize = 1024;
 /// tokens not measured. `EP_CUDA_SINGLE_MARKED_MIN_TOKENS` overrides it (0: never).
 const SINGLE_MARKED_MIN_TOKENS: usize = 16;
 
-/// From this many tokens on a rank, a single-launch FP8 dispatch stages its output scales row by
-/// row and writes their transposed layout by tiles of rows (dispatch.cu, `EpStage`), where each
-/// row's 56 scales (hidden 7168) were 56 stores to 56 lines. On one H200, one rank alone (docs/
-/// perf.md, v46), the scales left out took 1.1 µs off the 128-token dispatch, 0.8 off 64 tokens,
-/// nothing at 32; staged, at 1 token the tiles' wait for the stage added ~1.5 µs.
-/// `EP_CUDA_STAGE_SCALES_MIN_TOKENS` overrides it (0: never).
-const STAGE_SCALES_MIN_TOKENS: usize = 64;
-
 /// A token count set by the environment variable `var`, read once into `cell` (`None` when unset,
 /// or with a warning when it is not a number): it overrides the tunable's default.
 pub(super) fn tokens_from_env(cell: &OnceLock<Option<usize>>, var: &str) -> Option<usize> {
@@ -285,15 +277,6 @@ impl CudaComm {
             && self.single_combine_size()
             && !self.marked_beside_send()
             && !self.ll_combine()
-    }
-
-    /// This round's single-launch dispatch stages its FP8 output scales (`STAGE_SCALES_MIN_TOKENS`):
-    /// a choice of the receiving rank alone, whose copy-out both stages and unstages them.
-    pub(super) fn stage_scales(&self) -> bool {
-        static MIN: OnceLock<Option<usize>> = OnceLock::new();
-        let min = tokens_from_env(&MIN, "EP_CUDA_STAGE_SCALES_MIN_TOKENS")
-            .unwrap_or(STAGE_SCALES_MIN_TOKENS);
-        self.cfg.format == Format::Fp8 && min > 0 && self.round.n_tokens >= min
     }
 
     /// This rank takes this round's combine rows in LL form (common.cuh): one node and few tokens

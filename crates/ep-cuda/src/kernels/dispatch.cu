@@ -1226,43 +1226,8 @@ __device__ bool ep_warp_copy_message(int s, u32 j, int part, int parts, u32 nmsg
 // each thread stores only what it loaded. (Through ep_copy_to, the same stores read 0.6-0.8 us
 // slower at 256-512 tokens FP8 one rank alone and 1.5 faster two ranks sharing 512 BF16, one
 // H200, v44 review calls 8-10: code layout, not work; this form is the one-rank-per-GPU path's.)
-// FP8's output scales are transposed ([hidden/128, rows]): a row's 56 words (hidden 7168) are
-// 56 stores to 56 lines, as many write requests as the row's payload (7 KB) takes. The
-// single-launch copy-out stages them instead, row by row (`at` [rows, hidden/128], each word
-// (seq << 32) | scale: a reader knows a word is this round's without a flag, as the LL rows do),
-// and writes the transposed layout from the stage by tiles of rows (ep_unstage_scales), whole
-// lines. Measured with the scales left out (one H200, one rank alone, v46): the 128-token FP8
-// dispatch 1.1 us faster, 64 tokens 0.8, 32 level. A null `at` (the host's choice, below
-// STAGE_SCALES_MIN_TOKENS): the scales go where they belong at once, as the other copy-outs do.
-struct EpStage {
-    u64* at;
-    u32 seq;
-};
-
-// Whether a row's scales go through the stage (EpStage): FP8's, when the copy-out stages them.
-__device__ __forceinline__ bool ep_scales_staged(int fmt, EpStage stage) { return fmt == EP_FMT_FP8 && stage.at; }
-
-// A row's scales (ep_place_scales), or FP8's staged (EpStage).
-template <bool Warp>
-__device__ __forceinline__ void ep_place_row_scales(int fmt, int hidden, u64 rows, u64 row, const u8* msg_scales,
-                                                    u8* recv_scales, EpStage stage,
-                                                    const u32* first_word = nullptr) {
-    if (!ep_scales_staged(fmt, stage)) {
-        ep_place_scales<Warp>(fmt, hidden, rows, row, msg_scales, recv_scales, first_word);
-        return;
-    }
-    const int id = ep_team_id<Warp>(), size = ep_team_size<Warp>(), cols = hidden / 128;
-    for (int b = id; b < cols; b += size) {
-        u32 v = !msg_scales ? 0 : b == id && first_word ? *first_word : ((const u32*)msg_scales)[b];
-        stage.at[row * cols + b] = (u64)stage.seq << 32 | v;
-    }
-}
-
-// A row's payload from `msg` by the block, and its scales unless `scales` is false (staged by the
-// caller before the payload: ep_block_copy_message).
 __device__ __forceinline__ void ep_block_store_row(const u8* msg, const EpMsgHead& h, u64 row, u64 rows, int hidden,
-                                                   int fmt, MsgLayout m, u8* recv_tokens, u8* recv_scales,
-                                                   bool scales = true) {
+                                                   int fmt, MsgLayout m, u8* recv_tokens, u8* recv_scales) {
     const u64 pb = m.payload_bytes, n16 = pb / 16;
     const unsigned id = threadIdx.x, size = blockDim.x;
     u8* dst = recv_tokens + row * pb;
@@ -1274,7 +1239,7 @@ __device__ __forceinline__ void ep_block_store_row(const u8* msg, const EpMsgHea
     } else {
         for (u64 i = id; i < pb / 4; i += size) ((u32*)dst)[i] = ((const u32*)msg)[i];
     }
-    if (scales) ep_place_scales<false>(fmt, hidden, rows, row, msg + m.scales_off, recv_scales, &h.scale);
+    ep_place_scales<false>(fmt, hidden, rows, row, msg + m.scales_off, recv_scales, &h.scale);
 }
 
 // A message as ep_warp_copy_message copies it, by the block with no barrier: each warp waits for
@@ -1292,7 +1257,7 @@ __device__ bool ep_block_copy_message(int s, u32 j, int part, int parts, u32 nms
                                       const u8* recv, const u32* src_offsets, u64 rows, int n_local, int n_ranks,
                                       int rank, int shared_groups, int max_tokens, int hidden, int fmt, MsgLayout m,
                                       u8* recv_tokens, u8* recv_scales, int* src_info, int* row_src, u32* status,
-                                      int* msg_rows = nullptr, EpStage stage = {}) {
+                                      int* msg_rows = nullptr) {
     const u8* msg = recv + ep_recv_offset(s, max_tokens, j, m.bytes);
     const unsigned lane = threadIdx.x & 31;
 #ifdef EP_TRACE
@@ -1316,16 +1281,9 @@ __device__ bool ep_block_copy_message(int s, u32 j, int part, int parts, u32 nms
             src_info[2 * row + 1] = k0 + lane;
             row_src[row] = s;
         }
-        // Staged scales go first, ahead of the payload's stores in the queue: the tiles that put them
-        // in place wait for them (ep_unstage_scales). After the payload they came ~2 us later
-        // than the payload at 128 tokens FP8 (one H200, v46).
-        const bool staged = ep_scales_staged(fmt, stage);
-        for (unsigned left = staged ? mine : 0; left; left &= left - 1)
-            ep_place_row_scales<false>(fmt, hidden, rows, __shfl_sync(0xffffffffu, row, __ffs(left) - 1),
-                                       msg + m.scales_off, recv_scales, stage, &h.scale);
         for (unsigned left = mine; left; left &= left - 1) {
             ep_block_store_row(msg, h, __shfl_sync(0xffffffffu, row, __ffs(left) - 1), rows, hidden, fmt, m,
-                               recv_tokens, recv_scales, !staged);
+                               recv_tokens, recv_scales);
             if (threadIdx.x == 0) EP_STAMP_FIRST(28);
         }
     }
@@ -1380,14 +1338,14 @@ __device__ __forceinline__ long long ep_padding_row(u32 item, int n_groups, cons
 // (-1, -1), no source rank.
 template <bool Warp>
 __device__ void ep_pad_row(u64 row, u64 rows, int hidden, int fmt, MsgLayout m, u8* recv_tokens, u8* recv_scales,
-                           int* src_info, int* row_src, EpStage stage = {}) {
+                           int* src_info, int* row_src) {
     u8* out = recv_tokens + row * m.payload_bytes;
     if (ep_aligned16(out, m.payload_bytes))
         for (int i = ep_team_id<Warp>(); i < m.payload_bytes / 16; i += ep_team_size<Warp>())
             ((uint4*)out)[i] = make_uint4(0, 0, 0, 0);
     else
         for (int i = ep_team_id<Warp>(); i < m.payload_bytes / 4; i += ep_team_size<Warp>()) ((u32*)out)[i] = 0;
-    ep_place_row_scales<Warp>(fmt, hidden, rows, row, nullptr, recv_scales, stage);
+    ep_place_scales<Warp>(fmt, hidden, rows, row, nullptr, recv_scales);
     if (ep_team_id<Warp>() == 0) { src_info[2 * row] = -1; src_info[2 * row + 1] = -1; row_src[row] = -1; }
 }
 
@@ -1399,8 +1357,7 @@ __device__ void ep_pad_row(u64 row, u64 rows, int hidden, int fmt, MsgLayout m, 
 // writing it). Returns false when the mark did not come (to the warp that waited).
 __device__ bool ep_copy_shared_row(u64 first, u64 i, u64 rows, const u8* shared_msgs, u32 nm_own, EpLanding landing,
                                    int rank, int n_local, int n_ranks, int hidden, int fmt, MsgLayout m,
-                                   u8* recv_tokens, u8* recv_scales, int* src_info, int* row_src, u32* status,
-                                   EpStage stage = {}) {
+                                   u8* recv_tokens, u8* recv_scales, int* src_info, int* row_src, u32* status) {
     const u8* msg = shared_msgs + i * m.bytes;
     if (!ep_message_ready<false>(msg, rank, nm_own, m, landing, n_local, n_ranks, status)) return false;
     EpMsgHead h = ep_load_message<false>(msg, hidden, fmt, m);
@@ -1410,9 +1367,7 @@ __device__ bool ep_copy_shared_row(u64 first, u64 i, u64 rows, const u8* shared_
         src_info[2 * row + 1] = -1;
         row_src[row] = -1;
     }
-    const bool staged = ep_scales_staged(fmt, stage);
-    if (staged) ep_place_row_scales<false>(fmt, hidden, rows, row, msg + m.scales_off, recv_scales, stage, &h.scale);
-    ep_block_store_row(msg, h, row, rows, hidden, fmt, m, recv_tokens, recv_scales, !staged);
+    ep_block_store_row(msg, h, row, rows, hidden, fmt, m, recv_tokens, recv_scales);
     return true;
 }
 
@@ -1483,14 +1438,13 @@ __device__ __forceinline__ u32 ep_warp_claim(u32* claimed) {
 // `first` and `step` unused). `scratch`: the calling warp's rows (Warp; null for a block).
 // `busy`: of the `step` blocks, how many are still sending (the single-launch dispatch's, which
 // walk from `first` rotated past them): Spread cuts a message only among the others.
-// `WarpBatch`: ep_copy_rows'. `stage`: the block form's scales (EpStage). Returns false when a
-// message's mark did not come.
+// `WarpBatch`: ep_copy_rows'. Returns false when a message's mark did not come.
 template <bool Warp, bool Spread = false, bool Placed = true, bool Claimed = false, int WarpBatch = 8>
 __device__ bool ep_copy_messages(u32 first, u32 step, const u8* recv, const u32* nmsg, const u32* src_offsets,
                                  u64 rows, int n_local, int n_ranks, int rank, int skip_a2a, int shared_groups,
                                  int max_tokens, int hidden, int fmt, MsgLayout m, u8* recv_tokens, u8* recv_scales,
                                  int* src_info, int* row_src, u32* status, EpLanding landing, EpRows* scratch,
-                                 int* msg_rows = nullptr, u32* claimed = nullptr, u32 busy = 0, EpStage stage = {}) {
+                                 int* msg_rows = nullptr, u32* claimed = nullptr, u32 busy = 0) {
     if (threadIdx.x == 0) EP_STAMP_FIRST(24);
     // In 32 bits (items: messages * parts <= n_ranks * max_tokens * top_k), the loop rolled: the
     // 64-bit divisions' code and 7 KB of the loop unrolled were on the receivers' path between the
@@ -1516,8 +1470,7 @@ __device__ bool ep_copy_messages(u32 first, u32 step, const u8* recv, const u32*
         else
             copied = ep_block_copy_message<Placed>(s, j, part, parts, nm, landing, recv, src_offsets, rows, n_local,
                                                    n_ranks, rank, shared_groups, max_tokens, hidden, fmt, m,
-                                                   recv_tokens, recv_scales, src_info, row_src, status, msg_rows,
-                                                   stage);
+                                                   recv_tokens, recv_scales, src_info, row_src, status, msg_rows);
         if (!copied) return false;
     }
     return true;
@@ -1769,62 +1722,6 @@ __device__ void ep_count_sent(const int* ids, int n_tokens, int top_k, int n_exp
     __syncthreads();
 }
 
-// FP8's scales from the stage (EpStage) into their transposed layout: a tile of 32 rows by 16
-// columns a warp, the highest warps of each block first (at hidden 7168 a block's copy leaves its
-// warps 14 and 15 without payload pieces). A lane per row polls its row's first word of the tile
-// until it is this round's, then loads the row's 16 words (again while one is not), and the warp
-// writes each column's 32 rows, a line. (Polling all 16 words a lane, every tile warp's polls were
-// ~500 requests each, which slowed the payload's stores: the dispatch +1.4-2 us, one H200, v46.)
-// Returns false when a word did not come within the slice (EP_MESSAGES_PENDING: the host copies
-// every row again, its scales in place).
-#define EP_UNSTAGE_ROWS 32
-#define EP_UNSTAGE_COLS 16
-__device__ __forceinline__ u64 ep_load_volatile(const u64* p) {
-    u64 v;
-    asm volatile("ld.volatile.global.u64 %0, [%1];" : "=l"(v) : "l"(p));
-    return v;
-}
-
-__device__ bool ep_unstage_scales(u32 b, u32 blocks, u64 rows, int hidden, EpStage stage, u8* recv_scales,
-                                  EpLanding landing, u32* status) {
-    const u32 lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
-    const u32 cols = hidden / 128, col_tiles = (cols + EP_UNSTAGE_COLS - 1) / EP_UNSTAGE_COLS;
-    const u64 tiles = (rows + EP_UNSTAGE_ROWS - 1) / EP_UNSTAGE_ROWS * col_tiles;
-    u32* out = (u32*)recv_scales;
-    for (u64 t = (u64)(warps - 1 - warp) * blocks + b; t < tiles; t += (u64)warps * blocks) {
-        const u64 row = t / col_tiles * EP_UNSTAGE_ROWS + lane;
-        const u32 c0 = (u32)(t % col_tiles) * EP_UNSTAGE_COLS, n = min((u32)EP_UNSTAGE_COLS, cols - c0);
-        const u64* at = stage.at + row * cols + c0;
-        const bool mine = row < rows;
-        u32 left = mine ? (1u << n) - 1 : 0; // this lane's words not yet this round's
-        u64 w[EP_UNSTAGE_COLS];
-        u64 deadline = 0;
-        while (true) {
-            // The first word, then (once it is there) all that are left.
-            bool first = !mine || (u32)(ep_load_volatile(at) >> 32) == stage.seq;
-#pragma unroll
-            for (int i = 0; i < EP_UNSTAGE_COLS; i++)
-                if (first && (left >> i & 1)) w[i] = ep_load_volatile(at + i);
-#pragma unroll
-            for (int i = 0; i < EP_UNSTAGE_COLS; i++)
-                if (first && (left >> i & 1) && (u32)(w[i] >> 32) == stage.seq) left &= ~(1u << i);
-            if (!__any_sync(0xffffffffu, left != 0)) break;
-            const u64 now = __shfl_sync(0xffffffffu, lane == 0 ? ep_globaltimer() : 0, 0);
-            if (deadline == 0) {
-                deadline = now + landing.slice_ns;
-            } else if (now >= deadline) {
-                if (lane == 0) ep_messages_pending(status);
-                return false;
-            }
-            __nanosleep(64);
-        }
-#pragma unroll
-        for (int i = 0; i < EP_UNSTAGE_COLS; i++)
-            if (i < n && mine) out[(u64)(c0 + i) * rows + row] = (u32)w[i];
-    }
-    return true;
-}
-
 // Block b of `blocks`' share of a single-launch dispatch's output, once the groups are laid out
 // (`start`, `src_off` from the counts `got`): block 0 stores the layout; padding rows, a row per
 // warp over the blocks not still sending, first (they wait for nothing; a group per warp after
@@ -1834,15 +1731,14 @@ __device__ bool ep_unstage_scales(u32 b, u32 blocks, u64 rows, int hidden, EpSta
 // message (or shared-expert message) is awaited for its mark; when one does not come the warp
 // stops there (the status says EP_MESSAGES_PENDING and the host launches the copy-out again).
 // (A warp per message when there were more messages than blocks was slower: 32 tokens BF16 30.5
-// -> 42.5 us on 2x H200.) FP8's scales go through `stage` (EpStage), then into place by tiles,
-// which the same blocks take last.
+// -> 42.5 us on 2x H200.)
 template <bool Spread>
 __device__ void ep_single_copy_out(const u64* got, const u32* start, const u32* src_off, u32 b, u32 blocks,
                                    int shared_len, const u8* shared_msgs, int row_multiple, EpLanding landing,
                                    const u8* recv, const u32* nmsg, int n_local, int n_ranks, int rank, int skip_a2a,
                                    int shared_groups, int max_tokens, int hidden, int fmt, MsgLayout m,
-                                   u8* recv_tokens, u8* recv_scales, EpStage stage, int* src_info, int* row_src,
-                                   u32* status, u64* snapshot, u32* row_offsets, u32* src_offsets, u32 busy) {
+                                   u8* recv_tokens, u8* recv_scales, int* src_info, int* row_src, u32* status,
+                                   u64* snapshot, u32* row_offsets, u32* src_offsets, u32 busy) {
     int n = n_local * n_ranks, n_groups = n_local + shared_groups;
     u64 rows = start[n_groups];
     if (b == 0) {
@@ -1865,23 +1761,20 @@ __device__ void ep_single_copy_out(const u64* got, const u32* start, const u32* 
         long long row = item < items ? ep_padding_row(item, n_groups, src_off, start, n_ranks) : -1;
         for (u32 left = __ballot_sync(0xffffffffu, row >= 0); left; left &= left - 1)
             ep_pad_row<true>(__shfl_sync(0xffffffffu, row, __ffs(left) - 1), rows, hidden, fmt, m, recv_tokens,
-                             recv_scales, src_info, row_src, stage);
+                             recv_scales, src_info, row_src);
     }
     EP_STAMP(8);
     bool copied = ep_copy_messages<false, Spread, false>(b, blocks, recv, nmsg, src_off, rows, n_local, n_ranks, rank,
                                                          skip_a2a, shared_groups, max_tokens, hidden, fmt, m,
                                                          recv_tokens, recv_scales, src_info, row_src, status, landing,
-                                                         nullptr, nullptr, nullptr, busy, stage);
+                                                         nullptr, nullptr, nullptr, busy);
     if (!copied) return; // (the calling warp's: each copies on its own)
     EP_STAMP(10);
     u64 first = src_off[rank];
     for (int i = b; shared_groups > 0 && i < shared_len; i += blocks)
         if (!ep_copy_shared_row(first, i, rows, shared_msgs, nmsg[rank], landing, rank, n_local, n_ranks, hidden,
-                                fmt, m, recv_tokens, recv_scales, src_info, row_src, status, stage))
+                                fmt, m, recv_tokens, recv_scales, src_info, row_src, status))
             return;
-    // (The blocks still sending take no tiles, as no padding rows.)
-    if (ep_scales_staged(fmt, stage) && b < pad_blocks)
-        ep_unstage_scales(b, pad_blocks, rows, hidden, stage, recv_scales, landing, status);
 }
 
 // The longest a sending block holds its row for the counts (ep_dispatch_single_body, Spread).
@@ -1908,7 +1801,7 @@ __device__ __forceinline__ void ep_dispatch_single_body(
     int shared_end, u8* shared_msgs, u32* ticket, u64* sent, int n_experts, int skip_a2a,
     const u64* count_ptrs, u64* counts, u64 slice_ns, int shared_groups, int row_multiple,
     u32* status, u64* snapshot, u32* row_offsets, u32* src_offsets, const u8* recv, u32* nmsg,
-    u8* recv_tokens, u8* recv_scales, u64* scale_stage, int* src_info, int* row_src, u32 seq, int ll, int marked) {
+    u8* recv_tokens, u8* recv_scales, int* src_info, int* row_src, u32 seq, int ll, int marked) {
     // A kernel for one format: the others' encoders and scale layouts compile out (below), and
     // BF16's padding walk with them (its groups take no padding: format/bf16.rs).
     if (Fmt >= 0) fmt = Fmt;
@@ -2007,9 +1900,8 @@ __device__ __forceinline__ void ep_dispatch_single_body(
                                        shared_len, shared_msgs, row_multiple, EpLanding{seq, slice_ns}, recv,
                                        nmsg_here,
                                        n_local, n_ranks, rank, skip_a2a, shared_groups, max_tokens, hidden, fmt, m,
-                                       recv_tokens, recv_scales,
-                                       EpStage{fmt == EP_FMT_FP8 ? scale_stage : nullptr, seq}, src_info, row_src,
-                                       status, snapshot, row_offsets, src_offsets, busy);
+                                       recv_tokens, recv_scales, src_info, row_src, status, snapshot, row_offsets,
+                                       src_offsets, busy);
         }
         EP_STAMP(6);
     }
@@ -2024,13 +1916,13 @@ __device__ __forceinline__ void ep_dispatch_single_body(
         int shared_end, u8 *shared_msgs, u32 *ticket, u64 *sent, int n_experts, int skip_a2a,                    \
         const u64 *count_ptrs, u64 *counts, u64 slice_ns, int shared_groups,               \
         int row_multiple, u32 *status, u64 *snapshot, u32 *row_offsets, u32 *src_offsets, const u8 *recv,       \
-        u32 *nmsg, u8 *recv_tokens, u8 *recv_scales, u64 *scale_stage, int *src_info, int *row_src, u32 seq,   \
-        int ll, int marked
+        u32 *nmsg, u8 *recv_tokens, u8 *recv_scales, int *src_info, int *row_src, u32 seq, int ll,         \
+        int marked
 #define EP_DISPATCH_SINGLE_ARGS                                                                                  \
     tokens, input_scales, n_tokens, hidden, fmt, ids, top_k, m, recv_ptrs, rank, n_ranks, n_local, max_tokens,   \
         shared_start, shared_end, shared_msgs, ticket, sent, n_experts, skip_a2a, count_ptrs, counts, \
         slice_ns, shared_groups, row_multiple, status, snapshot, row_offsets, src_offsets, recv, nmsg,          \
-        recv_tokens, recv_scales, scale_stage, src_info, row_src, seq, ll, marked
+        recv_tokens, recv_scales, src_info, row_src, seq, ll, marked
 #define EP_DISPATCH_SINGLE(name, spread, fixed_fmt)                                                              \
     extern "C" __global__ void __launch_bounds__(512, 1) name(EP_DISPATCH_SINGLE_PARAMS) {                       \
         ep_dispatch_single_body<spread, fixed_fmt>(EP_DISPATCH_SINGLE_ARGS);                                     \
