@@ -11,8 +11,18 @@ use super::CudaComm;
 /// Up to this many tokens on a rank, a combine inside one node is one launch
 /// (`ep_combine_single`): at decode sizes the launches of the three-kernel path, and the
 /// dependent loads each starts with, are much of the phase (2x H200: 1 token 22.8 -> 20.7 us,
-/// 128 tokens 49.0 -> 43.6 us). `EP_CUDA_SINGLE_COMBINE_MAX_TOKENS` overrides it (0: never).
-const SINGLE_COMBINE_MAX_TOKENS: usize = 128;
+/// 128 tokens 49.0 -> 43.6 us). Up to 256 since v46: on 2x H200 (v30, `history/single-thresholds-
+/// h200-x2-2026-11-23-v30.txt`) the single-launch combine was 3.5-4% faster at 256 tokens (FP8
+/// 77.7 / 77.6 -> 74.6 / 74.8 us) and slower from 512; on one H200, one rank alone, with v46's
+/// kernels after the default dispatch (`history/decode-h200-2026-11-24-v46.txt`, call 2): 256
+/// tokens 36.9-37.5 -> 34.4-34.6 us (BF16), 36.5-37.0 -> 35.7-36.0 (FP8), 512 level.
+/// `EP_CUDA_SINGLE_COMBINE_MAX_TOKENS` overrides it (0: never).
+const SINGLE_COMBINE_MAX_TOKENS: usize = 256;
+
+/// The same for a rank that shares its GPU with other ranks, whose persistent grid gets a share
+/// of the SMs: on one H200 with two ranks (v46, call 2), 256 tokens 70.8-71.8 -> 86.9-91.8 us
+/// single-launch.
+const SINGLE_COMBINE_MAX_TOKENS_SHARED_GPU: usize = 128;
 
 /// The same for the dispatch (`ep_dispatch_single`, its counts published before the payload
 /// since v15). Measured on 2x H200 against the four-kernel path (docs/perf.md, v15): 1 token
@@ -224,8 +234,13 @@ impl CudaComm {
     /// which only the combine knows: a function of the round alone, so the dispatch can read it).
     fn single_combine_size(&self) -> bool {
         static MAX: OnceLock<Option<usize>> = OnceLock::new();
-        let max = tokens_from_env(&MAX, "EP_CUDA_SINGLE_COMBINE_MAX_TOKENS")
-            .unwrap_or(SINGLE_COMBINE_MAX_TOKENS);
+        let max = tokens_from_env(&MAX, "EP_CUDA_SINGLE_COMBINE_MAX_TOKENS").unwrap_or(
+            if self.world.shares_gpu[self.rank] {
+                SINGLE_COMBINE_MAX_TOKENS_SHARED_GPU
+            } else {
+                SINGLE_COMBINE_MAX_TOKENS
+            },
+        );
         self.single_launch(max)
     }
 
