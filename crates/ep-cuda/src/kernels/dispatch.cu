@@ -540,16 +540,18 @@ __device__ void ep_send_token(int t, EpRoute& r, const float* input_scales, int 
                               MsgLayout m, const u64* recv_ptrs, int rank, int gpus_per_node, int max_tokens,
                               u8* staging, int shared_start, int shared_end, u8* shared_msgs,
                               const int* placed_at = nullptr, const u32* hold = nullptr, u32 hold_seq = 0,
-                              u64 hold_ns = 0) {
+                              u64 hold_ns = 0, u64 peer = 0) {
     u8* msg = (u8*)smem_u4;
     int node = rank / gpus_per_node;
     // The global loads the send needs besides the row, issued while the row's load completes:
     // each carrying slot's peer buffer (loaded only when the stores began, it was a round trip on
-    // the path) and NVFP4's input scale (the only encoder that reads one).
+    // the path; `peer`, when not 0, is slot threadIdx.x's, loaded with the route: ep_own_route)
+    // and NVFP4's input scale (the only encoder that reads one).
     for (int k = threadIdx.x; k < top_k; k += blockDim.x)
-        r.at[k] = r.carries[k] && r.dest[k] / gpus_per_node == node
-                      ? ep_route_msg(r, k, recv_ptrs, rank, max_tokens, m)
-                      : nullptr;
+        r.at[k] = !(r.carries[k] && r.dest[k] / gpus_per_node == node) ? nullptr
+                  : k == (int)threadIdx.x && peer
+                      ? (u8*)peer + ep_recv_offset(rank, max_tokens, r.msg_at[k], m.bytes)
+                      : ep_route_msg(r, k, recv_ptrs, rank, max_tokens, m);
     float input_scale = fmt == EP_FMT_NVFP4 ? input_scales[t] : 1.0f;
     if (threadIdx.x < top_k && r.at[threadIdx.x]) EP_STAMP_FIRST(20);
     ep_async_wait(); // the fetched row, before anything returns or reads it
@@ -1617,7 +1619,8 @@ __device__ __forceinline__ void ep_staged_token_meets(int u, int top_k, int id, 
 // Token t's route, worked out by its own block from the ids (no ep_assign_slots): a slot's row
 // slot is how many earlier tokens name its expert, a carrying slot's message slot how many
 // earlier tokens reach its rank: the positions ep_assign_slots gives (token order).
-__device__ void ep_own_route(EpRoute& r, int t, const int* ids, int top_k, int n_local, int rank, int skip_a2a) {
+__device__ void ep_own_route(EpRoute& r, int t, const int* ids, int top_k, int n_local, int rank, int skip_a2a,
+                             const u64* recv_ptrs, u64& peer) {
     __shared__ u32 names[EP_MAX_TOP_K], reaches[EP_MAX_TOP_K];
     // The sending slots, compacted: expert, its rank, its slot k.
     __shared__ int s_id[EP_MAX_TOP_K], s_rank[EP_MAX_TOP_K], s_k[EP_MAX_TOP_K];
@@ -1629,6 +1632,10 @@ __device__ void ep_own_route(EpRoute& r, int t, const int* ids, int top_k, int n
     const int* own = ep_stage + (all_staged ? t * top_k : 0);
     const int* own_rank = ep_stage_rank + (all_staged ? t * top_k : 0);
     if (threadIdx.x == 0) EP_STAMP_FIRST(11);
+    // Slot threadIdx.x's rank's receive buffer, loaded now and read by the same thread in
+    // ep_send_token: loaded there, after the route, it was a round trip on the sending block's
+    // path (~0.5 us at 128 tokens, one H200, v46 trace).
+    peer = threadIdx.x < top_k && own_rank[threadIdx.x] >= 0 ? recv_ptrs[own_rank[threadIdx.x]] : 0;
     for (int k = threadIdx.x; k < top_k; k += blockDim.x) {
         bool sends, carries;
         ep_staged_slot(own, own_rank, k, rank, skip_a2a, sends, carries);
@@ -1840,7 +1847,8 @@ __device__ __forceinline__ void ep_dispatch_single_body(
     for (int i = blockIdx.x; !counter && i < items; i += senders) {
         int t = Spread ? i / n_ranks : i, dest = Spread ? i % n_ranks : -1;
         ep_fetch_row(t, tokens, hidden, fmt, m);
-        ep_own_route(route, t, ids, top_k, n_local, rank, skip_a2a);
+        u64 peer;
+        ep_own_route(route, t, ids, top_k, n_local, rank, skip_a2a, recv_ptrs, peer);
         if (Spread) ep_route_only_to(route, top_k, dest);
         EP_DELAY(1);
         // The shared expert's message is this rank's own: the block for this rank writes it.
@@ -1852,7 +1860,7 @@ __device__ __forceinline__ void ep_dispatch_single_body(
         // block held back 1 us made the 1-token BF16 dispatch 0.4-0.8 us faster (2x H200, v41).
         ep_send_token(t, route, input_scales, hidden, top_k, fmt, m, recv_ptrs, rank, n_ranks, max_tokens, nullptr,
                       own ? shared_start : 0, own ? shared_end : 0, shared_msgs, nullptr,
-                      Spread ? ticket + 2 : nullptr, seq, EP_HOLD_NS);
+                      Spread ? ticket + 2 : nullptr, seq, EP_HOLD_NS, peer);
         u8* shared_msg = own ? ep_shared_msg(t, shared_start, shared_end, shared_msgs, m) : nullptr;
         ep_mark_landed(route, top_k, m, seq, shared_msg);
         EP_DELAY(2);
