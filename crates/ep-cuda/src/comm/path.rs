@@ -11,11 +11,12 @@ use super::CudaComm;
 /// Up to this many tokens on a rank, a combine inside one node is one launch
 /// (`ep_combine_single`): at decode sizes the launches of the three-kernel path, and the
 /// dependent loads each starts with, are much of the phase (2x H200: 1 token 22.8 -> 20.7 us,
-/// 128 tokens 49.0 -> 43.6 us). Up to 256 since v46: on 2x H200 (v30, `history/single-thresholds-
-/// h200-x2-2026-11-23-v30.txt`) the single-launch combine was 3.5-4% faster at 256 tokens (FP8
-/// 77.7 / 77.6 -> 74.6 / 74.8 us) and slower from 512; on one H200, one rank alone, with v46's
-/// kernels after the default dispatch (`history/decode-h200-2026-11-24-v46.txt`, call 2): 256
-/// tokens 36.9-37.5 -> 34.4-34.6 us (BF16), 36.5-37.0 -> 35.7-36.0 (FP8), 512 level.
+/// 128 tokens 49.0 -> 43.6 us). Up to 256 since v46: on 2x H200 (v30,
+/// `history/single-thresholds-h200-x2-2026-11-23-v30.txt`) the single-launch combine was 3.5-4%
+/// faster at 256 tokens (FP8 77.7 / 77.6 -> 74.6 / 74.8 us) and slower from 512; on one H200, one
+/// rank alone, with v46's kernels after the default dispatch
+/// (`history/decode-h200-2026-11-24-v46.txt`, calls 2 and 9): 256 tokens 37.0-37.4 -> 34.5-34.6
+/// us (BF16), 36.4-36.7 -> 35.5-36.1 (FP8), 512 level.
 /// `EP_CUDA_SINGLE_COMBINE_MAX_TOKENS` overrides it (0: never).
 const SINGLE_COMBINE_MAX_TOKENS: usize = 256;
 

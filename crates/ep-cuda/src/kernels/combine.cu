@@ -220,8 +220,9 @@ __device__ EpDestForms ep_dest_forms(u32 lane_nmsg, const u32* nmsg, int n_ranks
 // Where the block's rows go (row blockIdx.x + i * gridDim.x, i from `i0`, EP_SEND_TABLE of them):
 // row i - i0's receive-buffer row at its source rank (null: it goes in LL form, or there is no
 // such row), its mark there (null: its rank does not take them marked) and whether it goes in LL
-// form (bit i - i0 of `ll`); with no `recv_ptrs`, the marks alone. Worked out by warps 0 and 1, a row a lane, once for up to 64 rows:
-// worked out again for every batch of rows to send and again for their marks, it was two
+// form (bit i - i0 of `ll`); with no `recv_ptrs`, the marks alone. Worked out by warps 0 and 1,
+// a row a lane, once for up to 64 rows: worked out again for every batch of rows to send and
+// again for their marks, it was two
 // dependent round trips each time (the source rank, then the token and slot), ~2 us of each
 // batch at 128 tokens, and ~1 of the marks (one H200, v45 trace).
 #define EP_SEND_TABLE 64

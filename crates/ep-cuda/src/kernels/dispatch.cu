@@ -1618,9 +1618,10 @@ __device__ __forceinline__ void ep_staged_token_meets(int u, int top_k, int id, 
 
 // Token t's route, worked out by its own block from the ids (no ep_assign_slots): a slot's row
 // slot is how many earlier tokens name its expert, a carrying slot's message slot how many
-// earlier tokens reach its rank: the positions ep_assign_slots gives (token order).
-__device__ void ep_own_route(EpRoute& r, int t, const int* ids, int top_k, int n_local, int rank, int skip_a2a,
-                             const u64* recv_ptrs, u64& peer) {
+// earlier tokens reach its rank: the positions ep_assign_slots gives (token order). Returns slot
+// threadIdx.x's rank's receive buffer (0: none), for ep_send_token's `peer`.
+__device__ u64 ep_own_route(EpRoute& r, int t, const int* ids, int top_k, int n_local, int rank, int skip_a2a,
+                            const u64* recv_ptrs) {
     __shared__ u32 names[EP_MAX_TOP_K], reaches[EP_MAX_TOP_K];
     // The sending slots, compacted: expert, its rank, its slot k.
     __shared__ int s_id[EP_MAX_TOP_K], s_rank[EP_MAX_TOP_K], s_k[EP_MAX_TOP_K];
@@ -1635,7 +1636,7 @@ __device__ void ep_own_route(EpRoute& r, int t, const int* ids, int top_k, int n
     // Slot threadIdx.x's rank's receive buffer, loaded now and read by the same thread in
     // ep_send_token: loaded there, after the route, it was a round trip on the sending block's
     // path (~0.5 us at 128 tokens, one H200, v46 trace).
-    peer = threadIdx.x < top_k && own_rank[threadIdx.x] >= 0 ? recv_ptrs[own_rank[threadIdx.x]] : 0;
+    const u64 peer = threadIdx.x < top_k && own_rank[threadIdx.x] >= 0 ? recv_ptrs[own_rank[threadIdx.x]] : 0;
     for (int k = threadIdx.x; k < top_k; k += blockDim.x) {
         bool sends, carries;
         ep_staged_slot(own, own_rank, k, rank, skip_a2a, sends, carries);
@@ -1651,7 +1652,7 @@ __device__ void ep_own_route(EpRoute& r, int t, const int* ids, int top_k, int n
     if (threadIdx.x == 0) EP_STAMP_FIRST(16);
     // The first token has no earlier tokens: its slots are all 0 as they stand (at 1 token the
     // compaction and the count below were ~0.8 us of the sending block's path, three barriers).
-    if (t == 0) return;
+    if (t == 0) return peer;
     // Warp 0 compacts the sending slots (a ballot per 32 slots).
     int lane = threadIdx.x & 31;
     if (threadIdx.x < 32) {
@@ -1700,6 +1701,7 @@ __device__ void ep_own_route(EpRoute& r, int t, const int* ids, int top_k, int n
     }
     __syncthreads();
     if (threadIdx.x == 0) EP_STAMP_FIRST(19);
+    return peer;
 }
 
 // The totals ep_assign_slots leaves, counted by one block in `hist` (shared memory): rows sent to
@@ -1847,8 +1849,7 @@ __device__ __forceinline__ void ep_dispatch_single_body(
     for (int i = blockIdx.x; !counter && i < items; i += senders) {
         int t = Spread ? i / n_ranks : i, dest = Spread ? i % n_ranks : -1;
         ep_fetch_row(t, tokens, hidden, fmt, m);
-        u64 peer;
-        ep_own_route(route, t, ids, top_k, n_local, rank, skip_a2a, recv_ptrs, peer);
+        const u64 peer = ep_own_route(route, t, ids, top_k, n_local, rank, skip_a2a, recv_ptrs);
         if (Spread) ep_route_only_to(route, top_k, dest);
         EP_DELAY(1);
         // The shared expert's message is this rank's own: the block for this rank writes it.
