@@ -174,13 +174,11 @@ impl CudaComm {
         static SINGLE_MAX: OnceLock<Option<usize>> = OnceLock::new();
         static OVERLAP_MIN: OnceLock<Option<usize>> = OnceLock::new();
         static FIRST_MIN: OnceLock<Option<usize>> = OnceLock::new();
-        let shares_gpu = self.world.shares_gpu[self.rank];
         let single_max = tokens_from_env(&SINGLE_MAX, "EP_CUDA_SINGLE_DISPATCH_MAX_TOKENS")
-            .unwrap_or(if shares_gpu {
-                SINGLE_DISPATCH_MAX_TOKENS_SHARED_GPU
-            } else {
-                SINGLE_DISPATCH_MAX_TOKENS
-            });
+            .unwrap_or(self.own_or_shared_gpu(
+                SINGLE_DISPATCH_MAX_TOKENS,
+                SINGLE_DISPATCH_MAX_TOKENS_SHARED_GPU,
+            ));
         // A sending block and the counting block resident at once.
         if self.world.single_launch_blocks[self.rank] >= 2 && self.single_launch(single_max) {
             return DispatchPath::Single;
@@ -195,11 +193,7 @@ impl CudaComm {
             OVERLAP_MIN_TOKENS
         };
         // Not by default on a rank that shares its GPU (`LAYOUT_FIRST_MIN_TOKENS` says why).
-        let first_min = if shares_gpu {
-            0
-        } else {
-            LAYOUT_FIRST_MIN_TOKENS
-        };
+        let first_min = self.own_or_shared_gpu(LAYOUT_FIRST_MIN_TOKENS, 0);
         if from(&OVERLAP_MIN, "EP_CUDA_OVERLAP_MIN_TOKENS", overlap_min) {
             DispatchPath::Overlapped
         } else if from(&FIRST_MIN, "EP_CUDA_LAYOUT_FIRST_MIN_TOKENS", first_min) {
@@ -236,11 +230,10 @@ impl CudaComm {
     fn single_combine_size(&self) -> bool {
         static MAX: OnceLock<Option<usize>> = OnceLock::new();
         let max = tokens_from_env(&MAX, "EP_CUDA_SINGLE_COMBINE_MAX_TOKENS").unwrap_or(
-            if self.world.shares_gpu[self.rank] {
-                SINGLE_COMBINE_MAX_TOKENS_SHARED_GPU
-            } else {
-                SINGLE_COMBINE_MAX_TOKENS
-            },
+            self.own_or_shared_gpu(
+                SINGLE_COMBINE_MAX_TOKENS,
+                SINGLE_COMBINE_MAX_TOKENS_SHARED_GPU,
+            ),
         );
         self.single_launch(max)
     }
@@ -335,6 +328,16 @@ impl CudaComm {
 
     fn single_launch(&self, max_tokens: usize) -> bool {
         self.persistent_grids() && max_tokens > 0 && self.round.n_tokens <= max_tokens
+    }
+
+    /// A threshold's default: `own` on a rank with a GPU of its own, `shared` on a rank that shares
+    /// its GPU with other ranks (whose persistent grids get a share of the SMs).
+    fn own_or_shared_gpu(&self, own: usize, shared: usize) -> usize {
+        if self.world.shares_gpu[self.rank] {
+            shared
+        } else {
+            own
+        }
     }
 
     /// Whether this rank may run grids whose blocks wait on one another or on the send (the

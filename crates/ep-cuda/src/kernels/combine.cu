@@ -217,14 +217,18 @@ __device__ EpDestForms ep_dest_forms(u32 lane_nmsg, const u32* nmsg, int n_ranks
                        !__syncthreads_or(plain)};
 }
 
+// How many of `rows` the block sends: row blockIdx.x, then every gridDim.x-th.
+__device__ __forceinline__ u64 ep_block_rows(u64 rows) {
+    return rows > blockIdx.x ? (rows - blockIdx.x + gridDim.x - 1) / gridDim.x : 0;
+}
+
 // Where the block's rows go (row blockIdx.x + i * gridDim.x, i from `i0`, EP_SEND_TABLE of them):
 // row i - i0's receive-buffer row at its source rank (null: it goes in LL form, or there is no
 // such row), its mark there (null: its rank does not take them marked) and whether it goes in LL
 // form (bit i - i0 of `ll`); with no `recv_ptrs`, the marks alone. Worked out by warps 0 and 1,
 // a row a lane, once for up to 64 rows: worked out again for every batch of rows to send and
-// again for their marks, it was two
-// dependent round trips each time (the source rank, then the token and slot), ~2 us of each
-// batch at 128 tokens, and ~1 of the marks (one H200, v45 trace).
+// again for their marks, it was two dependent round trips each time (the source rank, then the
+// token and slot), ~2 us of each batch at 128 tokens, and ~1 of the marks (one H200, v45 trace).
 #define EP_SEND_TABLE 64
 struct EpRowsWhere {
     u8* dst[EP_SEND_TABLE];
@@ -267,7 +271,7 @@ __device__ void ep_mark_rows_where(const EpRowsWhere& w, u32 n, u32 seq) {
 __device__ void ep_mark_rows_sent(u64 rows, const int* src_info, const int* row_src, int top_k, const u32* nmsg,
                                   u32 lane_nmsg, u32 seq, const u64* mark_ptrs) {
     __shared__ EpRowsWhere where;
-    const u64 mine = rows > blockIdx.x ? (rows - blockIdx.x + gridDim.x - 1) / gridDim.x : 0;
+    const u64 mine = ep_block_rows(rows);
     for (u64 i0 = 0; i0 < mine; i0 += EP_SEND_TABLE) {
         ep_rows_where(where, i0, mine, src_info, row_src, top_k, nullptr, nmsg, lane_nmsg, mark_ptrs, 0);
         ep_mark_rows_where(where, (u32)min((u64)EP_SEND_TABLE, mine - i0), seq);
@@ -752,7 +756,7 @@ __device__ bool ep_send_rows_batched(u64 rows, const u16* expert_out, const int*
     static_assert(EP_SEND_TABLE % EP_SEND_ROWS == 0, "a batch's rows in one table");
     const u32 n16 = hidden / 8; // hidden is a multiple of 8 for every format
     const u64 row_bytes = (u64)hidden * 2;
-    const u64 mine = rows > blockIdx.x ? (rows - blockIdx.x + gridDim.x - 1) / gridDim.x : 0;
+    const u64 mine = ep_block_rows(rows);
     for (u64 i0 = 0; i0 < mine; i0 += EP_SEND_ROWS) {
         const u64 r0 = blockIdx.x + i0 * gridDim.x;
         const u32 nr = (u32)min((u64)EP_SEND_ROWS, mine - i0), total = nr * n16, t0 = (u32)(i0 % EP_SEND_TABLE);

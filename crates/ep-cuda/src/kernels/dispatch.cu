@@ -476,9 +476,9 @@ __device__ void ep_route_carries(EpRoute& r, int top_k) {
 
 // Where carrying slot k's message goes: this rank's message slot r.msg_at[k] in the receive buffer
 // of rank r.dest[k] (`recv_ptrs`: every rank's, mapped here).
-__device__ __forceinline__ u8* ep_route_msg(const EpRoute& r, int k, const u64* recv_ptrs, int rank, int max_tokens,
+__device__ __forceinline__ u8* ep_route_msg(const EpRoute& r, int k, u64 recv_base, int rank, int max_tokens,
                                             MsgLayout m) {
-    return (u8*)recv_ptrs[r.dest[k]] + ep_recv_offset(rank, max_tokens, r.msg_at[k], m.bytes);
+    return (u8*)recv_base + ep_recv_offset(rank, max_tokens, r.msg_at[k], m.bytes);
 }
 
 // Keeps rank `dest`'s message alone in the route: no other slot carries. Every thread calls it;
@@ -549,9 +549,8 @@ __device__ void ep_send_token(int t, EpRoute& r, const float* input_scales, int 
     // and NVFP4's input scale (the only encoder that reads one).
     for (int k = threadIdx.x; k < top_k; k += blockDim.x)
         r.at[k] = !(r.carries[k] && r.dest[k] / gpus_per_node == node) ? nullptr
-                  : k == (int)threadIdx.x && peer
-                      ? (u8*)peer + ep_recv_offset(rank, max_tokens, r.msg_at[k], m.bytes)
-                      : ep_route_msg(r, k, recv_ptrs, rank, max_tokens, m);
+                  : k == (int)threadIdx.x && peer ? ep_route_msg(r, k, peer, rank, max_tokens, m)
+                                                  : ep_route_msg(r, k, recv_ptrs[r.dest[k]], rank, max_tokens, m);
     float input_scale = fmt == EP_FMT_NVFP4 ? input_scales[t] : 1.0f;
     if (threadIdx.x < top_k && r.at[threadIdx.x]) EP_STAMP_FIRST(20);
     ep_async_wait(); // the fetched row, before anything returns or reads it
@@ -984,7 +983,8 @@ extern "C" __global__ void ep_dispatch_put(const int* ids, const int* slots, con
     for (int k = 0; k < top_k; k++) {
         int dest = route.dest[k];
         if (!route.carries[k] || dest / gpus_per_node == node) continue;
-        ep_block_copy(ep_route_msg(route, k, recv_ptrs, rank, max_tokens, m), staging + (u64)t * m.bytes, m.bytes);
+        ep_block_copy(ep_route_msg(route, k, recv_ptrs[route.dest[k]], rank, max_tokens, m),
+                      staging + (u64)t * m.bytes, m.bytes);
     }
 }
 
