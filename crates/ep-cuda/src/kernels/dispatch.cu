@@ -827,16 +827,21 @@ extern "C" __global__ void ep_dispatch_wait(u64* counts, int n_local, int n_rank
 __device__ void ep_mark_landed(const EpRoute& r, int top_k, MsgLayout m, u32 seq, u8* shared_msg, int placed = -1) {
     // Which slots have a message here, read while the block comes to the barrier (as the send's
     // mask, ep_send_token: not one shared-memory round trip after another past the fence).
-    u64 marked = 0;
+    u64 marked = 0, own = 0;
     if (threadIdx.x == 0) {
 #pragma unroll 8
         for (int k = 0; k < top_k; k++) marked |= (u64)(r.at[k] != nullptr) << k;
+        if (placed >= 0)
+            for (int k = 0; k < top_k; k++) own |= (u64)(r.at[k] != nullptr && r.dest[k] == placed) << k;
     }
     __syncthreads();
     if (threadIdx.x != 0) return;
     EP_STAMP_FIRST(22);
     if (!marked && !shared_msg) return;
-    ep_fence_acq_rel();
+    // A placed mark vouches for no store (the copy-out skips the message; its rows come after it
+    // and are read after the kernel): with no other message, no fence (~1.2 us of each sending
+    // block at 512 tokens FP8, one H200, one rank alone, v47).
+    if (placed < 0 || (marked & ~own) || shared_msg) ep_fence_acq_rel();
     EP_STAMP_FIRST(23);
     if (shared_msg) ep_store_relaxed_sys(ep_landed_flag(shared_msg, m), seq);
     for (; marked; marked &= marked - 1) {
@@ -865,11 +870,64 @@ __device__ bool ep_layout_released(const u32* layout_seq, u32 seq, u64 wait_ns, 
     return there;
 }
 
-// Defined with the copy-out, whose row finding and copy it shares.
-__device__ void ep_place_own_rows(const EpRoute& r, int top_k, int rank, const u32* row_offsets,
-                                  const u32* src_offsets, int n_local, int n_ranks, int shared_groups, int max_tokens,
-                                  int hidden, int fmt, MsgLayout m, u8* recv_tokens, u8* recv_scales, int* src_info,
-                                  int* row_src, int* msg_rows);
+// The rows here of one message, the scratch a warp's copy of it works in (shared memory; the
+// overlapped copy-out has one per warp, the send's own rows one per block): each row's output
+// address, index and the top-k slot it came from.
+struct EpRows {
+    u8* dst[EP_MAX_TOP_K];
+    u64 row[EP_MAX_TOP_K];
+    int slot[EP_MAX_TOP_K];
+    int n;
+};
+
+// An overlapped or layout-first round's own message, expanded by the block that encodes it (when
+// ep_dispatch_wait had released the layout by the time its route was loaded): this rank's rows of
+// it, from the message still in shared memory, as ep_block_copy_message would copy them from the
+// receive buffer, which then only holds its mark (ep_mark_landed). The message is neither written
+// nor read back: at 4096 tokens BF16, 58 MB of HBM writes and as much of reads fewer per rank with
+// two ranks. The rows' group starts are loaded while the token's row loads (ep_own_starts, by one
+// warp) and read once the message is marked (ep_find_own_rows), so that no load is between the
+// mark and the rows' stores (up to v46 two dependent loads were, behind every block's stores).
+struct EpOwnRows {
+    EpRows rows;
+    u64 total; // the output's rows (the FP8 scales' stride)
+};
+
+// The send's own message's rows, from its route, with lane k % 32's `start[k / 32]` the group
+// start of slot k (ep_own_starts).
+struct EpOwnRowsFound {
+    const EpRoute* r;
+    u32 start0, start1;
+    int rank, n_local;
+    __device__ __forceinline__ bool operator()(int k, u64& row) const {
+        int sl = r->slot[k], local = r->id[k] - rank * n_local;
+        bool here = sl >= 0 && (unsigned)local < (unsigned)n_local;
+        row = here ? (u64)(k < 32 ? start0 : start1) + sl : 0;
+        return here;
+    }
+};
+
+// The calling lane's group starts of slots lane and lane + 32 of the token's own message (0: no
+// row here), loaded into registers that nothing reads until ep_find_own_rows.
+__device__ __forceinline__ void ep_own_starts(const EpRoute& r, int top_k, int rank, const u32* src_offsets,
+                                              int n_local, int n_ranks, int shared_groups, u32& start0,
+                                              u32& start1) {
+    const int lane = threadIdx.x & 31;
+    auto start = [&](int k) -> u32 {
+        if (k >= top_k) return 0u;
+        int local = r.id[k] - rank * n_local;
+        bool here = r.slot[k] >= 0 && (unsigned)local < (unsigned)n_local;
+        return here ? src_offsets[(local + shared_groups) * (n_ranks + 1) + rank] : 0u;
+    };
+    start0 = start(lane);
+    start1 = start(lane + 32);
+}
+
+// Defined with the copy-out, whose row finding and copy they share.
+__device__ void ep_find_own_rows(const EpRoute& r, int top_k, int rank, const EpOwnRowsFound& found, u32 total,
+                                 int max_tokens, MsgLayout m, u8* recv_tokens, EpOwnRows& own, int* msg_rows);
+__device__ void ep_place_own_rows(const EpOwnRows& own, int t, int rank, int hidden, int fmt, MsgLayout m,
+                                  u8* recv_scales, int* src_info, int* row_src);
 
 // One block per token (at least one block, for a rank without tokens): the token's route, then
 // ep_send_token; with `early` each block marks its messages landed (ep_assign_slots published the
@@ -891,6 +949,7 @@ __device__ __forceinline__ void ep_dispatch_send_body(
     __shared__ EpRoute route;
     // The rank whose message's rows this block writes itself (ep_place_own_rows), -1: none.
     __shared__ int placed;
+    __shared__ EpOwnRows own;
     int t = blockIdx.x;
     // Launched chained after the assign, or after a layout-first round's wait, which awaits the
     // assign (comm/dispatch.rs): the row, the round's input, is there before the assign starts;
@@ -900,17 +959,32 @@ __device__ __forceinline__ void ep_dispatch_send_body(
         ep_fetch_row(t, tokens, hidden, fmt, m);
         ep_await_prior_grid();
         ep_load_route(route, t, ids, slots, rank_slots, chunk_base, top_k, n_local, n_ranks);
-        // Read while the row loads (ep_send_token's barrier publishes it to the block).
-        if (threadIdx.x == 0)
-            placed = layout_seq && ep_layout_released(layout_seq, seq, layout_wait_ns) ? rank : -1;
+        // While the row loads, the last warp looks for the layout, then issues the loads of the own
+        // message's rows (ep_own_starts), which it reads once the message is marked. Each of its
+        // lanes acquires the layout itself, since each reads it. (The rows found whole here, their
+        // loads held the row's barrier ~0.4 us at 512 tokens FP8; one H200, v47.)
+        const bool finder = threadIdx.x >= blockDim.x - 32;
+        u32 start0 = 0, start1 = 0, total = 0;
+        if (finder) {
+            const bool mine = layout_seq && ep_layout_released(layout_seq, seq, layout_wait_ns);
+            const bool released = __all_sync(0xffffffffu, mine);
+            if (threadIdx.x == blockDim.x - 32) placed = released ? rank : -1;
+            if (released) {
+                ep_own_starts(route, top_k, rank, src_offsets, n_local, n_ranks, shared_groups, start0, start1);
+                total = row_offsets[n_local + shared_groups];
+            }
+        }
         EP_STAMP(1);
         ep_send_token<Batch>(t, route, input_scales, hidden, top_k, fmt, m, recv_ptrs, rank, gpus_per_node,
                              max_tokens, staging, shared_start, shared_end, shared_msgs, &placed);
         if (early)
             ep_mark_landed(route, top_k, m, seq, ep_shared_msg(t, shared_start, shared_end, shared_msgs, m), placed);
         if (placed >= 0) {
-            ep_place_own_rows(route, top_k, rank, row_offsets, src_offsets, n_local, n_ranks, shared_groups,
-                              max_tokens, hidden, fmt, m, recv_tokens, recv_scales, src_info, row_src, msg_rows);
+            if (finder)
+                ep_find_own_rows(route, top_k, rank, EpOwnRowsFound{&route, start0, start1, rank, n_local}, total,
+                                 max_tokens, m, recv_tokens, own, msg_rows);
+            __syncthreads();
+            ep_place_own_rows(own, t, rank, hidden, fmt, m, recv_scales, src_info, row_src);
             EP_STAMP(3);
         }
         EP_STAMP(2);
@@ -993,16 +1067,6 @@ extern "C" __global__ void ep_dispatch_signal(const u64* sent, const u32* msgs_t
                                               int n_ranks, int rank, int skip_a2a, const u64* count_ptrs) {
     ep_publish_counts(sent, msgs_to, n_experts, n_local, n_ranks, rank, skip_a2a, count_ptrs, 0u);
 }
-
-// The rows here of one message, the scratch a warp's copy of it works in (shared memory; the
-// overlapped copy-out has one per warp, the send's own rows one per block): each row's output
-// address, index and the top-k slot it came from.
-struct EpRows {
-    u8* dst[EP_MAX_TOP_K];
-    u64 row[EP_MAX_TOP_K];
-    int slot[EP_MAX_TOP_K];
-    int n;
-};
 
 // Whether the threads of a team copying a message load its first payload pieces (EP_COPY_FIRST
 // each: a thread's share of a 7168-wide BF16 row in a 512-thread block) and their first FP8 scale
@@ -1125,32 +1189,44 @@ __device__ typename EpFound<Placed>::T ep_message_ready(const u8* msg, int s, u3
     return got;
 }
 
-// Slot k of message `msg` from rank `s`: whether it has a row here (a row slot, and its expert
-// here: the expert's index here without a division, two of which ran on the receivers' path), and
-// if so the row: the group's start for the source + the row slot the message carries.
-__device__ __forceinline__ bool ep_slot_row(const u8* msg, int k, int s, const u32* src_offsets, int n_local,
-                                            int n_ranks, int rank, int shared_groups, MsgLayout m, u64& row) {
-    int slot = ((const int*)(msg + m.slots_off))[k];
-    int local = ((const u16*)(msg + m.ids_off))[k] - rank * n_local;
-    bool here = slot >= 0 && (unsigned)local < (unsigned)n_local;
-    row = here ? (u64)src_offsets[(local + shared_groups) * (n_ranks + 1) + s] + slot : 0;
-    return here;
+// Where the slots of a message from rank `s` have their rows here: `(k, row)` says whether slot
+// k has a row here (a row slot, and its expert here: the expert's index here without a division,
+// two of which ran on the receivers' path) and which: the group's start for the source + the row
+// slot the message carries. EpHeaderRows reads the slots from the message's header (u16 ids,
+// 0xFFFF masked) and the starts from the layout (the copy-out's); EpOwnRowsFound, the send's own
+// message before it is encoded, from the route and starts loaded earlier (ep_own_starts).
+struct EpHeaderRows {
+    const int* slot;
+    const u16* id;
+    const u32* src_offsets;
+    int s, n_local, n_ranks, rank, shared_groups;
+    __device__ __forceinline__ bool operator()(int k, u64& row) const {
+        int sl = slot[k], local = (int)id[k] - rank * n_local;
+        bool here = sl >= 0 && (unsigned)local < (unsigned)n_local;
+        row = here ? (u64)src_offsets[(local + shared_groups) * (n_ranks + 1) + s] + sl : 0;
+        return here;
+    }
+};
+__device__ __forceinline__ EpHeaderRows ep_header_rows(const u8* msg, MsgLayout m, int s, const u32* src_offsets,
+                                                       int n_local, int n_ranks, int rank, int shared_groups) {
+    return {(const int*)(msg + m.slots_off), (const u16*)(msg + m.ids_off), src_offsets, s, n_local, n_ranks, rank,
+            shared_groups};
 }
 
-// Slots k0 .. k0 + 31 of message `j` from rank `s`, a lane each (k0 + lane), by the calling warp:
-// the lane's row here (ep_slot_row; `row`, and, by a `writer` warp with part 0, every slot's row,
-// -1: not here, into `msg_rows`, null: none); returns the ballot of this part's rows: of the rows
-// here, the i-th over the message (`n` before this chunk, which it advances) is part i % parts's.
-__device__ __forceinline__ unsigned ep_chunk_rows(const u8* msg, int k0, int s, u32 j, int part, int parts, int& n,
-                                                  const u32* src_offsets, int n_local, int n_ranks, int rank,
-                                                  int shared_groups, int max_tokens, MsgLayout m, int* msg_rows,
-                                                  bool writer, u64& row) {
+// Slots k0 .. k0 + 31 of message `j` from rank `s` (`rows`: where they are here), a lane each
+// (k0 + lane), by the calling warp: the lane's row here (`row`, and, by a `writer` warp with part
+// 0, every slot's row, -1: not here, into `msg_rows`, null: none); returns the ballot of this
+// part's rows: of the rows here, the i-th over the message (`n` before this chunk, which it
+// advances) is part i % parts's.
+template <typename Rows>
+__device__ __forceinline__ unsigned ep_chunk_rows(const Rows& rows, int k0, int s, u32 j, int part, int parts, int& n,
+                                                  int max_tokens, MsgLayout m, int* msg_rows, bool writer, u64& row) {
     const unsigned lane = threadIdx.x & 31, below = (1u << lane) - 1u;
     const int k = k0 + lane;
     bool here = false;
     row = 0;
     if (k < m.top_k) {
-        here = ep_slot_row(msg, k, s, src_offsets, n_local, n_ranks, rank, shared_groups, m, row);
+        here = rows(k, row);
         if (writer && msg_rows && part == 0) msg_rows[((u64)s * max_tokens + j) * m.top_k + k] = here ? (int)row : -1;
     }
     const unsigned mask = __ballot_sync(0xffffffffu, here);
@@ -1160,20 +1236,19 @@ __device__ __forceinline__ unsigned ep_chunk_rows(const u8* msg, int k0, int s, 
     return mine;
 }
 
-// This rank's rows of message `j` from rank `s` (`msg`: its header as received, or as its sender
-// encoded it), found by the calling warp with a ballot per 32 slots (ep_slot_row; every real row
-// has exactly one). Of those, the i-th goes into `r` when i % parts == part (the rest are other
+// This rank's rows of message `j` from rank `s` (`rows`: EpHeaderRows, or the send's
+// EpOwnRowsFound), found by the calling warp with a ballot per 32 slots (every real row has
+// exactly one). Of those, the i-th goes into `r` when i % parts == part (the rest are other
 // blocks'); with part 0 also every slot's row (-1: not here) into `msg_rows` (null: none), for a
 // combine that sends them back in token order.
-__device__ void ep_message_rows(const u8* msg, int s, u32 j, int part, int parts, const u32* src_offsets, int n_local,
-                                int n_ranks, int rank, int shared_groups, int max_tokens, MsgLayout m,
+template <typename Rows>
+__device__ void ep_message_rows(const Rows& rows, int s, u32 j, int part, int parts, int max_tokens, MsgLayout m,
                                 u8* recv_tokens, EpRows& r, int* msg_rows) {
     const unsigned lane = threadIdx.x & 31, below = (1u << lane) - 1u;
     int n = 0, n_mine = 0;
     for (int k0 = 0; k0 < m.top_k; k0 += 32) {
         u64 row;
-        unsigned mine = ep_chunk_rows(msg, k0, s, j, part, parts, n, src_offsets, n_local, n_ranks, rank, shared_groups,
-                                      max_tokens, m, msg_rows, true, row);
+        unsigned mine = ep_chunk_rows(rows, k0, s, j, part, parts, n, max_tokens, m, msg_rows, true, row);
         if (mine >> lane & 1) {
             int i = n_mine + __popc(mine & below);
             r.dst[i] = recv_tokens + row * m.payload_bytes;
@@ -1211,8 +1286,8 @@ __device__ bool ep_warp_copy_message(int s, u32 j, int part, int parts, u32 nmsg
         return true;
     }
     EpMsgHead h = ep_load_message<true>(msg, hidden, fmt, m);
-    ep_message_rows(msg, s, j, part, parts, src_offsets, n_local, n_ranks, rank, shared_groups, max_tokens, m,
-                    recv_tokens, r, msg_rows);
+    ep_message_rows(ep_header_rows(msg, m, s, src_offsets, n_local, n_ranks, rank, shared_groups), s, j, part, parts,
+                    max_tokens, m, recv_tokens, r, msg_rows);
     __syncwarp();
     if (r.n > 0) ep_copy_rows<true, false, WarpBatch>(r, h, rows, msg, s, hidden, fmt, m, recv_scales, src_info, row_src);
     __syncwarp(); // `r` is the next message's
@@ -1275,8 +1350,8 @@ __device__ bool ep_block_copy_message(int s, u32 j, int part, int parts, u32 nms
     int n = 0; // rows here before this chunk of slots, for the parts
     for (int k0 = 0; k0 < m.top_k; k0 += 32) {
         u64 row;
-        unsigned mine = ep_chunk_rows(msg, k0, s, j, part, parts, n, src_offsets, n_local, n_ranks, rank, shared_groups,
-                                      max_tokens, m, msg_rows, threadIdx.x < 32, row);
+        unsigned mine = ep_chunk_rows(ep_header_rows(msg, m, s, src_offsets, n_local, n_ranks, rank, shared_groups), k0,
+                                      s, j, part, parts, n, max_tokens, m, msg_rows, threadIdx.x < 32, row);
         if (threadIdx.x == 0) EP_STAMP_FIRST(27);
         if (threadIdx.x < 32 && (mine >> lane & 1)) {
             src_info[2 * row] = h.token;
@@ -1295,31 +1370,29 @@ __device__ bool ep_block_copy_message(int s, u32 j, int part, int parts, u32 nms
     return true;
 }
 
-// An overlapped round's own message, expanded by the block that encoded it (when ep_dispatch_wait
-// had released the layout by then): this rank's rows of it, from the
-// message still in shared memory, as ep_block_copy_message would copy them from the receive buffer,
-// which then only holds its mark (ep_mark_landed). The message is neither written nor read back:
-// at 4096 tokens BF16, 58 MB of HBM writes and as much of reads fewer per rank with two ranks.
-// Every thread calls it, after ep_mark_landed; the last warp finds the rows (thread 0 may still be
-// in the fence).
-__device__ void ep_place_own_rows(const EpRoute& r, int top_k, int rank, const u32* row_offsets,
-                                  const u32* src_offsets, int n_local, int n_ranks, int shared_groups, int max_tokens,
-                                  int hidden, int fmt, MsgLayout m, u8* recv_tokens, u8* recv_scales, int* src_info,
-                                  int* row_src, int* msg_rows) {
-    __shared__ EpRows own;
+// This rank's rows of the token's own message into `own` (none when it has no message here), by
+// the warp that loaded `found`'s starts; `total`: the output's rows, loaded with them.
+__device__ void ep_find_own_rows(const EpRoute& r, int top_k, int rank, const EpOwnRowsFound& found, u32 total,
+                                 int max_tokens, MsgLayout m, u8* recv_tokens, EpOwnRows& own, int* msg_rows) {
     int k = 0;
     while (k < top_k && !(r.carries[k] && r.dest[k] == rank)) k++;
-    if (k == top_k) return;
-    const u8* msg = (const u8*)smem_u4;
-    if (threadIdx.x >= blockDim.x - 32)
-        ep_message_rows(msg, rank, r.msg_at[k], 0, 1, src_offsets, n_local, n_ranks, rank, shared_groups, max_tokens,
-                        m, recv_tokens, own, msg_rows);
-    __syncthreads();
+    if (k == top_k) {
+        if ((threadIdx.x & 31) == 0) own.rows.n = 0;
+        return;
+    }
+    if ((threadIdx.x & 31) == 0) own.total = total;
+    ep_message_rows(found, rank, r.msg_at[k], 0, 1, max_tokens, m, recv_tokens, own.rows, msg_rows);
+}
+
+// The rows ep_find_own_rows found, written by the block from the message in shared memory (token
+// t's, encoded). Every thread calls it, past a barrier after ep_find_own_rows.
+__device__ void ep_place_own_rows(const EpOwnRows& own, int t, int rank, int hidden, int fmt, MsgLayout m,
+                                  u8* recv_scales, int* src_info, int* row_src) {
+    if (own.rows.n == 0) return;
     EpMsgHead h;
-    h.token = *(const int*)(msg + m.src_off);
-    if (own.n > 0)
-        ep_copy_rows<false, true>(own, h, row_offsets[n_local + shared_groups], msg, rank, hidden, fmt, m, recv_scales,
-                                  src_info, row_src);
+    h.token = t;
+    ep_copy_rows<false, true>(own.rows, h, own.total, (const u8*)smem_u4, rank, hidden, fmt, m, recv_scales,
+                              src_info, row_src);
 }
 
 // Padding item `item` of n_groups * (row_multiple - 1): group g = item % n_groups's i-th padding
