@@ -27,8 +27,8 @@ from trace_summary import parse_blocks  # the same lines, read one way
 # The stamps each kernel sets (common.cuh's EP_STAMP numbers) and what they mean, in order.
 STEPS = {
     "assign": [(1, "slots assigned"), (2, "counts published (last block)")],
-    "send": [(1, "route loaded"), (12, "row here"), (13, "message ready"), (14, "stores issued"),
-             (3, "own rows written"), (2, "end")],
+    "send": [(1, "route loaded"), (12, "row here"), (21, "encoded"), (13, "message ready"), (14, "stores issued"),
+             (22, "marks' barrier"), (23, "fence passed"), (3, "own rows written"), (2, "end")],
     "copy": [(9, "first mark seen"), (15, "first message copied"), (2, "end")],
     # A message a copy-out team took (ep_copy_message): taken at its start, then these.
     "msg": [(1, "mark seen"), (2, "rows written")],

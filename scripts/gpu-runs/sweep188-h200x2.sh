@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Prepared in v45 for the next session that is lent 2x H200 (not yet run). Bundles: . = HEAD (scripts/bundle-gpu.sh),
+# Prepared in v45 for the next session that is lent 2x H200 (not yet run; thresholds209-h200x2.sh after it). Bundles: . = HEAD (scripts/bundle-gpu.sh),
 # v41/ = 78b7156 (the committed sweep's kernels), place/ = fff0c65 (v45's own rows placed by the sending block and the
 # ids before the row, reverted on one GPU: to be judged where a block copies its own message and a peer's), each built
 # in a git worktree of that commit (scripts/bundle-gpu.sh DIR there). HEAD checked, then its sweep (to replace h200-x2-2026-11-24.*, with
