@@ -112,3 +112,14 @@ delays() {
   for site in "${AFTER[@]}"; do builds+=("d$site-1us:.,EP_CUDA_DELAY=$site:1000"); done
   ab "$reps" "${BEFORE[@]}" -- "${builds[@]}"
 }
+# check_own_rows NAME: the checks of the send's own rows (v47): the suite in the four path modes (conf_modes) and with
+# every own message placed by its sender (every dispatch overlapped, every format, the send waiting for the layout), then
+# memcheck and racecheck on a layout-first FP8 soak and a placed BF16 one.
+LF="EP_CUDA_LAYOUT_FIRST_MIN_TOKENS=1 EP_CUDA_SINGLE_DISPATCH_MAX_TOKENS=0"
+OWN="EP_CUDA_OVERLAP_MIN_TOKENS=1 EP_CUDA_OWN_ROWS=1 EP_CUDA_OWN_ROWS_WAIT_NS=1000000"
+check_own_rows() {
+  conf_modes "$1"
+  conf "$1-own" $OWN
+  sanitize_with "$LF" lf fp8 memcheck racecheck
+  sanitize_with "$OWN" own bf16 memcheck racecheck
+}
