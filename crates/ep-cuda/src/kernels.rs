@@ -30,6 +30,7 @@ pub const PROGRAMS: &[(&str, &str, &[&str])] = &[
             "ep_assign_chunks",
             "ep_dispatch_send",
             "ep_dispatch_send_lean",
+            "ep_dispatch_send_fp8",
             "ep_dispatch_put",
             "ep_dispatch_signal",
             "ep_dispatch_wait",

@@ -100,6 +100,23 @@ fn send_threads(format: Format, overlap: bool) -> u32 {
     })
 }
 
+/// The multi-kernel send for a round of `format` (dispatch.cu, `EP_DISPATCH_SEND`): the lean one
+/// where the round is lean (`lean`, comm/path.rs `lean_dispatch`), FP8's own (40 registers a
+/// thread, six blocks an SM where the every-format kernel fits four) for FP8, otherwise the one
+/// for every format. `EP_CUDA_SEND_FP8=0` sends FP8 with the every-format kernel.
+fn send_kernel(format: Format, lean: bool) -> &'static str {
+    static FP8: OnceLock<Option<usize>> = OnceLock::new();
+    if lean {
+        "ep_dispatch_send_lean"
+    } else if format == Format::Fp8
+        && tokens_from_env(&FP8, "EP_CUDA_SEND_FP8").is_none_or(|n| n != 0)
+    {
+        "ep_dispatch_send_fp8"
+    } else {
+        "ep_dispatch_send"
+    }
+}
+
 /// The overlapped copy-out's grid and block size (`send_threads`) for a round of `tokens` tokens
 /// on a rank where `most` blocks of 512 threads are resident (its share of the SMs).
 fn overlap_copy_grid(format: Format, most: usize, tokens: usize) -> (u32, u32) {
@@ -365,11 +382,7 @@ impl CudaComm {
             &self.msg_rows(),
         ];
         // At least one block: a rank without tokens still signals.
-        let kernel = if self.lean_dispatch() {
-            "ep_dispatch_send_lean"
-        } else {
-            "ep_dispatch_send"
-        };
+        let kernel = send_kernel(cfg.format, self.lean_dispatch());
         // Chained after the assign, except beside an overlapped copy-out: send blocks launched
         // early would take the SMs the copy-out's grid, launched after the assign on the copy
         // stream, needs (one H100, 2 ranks: 1024 tokens BF16 176 -> 195 us chained).

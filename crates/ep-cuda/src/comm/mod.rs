@@ -545,8 +545,19 @@ mod tests {
         use super::dispatch::{
             COPY_MESSAGES_ARGS, COPY_OUT_ARGS, DISPATCH_SINGLE_ARGS, SEND_ARGS, WAIT_ARGS,
         };
-        let send = parameter_names(DISPATCH, "ep_dispatch_send");
+        // The send kernels are one macro's (dispatch.cu, EP_DISPATCH_SEND).
+        let send = parameter_names(DISPATCH, "ep_dispatch_send_body");
         assert_eq!(send.len(), SEND_ARGS);
+        assert_eq!(
+            macro_list(DISPATCH, "EP_DISPATCH_SEND_PARAMS"),
+            send,
+            "EP_DISPATCH_SEND_PARAMS"
+        );
+        assert_eq!(
+            macro_list(DISPATCH, "EP_DISPATCH_SEND_ARGS"),
+            send,
+            "EP_DISPATCH_SEND_ARGS"
+        );
         assert_eq!(
             parameter_names(DISPATCH, "ep_dispatch_wait").len(),
             WAIT_ARGS
@@ -564,9 +575,8 @@ mod tests {
         let messages = parameter_names(DISPATCH, "ep_dispatch_copy_messages");
         assert_eq!(messages[..COPY_MESSAGES_ARGS], copy[..COPY_MESSAGES_ARGS]);
         assert_eq!(messages[COPY_MESSAGES_ARGS..], ["layout_seq", "helper"]);
-        // The lean kernels take their kernel's list.
+        // The lean copy-out takes its kernel's list.
         assert_eq!(parameter_names(DISPATCH, "ep_dispatch_copy_lean"), messages);
-        assert_eq!(parameter_names(DISPATCH, "ep_dispatch_send_lean"), send);
         let send = parameter_names(COMBINE, "ep_combine_send");
         assert_eq!(send.len(), COMBINE_SEND_ARGS);
         assert_eq!(parameter_names(COMBINE, "ep_combine_put"), send[1..10]);

@@ -790,11 +790,11 @@ __device__ u32 ep_poll_layout(const u64* counts, int n_local, int n_ranks, int r
 // Waits for every count, then lays out the groups: row_offsets [n_groups + 1] and src_offsets
 // [n_groups, n_ranks + 1] (ep_poll_layout), the counts in `snapshot` and the message counts in
 // `nmsg`. One block; the group starts go through shared memory (`smem`: 4 * (n_groups + 1)
-// bytes). An overlapped round's first slice
-// (beside the send) or a layout-first round's (before it, comm/path.rs) then zeroes the copy-out's
-// count of messages taken (`layout_seq[1]`, ep_copy_messages) and releases round `seq` into
-// `layout_seq[0]` (null: neither), for the send blocks still to encode this rank's own messages
-// (ep_place_own_rows) and the copy-out's helpers after the send.
+// bytes). An overlapped round's first slice (beside the send) or a layout-first
+// round's (before it, comm/path.rs) then zeroes the copy-out's count of messages taken
+// (`layout_seq[1]`, ep_copy_messages) and releases round `seq` into `layout_seq[0]` (null:
+// neither), for the send blocks still to encode this rank's own messages (ep_place_own_rows) and
+// the copy-out's helpers after the send.
 extern "C" __global__ void ep_dispatch_wait(u64* counts, int n_local, int n_ranks, int rank, int skip_a2a,
                                             u64 slice_ns, int max_tokens, int shared_groups, int shared_len,
                                             int row_multiple, u32* status, u64* snapshot, u32* nmsg,
@@ -937,8 +937,9 @@ __device__ void ep_place_own_rows(const EpOwnRows& own, int t, int rank, int hid
 // `ll` and `marked` (this rank's combine form, ep_nmsg_flags). With `early`, a block that finds
 // the round's layout released (`layout_seq`, null: never; waiting up to `layout_wait_ns` for it,
 // which only tests set) expands its own message into this rank's rows itself (ep_place_own_rows,
-// with the copy-out's parameters after layout_seq).
-template <int Batch>
+// with the copy-out's parameters after layout_seq). `Fmt`: the format the kernel is compiled for
+// (`fmt` is then that one), or -1, `fmt`'s at run time.
+template <int Batch, int Fmt>
 __device__ __forceinline__ void ep_dispatch_send_body(
         const u16* tokens, const float* input_scales, int n_tokens, int hidden, int fmt, const int* ids,
         const int* slots, const int* rank_slots, const u32* chunk_base, int top_k, MsgLayout m, const u64* recv_ptrs,
@@ -952,6 +953,7 @@ __device__ __forceinline__ void ep_dispatch_send_body(
     // The rank whose message's rows this block writes itself (ep_place_own_rows), -1: none.
     __shared__ int placed;
     __shared__ EpOwnRows own;
+    if (Fmt >= 0) fmt = Fmt;
     int t = blockIdx.x;
     // Launched chained after the assign, or after a layout-first round's wait, which awaits the
     // assign (comm/dispatch.rs): the row, the round's input, is there before the assign starts;
@@ -999,52 +1001,45 @@ __device__ __forceinline__ void ep_dispatch_send_body(
                           ep_nmsg_flags(0, ll, marked));
 }
 
-// ep_dispatch_send_body's kernel. Launched with 256 or 512 threads (comm/dispatch.rs, send_threads);
-// at 64 registers a thread (sm_90), four 256-thread blocks fit an SM, or two of 512.
-// Parameters ids .. staging are ep_dispatch_put's, in its order (comm/dispatch.rs passes that slice).
-extern "C" __global__ void __launch_bounds__(512) ep_dispatch_send(const u16* tokens, const float* input_scales,
-                                            int n_tokens, int hidden, int fmt, const int* ids, const int* slots,
-                                            const int* rank_slots, const u32* chunk_base, int top_k,
-                                            MsgLayout m, const u64* recv_ptrs, int rank, int n_ranks,
-                                            int n_local, int gpus_per_node, int max_tokens,
-                                            u8* staging, int shared_start, int shared_end, u8* shared_msgs,
-                                            int signal, u32* ticket, const u64* sent, const u32* msgs_to,
-                                            int n_experts, int skip_a2a, const u64* count_ptrs,
-                                            int early, u32 seq, int marked, int ll,
-                                            const u32* layout_seq, u64 layout_wait_ns, const u32* row_offsets,
-                                            const u32* src_offsets, int shared_groups, u8* recv_tokens,
-                                            u8* recv_scales, int* src_info, int* row_src, int* msg_rows) {
-    ep_dispatch_send_body<8>(tokens, input_scales, n_tokens, hidden, fmt, ids, slots, rank_slots, chunk_base, top_k,
-                             m, recv_ptrs, rank, n_ranks, n_local, gpus_per_node, max_tokens, staging, shared_start,
-                             shared_end, shared_msgs, signal, ticket, sent, msgs_to, n_experts, skip_a2a, count_ptrs,
-                             early, seq, marked, ll, layout_seq, layout_wait_ns, row_offsets, src_offsets,
-                             shared_groups, recv_tokens, recv_scales, src_info, row_src, msg_rows);
-}
+// The send kernels' parameters and arguments, ep_dispatch_send_body's (comm/mod.rs checks that the
+// three lists agree). Parameters ids .. staging are ep_dispatch_put's, in its order (comm/dispatch.rs
+// passes that slice).
+#define EP_DISPATCH_SEND_PARAMS                                                                                 \
+    const u16 *tokens, const float *input_scales, int n_tokens, int hidden, int fmt, const int *ids,            \
+        const int *slots, const int *rank_slots, const u32 *chunk_base, int top_k, MsgLayout m,                 \
+        const u64 *recv_ptrs, int rank, int n_ranks, int n_local, int gpus_per_node, int max_tokens,            \
+        u8 *staging, int shared_start, int shared_end, u8 *shared_msgs, int signal, u32 *ticket,                \
+        const u64 *sent, const u32 *msgs_to, int n_experts, int skip_a2a, const u64 *count_ptrs, int early,     \
+        u32 seq, int marked, int ll, const u32 *layout_seq, u64 layout_wait_ns, const u32 *row_offsets,         \
+        const u32 *src_offsets, int shared_groups, u8 *recv_tokens, u8 *recv_scales, int *src_info,             \
+        int *row_src, int *msg_rows
+#define EP_DISPATCH_SEND_ARGS                                                                                   \
+    tokens, input_scales, n_tokens, hidden, fmt, ids, slots, rank_slots, chunk_base, top_k, m, recv_ptrs, rank, \
+        n_ranks, n_local, gpus_per_node, max_tokens, staging, shared_start, shared_end, shared_msgs, signal,    \
+        ticket, sent, msgs_to, n_experts, skip_a2a, count_ptrs, early, seq, marked, ll, layout_seq,             \
+        layout_wait_ns, row_offsets, src_offsets, shared_groups, recv_tokens, recv_scales, src_info, row_src,   \
+        msg_rows
+#define EP_DISPATCH_SEND(name, batch, fixed_fmt)                                                                \
+    extern "C" __global__ void __launch_bounds__(512) name(EP_DISPATCH_SEND_PARAMS) {                           \
+        ep_dispatch_send_body<batch, fixed_fmt>(EP_DISPATCH_SEND_ARGS);                                         \
+    }
 
-// The lean send: ep_dispatch_send with the message stored a piece at a time (ep_send_token's
-// Batch), BF16 only (no encoder: 32 registers a thread instead of 64, sm_90, no spills; with
-// every format's it took 40, and the faster FP8 encode of v36 made that 40 with spills): three
-// 512-thread blocks fit an SM, or two beside a lean copy-out block (ep_dispatch_copy_lean). With
-// the lean copy-out and the own rows written by the send blocks, for BF16 from 2560 tokens
-// (comm/path.rs, lean_dispatch). The same parameters; `fmt` is BF16's.
-extern "C" __global__ void __launch_bounds__(512) ep_dispatch_send_lean(const u16* tokens, const float* input_scales,
-                                            int n_tokens, int hidden, int fmt, const int* ids, const int* slots,
-                                            const int* rank_slots, const u32* chunk_base, int top_k,
-                                            MsgLayout m, const u64* recv_ptrs, int rank, int n_ranks,
-                                            int n_local, int gpus_per_node, int max_tokens,
-                                            u8* staging, int shared_start, int shared_end, u8* shared_msgs,
-                                            int signal, u32* ticket, const u64* sent, const u32* msgs_to,
-                                            int n_experts, int skip_a2a, const u64* count_ptrs,
-                                            int early, u32 seq, int marked, int ll,
-                                            const u32* layout_seq, u64 layout_wait_ns, const u32* row_offsets,
-                                            const u32* src_offsets, int shared_groups, u8* recv_tokens,
-                                            u8* recv_scales, int* src_info, int* row_src, int* msg_rows) {
-    ep_dispatch_send_body<1>(tokens, input_scales, n_tokens, hidden, EP_FMT_BF16, ids, slots, rank_slots, chunk_base, top_k,
-                             m, recv_ptrs, rank, n_ranks, n_local, gpus_per_node, max_tokens, staging, shared_start,
-                             shared_end, shared_msgs, signal, ticket, sent, msgs_to, n_experts, skip_a2a, count_ptrs,
-                             early, seq, marked, ll, layout_seq, layout_wait_ns, row_offsets, src_offsets,
-                             shared_groups, recv_tokens, recv_scales, src_info, row_src, msg_rows);
-}
+// Every format (`fmt` at run time). Launched with 256 or 512 threads (comm/dispatch.rs,
+// send_threads); at 64 registers a thread (sm_90), four 256-thread blocks fit an SM, or two of 512.
+EP_DISPATCH_SEND(ep_dispatch_send, 8, -1)
+// The lean send: the message stored a piece at a time (ep_send_token's Batch), BF16 only (no
+// encoder: 32 registers a thread instead of 64, sm_90, no spills; with every format's it took 40,
+// and the faster FP8 encode of v36 made that 40 with spills): three 512-thread blocks fit an SM, or
+// two beside a lean copy-out block (ep_dispatch_copy_lean). With the lean copy-out and the own rows
+// written by the send blocks, for BF16 from 2560 tokens (comm/path.rs, lean_dispatch).
+EP_DISPATCH_SEND(ep_dispatch_send_lean, 1, EP_FMT_BF16)
+// FP8 alone, two pieces a thread in flight: 40 registers (sm_90, no spills), so six 256-thread
+// blocks fit an SM where four of ep_dispatch_send do. Every multi-kernel FP8 round (comm/dispatch.rs,
+// `send_kernel`). One H200 (docs/perf.md, v48), one rank alone: 1024 tokens 49.7-49.9 ->
+// 47.8-48.2 us, 4096 158.8-160.2 -> 144.4-151.9; two ranks sharing it, 4096 322.4-324.3 ->
+// 300.5-306.5. Compiled for FP8 with ep_dispatch_send's batch of 8 (64 registers) it took about
+// half of that at 512-1024 tokens and a sixth at 4096: the rest is the registers.
+EP_DISPATCH_SEND(ep_dispatch_send_fp8, 2, EP_FMT_FP8)
 
 // The inter-node transport: puts of the staged messages to the ranks of other nodes. Runs after
 // ep_dispatch_send and before ep_dispatch_signal on the same stream: put, then signal.
