@@ -295,6 +295,16 @@ impl CudaComm {
             ("ep_assign_slots", grid, WAIT_THREADS, 0)
         };
         let chunk_base = if chunked { b.chunk_base.ptr } else { 0 };
+        if overlap {
+            // The layout's wait on the copy stream beside the assign: its one block polls the
+            // counts as they come, so the send blocks find the layout from the start. Forked after
+            // the assign (up to v47) it had no SM until send blocks retired, and the first ~1,000
+            // send blocks of 2048 tokens missed the layout and left their own message to the
+            // copy-out (docs/perf.md, v48: one H200, one rank alone, 2048 tokens FP8 96.5-97.7 ->
+            // 86.8-87.2 us).
+            self.fork_copy_stream()?;
+            self.launch_dispatch_wait(LayoutWait::Beside, self.first_slice_ns())?;
+        }
         self.launch(
             assign,
             grid as u32,
@@ -322,12 +332,11 @@ impl CudaComm {
             ],
         )?;
         if overlap {
-            // The copy stream: the wait (the counts come before the payload), then the messages'
-            // copy-out as they land.
+            // The messages' copy-out as they land, after the assign. Launched before it too, its
+            // blocks held their share of the SMs from the start: one rank alone, 2048 tokens FP8
+            // 86-87 -> 92 us, two ranks sharing the GPU level (v48).
             self.fork_copy_stream()?;
-            let slice = self.first_slice_ns();
-            self.launch_dispatch_wait(LayoutWait::Beside, slice)?;
-            self.issue_copy(CopyOut::Messages, slice)?;
+            self.issue_copy(CopyOut::Messages, self.first_slice_ns())?;
         }
         if first {
             // The layout before the send: every send block then writes the rank's own rows.

@@ -790,7 +790,7 @@ __device__ u32 ep_poll_layout(const u64* counts, int n_local, int n_ranks, int r
 // Waits for every count, then lays out the groups: row_offsets [n_groups + 1] and src_offsets
 // [n_groups, n_ranks + 1] (ep_poll_layout), the counts in `snapshot` and the message counts in
 // `nmsg`. One block; the group starts go through shared memory (`smem`: 4 * (n_groups + 1)
-// bytes). An overlapped round's first slice (beside the send) or a layout-first
+// bytes). An overlapped round's first slice (beside the assign and the send) or a layout-first
 // round's (before it, comm/path.rs) then zeroes the copy-out's count of messages taken
 // (`layout_seq[1]`, ep_copy_messages) and releases round `seq` into `layout_seq[0]` (null:
 // neither), for the send blocks still to encode this rank's own messages (ep_place_own_rows) and
