@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # v48 call 7 (one H200): HEAD (0ded2a3: ep_dispatch_send_fp8 and the layout wait beside the assign) against v47
-# (0cd29bf, in base/) over the multi-kernel sizes, one rank alone and two sharing the GPU; then memcheck and racecheck
+# (0cd29bf, in base/: the `ep` built in a git worktree of it, with scripts/ep-gpu.sh beside it) over the multi-kernel sizes, one rank alone and two sharing the GPU; then memcheck and racecheck
 # on 2-rank FP8 soaks with every dispatch overlapped and layout-first.
 cd "$(dirname "$0")"
 . ./lib.sh
