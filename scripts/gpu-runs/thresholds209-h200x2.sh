@@ -5,12 +5,15 @@
 # alone, v47 call 1: 28.0-28.5 -> 26.4-26.6 us FP8), and the layout-first chain from 512 tokens (LAYOUT_FIRST_MIN_TOKENS,
 # from v32's H100 measurements; on 2x H200 the send then waits for the peer's counts before its NVLink stores).
 # v48 added the FP8 send kernel (ep_dispatch_send_fp8, 40 registers) against the every-format one (EP_CUDA_SEND_FP8=0),
-# measured on one H200 only.
+# measured on one H200 only, and the lean BF16 path at 1024-2048 tokens (LEAN_MIN_TOKENS_BF16 is 2560 from v29's 2x H200
+# A/B, when an overlapped round's layout came late; one H200, v48 calls 9-10: 1024 tokens 72-80 -> 64-69 us one rank alone,
+# 2048 two ranks sharing 274-279 -> 211-216).
 cd "$(dirname "$0")"
 . ./lib.sh
 { nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader; nvidia-smi topo -m | head -4; } > $OUT/rc.txt
 ab 3 "2 256 fp8" "2 256 bf16" "2 192 fp8" -- a-head:. b-single:.,EP_CUDA_SINGLE_DISPATCH_MAX_TOKENS=256
 ab 3 "2 512 fp8" "2 1024 fp8" "2 512 bf16" -- c-head:. d-nolf:.,EP_CUDA_LAYOUT_FIRST_MIN_TOKENS=0
 ab 2 "2 512 fp8" "2 1024 fp8" "2 2048 fp8" "2 4096 fp8" -- e-head:. f-allfmt:.,EP_CUDA_SEND_FP8=0
+ab 2 "2 1024 bf16" "2 2048 bf16" "2 2560 bf16" -- g-head:. h-lean:.,EP_CUDA_LEAN_MIN_TOKENS=1024
 cat $OUT/rc.txt
 summary | tee $OUT/summary.txt
