@@ -92,8 +92,8 @@ pub struct CudaComm {
     stream: Arc<CudaStream>,
     /// The stream of the work beside a send (the overlapped dispatch's layout wait, from beside
     /// the assign, and its copy-out; the marked combine's reduce; high priority, so its blocks
-    /// get SMs as the send's retire), and the
-    /// events that fork it from and join it to `stream` (`fork_copy_stream`, `join_copy_stream`).
+    /// get SMs as the send's retire), and the events that fork it from and join it to `stream`
+    /// (`fork_copy_stream`, `join_copy_stream`).
     copy_stream: Arc<CudaStream>,
     forked: CudaEvent,
     joined: CudaEvent,

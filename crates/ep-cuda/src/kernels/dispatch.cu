@@ -475,7 +475,7 @@ __device__ void ep_route_carries(EpRoute& r, int top_k) {
 }
 
 // Where carrying slot k's message goes: this rank's message slot r.msg_at[k] in the receive buffer
-// of rank r.dest[k] (`recv_ptrs`: every rank's, mapped here).
+// of rank r.dest[k] (`recv_base`: that buffer, mapped here).
 __device__ __forceinline__ u8* ep_route_msg(const EpRoute& r, int k, u64 recv_base, int rank, int max_tokens,
                                             MsgLayout m) {
     return (u8*)recv_base + ep_recv_offset(rank, max_tokens, r.msg_at[k], m.bytes);
@@ -1054,8 +1054,8 @@ extern "C" __global__ void ep_dispatch_put(const int* ids, const int* slots, con
     for (int k = 0; k < top_k; k++) {
         int dest = route.dest[k];
         if (!route.carries[k] || dest / gpus_per_node == node) continue;
-        ep_block_copy(ep_route_msg(route, k, recv_ptrs[route.dest[k]], rank, max_tokens, m),
-                      staging + (u64)t * m.bytes, m.bytes);
+        ep_block_copy(ep_route_msg(route, k, recv_ptrs[dest], rank, max_tokens, m), staging + (u64)t * m.bytes,
+                      m.bytes);
     }
 }
 
