@@ -49,9 +49,10 @@ memcheck() {
   env "$@" EP_WRAP="compute-sanitizer --tool memcheck --print-limit 10" timeout 150 ./ep-gpu soak --backend cuda --ranks $ranks --rounds $rounds > "$log" 2>&1
   echo "memcheck $name rc=$? $(grep -E 'ERROR SUMMARY|rounds matched' "$log" | tr '\n' ' ')" >> $OUT/rc.txt
 }
-# b LABEL, then run DIR [VAR=value ...] with R, T, F set: one `ep bench` of the build in DIR into ab.txt under LABEL.
+# b LABEL, then run DIR [VAR=value ...] with R, T, F (and X, more bench arguments, e.g. --skewed) set: one `ep bench` of
+# the build in DIR into ab.txt under LABEL.
 b() { echo "== $*" >> $OUT/ab.txt; }
-run() { local dir=$1; shift; env "$@" timeout 60 $dir/ep-gpu bench --backend cuda --ranks $R --tokens $T --format $F --passes 1 2>&1 | grep -E '^t[0-9]|rror|slices' >> $OUT/ab.txt; }
+run() { local dir=$1; shift; env "$@" timeout 60 $dir/ep-gpu bench --backend cuda --ranks $R --tokens $T --format $F ${X:-} --passes 1 2>&1 | grep -E '^t[0-9]|rror|slices' >> $OUT/ab.txt; }
 # summary: ab.txt as "label | dispatch p50 p95 combine p50 p95", sorted by label.
 summary() { awk '/^==/{l=$0; next} /^t[0-9]+-[a-z0-9]+-[a-z]+ +[0-9]/{ print l, "|", $2, $3, $4, $5; next} {print l, "|", $0}' $OUT/ab.txt | sort -s -k2,4; }
 # split_at_dashes WORD ... -- WORD ...: the words before `--` into BEFORE, those after it into AFTER.
@@ -61,7 +62,8 @@ split_at_dashes() {
   [ "$#" -gt 0 ] && shift
   AFTER=("$@")
 }
-# ab REPS "R T F" ... -- LABEL:DIR[,VAR=value ...] ...: every scenario under every build (a directory, and the
+# ab REPS "R T F [ARG ...]" ... -- LABEL:DIR[,VAR=value ...] ...: every scenario (bench arguments after the format, such
+# as --skewed, go to each run) under every build (a directory, and the
 # environment after it, if any), REPS times, the builds interleaved in the order given (one `run` each), e.g.
 # `ab 2 "2 128 fp8" "1 1 bf16" -- a-base:base b-new:. c-single:.,EP_CUDA_SINGLE_DISPATCH_MAX_TOKENS=1000000`.
 ab() {
@@ -69,10 +71,10 @@ ab() {
   split_at_dashes "$@"
   local scen=("${BEFORE[@]}") builds=("${AFTER[@]}")
   for rep in $(seq "$reps"); do for sc in "${scen[@]}"; do
-    set -- $sc; R=$1 T=$2 F=$3
+    set -- $sc; R=$1 T=$2 F=$3; shift 3; X="$*"
     for lb in "${builds[@]}"; do
       spec=${lb#*:}
-      b "${R}r $T $F ${lb%%:*}"
+      b "${R}r $T $F ${X:+$X }${lb%%:*}"
       envs=; case $spec in *,*) envs=${spec#*,} ;; esac
       run "${spec%%,*}" ${envs//,/ }
     done
