@@ -123,6 +123,9 @@ pub struct World {
     /// Per rank: whether other ranks share its GPU (which gives its persistent grids a share of
     /// the SMs, and changes which phases are one launch: comm/path.rs).
     pub shares_gpu: Vec<bool>,
+    /// Per rank: the SMs of its GPU divided among the ranks that share it, the share its
+    /// per-token grids fill in waves (comm/dispatch.rs, `send_threads`).
+    pub rank_sms: Vec<u32>,
 }
 
 impl World {
@@ -199,6 +202,7 @@ impl World {
         let kernels: Vec<Arc<Kernels>> = device_of.iter().map(|d| Arc::clone(&loaded[d])).collect();
         let mut single_launch_blocks = Vec::with_capacity(n);
         let mut shares_gpu = Vec::with_capacity(n);
+        let mut rank_sms = Vec::with_capacity(n);
         for &d in &device_of {
             let sms = ctxs[&d]
                 .attribute(
@@ -211,10 +215,12 @@ impl World {
             let share = if sharing > 1 { 2 * sharing } else { 1 };
             single_launch_blocks.push((sms / share) as u32);
             shares_gpu.push(sharing > 1);
+            rank_sms.push((sms / sharing).max(1) as u32);
         }
         Ok(World {
             single_launch_blocks,
             shares_gpu,
+            rank_sms,
             cfg: cfg.clone(),
             msg,
             gate: crate::bench::StartGate::new(kernels.clone())?,

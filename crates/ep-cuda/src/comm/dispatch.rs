@@ -57,7 +57,8 @@ fn send_smem(format: Format, m: &MsgLayout, hidden: usize) -> usize {
 /// tokens in flight, not many warps per token: at the same warps per SM, 256-thread blocks (four
 /// per SM where 512-thread ones fit two) made the sequential send faster on 2x H200 (docs/perf.md,
 /// v26: FP8 1024 tokens 96.2 -> 86.6 us, 512 61.9 -> 57.4; BF16 512 74.9 -> 72.0; 128-thread
-/// blocks were no better). Overlapped, a copy-out block must fit where a send block retires: the
+/// blocks were no better), except where 128-thread blocks take fewer waves of the grid
+/// (`chain_send_threads`). Overlapped, a copy-out block must fit where a send block retires: the
 /// copy-out's launch bounds keep it to 64 registers a thread, so a 512-thread copy block needs the
 /// half an SM that a 512-thread send block frees, and a 256-thread one the quarter a 256-thread
 /// send block frees (with 512-thread copy blocks beside 256-thread sends the copy-out starved:
@@ -85,19 +86,48 @@ fn send_smem(format: Format, m: &MsgLayout, hidden: usize) -> usize {
 /// `EP_CUDA_SEND_THREADS` (a multiple of 32, 64 to 512; the copy blocks follow it) and
 /// `EP_CUDA_OVERLAP_COPY_BLOCKS` (the grid) override them for every round.
 fn send_threads(format: Format, overlap: bool) -> u32 {
+    send_threads_from_env().unwrap_or(match (format, overlap) {
+        (Format::Bf16, true) => 512,
+        (Format::Bf16 | Format::Fp8, _) => 256,
+        _ => SEND_THREADS,
+    })
+}
+
+/// `EP_CUDA_SEND_THREADS`, where set to a block size the send kernels take.
+fn send_threads_from_env() -> Option<u32> {
     static SEND: OnceLock<Option<u32>> = OnceLock::new();
-    let set = *SEND.get_or_init(|| match number_from_env("EP_CUDA_SEND_THREADS")? {
+    *SEND.get_or_init(|| match number_from_env("EP_CUDA_SEND_THREADS")? {
         n if (64..=512).contains(&n) && n % 32 == 0 => Some(n as u32),
         _ => {
             eprintln!("ep-cuda: EP_CUDA_SEND_THREADS is not a multiple of 32 from 64 to 512; the default applies");
             None
         }
-    });
-    set.unwrap_or(match (format, overlap) {
-        (Format::Bf16, true) => 512,
-        (Format::Bf16 | Format::Fp8, _) => 256,
-        _ => SEND_THREADS,
     })
+}
+
+/// The narrow send block of a round that does not overlap (`chain_send_threads`).
+const NARROW_SEND_THREADS: u32 = 128;
+
+/// The send's block size in a round that does not overlap, a block per token, where the rank's
+/// share of the SMs holds `resident(threads)` blocks of `threads` at once: BF16 and FP8 take
+/// 128-thread blocks where the round's tokens fit in fewer waves of them than of `send_threads`'
+/// 256-thread ones, which each send a token sooner (twice the warps on its chain). The second
+/// wave of a grid that just misses one holds the round back for a whole block's chain: one H200
+/// (docs/perf.md, v49), one rank alone, FP8 (six 256-thread blocks an SM, eight or nine of 128)
+/// at 1024 tokens 48.0 -> 46.5 us, BF16 (four an SM, eight of 128) at 768 51.4 -> 45.3; where
+/// the waves are the same, 256 threads stay ahead (FP8 256 tokens 27.3 against 31.5 us, 768
+/// 39.3 against 39.6, 1536 63.0 against 64.0).
+fn chain_send_threads(format: Format, tokens: usize, resident: impl Fn(u32) -> usize) -> u32 {
+    let wide = send_threads(format, false);
+    if send_threads_from_env().is_some() || !matches!(format, Format::Bf16 | Format::Fp8) {
+        return wide;
+    }
+    let waves = |threads| tokens.max(1).div_ceil(resident(threads).max(1));
+    if waves(NARROW_SEND_THREADS) < waves(wide) {
+        NARROW_SEND_THREADS
+    } else {
+        wide
+    }
 }
 
 /// The multi-kernel send for a round of `format` (dispatch.cu, `EP_DISPATCH_SEND`): the lean one
@@ -230,6 +260,20 @@ enum CopyOut {
 }
 
 impl CudaComm {
+    /// Blocks of `threads` threads of `kernel`, each with `smem` bytes of dynamic shared memory,
+    /// that this rank's share of the SMs holds at once (0 where the driver does not say). Asked
+    /// of the driver once per block size: the kernel and its shared memory are the world's.
+    fn resident_blocks(&self, kernel: &'static str, threads: u32, smem: u32) -> usize {
+        let mut known = self.resident.borrow_mut();
+        let per_sm = *known.entry((kernel, threads, smem)).or_insert_with(|| {
+            self.k()
+                .get(kernel)
+                .occupancy_max_active_blocks_per_multiprocessor(threads, smem as usize, None)
+                .unwrap_or(0)
+        });
+        per_sm as usize * self.world.rank_sms[self.rank] as usize
+    }
+
     /// The rank's dispatch inputs to the device (the driver stages pageable memory before
     /// returning, so `input` may go away afterwards).
     pub(crate) fn upload_dispatch(&mut self, input: &DispatchInput<'_>) -> Result<()> {
@@ -395,7 +439,12 @@ impl CudaComm {
         // Chained after the assign, except beside an overlapped copy-out: send blocks launched
         // early would take the SMs the copy-out's grid, launched after the assign on the copy
         // stream, needs (one H100, 2 ranks: 1024 tokens BF16 176 -> 195 us chained).
-        let (grid, threads) = (t.max(1) as u32, send_threads(cfg.format, overlap));
+        let threads = if overlap {
+            send_threads(cfg.format, true)
+        } else {
+            chain_send_threads(cfg.format, t, |n| self.resident_blocks(kernel, n, smem))
+        };
+        let grid = t.max(1) as u32;
         if overlap {
             self.launch(kernel, grid, threads, smem, &send)?;
         } else {
@@ -715,6 +764,33 @@ mod tests {
         assert_eq!(next_seq(1), 2);
         assert_eq!(next_seq(0x7fff_fffe), 0x7fff_ffff);
         assert_eq!(next_seq(0x7fff_ffff), 1);
+    }
+
+    /// 128-thread send blocks where they take fewer waves (`chain_send_threads`), with one H200's
+    /// residency (132 SMs; FP8: six 256-thread blocks an SM, nine of 128; BF16: four, eight).
+    #[test]
+    fn chain_send_waves() {
+        let fp8 = |n: u32| if n == 256 { 6 * 132 } else { 9 * 132 };
+        let bf16 = |n: u32| if n == 256 { 4 * 132 } else { 8 * 132 };
+        let threads = |format, tokens, resident: &dyn Fn(u32) -> usize| {
+            chain_send_threads(format, tokens, resident)
+        };
+        // One wave either way, or two either way: the wide blocks.
+        for tokens in [0, 1, 256, 768, 792, 1536] {
+            assert_eq!(threads(Format::Fp8, tokens, &fp8), 256, "{tokens} tokens");
+        }
+        // 793-1188 tokens: two waves of 256 threads, one of 128.
+        for tokens in [793, 1024, 1188] {
+            assert_eq!(threads(Format::Fp8, tokens, &fp8), 128, "{tokens} tokens");
+        }
+        assert_eq!(threads(Format::Bf16, 512, &bf16), 256);
+        assert_eq!(threads(Format::Bf16, 768, &bf16), 128);
+        // A driver that cannot say keeps the wide blocks; the formats not measured keep theirs.
+        assert_eq!(
+            threads(Format::Fp8, 1024, &|n| if n == 256 { 792 } else { 0 }),
+            256
+        );
+        assert_eq!(threads(Format::Nvfp4, 1024, &fp8), SEND_THREADS);
     }
 
     /// The shapes measured (`send_threads`), and an overlapped copy-out grid that stays within

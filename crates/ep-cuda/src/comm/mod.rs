@@ -108,6 +108,8 @@ pub struct CudaComm {
     round: RoundData,
     /// When set (`ep bench --breakdown`), an event after every kernel, to time each one.
     probe: std::cell::RefCell<Option<Vec<(&'static str, CudaEvent)>>>,
+    /// Blocks per SM by kernel, block size and shared memory (dispatch.rs, `resident_blocks`).
+    resident: std::cell::RefCell<std::collections::HashMap<(&'static str, u32, u32), u32>>,
 }
 
 impl CudaComm {
@@ -138,6 +140,7 @@ impl CudaComm {
             tracker: RoundTracker::new(rank),
             round: RoundData::default(),
             probe: Default::default(),
+            resident: Default::default(),
         })
     }
 
