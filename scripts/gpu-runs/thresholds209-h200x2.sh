@@ -8,6 +8,10 @@
 # measured on one H200 only, and the lean BF16 path at 1024-2048 tokens (LEAN_MIN_TOKENS_BF16 is 2560 from v29's 2x H200
 # A/B, when an overlapped round's layout came late; one H200, v48 calls 9-10: 1024 tokens 72-80 -> 64-69 us one rank alone,
 # 2048 two ranks sharing 274-279 -> 211-216).
+# v49 added the rounds just past the overlap thresholds (BF16 1024, FP8 2048 tokens) not overlapped, where the send now
+# takes 128-thread blocks that fit the grid in fewer waves (chain_send_threads; one H200, v49 call 4: one rank alone BF16
+# 1024 71.8-74.8 -> 53.9-54.0 us, FP8 2048 87.6-87.9 -> 81.0-81.7; two ranks sharing BF16 1024 140.7-142.1 -> 128.1, FP8
+# 2048 167.8-172.1 -> 174.8-174.9).
 cd "$(dirname "$0")"
 . ./lib.sh
 { nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader; nvidia-smi topo -m | head -4; } > $OUT/rc.txt
@@ -15,5 +19,6 @@ ab 3 "2 256 fp8" "2 256 bf16" "2 192 fp8" -- a-head:. b-single:.,EP_CUDA_SINGLE_
 ab 3 "2 512 fp8" "2 1024 fp8" "2 512 bf16" -- c-head:. d-nolf:.,EP_CUDA_LAYOUT_FIRST_MIN_TOKENS=0
 ab 2 "2 512 fp8" "2 1024 fp8" "2 2048 fp8" "2 4096 fp8" -- e-head:. f-allfmt:.,EP_CUDA_SEND_FP8=0
 ab 2 "2 1024 bf16" "2 2048 bf16" "2 2560 bf16" -- g-head:. h-lean:.,EP_CUDA_LEAN_MIN_TOKENS=1024
+ab 3 "2 1024 bf16" "2 1536 bf16" "2 2048 fp8" -- i-head:. j-chain:.,EP_CUDA_OVERLAP_MIN_TOKENS=4096
 cat $OUT/rc.txt
 summary | tee $OUT/summary.txt
