@@ -41,6 +41,11 @@ pub struct Args {
     /// Ranks (default: the GPUs visible; 8 on the simulator, 2 for its sweep).
     #[arg(long)]
     ranks: Option<usize>,
+    /// Tokens per rank the world is built for (its `max_tokens_per_rank`; default: each
+    /// scenario's own tokens). A serving world is built once for its largest batch and runs
+    /// smaller ones in it: this times those rounds.
+    #[arg(long, value_name = "TOKENS")]
+    max_tokens: Option<usize>,
     /// Measured rounds per scenario after the warm-up (default: by size).
     #[arg(long)]
     rounds: Option<usize>,
@@ -205,6 +210,11 @@ pub fn main(args: Args) -> Result<ExitCode, String> {
             skewed: args.skewed,
         }]
     };
+    // Every scenario's config checked before anything is measured (the world's size, a hidden
+    // size the format cannot take, --max-tokens below a scenario's tokens).
+    for sc in &scenarios {
+        scenario_config(&args, sc, ranks)?;
+    }
     let device = match args.target.backend {
         BackendKind::Cuda => format!(
             "{}-x{}",
@@ -219,7 +229,7 @@ pub fn main(args: Args) -> Result<ExitCode, String> {
             std::thread::available_parallelism().map_or(1, |n| n.get())
         ),
     };
-    let shape = json!({ "ranks": ranks, "hidden": args.hidden, "top_k": args.top_k, "experts": args.experts });
+    let shape = json!({ "ranks": ranks, "hidden": args.hidden, "top_k": args.top_k, "experts": args.experts, "max_tokens_per_rank": args.max_tokens });
     println!(
         "{}",
         header(&device, args.target.backend.name(), &shape, scenarios.len())
@@ -238,7 +248,7 @@ pub fn main(args: Args) -> Result<ExitCode, String> {
     for pass in 0..passes {
         for (i, sc) in scenarios.iter().enumerate() {
             bar.set_message(format!("pass {} {}", pass + 1, sc.name()));
-            let cfg = scenario_config(&args, sc, ranks)?;
+            let cfg = scenario_config(&args, sc, ranks).expect("validated above");
             let inputs = scenario_inputs(&cfg, sc);
             let rounds = rounds_for(&args, sc).div_ceil(passes);
             samples[i].push(match args.target.backend {
@@ -292,6 +302,7 @@ pub fn main(args: Args) -> Result<ExitCode, String> {
         "hidden": args.hidden,
         "top_k": args.top_k,
         "experts": args.experts,
+        "max_tokens_per_rank": args.max_tokens,
         "bandwidth_convention": "DeepEP: each token row once per destination rank it reaches (own rank included); *_remote leaves the own rank out; GB/s = mean bytes per rank / median time",
         "timing": timing_convention(args.target.backend),
         "ceiling": ceiling,
@@ -333,15 +344,17 @@ fn probe_signals(kind: BackendKind) -> Result<ExitCode, String> {
 }
 
 fn scenario_config(args: &Args, sc: &Scenario, ranks: usize) -> Result<EpConfig, String> {
-    let cfg = EpConfig::new(
-        args.hidden,
-        args.top_k,
-        args.experts,
-        sc.tokens.max(1),
-        ranks,
-    )
-    .with_format(sc.format)
-    .with_timeout(Duration::from_secs(60));
+    let max_tokens = args.max_tokens.unwrap_or(sc.tokens).max(1);
+    if sc.tokens > max_tokens {
+        return Err(format!(
+            "--max-tokens {max_tokens} is below the {} tokens per rank of scenario {}",
+            sc.tokens,
+            sc.name()
+        ));
+    }
+    let cfg = EpConfig::new(args.hidden, args.top_k, args.experts, max_tokens, ranks)
+        .with_format(sc.format)
+        .with_timeout(Duration::from_secs(60));
     cfg.validate().map_err(|e| e.to_string())?;
     Ok(cfg)
 }
@@ -762,8 +775,12 @@ fn print_results(rows: &[Value]) {
 /// The run's first line, from its device, backend and `shape` (ranks, hidden, top_k, experts).
 fn header(device: &str, backend: &str, shape: &Value, scenarios: usize) -> String {
     let n = |k: &str| shape[k].as_u64().unwrap_or(0);
+    let built_for = match shape["max_tokens_per_rank"].as_u64() {
+        Some(t) => format!(" in a world built for {t} tokens per rank"),
+        None => String::new(),
+    };
     format!(
-        "ep bench on {device} ({backend} backend): {} ranks, hidden {}, top-{}, {} experts, {scenarios} scenario(s)",
+        "ep bench on {device} ({backend} backend): {} ranks, hidden {}, top-{}, {} experts, {scenarios} scenario(s){built_for}",
         n("ranks"),
         n("hidden"),
         n("top_k"),
@@ -797,4 +814,47 @@ fn today() -> String {
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
     let y = yoe + era * 400 + i64::from(m <= 2);
     format!("{y:04}-{m:02}-{d:02}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: Args,
+    }
+
+    fn args(given: &[&str]) -> Args {
+        Cli::parse_from(std::iter::once("bench").chain(given.iter().copied())).args
+    }
+
+    /// `--max-tokens` builds each scenario's world for that many tokens per rank, is said in the
+    /// run's first line, and is refused below a scenario's tokens.
+    #[test]
+    fn max_tokens_sizes_the_world() {
+        let sc = Scenario {
+            tokens: 32,
+            format: Format::Bf16,
+            skewed: false,
+        };
+        let built = |given: &[&str]| scenario_config(&args(given), &sc, 2);
+        assert_eq!(built(&[]).unwrap().max_tokens_per_rank, 32);
+        assert_eq!(
+            built(&["--max-tokens", "256"]).unwrap().max_tokens_per_rank,
+            256
+        );
+        let err = built(&["--max-tokens", "16"]).unwrap_err();
+        assert!(
+            err.contains("--max-tokens 16 is below the 32 tokens per rank"),
+            "{err}"
+        );
+        let shape = json!({ "ranks": 2, "hidden": 7168, "top_k": 8, "experts": 256, "max_tokens_per_rank": 256 });
+        assert!(header("d", "sim", &shape, 1)
+            .ends_with("1 scenario(s) in a world built for 256 tokens per rank"));
+        let shape = json!({ "ranks": 2, "hidden": 7168, "top_k": 8, "experts": 256, "max_tokens_per_rank": null });
+        assert!(header("d", "sim", &shape, 1).ends_with("1 scenario(s)"));
+    }
 }
