@@ -316,9 +316,12 @@ impl CudaComm {
             c.issue_dispatch_wait(slice)?;
             e[2].record(&s).map_err(cuda)
         })?;
+        // The combine's grid from the rows the dispatch produced, as a caller's combine_async has
+        // them from dispatch_wait (the wait synchronised: the read is outside both phases).
+        let rows = self.rows_received()?;
         self.start_gate()?;
         e[3].record(&s).map_err(cuda)?;
-        self.issue_combine_send(self.config().max_recv_rows())?;
+        self.issue_combine_send(rows)?;
         if time_async {
             e[4].record(&s).map_err(cuda)?;
         }

@@ -166,6 +166,17 @@ impl CudaComm {
         &self.world.ranks[self.rank]
     }
 
+    /// The rows the last dispatch produced on this rank, padding included (its row count on the
+    /// device, read after the dispatch's wait).
+    pub(crate) fn rows_received(&self) -> Result<usize> {
+        let g = self.cfg.n_groups();
+        let mut row_offsets = vec![0u32; g + 1];
+        self.bufs()
+            .row_offsets
+            .download(&mut row_offsets, &self.stream)?;
+        Ok(row_offsets[g] as usize)
+    }
+
     pub(super) fn k(&self) -> &Kernels {
         &self.world.kernels[self.rank]
     }
