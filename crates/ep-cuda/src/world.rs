@@ -124,7 +124,7 @@ pub struct World {
     /// the SMs, and changes which phases are one launch: comm/path.rs).
     pub shares_gpu: Vec<bool>,
     /// Per rank: the SMs of its GPU divided among the ranks that share it, the share its
-    /// per-token grids fill in waves (comm/dispatch.rs, `send_threads`).
+    /// per-token grids fill in waves (comm/dispatch.rs, `chain_send_threads`).
     pub rank_sms: Vec<u32>,
 }
 

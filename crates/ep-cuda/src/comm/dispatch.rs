@@ -113,7 +113,7 @@ const NARROW_SEND_THREADS: u32 = 128;
 /// 128-thread blocks where the round's tokens fit in fewer waves of them than of `send_threads`'
 /// 256-thread ones, which each send a token sooner (twice the warps on its chain). The second
 /// wave of a grid that just misses one holds the round back for a whole block's chain: one H200
-/// (docs/perf.md, v49), one rank alone, FP8 (six 256-thread blocks an SM, eight or nine of 128)
+/// (docs/perf.md, v49), one rank alone, FP8 (six 256-thread blocks an SM, nine of 128)
 /// at 1024 tokens 48.0 -> 46.5 us, BF16 (four an SM, eight of 128) at 768 51.4 -> 45.3; where
 /// the waves are the same, 256 threads stay ahead (FP8 256 tokens 27.3 against 31.5 us, 768
 /// 39.3 against 39.6, 1536 63.0 against 64.0).
