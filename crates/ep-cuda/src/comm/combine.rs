@@ -73,11 +73,11 @@ impl CudaComm {
     /// Rows back to their tokens and the signals (between nodes: then puts, then signals): the
     /// combine_async kernels; at decode sizes inside one node, the whole combine in one launch.
     /// `grid_rows` covers at least the rows the dispatch produced (the kernels stop at the
-    /// device's row count).
+    /// device's row count): the multi-kernel send's grid, a block per row.
     pub(crate) fn issue_combine_send(&mut self, grid_rows: usize) -> Result<()> {
         self.cseq = self.cseq.wrapping_add(1).max(1);
         if self.single_combine() {
-            return self.issue_combine_single(grid_rows);
+            return self.issue_combine_single();
         }
         let cfg = &self.cfg;
         let b = self.bufs();
@@ -332,8 +332,12 @@ impl CudaComm {
     }
 
     /// The whole combine in one launch (`ep_combine_single` in combine.cu), with weights: a
-    /// persistent grid no larger than the GPU holds at once, a block per row to send up to that.
-    fn issue_combine_single(&self, grid_rows: usize) -> Result<()> {
+    /// persistent grid of every block the rank's share of the GPU holds at once, whatever the
+    /// rows. Blocks past the rows to send split each token's reduce (its `parts`): one H200, one
+    /// rank alone (docs/perf.md, v49), a block per row produced took 1 token BF16 7.5-7.7 ->
+    /// 6.9-7.1 us, 8 tokens 7.7-7.8 -> 7.2, 1 token FP8 7.4 -> 7.0-7.2; level from 4 tokens FP8
+    /// and with two ranks sharing the GPU.
+    fn issue_combine_single(&self) -> Result<()> {
         let cfg = &self.cfg;
         let b = self.bufs();
         let sc = &self.sc;
@@ -356,10 +360,7 @@ impl CudaComm {
         };
         let counts = cfg.n_local_experts() * cfg.n_ranks();
         let smem = self.whole_row_smem().max(8 * counts as u32);
-        let grid = grid_rows
-            .max(t)
-            .max(1)
-            .min(self.world.single_launch_blocks[self.rank] as usize) as u32;
+        let grid = self.world.single_launch_blocks[self.rank].max(1);
         let args: [&dyn crate::kernels::KernelArg; COMBINE_SINGLE_ARGS] = [
             &b.expert_out.ptr,
             &b.src_info.ptr,
