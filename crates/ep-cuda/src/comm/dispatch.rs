@@ -231,7 +231,9 @@ fn next_seq(seq: u32) -> u32 {
 /// checks them against the kernels' declarations).
 pub(super) const SEND_ARGS: usize = 42;
 pub(super) const WAIT_ARGS: usize = 17;
-pub(super) const COPY_OUT_ARGS: usize = 24;
+pub(super) const COPY_OUT_ARGS: usize = 25;
+// ep_dispatch_copy_out's launch bounds (dispatch.cu) take at most 128 threads.
+const _: () = assert!(THREADS <= 128);
 /// `ep_dispatch_copy_messages` takes the first of `ep_dispatch_copy_out`'s, then two of its own.
 pub(super) const COPY_MESSAGES_ARGS: usize = 21;
 pub(super) const DISPATCH_SINGLE_ARGS: usize = 38;
@@ -660,6 +662,28 @@ impl CudaComm {
         }
     }
 
+    /// `ep_dispatch_copy_out`'s message blocks per sending rank: a block per possible message
+    /// (`max_tokens_per_rank`) in a world built for the round's tokens, as the sweep runs; in one
+    /// built for more, as many as this rank's round has tokens, and at least the rank's share of
+    /// the resident blocks divided among the senders, each block taking every `per_sender`-th
+    /// message of its sender. A block per possible message cost a 512-token FP8 round in a world
+    /// built for 4096 tokens 32.1 -> 34.0 us (one H200, one rank alone; docs/perf.md, v49).
+    /// `EP_CUDA_COPY_OUT_PER_SENDER` (at least 1) sets it, so that tests take the loop in small
+    /// worlds.
+    fn copy_out_per_sender(&self) -> usize {
+        static SET: OnceLock<Option<usize>> = OnceLock::new();
+        let cfg = &self.cfg;
+        if let Some(n) = tokens_from_env(&SET, "EP_CUDA_COPY_OUT_PER_SENDER") {
+            return n.clamp(1, cfg.max_tokens_per_rank);
+        }
+        let resident = self.resident_blocks("ep_dispatch_copy_out", THREADS, 0);
+        let least = resident / cfg.n_ranks();
+        if least == 0 {
+            return cfg.max_tokens_per_rank; // the driver did not say
+        }
+        self.round.n_tokens.max(least).min(cfg.max_tokens_per_rank)
+    }
+
     /// The copy-out into the per-expert layout (dispatch.cu): `ep_dispatch_copy_out` on the main
     /// stream (a block per possible message, per possible padding row, per shared-expert row; the
     /// last two kinds alone for `Tail`), or the overlapped round's `ep_dispatch_copy_messages` on
@@ -669,7 +693,8 @@ impl CudaComm {
         let b = self.bufs();
         let sc = &self.sc;
         let row_multiple = cfg.format.group_row_multiple() as i32;
-        let messages = cfg.n_ranks() * cfg.max_tokens_per_rank;
+        let per_sender = self.copy_out_per_sender();
+        let messages = cfg.n_ranks() * per_sender;
         let first_block = if what == CopyOut::Tail {
             messages as u64
         } else {
@@ -701,6 +726,7 @@ impl CudaComm {
             &b.shared_msgs.ptr,
             &row_multiple,
             &first_block,
+            &(per_sender as u32),
         ];
         if matches!(what, CopyOut::Messages | CopyOut::MessagesLeft) {
             let most = self.world.single_launch_blocks[self.rank] as usize;

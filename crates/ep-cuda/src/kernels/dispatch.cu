@@ -1446,7 +1446,10 @@ __device__ bool ep_copy_shared_row(u64 first, u64 i, u64 rows, const u8* shared_
 // The copy-out into the per-expert layout, launched with the wait (it does nothing unless the
 // wait completed: `status`), so that every byte of the output up to the row count is written
 // without a host round trip. Three kinds of blocks:
-// - one per possible message (n_ranks * max_tokens; those past the sender's message count exit);
+// - `per_sender` per sending rank for its messages, each block taking message j, j + per_sender,
+//   ... of its sender (those past the sender's message count exit). The host gives max_tokens
+//   where the world is built for the round's tokens (a block per possible message), fewer where
+//   it is built for more (comm/dispatch.rs, `copy_out_per_sender`);
 // - n_groups * (row_multiple - 1) for padding rows;
 // - max_tokens for the fused shared expert's rows.
 // Each message is read from memory once (its rows are far apart in the output, so a block per
@@ -1454,27 +1457,31 @@ __device__ bool ep_copy_shared_row(u64 first, u64 i, u64 rows, const u8* shared_
 // block b + first_block (an overlapped round launches only the padding and shared-expert blocks
 // here; ep_dispatch_copy_messages did the messages). A message from an overlapped sender is
 // awaited for up to `slice_ns` (ep_message_landed). Parameters recv .. slice_ns are
-// ep_dispatch_copy_messages', in its order (comm/dispatch.rs passes that slice).
-extern "C" __global__ void ep_dispatch_copy_out(const u8* recv, const u32* nmsg, const u32* row_offsets,
-                                                const u32* src_offsets, int n_local, int n_ranks, int rank,
-                                                int skip_a2a, int shared_groups, int max_tokens, int hidden, int fmt,
-                                                MsgLayout m, u8* recv_tokens, u8* recv_scales, int* src_info,
-                                                int* row_src, int* msg_rows, u32* status, u32 seq, u64 slice_ns,
-                                                const u8* shared_msgs, int row_multiple, u64 first_block) {
+// ep_dispatch_copy_messages', in its order (comm/dispatch.rs passes that slice). Launched with
+// 128 threads (comm/mod.rs, THREADS); held to 48 registers, ten blocks an SM, as before its loop
+// over a sender's messages (which took it to 56).
+extern "C" __global__ void __launch_bounds__(128, 10)
+        ep_dispatch_copy_out(const u8* recv, const u32* nmsg, const u32* row_offsets, const u32* src_offsets,
+                             int n_local, int n_ranks, int rank, int skip_a2a, int shared_groups, int max_tokens,
+                             int hidden, int fmt, MsgLayout m, u8* recv_tokens, u8* recv_scales, int* src_info,
+                             int* row_src, int* msg_rows, u32* status, u32 seq, u64 slice_ns, const u8* shared_msgs,
+                             int row_multiple, u64 first_block, u32 per_sender) {
     ep_await_prior_grid(); // launched chained after the wait (comm/dispatch.rs)
     int n_groups = n_local + shared_groups;
     u32 done = status[0];
     u64 rows = row_offsets[n_groups];
     if (done != EP_OK) return;
     u64 b = blockIdx.x + first_block;
-    u64 message_blocks = (u64)n_ranks * max_tokens;
+    u64 message_blocks = (u64)n_ranks * per_sender;
     if (b < message_blocks) {
-        int s = b / max_tokens;
-        u32 j = b % max_tokens, nm = nmsg[s];
-        if (j >= ep_messages_from(nm, s, rank, skip_a2a, max_tokens)) return;
-        ep_block_copy_message<true>(s, j, 0, 1, nm, EpLanding{seq, slice_ns}, recv, src_offsets, rows, n_local,
-                                    n_ranks, rank, shared_groups, max_tokens, hidden, fmt, m, recv_tokens, recv_scales,
-                                    src_info, row_src, status, msg_rows);
+        int s = b / per_sender;
+        u32 nm = nmsg[s], count = ep_messages_from(nm, s, rank, skip_a2a, max_tokens);
+#pragma unroll 1
+        for (u32 j = b % per_sender; j < count; j += per_sender)
+            if (!ep_block_copy_message<true>(s, j, 0, 1, nm, EpLanding{seq, slice_ns}, recv, src_offsets, rows,
+                                             n_local, n_ranks, rank, shared_groups, max_tokens, hidden, fmt, m,
+                                             recv_tokens, recv_scales, src_info, row_src, status, msg_rows))
+                return;
         return;
     }
     b -= message_blocks;
