@@ -20,5 +20,8 @@ ab 3 "2 512 fp8" "2 1024 fp8" "2 512 bf16" -- c-head:. d-nolf:.,EP_CUDA_LAYOUT_F
 ab 2 "2 512 fp8" "2 1024 fp8" "2 2048 fp8" "2 4096 fp8" -- e-head:. f-allfmt:.,EP_CUDA_SEND_FP8=0
 ab 2 "2 1024 bf16" "2 2048 bf16" "2 2560 bf16" -- g-head:. h-lean:.,EP_CUDA_LEAN_MIN_TOKENS=1024
 ab 3 "2 1024 bf16" "2 1536 bf16" "2 2048 fp8" -- i-head:. j-chain:.,EP_CUDA_OVERLAP_MIN_TOKENS=4096
+# v49: the sweep once (one pass) in worlds built for 4096 tokens per rank, as a server builds one world for its largest
+# batch (ep bench --max-tokens), beside the committed sweep's convention (each world built for its scenario).
+timeout 200 ./ep-gpu bench --backend cuda --sweep --passes 1 --max-tokens 4096 --out $OUT/sweep-cap4096.json > $OUT/sweep-cap4096.txt 2>&1; echo "sweep cap4096 rc=$? $(elapsed)" >> $OUT/rc.txt
 cat $OUT/rc.txt
 summary | tee $OUT/summary.txt
