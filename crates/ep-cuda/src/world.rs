@@ -113,22 +113,30 @@ pub struct World {
     pub ranks: Vec<RankBuffers>,
     /// The start gate of `ep bench`'s timed phases.
     pub gate: crate::bench::StartGate,
-    /// Most blocks of a single-launch phase (`ep_dispatch_single`, `ep_combine_single`) per
-    /// rank: every block of such a grid must be resident at once, since its blocks wait for
-    /// counts that the grid's last block publishes. One 512-thread block per SM is what the
-    /// kernels' launch bounds guarantee; ranks sharing a GPU get half of it between them. The
-    /// overlapped dispatch's copy-out grid, whose blocks wait for the send's messages, is
-    /// sized from it too.
-    pub single_launch_blocks: Vec<u32>,
+    /// Per rank: the SMs of its GPU divided among the ranks that share it, the share its grids
+    /// fill (its per-token grids in waves: comm/dispatch.rs, `chain_send_threads`).
+    pub rank_sms: Vec<u32>,
     /// Per rank: whether other ranks share its GPU (which gives its persistent grids a share of
     /// the SMs, and changes which phases are one launch: comm/path.rs).
     pub shares_gpu: Vec<bool>,
-    /// Per rank: the SMs of its GPU divided among the ranks that share it, the share its
-    /// per-token grids fill in waves (comm/dispatch.rs, `chain_send_threads`).
-    pub rank_sms: Vec<u32>,
 }
 
 impl World {
+    /// Most blocks of rank `rank`'s single-launch phase (`ep_dispatch_single`,
+    /// `ep_combine_single`): every block of such a grid must be resident at once, since its
+    /// blocks wait for counts that the grid's last block publishes. One 512-thread block per SM
+    /// is what the kernels' launch bounds guarantee; ranks sharing a GPU leave half of their share
+    /// to the others' kernels, which may need SMs before these blocks' waits can end. The
+    /// overlapped dispatch's copy-out grid, whose blocks wait for the send's messages, is sized
+    /// from it too.
+    pub fn single_launch_blocks(&self, rank: usize) -> u32 {
+        if self.shares_gpu[rank] {
+            self.rank_sms[rank] / 2
+        } else {
+            self.rank_sms[rank]
+        }
+    }
+
     /// Places `cfg.n_ranks()` ranks on the visible GPUs, `ranks_per_gpu` each (default: as few
     /// per GPU as fit), and allocates everything.
     pub fn new(cfg: &EpConfig, ranks_per_gpu: Option<usize>) -> Result<World> {
@@ -200,27 +208,21 @@ impl World {
             ctx.synchronize().map_err(cuda)?;
         }
         let kernels: Vec<Arc<Kernels>> = device_of.iter().map(|d| Arc::clone(&loaded[d])).collect();
-        let mut single_launch_blocks = Vec::with_capacity(n);
-        let mut shares_gpu = Vec::with_capacity(n);
         let mut rank_sms = Vec::with_capacity(n);
+        let mut shares_gpu = Vec::with_capacity(n);
         for &d in &device_of {
             let sms = ctxs[&d]
                 .attribute(
                     cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
                 )
                 .map_err(cuda)? as usize;
-            // Ranks sharing a GPU leave half of it to the others' kernels, which may need SMs
-            // before these blocks' waits can end.
             let sharing = device_of.iter().filter(|&&e| e == d).count();
-            let share = if sharing > 1 { 2 * sharing } else { 1 };
-            single_launch_blocks.push((sms / share) as u32);
+            rank_sms.push((sms / sharing) as u32);
             shares_gpu.push(sharing > 1);
-            rank_sms.push((sms / sharing).max(1) as u32);
         }
         Ok(World {
-            single_launch_blocks,
-            shares_gpu,
             rank_sms,
+            shares_gpu,
             cfg: cfg.clone(),
             msg,
             gate: crate::bench::StartGate::new(kernels.clone())?,

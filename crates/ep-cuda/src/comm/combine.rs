@@ -247,7 +247,7 @@ impl CudaComm {
         let b = self.bufs();
         let (epi, scale, _) = self.epilogue_args()?;
         let r = ReduceScalars::new(self, epi, scale);
-        let most = self.world.single_launch_blocks[self.rank] as usize;
+        let most = self.world.single_launch_blocks(self.rank) as usize;
         let grid = tokens_from_env(&BLOCKS, "EP_CUDA_MARKED_REDUCE_BLOCKS")
             .unwrap_or(most * 2 / 3)
             .clamp(1, most.max(1));
@@ -360,7 +360,7 @@ impl CudaComm {
         };
         let counts = cfg.n_local_experts() * cfg.n_ranks();
         let smem = self.whole_row_smem().max(8 * counts as u32);
-        let grid = self.world.single_launch_blocks[self.rank].max(1);
+        let grid = self.world.single_launch_blocks(self.rank).max(1);
         let args: [&dyn crate::kernels::KernelArg; COMBINE_SINGLE_ARGS] = [
             &b.expert_out.ptr,
             &b.src_info.ptr,

@@ -517,7 +517,7 @@ impl CudaComm {
         // cuts each message's rows, and is chosen when that leaves two blocks to spare for every
         // (token, rank), which it sends a block each. (With one, at 64 tokens on two ranks, it
         // read 0.4-0.7 us slower.)
-        let most = self.world.single_launch_blocks[self.rank] as usize - 1;
+        let most = self.world.single_launch_blocks(self.rank) as usize - 1;
         let spread_senders = (t * cfg.top_k).max(t * ranks).max(ranks).min(most);
         let spread = spread_senders >= 2 * t * ranks;
         let senders = if spread {
@@ -729,7 +729,7 @@ impl CudaComm {
             &(per_sender as u32),
         ];
         if matches!(what, CopyOut::Messages | CopyOut::MessagesLeft) {
-            let most = self.world.single_launch_blocks[self.rank] as usize;
+            let most = self.world.single_launch_blocks(self.rank) as usize;
             let (grid, threads) = overlap_copy_grid(cfg.format, most, self.round.n_tokens);
             let beside = what == CopyOut::Messages;
             // The helpers after the send: every block the rank's share of the GPU holds.

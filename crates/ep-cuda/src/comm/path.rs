@@ -180,7 +180,7 @@ impl CudaComm {
                 SINGLE_DISPATCH_MAX_TOKENS_SHARED_GPU,
             ));
         // A sending block and the counting block resident at once.
-        if self.world.single_launch_blocks[self.rank] >= 2 && self.single_launch(single_max) {
+        if self.world.single_launch_blocks(self.rank) >= 2 && self.single_launch(single_max) {
             return DispatchPath::Single;
         }
         let from = |cell: &OnceLock<Option<usize>>, var: &str, default: usize| {
@@ -343,6 +343,6 @@ impl CudaComm {
     /// Whether this rank may run grids whose blocks wait on one another or on the send (the
     /// single-launch phases, the overlapped copy-out): one node, and room on the GPU for them.
     fn persistent_grids(&self) -> bool {
-        self.cfg.n_nodes == 1 && self.world.single_launch_blocks[self.rank] > 0
+        self.cfg.n_nodes == 1 && self.world.single_launch_blocks(self.rank) > 0
     }
 }
