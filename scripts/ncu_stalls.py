@@ -7,7 +7,9 @@ On the GPU host (kernels compiled with line info; --clock-control none leaves th
       -o d ep-gpu bench --backend cuda --ranks 1 --tokens 128 --format fp8 --passes 1 --rounds 40
   ncu -i d.ncu-rep --page source --csv --print-source sass > d-sass.csv
 Here (NVRTC from the nvidia-cuda-nvrtc wheel, as CI has it):
-  scripts/ncu_stalls.py d-sass.csv ep_dispatch_single_fp8 dispatch.cu [line]
+  scripts/ncu_stalls.py d-sass.csv ep_dispatch_single_fp8 dispatch [line]
+The third argument is the kernel's program: a file of src/kernels (combine.cu) or the name of one
+kernels.rs joins from a folder's files (dispatch: kernels/dispatch/*.cu, each after a #line).
 The kernel is compiled again here, to the same machine code as the host's driver makes of it (its
 instruction count is checked against the CSV's), for the line of each instruction: the CSV has
 addresses and SASS only.
@@ -18,13 +20,34 @@ KERNELS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "crates
 REASONS = ["barrier", "no_inst", "long_sb", "short_sb", "wait", "membar", "sleep", "branch_resolving"]
 
 
+def program_files(body):
+    """[(name, text)] of program `body` in the order kernels.rs compiles them: the file itself, or the
+    parts of the program kernels.rs joins (`pub const DISPATCH: &str = concat!(...)`)."""
+    if body.endswith((".cu", ".cuh")):
+        return [(body, open(os.path.join(KERNELS, body)).read())]
+    rs = open(os.path.join(KERNELS, "..", "kernels.rs")).read()
+    block = re.search(r"pub const %s: &str = concat!\((.*?)\);" % body.upper(), rs, re.S).group(1)
+    return [(f[len("kernels/"):], open(os.path.join(KERNELS, f[len("kernels/"):])).read())
+            for f in re.findall(r'include_str!\("([^"]+)"\)', block)]
+
+
+def program_body(body):
+    """The program's text after common.cuh, as kernels.rs joins it (each part of a joined one after a #line)."""
+    parts = program_files(body)
+    if len(parts) == 1:
+        return parts[0][1]
+    return "".join(f'#line 1 "{name[len("kernels/"):] if name.startswith("kernels/") else name}"\n{text}'
+                   for name, text in parts)
+
+
 def sass_lines(body, kernel):
-    """{offset: line of the program} for `kernel`, compiled as kernels.rs does (prelude, common, body)."""
+    """{offset: (file, line)} for `kernel`, compiled as kernels.rs does (prelude, common, body): the
+    file a #line names, or the program's own ("k.cu") with its line."""
     import nvidia.cu13
     base = list(nvidia.cu13.__path__)[0]
     lib = ctypes.CDLL(os.path.join(base, "lib", "libnvrtc.so.13"))
     src = "#define EP_LL_MAX_TOKENS 8\n" + open(os.path.join(KERNELS, "common.cuh")).read() + "\n"
-    src += open(os.path.join(KERNELS, body)).read()
+    src += program_body(body)
     prog = ctypes.c_void_p()
     assert lib.nvrtcCreateProgram(ctypes.byref(prog), src.encode(), b"k.cu", 0, None, None) == 0
     opts = [b"-lineinfo", b"-arch=sm_90", b"--ftz=false", b"--prec-div=true", b"--prec-sqrt=true", b"--fmad=false"]
@@ -43,9 +66,10 @@ def sass_lines(body, kernel):
         elif inside and l.startswith("//----"):
             break
         elif inside:
-            m = re.search(r"//## File .*line (\d+)", l)
+            m = re.search(r'//## File "([^"]*)", line (\d+)', l)
             if m:
-                cur = int(m.group(1))
+                f = m.group(1)
+                cur = ("k.cu" if os.path.basename(f) == "k.cu" else f, int(m.group(2)))
             m = re.match(r"\s+/\*([0-9a-f]{4,})\*/", l)
             if m:
                 lines[int(m.group(1), 16)] = cur
@@ -55,12 +79,18 @@ def sass_lines(body, kernel):
 def main():
     csv_path, kernel, body = sys.argv[1:4]
     by_line = len(sys.argv) > 4 and sys.argv[4] == "line"
-    files = {"common.cuh": open(os.path.join(KERNELS, "common.cuh")).read().split("\n"),
-             body: open(os.path.join(KERNELS, body)).read().split("\n")}
+    files = {"common.cuh": open(os.path.join(KERNELS, "common.cuh")).read().split("\n")}
+    for name, text in program_files(body):
+        files[name] = text.split("\n")
     n_common = len(files["common.cuh"])  # common.cuh ends with a newline: one line more than it has
 
-    def where(line):  # program line -> (file, line): line 1 is the prelude, then common.cuh, "\n", body
-        if line is None or line == 1:
+    def where(at):  # (file, line) -> (file, line): k.cu's line 1 is the prelude, then common.cuh, "\n", body
+        if at is None:
+            return ("?", 0)
+        f, line = at
+        if f != "k.cu":  # a part of a joined program, by its #line (NVRTC puts its directory first)
+            return ([k for k in files if f == k or f.endswith("/" + k)] or [f])[0], line
+        if line == 1:
             return ("?", 0)
         return ("common.cuh", line - 1) if line - 1 < n_common else (body, line - n_common - 1)
 

@@ -13,7 +13,25 @@ use ep_core::{EpError, Result};
 use crate::driver::cuda;
 
 pub const COMMON: &str = include_str!("kernels/common.cuh");
-pub const DISPATCH: &str = include_str!("kernels/dispatch.cu");
+/// The dispatch program: `kernels/dispatch/`'s files joined in this order, each using what the
+/// ones before it define (`wire.cu` says what each holds). A `#line` before each names its file
+/// and line in NVRTC's messages.
+pub const DISPATCH: &str = concat!(
+    "#line 1 \"dispatch/wire.cu\"\n",
+    include_str!("kernels/dispatch/wire.cu"),
+    "#line 1 \"dispatch/assign.cu\"\n",
+    include_str!("kernels/dispatch/assign.cu"),
+    "#line 1 \"dispatch/route.cu\"\n",
+    include_str!("kernels/dispatch/route.cu"),
+    "#line 1 \"dispatch/layout.cu\"\n",
+    include_str!("kernels/dispatch/layout.cu"),
+    "#line 1 \"dispatch/send.cu\"\n",
+    include_str!("kernels/dispatch/send.cu"),
+    "#line 1 \"dispatch/copy_out.cu\"\n",
+    include_str!("kernels/dispatch/copy_out.cu"),
+    "#line 1 \"dispatch/single.cu\"\n",
+    include_str!("kernels/dispatch/single.cu"),
+);
 pub const COMBINE: &str = include_str!("kernels/combine.cu");
 pub const SWIGLU: &str = include_str!("kernels/swiglu.cu");
 pub const BENCH: &str = include_str!("kernels/bench.cu");

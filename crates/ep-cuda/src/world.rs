@@ -26,7 +26,7 @@ pub(crate) use buffers_of;
 /// One rank's device memory.
 pub struct RankBuffers {
     // Symmetric: peers write these. Dispatch: each sender's messages [n_ranks, max_tokens, wire
-    // message] (dispatch.cu says why this is not the contract's per-expert message layout) and the
+    // message] (dispatch/wire.cu says why this is not the contract's per-expert message layout) and the
     // counts, each word with its sender's message count word in its high half.
     pub d_recv: DevBuf,
     pub d_counts: DevBuf,
@@ -53,7 +53,7 @@ pub struct RankBuffers {
     pub scales_in: DevBuf,
     pub slots: DevBuf,
     /// Each token's message slot at each destination rank [max_tokens, n_ranks], -1 if none;
-    /// after `ep_assign_chunks` (dispatch.cu), as `slots`, the position in the token's chunk.
+    /// after `ep_assign_chunks` (dispatch/assign.cu), as `slots`, the position in the token's chunk.
     pub rank_slots: DevBuf,
     /// Each chunk's start per expert and per destination rank [chunks, n_experts + n_ranks]
     /// (u32), which `slots` and `rank_slots` are relative to after `ep_assign_chunks`.
@@ -83,7 +83,7 @@ pub struct RankBuffers {
     /// Two u32: the overlapped dispatch round whose layout `ep_dispatch_wait` has written (the
     /// send blocks that read it expand the rank's own messages themselves, ep_place_own_rows, and
     /// the copy-out's helpers start from it), then how many of the round's messages the copy-out
-    /// has taken (dispatch.cu, ep_dispatch_copy_messages).
+    /// has taken (dispatch/copy_out.cu, ep_dispatch_copy_messages).
     pub layout_seq: DevBuf,
     // Combine.
     pub expert_out: DevBuf,
@@ -435,7 +435,7 @@ impl RankBuffers {
         };
         bufs.d_counts.fill(0xFF)?;
         bufs.d_ticket.fill(0)?;
-        // Each message's landed mark (dispatch.cu) below every round number.
+        // Each message's landed mark (dispatch/wire.cu) below every round number.
         bufs.d_recv.fill(0)?;
         // EP_OK: every round starts with it (ep_dispatch_single and ep_combine_single rely on it).
         bufs.status.fill(0)?;

@@ -1,4 +1,4 @@
-//! The dispatch's kernels (dispatch.cu), issued: slots, sends and signals; the single-launch
+//! The dispatch's kernels (kernels/dispatch/), issued: slots, sends and signals; the single-launch
 //! dispatch; the wait and the copy-out, overlapped with the send at prefill sizes.
 
 use std::sync::OnceLock;
@@ -20,7 +20,7 @@ pub(super) fn format_id(f: Format) -> i32 {
     }
 }
 
-/// Tokens per block of `ep_assign_chunks`, and its threads (dispatch.cu: EP_ASSIGN_CHUNK,
+/// Tokens per block of `ep_assign_chunks`, and its threads (dispatch/assign.cu: EP_ASSIGN_CHUNK,
 /// EP_ASSIGN_THREADS); columns per pass over a chunk (EP_ASSIGN_COLS).
 const ASSIGN_CHUNK: usize = 128;
 const ASSIGN_THREADS: u32 = 256;
@@ -39,7 +39,7 @@ fn assign_smem(top_k: usize, columns: usize) -> usize {
     ASSIGN_CHUNK * top_k * 4 + warps * columns.min(ASSIGN_COLS) * 2 + ASSIGN_CHUNK * top_k
 }
 
-/// Dynamic shared memory a block needs to send a token (dispatch.cu, `ep_fetched_row`): the
+/// Dynamic shared memory a block needs to send a token (dispatch/route.cu, `ep_fetched_row`): the
 /// message (BF16 fetches its row into it); FP8 also the row as fetched (bf16), which it encodes
 /// from; the others (MXFP4, NVFP4) also the row in f32 before that.
 fn send_smem(format: Format, m: &MsgLayout, hidden: usize) -> usize {
@@ -130,7 +130,7 @@ fn chain_send_threads(format: Format, tokens: usize, resident: impl Fn(u32) -> u
     }
 }
 
-/// The multi-kernel send for a round of `format` (dispatch.cu, `EP_DISPATCH_SEND`): the lean one
+/// The multi-kernel send for a round of `format` (dispatch/send.cu, `EP_DISPATCH_SEND`): the lean one
 /// where the round is lean (`lean`, comm/path.rs `lean_dispatch`), FP8's own (40 registers a
 /// thread, six blocks an SM where the every-format kernel fits four) for FP8, otherwise the one
 /// for every format. `EP_CUDA_SEND_FP8=0` sends FP8 with the every-format kernel.
@@ -187,7 +187,7 @@ const BF16_COPY_PER_SM: (usize, usize) = (1, 2);
 const BF16_HALF_COPY_MIN_TOKENS: usize = 2048;
 
 /// Whether an overlapped round's send blocks write the rank's own rows themselves once the layout
-/// is known (dispatch.cu, `ep_place_own_rows`), rather than store the rank's own message for the
+/// is known (dispatch/copy_out.cu, `ep_place_own_rows`), rather than store the rank's own message for the
 /// copy-out to read back: FP8, whose send is bound by its encode and has room for the stores
 /// (v27, 2x H200, 4096 tokens: 221.1 -> 218.0 us uniform, 274.6 -> 249.7 skewed with the copy
 /// grid of `FP8_PLACED_COPY_PER_SM`; 204.4 / 259.9 with a copy block per SM). Not
@@ -202,7 +202,7 @@ fn places_own_rows(format: Format, lean: bool) -> bool {
 }
 
 /// Whether an overlapped round launches the copy-out again after the send, on every SM, to take
-/// the messages the copy-out beside the send has not (dispatch.cu, ep_dispatch_copy_messages).
+/// the messages the copy-out beside the send has not (dispatch/copy_out.cu, ep_dispatch_copy_messages).
 /// `EP_CUDA_COPY_HELPERS=0` turns it off.
 fn copy_helpers() -> bool {
     static SET: OnceLock<Option<usize>> = OnceLock::new();
@@ -210,7 +210,7 @@ fn copy_helpers() -> bool {
 }
 
 /// How long an overlapped round's send blocks wait for the layout before they send the rank's own
-/// messages as messages instead of writing their rows (dispatch.cu, `ep_place_own_rows`): by
+/// messages as messages instead of writing their rows (dispatch/copy_out.cu, `ep_place_own_rows`): by
 /// default not at all, they look once, so the blocks that run before the layout is there lose no
 /// time; at small sizes every block may run before it. `EP_CUDA_OWN_ROWS_WAIT_NS` sets a wait,
 /// for tests that must take the rows path whatever the timing (the wait is bounded: a layout that
@@ -222,7 +222,7 @@ fn own_rows_wait_ns() -> u64 {
 
 /// The dispatch round after `seq`, from 1 up to 2^31 - 1 and round again: an overlapped round's
 /// landed mark is the round's number or, for a message whose rows its sender wrote itself, the
-/// number with the top bit set (dispatch.cu, EP_LANDED_PLACED); 0 is below every round.
+/// number with the top bit set (dispatch/wire.cu, EP_LANDED_PLACED); 0 is below every round.
 fn next_seq(seq: u32) -> u32 {
     seq % 0x7fff_ffff + 1
 }
@@ -232,7 +232,7 @@ fn next_seq(seq: u32) -> u32 {
 pub(super) const SEND_ARGS: usize = 42;
 pub(super) const WAIT_ARGS: usize = 17;
 pub(super) const COPY_OUT_ARGS: usize = 25;
-// ep_dispatch_copy_out's launch bounds (dispatch.cu) take at most 128 threads.
+// ep_dispatch_copy_out's launch bounds (dispatch/copy_out.cu) take at most 128 threads.
 const _: () = assert!(THREADS <= 128);
 /// `ep_dispatch_copy_messages` takes the first of `ep_dispatch_copy_out`'s, then two of its own.
 pub(super) const COPY_MESSAGES_ARGS: usize = 21;
@@ -489,7 +489,7 @@ impl CudaComm {
         Ok(())
     }
 
-    /// The whole dispatch in one launch (`ep_dispatch_single` in dispatch.cu): a persistent grid
+    /// The whole dispatch in one launch (`ep_dispatch_single` in dispatch/single.cu): a persistent grid
     /// no larger than the GPU holds at once, a block per token up to that and one that counts.
     fn issue_dispatch_single(&self) -> Result<()> {
         let cfg = &self.cfg;
@@ -526,7 +526,7 @@ impl CudaComm {
             (t * ranks).max(ranks).min(most)
         };
         let grid = (senders + 1) as u32;
-        // BF16 and FP8 have kernels of their own (their code alone; dispatch.cu).
+        // BF16 and FP8 have kernels of their own (their code alone; dispatch/single.cu).
         let kernel = match (spread, cfg.format) {
             (false, Format::Bf16) => "ep_dispatch_single_bf16",
             (true, Format::Bf16) => "ep_dispatch_single_spread_bf16",
@@ -596,7 +596,7 @@ impl CudaComm {
         let b = self.bufs();
         let sc = &self.sc;
         let row_multiple = cfg.format.group_row_multiple() as i32;
-        // The group starts (dispatch.cu, ep_dispatch_wait).
+        // The group starts (dispatch/layout.cu, ep_dispatch_wait).
         let layout_smem = (4 * (cfg.n_groups() + 1)) as u32;
         let wait: [&dyn crate::kernels::KernelArg; WAIT_ARGS] = [
             &b.d_counts.ptr,
@@ -684,7 +684,7 @@ impl CudaComm {
         self.round.n_tokens.max(least).min(cfg.max_tokens_per_rank)
     }
 
-    /// The copy-out into the per-expert layout (dispatch.cu): `ep_dispatch_copy_out` on the main
+    /// The copy-out into the per-expert layout (dispatch/copy_out.cu): `ep_dispatch_copy_out` on the main
     /// stream (a block per possible message, per possible padding row, per shared-expert row; the
     /// last two kinds alone for `Tail`), or the overlapped round's `ep_dispatch_copy_messages` on
     /// the copy stream, whose parameters are the first of `ep_dispatch_copy_out`'s.
@@ -773,7 +773,7 @@ impl CudaComm {
 mod tests {
     use super::*;
 
-    /// The chunked assign's shape is dispatch.cu's: the grid, the threads and the shared memory
+    /// The chunked assign's shape is dispatch/assign.cu's: the grid, the threads and the shared memory
     /// the host gives it follow from these.
     #[test]
     fn assign_shape_matches_dispatch_cu() {

@@ -99,7 +99,7 @@ pub struct CudaComm {
     joined: CudaEvent,
     /// The dispatch round's number, the same on every rank: an overlapped sender marks its
     /// messages landed with it. Flags start at 0, so it starts at 1; it stays below the mark's
-    /// placed bit (dispatch.cu, EP_LANDED_PLACED; `next_seq`).
+    /// placed bit (dispatch/wire.cu, EP_LANDED_PLACED; `next_seq`).
     seq: u32,
     /// The combine's number, the same on every rank: the word an LL row carries (common.cuh).
     /// The LL rows start at 0, so it starts at 1.
@@ -560,7 +560,7 @@ mod tests {
         use super::dispatch::{
             COPY_MESSAGES_ARGS, COPY_OUT_ARGS, DISPATCH_SINGLE_ARGS, SEND_ARGS, WAIT_ARGS,
         };
-        // The send kernels are one macro's (dispatch.cu, EP_DISPATCH_SEND).
+        // The send kernels are one macro's (dispatch/send.cu, EP_DISPATCH_SEND).
         let send = parameter_names(DISPATCH, "ep_dispatch_send_body");
         assert_eq!(send.len(), SEND_ARGS);
         assert_eq!(

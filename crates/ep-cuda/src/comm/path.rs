@@ -38,7 +38,7 @@ const SINGLE_DISPATCH_MAX_TOKENS: usize = 128;
 const SINGLE_DISPATCH_MAX_TOKENS_SHARED_GPU: usize = 1;
 
 /// From this many tokens on a rank, a dispatch inside one node overlaps its copy-out with the
-/// transfer (dispatch.cu: the counts go out before the payload, each message is marked landed, a
+/// transfer (dispatch/wire.cu: the counts go out before the payload, each message is marked landed, a
 /// persistent copy-out grid on a second stream expands messages as they land). Measured on 2x
 /// H200 (docs/perf.md, v14): 4096 tokens BF16 13% faster in the sweep (FP8 within 1% there, 9%
 /// faster measured alone); 1024 tokens within a few percent either way, 512 tokens 10% slower.
@@ -65,7 +65,7 @@ const OVERLAP_MIN_TOKENS_BF16: usize = 1024;
 /// (`lean54-h200.sh`, lean forced against off, in the same file): 2560 tokens 186.8-187.2 ->
 /// 182.6-182.8 us, 3072 212.6-212.8 -> 207.0-211.1, 3584 240.3-241.3 -> 234.0-234.5.
 /// `EP_CUDA_LEAN_MIN_TOKENS` overrides it (0: never). BF16 only: the lean send has no encoder
-/// (dispatch.cu).
+/// (dispatch/send.cu).
 const LEAN_MIN_TOKENS_BF16: usize = 2560;
 
 /// From this many tokens a multi-kernel dispatch assigns its slots per chunk of 128 tokens
@@ -169,7 +169,7 @@ impl CudaComm {
     /// The path of this round's dispatch (`DispatchPath`): the first whose threshold the round
     /// meets, in the enum's order. A function of the round alone, so the dispatch and the combine
     /// read the same answer; ranks decide for themselves (a receiver follows each sender's
-    /// message count word, dispatch.cu).
+    /// message count word, dispatch/wire.cu).
     pub(crate) fn dispatch_path(&self) -> DispatchPath {
         static SINGLE_MAX: OnceLock<Option<usize>> = OnceLock::new();
         static OVERLAP_MIN: OnceLock<Option<usize>> = OnceLock::new();
@@ -294,7 +294,7 @@ impl CudaComm {
         self.cfg.n_nodes == 1 && self.round.n_tokens <= ll_max_tokens()
     }
 
-    /// This overlapped round's send and copy-out leave each other room (dispatch.cu,
+    /// This overlapped round's send and copy-out leave each other room (dispatch/send.cu and copy_out.cu,
     /// `ep_dispatch_send_lean` and `ep_dispatch_copy_lean`: 32 and 48 registers a thread, so a
     /// copy block sits beside two send blocks), and the send blocks write the rank's own rows
     /// (`places_own_rows`). With the registers, the send runs near the NVLink ceiling and the

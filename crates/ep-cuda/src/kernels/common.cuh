@@ -429,7 +429,7 @@ __device__ __forceinline__ bool ep_aligned16(const void* p, u64 bytes) { return 
 // of a few KB is one round trip to memory, not one per 16 bytes (the stores cannot be moved past
 // the next load by the compiler: a destination may alias `src` as far as it knows); from shared
 // memory one at a time does (and takes 32 registers fewer). (A block's copy of a received message
-// loads its first pieces with the header and stores them itself: dispatch.cu, ep_block_store_row;
+// loads its first pieces with the header and stores them itself: dispatch/copy_out.cu, ep_block_store_row;
 // up to v44 that was this function's `First` form, its rest out of line.)
 template <bool Warp, int Batch = 8>
 __device__ __forceinline__ void ep_copy_to(u8* const* dst, int n_dst, const u8* src, u64 bytes) {
@@ -570,7 +570,7 @@ __device__ __forceinline__ bool ep_wait_completed(const u32* status) {
 #endif
 
 // A dispatch message count word (a sender's, at each receiver): the count, and three flags.
-// EARLY: the sender published its counts before its payload (dispatch.cu). LL: the sender, as the
+// EARLY: the sender published its counts before its payload (dispatch/wire.cu). LL: the sender, as the
 // combine's receiver, takes its rows in LL form. MARKED: the sender, as the combine's receiver,
 // reduces its rows as they land (prefill sizes, comm/path.rs): each row is
 // marked with the combine's number after a fence (ep_send_row), and its counts come first.
