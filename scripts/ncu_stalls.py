@@ -8,8 +8,8 @@ On the GPU host (kernels compiled with line info; --clock-control none leaves th
   ncu -i d.ncu-rep --page source --csv --print-source sass > d-sass.csv
 Here (NVRTC from the nvidia-cuda-nvrtc wheel, as CI has it):
   scripts/ncu_stalls.py d-sass.csv ep_dispatch_single_fp8 dispatch [line]
-The third argument is the kernel's program: a file of src/kernels (combine.cu) or the name of one
-kernels.rs joins from a folder's files (dispatch: kernels/dispatch/*.cu, each after a #line).
+The third argument is the kernel's program: a file of src/kernels (swiglu.cu) or the name of one
+kernels.rs joins from a folder's files (dispatch, combine: kernels/NAME/*.cu, each after a #line).
 The kernel is compiled again here, to the same machine code as the host's driver makes of it (its
 instruction count is checked against the CSV's), for the line of each instruction: the CSV has
 addresses and SASS only.

@@ -32,7 +32,19 @@ pub const DISPATCH: &str = concat!(
     "#line 1 \"dispatch/single.cu\"\n",
     include_str!("kernels/dispatch/single.cu"),
 );
-pub const COMBINE: &str = include_str!("kernels/combine.cu");
+/// The combine program, joined as the dispatch's (`combine/send.cu` says what each file holds).
+pub const COMBINE: &str = concat!(
+    "#line 1 \"combine/send.cu\"\n",
+    include_str!("kernels/combine/send.cu"),
+    "#line 1 \"combine/reduce.cu\"\n",
+    include_str!("kernels/combine/reduce.cu"),
+    "#line 1 \"combine/marked.cu\"\n",
+    include_str!("kernels/combine/marked.cu"),
+    "#line 1 \"combine/unreduced.cu\"\n",
+    include_str!("kernels/combine/unreduced.cu"),
+    "#line 1 \"combine/single.cu\"\n",
+    include_str!("kernels/combine/single.cu"),
+);
 pub const SWIGLU: &str = include_str!("kernels/swiglu.cu");
 pub const BENCH: &str = include_str!("kernels/bench.cu");
 pub const PROBE: &str = include_str!("kernels/probe.cu");

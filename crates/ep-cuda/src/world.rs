@@ -39,7 +39,7 @@ pub struct RankBuffers {
     /// [min(max_tokens, LL bound), top_k, hidden] words of 4 bytes of the row and the combine's
     /// number (8 bytes each).
     pub c_ll: DevBuf,
-    /// Combine marks (combine.cu), for a rank that reduces its rows as they land: the combine's
+    /// Combine marks (combine/marked.cu), for a rank that reduces its rows as they land: the combine's
     /// number per (token, slot) [max_tokens, top_k] (u32), written by the slot's sender after
     /// its row.
     pub c_marks: DevBuf,

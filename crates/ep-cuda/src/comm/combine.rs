@@ -1,4 +1,4 @@
-//! The combine's kernels (combine.cu), issued: rows back to their tokens, the wait, and the
+//! The combine's kernels (kernels/combine/), issued: rows back to their tokens, the wait, and the
 //! reduction (or the unreduced layout) with its epilogue; the single-launch combine.
 
 use ep_core::{CombineInput, Epilogue, Result, RouterWeights};
@@ -108,7 +108,7 @@ impl CudaComm {
         ];
         // At least one block: a rank that received no rows still signals.
         let grid = grid_rows.max(1) as u32;
-        // A marked round (combine.cu) reduces beside the send, on the copy stream: forked before
+        // A marked round (combine/marked.cu) reduces beside the send, on the copy stream: forked before
         // the send (the stream's inputs are there; the rows come with their marks), joined after.
         let marked = self.marked_beside_send();
         let reduce_beside = self.reduce_beside_send();
@@ -170,7 +170,7 @@ impl CudaComm {
         let sc = &self.sc;
         self.wait_counts_unless_taken(|c| c.launch_combine_wait(false, slice_ns))?;
         if self.marked_combine() {
-            // The kernels after this one read the rows: their marks first (combine.cu).
+            // The kernels after this one read the rows: their marks first (combine/marked.cu).
             self.launch_chained(
                 "ep_combine_await_marks",
                 self.round.n_tokens as u32,
@@ -331,7 +331,7 @@ impl CudaComm {
         }
     }
 
-    /// The whole combine in one launch (`ep_combine_single` in combine.cu), with weights: a
+    /// The whole combine in one launch (`ep_combine_single` in combine/single.cu), with weights: a
     /// persistent grid of every block the rank's share of the GPU holds at once, whatever the
     /// rows. Blocks past the rows to send split each token's reduce (its `parts`): one H200, one
     /// rank alone (docs/perf.md, v49), a block per row produced took 1 token BF16 7.5-7.7 ->
@@ -344,7 +344,7 @@ impl CudaComm {
         let t = self.round.n_tokens;
         let (epi, scale, device) = self.epilogue_args()?;
         let k = self.k();
-        // Without an epilogue, kernels compiled for none (combine.cu); a device-code epilogue's
+        // Without an epilogue, kernels compiled for none (combine/single.cu); a device-code epilogue's
         // program has its own `ep_combine_single[_ll]`.
         let ll = self.ll_combine();
         let name = match (ll, self.round.epilogue.is_none()) {

@@ -104,7 +104,7 @@ const MARKED_MIN_TOKENS: usize = 1024;
 
 /// From this many tokens (and past the LL rows' [`LL_MAX_TOKENS`]) a rank whose combine may be
 /// one launch takes its rows marked too: each sending block marks its rows after one fence
-/// (combine.cu, `ep_mark_rows_sent`), and the single-launch combine reduces a token once its
+/// (combine/send.cu, `ep_mark_rows_sent`), and the single-launch combine reduces a token once its
 /// marks are there, with the counts published early (no fence), instead of after the grid's
 /// ticket, the counts' fenced publish and their poll. On one H200 (docs/perf.md, v37, marked
 /// against not, the same kernels): one rank alone 16 tokens 16.1 -> 15.3 us, 32 19.2 -> 18.2,
@@ -253,7 +253,7 @@ impl CudaComm {
             && !matches!(self.round.epilogue, Some(Epilogue::Device(_)))
     }
 
-    /// This round's combine rows come back marked (combine.cu): reduced beside the send
+    /// This round's combine rows come back marked (combine/marked.cu): reduced beside the send
     /// (`marked_beside_send`) or by a single-launch combine (`SINGLE_MARKED_MIN_TOKENS`). The
     /// dispatch tells every sender (`EP_NMSG_MARKED`); a function of the round alone, so the
     /// dispatch and the combine read the same answer.

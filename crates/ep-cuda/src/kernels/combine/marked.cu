@@ -1,0 +1,69 @@
+// Marked rows (part of the combine program: send.cu): the reduce beside the send at prefill
+// sizes, and the wait for the marks before the kernels that read the rows otherwise.
+
+// ---- marked rows (prefill sizes, one node) ----------------------------------------------------
+//
+// A rank with many tokens (EP_NMSG_MARKED, comm/path.rs) reduces its tokens while their rows
+// land: its counts come before the rows (ep_publish_rows), and each row's sender stores the
+// combine's number at (token, slot) of the rank's marks after a fence (ep_send_row). The reduce
+// (ep_combine_reduce_marked) runs on a second stream beside the send, after the counts' wait;
+// the other kernels that read the rows (the unreduced layout, a device epilogue's reduce, a
+// reduce launched again after a slice ran out) wait for the marks first (ep_combine_await_marks).
+
+// Waits for token t's marked rows: the marks at slots rows[0 .. n) (this combine's number `seq`),
+// polled until `deadline`. Every thread calls it; false when one did not come (ep_row_missing):
+// the host then waits again, launches the reduce again, and at the deadline names the rank.
+__device__ bool ep_await_marks(int t, const int* rows, int n, const u32* marks, const int* ids, int top_k,
+                               int n_local, int n_ranks, u32 seq, u64 deadline, u32* status) {
+    bool there = true;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+        const u32* mark = marks + (u64)t * top_k + rows[i];
+        bool came = true;
+        while (came && ep_load_acquire(mark) != seq) came = ep_globaltimer() < deadline;
+        if (!came) ep_row_missing(status, ids[(u64)t * top_k + rows[i]], n_local, n_ranks);
+        there = there && came;
+    }
+    return __syncthreads_and(there);
+}
+
+// The reduce of a rank that takes its rows marked, beside the send: a persistent grid (a share
+// of the SMs, comm/combine.rs; a block per token would fill the SMs with blocks polling for rows
+// that send blocks, then unable to start, were to write), each block taking tokens in order (the
+// order ep_combine_send_ordered sends them), waiting for each one's marks. Nothing unless the
+// counts' wait before it completed. Parameters: ep_combine_reduce's, then the marks.
+extern "C" __global__ void __launch_bounds__(512) ep_combine_reduce_marked(
+    const u16* recv, const int* ids, const float* weights, int top_k, int hidden, int rank, int n_local,
+    int skip_a2a, const u16* shared_rows, int shared_start, int shared_end, int epilogue, const u16* residual,
+    float scale, u16* out, u8* fp8_payload, float* fp8_scales, u32* status, int n_tokens, int n_ranks,
+    const u32* marks, u32 seq, u64 slice_ns) {
+    if (status[0] != EP_OK) return;
+    extern __shared__ float smem_f[];
+    __shared__ EpSlots sl;
+    u64 deadline = ep_globaltimer() + slice_ns;
+    for (int t = blockIdx.x; t < n_tokens; t += gridDim.x) {
+        ep_list_slots(sl, t, ids, weights, top_k, rank, n_local, skip_a2a);
+        if (!ep_await_marks(t, sl.row, sl.n, marks, ids, top_k, n_local, n_ranks, seq, deadline, status)) return;
+        ep_reduce_token<4, false>(t, 0, 1, sl, smem_f, recv, top_k, hidden, shared_rows, shared_start, shared_end,
+                                  epilogue, residual, scale, out, fp8_payload, fp8_scales, EpLlWait{});
+    }
+}
+
+// Every token's marks, for the kernels after it that read the rows (above). One block per token;
+// nothing unless the counts' wait completed.
+extern "C" __global__ void ep_combine_await_marks(const int* ids, int top_k, int rank, int n_local, int n_ranks,
+                                                  int skip_a2a, const u32* marks, u32 seq, u64 slice_ns,
+                                                  u32* status) {
+    __shared__ int rows[EP_MAX_TOP_K];
+    __shared__ int n;
+    if (!ep_wait_completed(status)) return;
+    int t = blockIdx.x;
+    if (threadIdx.x == 0) {
+        const int* tid = ids + (u64)t * top_k;
+        n = 0;
+        for (int k = 0; k < top_k; k++)
+            if (ep_routed_slot(tid, k, rank, n_local, skip_a2a) == k) rows[n++] = k;
+    }
+    __syncthreads();
+    ep_await_marks(t, rows, n, marks, ids, top_k, n_local, n_ranks, seq, ep_globaltimer() + slice_ns, status);
+}
+
