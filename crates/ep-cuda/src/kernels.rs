@@ -591,6 +591,31 @@ pub(crate) mod tests {
         }
     }
 
+    /// Every `.cu` file of a program's folder is joined into the program, once, after a `#line`
+    /// naming it (a file added to the folder but not to the `concat!` would compile nowhere).
+    #[test]
+    fn joined_programs_take_every_file_of_their_folder() {
+        for (folder, program) in [("dispatch", super::DISPATCH), ("combine", super::COMBINE)] {
+            let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("src/kernels")
+                .join(folder);
+            let mut files: Vec<String> = std::fs::read_dir(&dir)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().into_string().unwrap())
+                .filter(|f| f.ends_with(".cu"))
+                .collect();
+            files.sort();
+            assert!(!files.is_empty(), "{folder}");
+            for f in &files {
+                let marker = format!("#line 1 \"{folder}/{f}\"\n");
+                assert_eq!(program.matches(&marker).count(), 1, "{folder}/{f}");
+                let text = std::fs::read_to_string(dir.join(f)).unwrap();
+                assert!(program.contains(&format!("{marker}{text}")), "{folder}/{f}");
+            }
+            assert_eq!(program.matches("#line 1 ").count(), files.len(), "{folder}");
+        }
+    }
+
     /// The number `#define NAME <number>` gives in `source` (a kernel constant the host repeats).
     pub(crate) fn defined(source: &str, name: &str) -> u64 {
         let line = source
