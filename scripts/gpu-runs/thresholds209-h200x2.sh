@@ -23,5 +23,11 @@ ab 3 "2 1024 bf16" "2 1536 bf16" "2 2048 fp8" -- i-head:. j-chain:.,EP_CUDA_OVER
 # v49: the sweep once (one pass) in worlds built for 4096 tokens per rank, as a server builds one world for its largest
 # batch (ep bench --max-tokens), beside the committed sweep's convention (each world built for its scenario).
 timeout 200 ./ep-gpu bench --backend cuda --sweep --passes 1 --max-tokens 4096 --out $OUT/sweep-cap4096.json > $OUT/sweep-cap4096.txt 2>&1; echo "sweep cap4096 rc=$? $(elapsed)" >> $OUT/rc.txt
+# v50: the layout-first FP8 send's tail (branch exp-send-tail, 5f2bde1: each send block copies out the peers' messages of
+# its index once its own token is sent; one H200, two ranks sharing, v50 call 1: level to slower), when the bundle has
+# that build in tail/ (build the branch into it as into base/); its default waits 3 us for a message, 20 us here too.
+if [ -x tail/ep-gpu ]; then
+  ab 3 "2 512 fp8" "2 1024 fp8" "2 768 fp8" -- k-head:. l-tail:tail m-tail20:tail,EP_CUDA_SEND_TAIL_NS=20000
+fi
 cat $OUT/rc.txt
 summary | tee $OUT/summary.txt
