@@ -586,12 +586,14 @@ mod tests {
         let copy = parameter_names(DISPATCH, "ep_dispatch_copy_out");
         assert_eq!(copy.len(), COPY_OUT_ARGS);
         // dispatch.rs passes the copy-out's first arguments and two more to the copy beside the
-        // send.
-        let messages = parameter_names(DISPATCH, "ep_dispatch_copy_messages");
+        // send; both copy kernels (and the lean one) are one macro's (dispatch/copy_out.cu,
+        // EP_DISPATCH_COPY_MESSAGES).
+        let messages = parameter_names(DISPATCH, "ep_dispatch_copy_messages_body");
         assert_eq!(messages[..COPY_MESSAGES_ARGS], copy[..COPY_MESSAGES_ARGS]);
         assert_eq!(messages[COPY_MESSAGES_ARGS..], ["layout_seq", "helper"]);
-        // The lean copy-out takes its kernel's list.
-        assert_eq!(parameter_names(DISPATCH, "ep_dispatch_copy_lean"), messages);
+        for list in ["EP_COPY_MESSAGES_PARAMS", "EP_COPY_MESSAGES_ARGS"] {
+            assert_eq!(macro_list(DISPATCH, list), messages, "{list}");
+        }
         let send = parameter_names(COMBINE, "ep_combine_send");
         assert_eq!(send.len(), COMBINE_SEND_ARGS);
         assert_eq!(parameter_names(COMBINE, "ep_combine_put"), send[1..10]);

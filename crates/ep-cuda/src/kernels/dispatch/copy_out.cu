@@ -538,31 +538,28 @@ __device__ __forceinline__ void ep_dispatch_copy_messages_body(
 #endif
 }
 
+// The copy kernels' parameters and arguments, ep_dispatch_copy_messages_body's (comm/mod.rs checks
+// that the three lists agree), and a kernel of `name` with `bounds` and the body's `batch`.
+#define EP_COPY_MESSAGES_PARAMS                                                                                 \
+    const u8 *recv, const u32 *nmsg, const u32 *row_offsets, const u32 *src_offsets, int n_local, int n_ranks,  \
+        int rank, int skip_a2a, int shared_groups, int max_tokens, int hidden, int fmt, MsgLayout m,            \
+        u8 *recv_tokens, u8 *recv_scales, int *src_info, int *row_src, int *msg_rows, u32 *status, u32 seq,     \
+        u64 slice_ns, u32 *layout_seq, int helper
+#define EP_COPY_MESSAGES_ARGS                                                                                   \
+    recv, nmsg, row_offsets, src_offsets, n_local, n_ranks, rank, skip_a2a, shared_groups, max_tokens, hidden,  \
+        fmt, m, recv_tokens, recv_scales, src_info, row_src, msg_rows, status, seq, slice_ns, layout_seq, helper
+#define EP_DISPATCH_COPY_MESSAGES(name, bounds, batch)                                                          \
+    extern "C" __global__ void bounds name(EP_COPY_MESSAGES_PARAMS) {                                           \
+        ep_dispatch_copy_messages_body<batch>(EP_COPY_MESSAGES_ARGS);                                           \
+    }
+
 // ep_dispatch_copy_messages_body's kernel: 8 pieces a lane at a time, 64 registers a thread.
-extern "C" __global__ void __launch_bounds__(512, 2)
-    ep_dispatch_copy_messages(const u8* recv, const u32* nmsg, const u32* row_offsets, const u32* src_offsets,
-                              int n_local, int n_ranks, int rank, int skip_a2a, int shared_groups, int max_tokens,
-                              int hidden, int fmt, MsgLayout m, u8* recv_tokens, u8* recv_scales, int* src_info,
-                              int* row_src, int* msg_rows, u32* status, u32 seq, u64 slice_ns, u32* layout_seq,
-                              int helper) {
-    ep_dispatch_copy_messages_body<8>(recv, nmsg, row_offsets, src_offsets, n_local, n_ranks, rank, skip_a2a,
-                                      shared_groups, max_tokens, hidden, fmt, m, recv_tokens, recv_scales, src_info,
-                                      row_src, msg_rows, status, seq, slice_ns, layout_seq, helper);
-}
+EP_DISPATCH_COPY_MESSAGES(ep_dispatch_copy_messages, __launch_bounds__(512, 2), 8)
 
 // The lean copy-out, beside the lean send (ep_dispatch_send_lean): ep_dispatch_copy_messages at 48
 // registers a thread (__maxnreg__, which cannot be combined with launch bounds; launched with up to
 // 512 threads), its warps copying 2 pieces a lane at a time (24 bytes of spills; 4 spilled 56, 8
 // at 64 registers 40). A 512-thread block then fits an SM beside two lean send blocks: 24,576 +
-// 2 x 20,480 = the 65,536 registers of sm_90. The same parameters.
-extern "C" __global__ void __maxnreg__(48)
-    ep_dispatch_copy_lean(const u8* recv, const u32* nmsg, const u32* row_offsets, const u32* src_offsets,
-                              int n_local, int n_ranks, int rank, int skip_a2a, int shared_groups, int max_tokens,
-                              int hidden, int fmt, MsgLayout m, u8* recv_tokens, u8* recv_scales, int* src_info,
-                              int* row_src, int* msg_rows, u32* status, u32 seq, u64 slice_ns, u32* layout_seq,
-                              int helper) {
-    ep_dispatch_copy_messages_body<2>(recv, nmsg, row_offsets, src_offsets, n_local, n_ranks, rank, skip_a2a,
-                                      shared_groups, max_tokens, hidden, fmt, m, recv_tokens, recv_scales, src_info,
-                                      row_src, msg_rows, status, seq, slice_ns, layout_seq, helper);
-}
+// 2 x 20,480 = the 65,536 registers of sm_90.
+EP_DISPATCH_COPY_MESSAGES(ep_dispatch_copy_lean, __maxnreg__(48), 2)
 
