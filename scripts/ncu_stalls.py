@@ -22,13 +22,12 @@ REASONS = ["barrier", "no_inst", "long_sb", "short_sb", "wait", "membar", "sleep
 
 def program_files(body):
     """[(name, text)] of program `body` in the order kernels.rs compiles them: the file itself, or the
-    parts of the program kernels.rs joins (`pub const DISPATCH: &str = concat!(...)`)."""
+    parts of the program kernels.rs joins (`pub const DISPATCH: &str = joined!("dispatch": "wire.cu", ...)`)."""
     if body.endswith((".cu", ".cuh")):
         return [(body, open(os.path.join(KERNELS, body)).read())]
     rs = open(os.path.join(KERNELS, "..", "kernels.rs")).read()
-    block = re.search(r"pub const %s: &str = concat!\((.*?)\);" % body.upper(), rs, re.S).group(1)
-    return [(f[len("kernels/"):], open(os.path.join(KERNELS, f[len("kernels/"):])).read())
-            for f in re.findall(r'include_str!\("([^"]+)"\)', block)]
+    folder, files = re.search(r'pub const %s: &str =\s*joined!\("([^"]+)":(.*?)\);' % body.upper(), rs, re.S).groups()
+    return [(f"{folder}/{f}", open(os.path.join(KERNELS, folder, f)).read()) for f in re.findall(r'"([^"]+)"', files)]
 
 
 def program_body(body):
@@ -36,8 +35,7 @@ def program_body(body):
     parts = program_files(body)
     if len(parts) == 1:
         return parts[0][1]
-    return "".join(f'#line 1 "{name[len("kernels/"):] if name.startswith("kernels/") else name}"\n{text}'
-                   for name, text in parts)
+    return "".join(f'#line 1 "{name}"\n{text}' for name, text in parts)
 
 
 def sass_lines(body, kernel):

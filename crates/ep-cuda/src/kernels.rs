@@ -13,38 +13,24 @@ use ep_core::{EpError, Result};
 use crate::driver::cuda;
 
 pub const COMMON: &str = include_str!("kernels/common.cuh");
-/// The dispatch program: `kernels/dispatch/`'s files joined in this order, each using what the
-/// ones before it define (`wire.cu` says what each holds). A `#line` before each names its file
-/// and line in NVRTC's messages.
-pub const DISPATCH: &str = concat!(
-    "#line 1 \"dispatch/wire.cu\"\n",
-    include_str!("kernels/dispatch/wire.cu"),
-    "#line 1 \"dispatch/assign.cu\"\n",
-    include_str!("kernels/dispatch/assign.cu"),
-    "#line 1 \"dispatch/route.cu\"\n",
-    include_str!("kernels/dispatch/route.cu"),
-    "#line 1 \"dispatch/layout.cu\"\n",
-    include_str!("kernels/dispatch/layout.cu"),
-    "#line 1 \"dispatch/send.cu\"\n",
-    include_str!("kernels/dispatch/send.cu"),
-    "#line 1 \"dispatch/copy_out.cu\"\n",
-    include_str!("kernels/dispatch/copy_out.cu"),
-    "#line 1 \"dispatch/single.cu\"\n",
-    include_str!("kernels/dispatch/single.cu"),
-);
+/// A program joined from the files of `kernels/<dir>/`, in the order given, each after a `#line`
+/// naming it, so that NVRTC's messages and `-lineinfo` point at the file and line.
+macro_rules! joined {
+    ($dir:literal: $($file:literal),+ $(,)?) => {
+        concat!($(
+            "#line 1 \"", $dir, "/", $file, "\"\n",
+            include_str!(concat!("kernels/", $dir, "/", $file)),
+        )+)
+    };
+}
+
+/// The dispatch program: `kernels/dispatch/`'s files in this order, each using what the ones
+/// before it define (`wire.cu` says what each holds).
+pub const DISPATCH: &str = joined!("dispatch": "wire.cu", "assign.cu", "route.cu", "layout.cu", "send.cu",
+    "copy_out.cu", "single.cu");
 /// The combine program, joined as the dispatch's (`combine/send.cu` says what each file holds).
-pub const COMBINE: &str = concat!(
-    "#line 1 \"combine/send.cu\"\n",
-    include_str!("kernels/combine/send.cu"),
-    "#line 1 \"combine/reduce.cu\"\n",
-    include_str!("kernels/combine/reduce.cu"),
-    "#line 1 \"combine/marked.cu\"\n",
-    include_str!("kernels/combine/marked.cu"),
-    "#line 1 \"combine/unreduced.cu\"\n",
-    include_str!("kernels/combine/unreduced.cu"),
-    "#line 1 \"combine/single.cu\"\n",
-    include_str!("kernels/combine/single.cu"),
-);
+pub const COMBINE: &str =
+    joined!("combine": "send.cu", "reduce.cu", "marked.cu", "unreduced.cu", "single.cu");
 pub const SWIGLU: &str = include_str!("kernels/swiglu.cu");
 pub const BENCH: &str = include_str!("kernels/bench.cu");
 pub const PROBE: &str = include_str!("kernels/probe.cu");
