@@ -166,15 +166,19 @@ impl CudaComm {
         &self.world.ranks[self.rank]
     }
 
-    /// The rows the last dispatch produced on this rank, padding included (its row count on the
-    /// device, read after the dispatch's wait).
-    pub(crate) fn rows_received(&self) -> Result<usize> {
-        let g = self.cfg.n_groups();
-        let mut row_offsets = vec![0u32; g + 1];
+    /// Where each group of the last dispatch's output starts on this rank, and (last) its rows,
+    /// padding included: the layout on the device, read after the dispatch's wait.
+    fn row_offsets(&self) -> Result<Vec<u32>> {
+        let mut row_offsets = vec![0u32; self.cfg.n_groups() + 1];
         self.bufs()
             .row_offsets
             .download(&mut row_offsets, &self.stream)?;
-        Ok(row_offsets[g] as usize)
+        Ok(row_offsets)
+    }
+
+    /// The rows the last dispatch produced on this rank, padding included.
+    pub(crate) fn rows_received(&self) -> Result<usize> {
+        Ok(self.row_offsets()?[self.cfg.n_groups()] as usize)
     }
 
     pub(super) fn k(&self) -> &Kernels {
@@ -345,9 +349,8 @@ impl EpComm for CudaComm {
         let cfg = &self.cfg;
         let (g, hidden) = (cfg.n_groups(), cfg.hidden);
         let b = self.bufs();
-        let mut row_offsets = vec![0u32; g + 1];
+        let row_offsets = self.row_offsets()?;
         let mut src_offsets = vec![0u32; g * (cfg.n_ranks() + 1)];
-        b.row_offsets.download(&mut row_offsets, &self.stream)?;
         b.src_offsets.download(&mut src_offsets, &self.stream)?;
         let rows = row_offsets[g] as usize;
         let fmt = cfg.format;

@@ -210,11 +210,12 @@ pub fn main(args: Args) -> Result<ExitCode, String> {
             skewed: args.skewed,
         }]
     };
-    // Every scenario's config checked before anything is measured (the world's size, a hidden
+    // Every scenario's config, checked before anything is measured (the world's size, a hidden
     // size the format cannot take, --max-tokens below a scenario's tokens).
-    for sc in &scenarios {
-        scenario_config(&args, sc, ranks)?;
-    }
+    let configs = scenarios
+        .iter()
+        .map(|sc| scenario_config(&args, sc, ranks))
+        .collect::<Result<Vec<_>, _>>()?;
     let device = match args.target.backend {
         BackendKind::Cuda => format!(
             "{}-x{}",
@@ -248,15 +249,15 @@ pub fn main(args: Args) -> Result<ExitCode, String> {
     for pass in 0..passes {
         for (i, sc) in scenarios.iter().enumerate() {
             bar.set_message(format!("pass {} {}", pass + 1, sc.name()));
-            let cfg = scenario_config(&args, sc, ranks).expect("validated above");
-            let inputs = scenario_inputs(&cfg, sc);
+            let cfg = &configs[i];
+            let inputs = scenario_inputs(cfg, sc);
             let rounds = rounds_for(&args, sc).div_ceil(passes);
             samples[i].push(match args.target.backend {
-                BackendKind::Sim => measure_sim(&cfg, &inputs, rounds)?,
+                BackendKind::Sim => measure_sim(cfg, &inputs, rounds)?,
                 BackendKind::Cuda => {
                     let probe = args.breakdown && pass == 0;
                     measure_cuda(
-                        &cfg,
+                        cfg,
                         &inputs,
                         rounds,
                         args.target.ranks_per_gpu,
@@ -273,12 +274,12 @@ pub fn main(args: Args) -> Result<ExitCode, String> {
     }
     let rows: Vec<Value> = scenarios
         .iter()
+        .zip(&configs)
         .zip(&samples)
         .zip(&inputs_of)
-        .map(|((sc, m), inputs)| {
-            let cfg = scenario_config(&args, sc, ranks).expect("validated above");
+        .map(|(((sc, cfg), m), inputs)| {
             let rounds = m.iter().map(|x| x.rounds).sum();
-            let mut r = row(&cfg, sc, inputs, &Measured::pool(m), &ceiling, rounds);
+            let mut r = row(cfg, sc, inputs, &Measured::pool(m), &ceiling, rounds);
             if !m[0].breakdown.is_empty() {
                 r["breakdown_us"] = json!(m[0]
                     .breakdown
