@@ -26,8 +26,8 @@ pub(crate) use buffers_of;
 /// One rank's device memory.
 pub struct RankBuffers {
     // Symmetric: peers write these. Dispatch: each sender's messages [n_ranks, max_tokens, wire
-    // message] (dispatch/wire.cu says why this is not the contract's per-expert message layout) and the
-    // counts, each word with its sender's message count word in its high half.
+    // message] (dispatch/wire.cu says why this is not the contract's per-expert message layout) and
+    // the counts, each word with its sender's message count word in its high half.
     pub d_recv: DevBuf,
     pub d_counts: DevBuf,
     // How many messages each sender sent, with its flags [n_ranks] (u32): this rank's own, kept
@@ -39,9 +39,9 @@ pub struct RankBuffers {
     /// [min(max_tokens, LL bound), top_k, hidden] words of 4 bytes of the row and the combine's
     /// number (8 bytes each).
     pub c_ll: DevBuf,
-    /// Combine marks (combine/marked.cu), for a rank that reduces its rows as they land: the combine's
-    /// number per (token, slot) [max_tokens, top_k] (u32), written by the slot's sender after
-    /// its row.
+    /// Combine marks (combine/marked.cu), for a rank that reduces its rows as they land: the
+    /// combine's number per (token, slot) [max_tokens, top_k] (u32), written by the slot's sender
+    /// after its row.
     pub c_marks: DevBuf,
     // Staging for puts to other nodes, and the shared expert's messages.
     pub d_staging: DevBuf,
@@ -52,8 +52,8 @@ pub struct RankBuffers {
     pub ids: DevBuf,
     pub scales_in: DevBuf,
     pub slots: DevBuf,
-    /// Each token's message slot at each destination rank [max_tokens, n_ranks], -1 if none;
-    /// after `ep_assign_chunks` (dispatch/assign.cu), as `slots`, the position in the token's chunk.
+    /// Each token's message slot at each destination rank [max_tokens, n_ranks], -1 if none; after
+    /// `ep_assign_chunks` (dispatch/assign.cu), as `slots`, the position in the token's chunk.
     pub rank_slots: DevBuf,
     /// Each chunk's start per expert and per destination rank [chunks, n_experts + n_ranks]
     /// (u32), which `slots` and `rank_slots` are relative to after `ep_assign_chunks`.

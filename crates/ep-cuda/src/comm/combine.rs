@@ -108,8 +108,9 @@ impl CudaComm {
         ];
         // At least one block: a rank that received no rows still signals.
         let grid = grid_rows.max(1) as u32;
-        // A marked round (combine/marked.cu) reduces beside the send, on the copy stream: forked before
-        // the send (the stream's inputs are there; the rows come with their marks), joined after.
+        // A marked round (combine/marked.cu) reduces beside the send, on the copy stream: forked
+        // before the send (the stream's inputs are there; the rows come with their marks), joined
+        // after.
         let marked = self.marked_beside_send();
         let reduce_beside = self.reduce_beside_send();
         if reduce_beside {
@@ -344,8 +345,8 @@ impl CudaComm {
         let t = self.round.n_tokens;
         let (epi, scale, device) = self.epilogue_args()?;
         let k = self.k();
-        // Without an epilogue, kernels compiled for none (combine/single.cu); a device-code epilogue's
-        // program has its own `ep_combine_single[_ll]`.
+        // Without an epilogue, kernels compiled for none (combine/single.cu); a device-code
+        // epilogue's program has its own `ep_combine_single[_ll]`.
         let ll = self.ll_combine();
         let name = match (ll, self.round.epilogue.is_none()) {
             (false, false) => "ep_combine_single",

@@ -130,10 +130,10 @@ fn chain_send_threads(format: Format, tokens: usize, resident: impl Fn(u32) -> u
     }
 }
 
-/// The multi-kernel send for a round of `format` (dispatch/send.cu, `EP_DISPATCH_SEND`): the lean one
-/// where the round is lean (`lean`, comm/path.rs `lean_dispatch`), FP8's own (40 registers a
-/// thread, six blocks an SM where the every-format kernel fits four) for FP8, otherwise the one
-/// for every format. `EP_CUDA_SEND_FP8=0` sends FP8 with the every-format kernel.
+/// The multi-kernel send for a round of `format` (dispatch/send.cu, `EP_DISPATCH_SEND`): the lean
+/// one where the round is lean (`lean`, comm/path.rs `lean_dispatch`), FP8's own (40 registers a
+/// thread, six blocks an SM where the every-format kernel fits four) for FP8, otherwise the one for
+/// every format. `EP_CUDA_SEND_FP8=0` sends FP8 with the every-format kernel.
 fn send_kernel(format: Format, lean: bool) -> &'static str {
     static FP8: OnceLock<Option<usize>> = OnceLock::new();
     if lean {
@@ -187,34 +187,34 @@ const BF16_COPY_PER_SM: (usize, usize) = (1, 2);
 const BF16_HALF_COPY_MIN_TOKENS: usize = 2048;
 
 /// Whether an overlapped round's send blocks write the rank's own rows themselves once the layout
-/// is known (dispatch/copy_out.cu, `ep_place_own_rows`), rather than store the rank's own message for the
-/// copy-out to read back: FP8, whose send is bound by its encode and has room for the stores
-/// (v27, 2x H200, 4096 tokens: 221.1 -> 218.0 us uniform, 274.6 -> 249.7 skewed with the copy
-/// grid of `FP8_PLACED_COPY_PER_SM`; 204.4 / 259.9 with a copy block per SM). Not
-/// BF16: its send is at the NVLink ceiling already, and four rows of 14 KB a token made its send
-/// blocks live longer (4096 tokens 288-291 -> 332-334 us; with 256-thread sends and copy blocks
-/// 301.5, with fewer copy blocks 300-590), except in a lean round (`lean`, comm/path.rs
-/// `lean_dispatch`), whose send has the registers to spare and whose copy-out sets the pace (v29).
-/// MXFP4 and NVFP4 not measured: not. `EP_CUDA_OWN_ROWS` overrides it (0: never, 1: every format).
+/// is known (dispatch/copy_out.cu, `ep_place_own_rows`), rather than store the rank's own message
+/// for the copy-out to read back: FP8, whose send is bound by its encode and has room for the
+/// stores (v27, 2x H200, 4096 tokens: 221.1 -> 218.0 us uniform, 274.6 -> 249.7 skewed with the
+/// copy grid of `FP8_PLACED_COPY_PER_SM`; 204.4 / 259.9 with a copy block per SM). Not BF16: its
+/// send is at the NVLink ceiling already, and four rows of 14 KB a token made its send blocks live
+/// longer (4096 tokens 288-291 -> 332-334 us; with 256-thread sends and copy blocks 301.5, with
+/// fewer copy blocks 300-590), except in a lean round (`lean`, comm/path.rs `lean_dispatch`), whose
+/// send has the registers to spare and whose copy-out sets the pace (v29). MXFP4 and NVFP4 not
+/// measured: not. `EP_CUDA_OWN_ROWS` overrides it (0: never, 1: every format).
 fn places_own_rows(format: Format, lean: bool) -> bool {
     static SET: OnceLock<Option<usize>> = OnceLock::new();
     tokens_from_env(&SET, "EP_CUDA_OWN_ROWS").map_or(format == Format::Fp8 || lean, |n| n != 0)
 }
 
 /// Whether an overlapped round launches the copy-out again after the send, on every SM, to take
-/// the messages the copy-out beside the send has not (dispatch/copy_out.cu, ep_dispatch_copy_messages).
-/// `EP_CUDA_COPY_HELPERS=0` turns it off.
+/// the messages the copy-out beside the send has not (dispatch/copy_out.cu,
+/// ep_dispatch_copy_messages). `EP_CUDA_COPY_HELPERS=0` turns it off.
 fn copy_helpers() -> bool {
     static SET: OnceLock<Option<usize>> = OnceLock::new();
     tokens_from_env(&SET, "EP_CUDA_COPY_HELPERS").is_none_or(|n| n != 0)
 }
 
 /// How long an overlapped round's send blocks wait for the layout before they send the rank's own
-/// messages as messages instead of writing their rows (dispatch/copy_out.cu, `ep_place_own_rows`): by
-/// default not at all, they look once, so the blocks that run before the layout is there lose no
-/// time; at small sizes every block may run before it. `EP_CUDA_OWN_ROWS_WAIT_NS` sets a wait,
-/// for tests that must take the rows path whatever the timing (the wait is bounded: a layout that
-/// never comes costs the time, then the message goes as a message).
+/// messages as messages instead of writing their rows (dispatch/copy_out.cu, `ep_place_own_rows`):
+/// by default not at all, they look once, so the blocks that run before the layout is there lose no
+/// time; at small sizes every block may run before it. `EP_CUDA_OWN_ROWS_WAIT_NS` sets a wait, for
+/// tests that must take the rows path whatever the timing (the wait is bounded: a layout that never
+/// comes costs the time, then the message goes as a message).
 fn own_rows_wait_ns() -> u64 {
     static WAIT: OnceLock<Option<usize>> = OnceLock::new();
     tokens_from_env(&WAIT, "EP_CUDA_OWN_ROWS_WAIT_NS").unwrap_or(0) as u64
@@ -489,8 +489,8 @@ impl CudaComm {
         Ok(())
     }
 
-    /// The whole dispatch in one launch (`ep_dispatch_single` in dispatch/single.cu): a persistent grid
-    /// no larger than the GPU holds at once, a block per token up to that and one that counts.
+    /// The whole dispatch in one launch (`ep_dispatch_single` in dispatch/single.cu): a persistent
+    /// grid no larger than the GPU holds at once, a block per token up to that and one that counts.
     fn issue_dispatch_single(&self) -> Result<()> {
         let cfg = &self.cfg;
         let b = self.bufs();
@@ -684,10 +684,11 @@ impl CudaComm {
         self.round.n_tokens.max(least).min(cfg.max_tokens_per_rank)
     }
 
-    /// The copy-out into the per-expert layout (dispatch/copy_out.cu): `ep_dispatch_copy_out` on the main
-    /// stream (a block per possible message, per possible padding row, per shared-expert row; the
-    /// last two kinds alone for `Tail`), or the overlapped round's `ep_dispatch_copy_messages` on
-    /// the copy stream, whose parameters are the first of `ep_dispatch_copy_out`'s.
+    /// The copy-out into the per-expert layout (dispatch/copy_out.cu): `ep_dispatch_copy_out` on
+    /// the main stream (a block per possible message, per possible padding row, per shared-expert
+    /// row; the last two kinds alone for `Tail`), or the overlapped round's
+    /// `ep_dispatch_copy_messages` on the copy stream, whose parameters are the first of
+    /// `ep_dispatch_copy_out`'s.
     fn issue_copy(&self, what: CopyOut, slice_ns: u64) -> Result<()> {
         let cfg = &self.cfg;
         let b = self.bufs();
@@ -773,8 +774,8 @@ impl CudaComm {
 mod tests {
     use super::*;
 
-    /// The chunked assign's shape is dispatch/assign.cu's: the grid, the threads and the shared memory
-    /// the host gives it follow from these.
+    /// The chunked assign's shape is dispatch/assign.cu's: the grid, the threads and the shared
+    /// memory the host gives it follow from these.
     #[test]
     fn assign_shape_matches_dispatch_cu() {
         let defined = |name: &str| crate::kernels::tests::defined(crate::kernels::DISPATCH, name);

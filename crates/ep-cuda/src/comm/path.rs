@@ -38,7 +38,7 @@ const SINGLE_DISPATCH_MAX_TOKENS: usize = 128;
 const SINGLE_DISPATCH_MAX_TOKENS_SHARED_GPU: usize = 1;
 
 /// From this many tokens on a rank, a dispatch inside one node overlaps its copy-out with the
-/// transfer (dispatch/wire.cu: the counts go out before the payload, each message is marked landed, a
+/// transfer (dispatch/wire.cu: the counts go out before the payload, each message marked landed, a
 /// persistent copy-out grid on a second stream expands messages as they land). Measured on 2x
 /// H200 (docs/perf.md, v14): 4096 tokens BF16 13% faster in the sweep (FP8 within 1% there, 9%
 /// faster measured alone); 1024 tokens within a few percent either way, 512 tokens 10% slower.
@@ -294,7 +294,7 @@ impl CudaComm {
         self.cfg.n_nodes == 1 && self.round.n_tokens <= ll_max_tokens()
     }
 
-    /// This overlapped round's send and copy-out leave each other room (dispatch/send.cu and copy_out.cu,
+    /// This overlapped round's send and copy-out leave each other room (kernels/dispatch/:
     /// `ep_dispatch_send_lean` and `ep_dispatch_copy_lean`: 32 and 48 registers a thread, so a
     /// copy block sits beside two send blocks), and the send blocks write the rank's own rows
     /// (`places_own_rows`). With the registers, the send runs near the NVLink ceiling and the
