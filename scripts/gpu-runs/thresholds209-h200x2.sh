@@ -29,5 +29,10 @@ timeout 200 ./ep-gpu bench --backend cuda --sweep --passes 1 --max-tokens 4096 -
 if [ -x tail/ep-gpu ]; then
   ab 3 "2 512 fp8" "2 1024 fp8" "2 768 fp8" -- k-head:. l-tail:tail m-tail20:tail,EP_CUDA_SEND_TAIL_NS=20000
 fi
+# v51: the overlapped path for FP8 at 512-1024 tokens (OVERLAP_MIN_TOKENS is 2048 for FP8 from v20's 2x H200 A/B, when
+# 512 tokens were 1-12 us slower overlapped; since then v48 runs the layout's wait beside the assign, so the send blocks
+# find the layout from the start): on 2x H200 the copy-out then expands the peer's messages while the NVLink transfer
+# runs, where layout-first expands them after it (v41's breakdown at 512 FP8: copy-out 15.1 us after the send).
+ab 3 "2 512 fp8" "2 768 fp8" "2 1024 fp8" "2 1024 fp8 --skewed" -- n-head:. o-overlap:.,EP_CUDA_OVERLAP_MIN_TOKENS=512
 cat $OUT/rc.txt
 summary | tee $OUT/summary.txt
