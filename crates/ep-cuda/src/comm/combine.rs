@@ -125,7 +125,7 @@ impl CudaComm {
             ordered.push(&b.msg_rows.ptr);
             ordered.push(&sc.max_t);
             let most = (cfg.n_ranks() * cfg.max_tokens_per_rank).max(1) as u32;
-            self.launch(
+            self.launch_first(
                 "ep_combine_send_ordered",
                 grid.min(most),
                 THREADS,
@@ -133,7 +133,7 @@ impl CudaComm {
                 &ordered,
             )?;
         } else {
-            self.launch("ep_combine_send", grid, THREADS, 0, &send)?;
+            self.launch_first("ep_combine_send", grid, THREADS, 0, &send)?;
         }
         if reduce_beside {
             self.join_copy_stream()?;
@@ -399,7 +399,16 @@ impl CudaComm {
             &self.cseq,
             &b.c_mark_ptrs.ptr,
         ];
-        self.launch_fn(name, f, false, grid, SEND_THREADS, smem, &args)
+        // A phase's first kernel (`launch_first`).
+        self.launch_fn(
+            name,
+            f,
+            self.chained_first(),
+            grid,
+            SEND_THREADS,
+            smem,
+            &args,
+        )
     }
 
     /// The reduction (or unreduced layout) and the epilogue, into the device output buffers;

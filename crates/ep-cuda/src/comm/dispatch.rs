@@ -351,7 +351,7 @@ impl CudaComm {
             self.fork_copy_stream()?;
             self.launch_dispatch_wait(LayoutWait::Beside, self.first_slice_ns())?;
         }
-        self.launch(
+        self.launch_first(
             assign,
             grid as u32,
             threads,
@@ -575,7 +575,7 @@ impl CudaComm {
             &(self.ll_combine() as i32),
             &(self.marked_combine() as i32),
         ];
-        self.launch(kernel, grid, SEND_THREADS, smem, &args)
+        self.launch_first(kernel, grid, SEND_THREADS, smem, &args)
     }
 
     /// One slice of the wait and the copy-out into the per-expert layout (which does nothing

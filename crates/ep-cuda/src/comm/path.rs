@@ -326,6 +326,15 @@ impl CudaComm {
         !off && self.k().chained_launches
     }
 
+    /// Whether a phase's first kernel goes chained to what the stream ran before the phase
+    /// (`launch_first`); `EP_CUDA_CHAINED_FIRST=0` turns it off (and `EP_CUDA_CHAINED_LAUNCH=0`
+    /// every chained launch).
+    pub(super) fn chained_first(&self) -> bool {
+        static OFF: OnceLock<bool> = OnceLock::new();
+        let off = *OFF.get_or_init(|| number_from_env("EP_CUDA_CHAINED_FIRST") == Some(0));
+        !off && self.chained_launches()
+    }
+
     fn single_launch(&self, max_tokens: usize) -> bool {
         self.persistent_grids() && max_tokens > 0 && self.round.n_tokens <= max_tokens
     }

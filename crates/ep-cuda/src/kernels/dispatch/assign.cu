@@ -372,6 +372,7 @@ extern "C" __global__ void ep_assign_slots(const int* ids, int n_tokens, int top
                                            int n_ranks, int rank, int skip_a2a, int* slots, int* rank_slots,
                                            u32* chunk_base, u64* sent, u32* msgs_to, int early, u32* ticket,
                                            const u64* count_ptrs, int marked, int ll) {
+    ep_await_prior_grid(); // a phase's first kernel, launched chained (comm/mod.rs, `launch_first`)
     ep_release_dependents(); // the send blocks may fetch their rows meanwhile (ep_dispatch_send_body)
     EP_STAMPS
     ep_assign_block(ids, n_tokens, top_k, n_experts, n_local, n_ranks, rank, skip_a2a, slots, rank_slots, sent,
@@ -393,6 +394,7 @@ extern "C" __global__ void __launch_bounds__(EP_ASSIGN_THREADS)
     ep_assign_chunks(const int* ids, int n_tokens, int top_k, int n_experts, int n_local, int n_ranks, int rank,
                     int skip_a2a, int* slots, int* rank_slots, u32* chunk_base, u64* sent, u32* msgs_to, int early,
                     u32* ticket, const u64* count_ptrs, int marked, int ll) {
+    ep_await_prior_grid();   // as ep_assign_slots
     ep_release_dependents(); // as ep_assign_slots
     EP_STAMPS
     ep_assign_chunk(ids, n_tokens, top_k, n_experts, n_local, n_ranks, rank, skip_a2a, slots, rank_slots, chunk_base);
