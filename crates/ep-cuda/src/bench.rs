@@ -1,5 +1,5 @@
-//! What `ep bench` measures on GPUs, all with device events: device-resident rounds of this
-//! backend (inputs loaded once, no host copies inside the timed region), the copy ceiling
+//! What `ep bench` measures on GPUs, on the device's clocks ([`Timing`]): device-resident rounds
+//! of this backend (inputs loaded once, no host copies inside the timed region), the copy ceiling
 //! between the same GPUs, and the baseline a user would otherwise pick: an all-to-all dispatcher
 //! built on NCCL grouped send/recv with its local permute and unpermute.
 
@@ -14,7 +14,7 @@ use ndarray::{Array2, ArrayView2};
 
 use crate::comm::CudaComm;
 use crate::driver::cuda;
-use crate::kernels::{launch, KernelArg, Kernels};
+use crate::kernels::{launch, launch_ex, KernelArg, Kernels};
 use crate::memory::DevBuf;
 use crate::world::{buffers_of, RankBuffers};
 
@@ -29,9 +29,51 @@ pub struct PhaseTimes {
     pub combine_async_ms: Option<f32>,
 }
 
+/// How a phase is timed (each phase, the floors' kernels and the NCCL baseline's alike, starts
+/// behind a [`StartGate`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Timing {
+    /// Device events: one recorded after the gate, one after the phase. The committed sweeps'
+    /// convention. The event between the gate and the phase holds the phase's first launch back
+    /// until it is written: on one H100 the first block starts 3.1 µs after the gate's end, 1.7
+    /// with no event between, 0.7 chained (docs/perf.md, v52).
+    #[default]
+    Events,
+    /// As a phase runs in a model's step, right behind the kernel before it: from the gate's end
+    /// (%globaltimer, written by the gate) to the time at which a kernel chained after the phase
+    /// (`ep_bench_stamp`) finds its work complete. The phase's first kernel goes chained where
+    /// it would in a step (`EP_CUDA_CHAINED_FIRST`); the baseline's own kernels go chained too.
+    Step,
+}
+
 fn timing_event(ctx: &Arc<CudaContext>) -> Result<CudaEvent> {
     ctx.new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
         .map_err(cuda)
+}
+
+/// A [`StartGate`]'s words per rank beyond its flags: the timeout word, two gate ends, two phase
+/// ends.
+const GATE_WORDS: usize = 5;
+
+/// One rank's gate words, read after its stream finished ([`StartGate::check`]).
+pub(crate) struct GateWords {
+    flags: Vec<u64>,
+    n: usize,
+}
+
+impl GateWords {
+    /// Under [`Timing::Step`]: the phase behind gate `epoch` (one of the rank's last two), from
+    /// the gate's end to its `ep_bench_stamp`, in ms.
+    pub(crate) fn step_ms(&self, epoch: u64) -> Result<f32> {
+        let at = |w: usize| self.flags[self.n + w + (epoch % 2) as usize];
+        let (start, end) = (at(1), at(3));
+        if end <= start {
+            return Err(EpError::Backend(format!(
+                "ep bench: gate {epoch}'s phase has no end stamp after its start ({end} <= {start} ns)"
+            )));
+        }
+        Ok((end - start) as f32 * 1e-6)
+    }
 }
 
 /// The mark a probed round records after each start gate.
@@ -46,9 +88,9 @@ const GATE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The start of a timed phase on every rank (`ep_bench_gate` in bench.cu): each rank's stream
 /// holds until every rank has reached the gate, then [`GATE_HOLD`] longer. Each rank owns
-/// `n + 3` u64 words on its device (a flag per peer, a "peer never came" word, then under
-/// EP_CUDA_TRACE the %globaltimer at which its last two gates let their phases go), and a table
-/// of every rank's flags. Each rank's gates are numbered 1, 2, ... here, so every rank's n-th
+/// `n + 5` u64 words on its device (a flag per peer, a "peer never came" word, the %globaltimer
+/// at which its last two gates let their phases go, then at which those phases ended under
+/// [`Timing::Step`]; by the gate's number, odd or even), and a table of every rank's flags. Each rank's gates are numbered 1, 2, ... here, so every rank's n-th
 /// gate meets every other rank's n-th.
 pub(crate) struct StartGate {
     flags: Vec<DevBuf>,
@@ -151,7 +193,7 @@ impl StartGate {
         let flags: Vec<DevBuf> = kernels
             .iter()
             .map(|k| {
-                let b = DevBuf::new(&k.ctx, (n + 3) * 8)?;
+                let b = DevBuf::new(&k.ctx, (n + GATE_WORDS) * 8)?;
                 b.fill(0)?;
                 Ok(b)
             })
@@ -196,6 +238,25 @@ impl StartGate {
     /// The next epoch of rank `rank`'s flags (1, 2, ...).
     fn next_epoch(&self, rank: usize) -> u64 {
         self.queued[rank].fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1
+    }
+
+    /// The epoch of rank `rank`'s last gate queued.
+    pub(crate) fn last_epoch(&self, rank: usize) -> u64 {
+        self.queued[rank].load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Under [`Timing::Step`], after the phase behind rank `rank`'s last gate: `ep_bench_stamp`,
+    /// chained where the device takes it, writes when the phase's work is complete (a later
+    /// stamp for the same gate overwrites it). Returns the gate's epoch, for
+    /// [`GateWords::step_ms`].
+    pub(crate) fn stamp_end(&self, rank: usize, stream: &CudaStream) -> Result<u64> {
+        let n = self.kernels.len() as u64;
+        let epoch = self.last_epoch(rank);
+        let at = self.flags[rank].ptr + (n + 3 + epoch % 2) * 8;
+        let k = &self.kernels[rank];
+        let f = k.get("ep_bench_stamp");
+        launch_ex(stream, f, 1, 32, 0, &[&at], k.chained_launches)?;
+        Ok(epoch)
     }
 
     /// Queues rank `rank`'s next gate on `stream`, after the evict and, under EP_BENCH_REWARM,
@@ -247,10 +308,11 @@ impl StartGate {
         )
     }
 
-    /// After the stream finished: an error when one of rank `rank`'s gates timed out.
-    pub(crate) fn check(&self, rank: usize, stream: &Arc<CudaStream>) -> Result<()> {
+    /// After the stream finished: an error when one of rank `rank`'s gates timed out; else the
+    /// rank's words, for the step times of its last two phases.
+    pub(crate) fn check(&self, rank: usize, stream: &Arc<CudaStream>) -> Result<GateWords> {
         let n = self.kernels.len();
-        let mut flags = vec![0u64; n + 3];
+        let mut flags = vec![0u64; n + GATE_WORDS];
         self.flags[rank].download(&mut flags, stream)?;
         if std::env::var_os("EP_CUDA_TRACE").is_some() {
             // For scripts/trace_summary.py: when this rank's last two gates ended.
@@ -266,7 +328,7 @@ impl StartGate {
                 "ep bench: rank {rank}'s start gate waited {GATE_TIMEOUT:?} for a peer"
             )));
         }
-        Ok(())
+        Ok(GateWords { flags, n })
     }
 }
 
@@ -290,51 +352,76 @@ impl CudaComm {
     }
 
     /// One dispatch and one combine on the loaded inputs, each phase started behind the
-    /// device-side gate (`StartGate`), so the events time the phase's device work.
-    pub fn bench_round(&mut self) -> Result<PhaseTimes> {
+    /// device-side gate (`StartGate`) and timed as `timing` says, so the times are the phase's
+    /// device work.
+    pub fn bench_round(&mut self, timing: Timing) -> Result<PhaseTimes> {
         let ctx = Arc::clone(self.stream_ref().context());
         let e: Vec<CudaEvent> = (0..6).map(|_| timing_event(&ctx)).collect::<Result<_>>()?;
         let s = Arc::clone(self.stream_ref());
+        let events = timing == Timing::Events;
+        // A phase's start (events only: under step timing the gate stamps it) and its end (an
+        // event, or `ep_bench_stamp`), each queued before the host waits on the stream.
+        let start = |i: usize| -> Result<()> {
+            if events {
+                e[i].record(&s).map_err(cuda)?;
+            }
+            Ok(())
+        };
+        let end = |c: &CudaComm, i: usize| -> Result<()> {
+            match timing {
+                Timing::Events => e[i].record(&s).map_err(cuda),
+                Timing::Step => c.world().gate.stamp_end(c.rank(), &s).map(|_| ()),
+            }
+        };
         // The async parts' ends only in probed rounds: where the wait is a kernel of its own, the
         // event would sit between two of the phase's kernels and lengthen the gap between them
         // (~3 µs on H200), which a caller's dispatch_async + dispatch_wait never has.
-        let time_async = self.probing();
+        let time_async = self.probing() && events;
         self.start_gate()?;
-        e[0].record(&s).map_err(cuda)?;
+        let dispatch_gate = self.world().gate.last_epoch(self.rank());
+        start(0)?;
         self.issue_dispatch_send()?;
         if time_async {
-            e[1].record(&s).map_err(cuda)?;
+            start(1)?;
         }
-        // The end events are recorded with each slice of the wait, so the last one counts; a
+        // The ends are queued with each slice of the wait, so the last one counts; a
         // single-launch phase's first slice is its one kernel, an overlapped dispatch's is issued
         // with the send.
         let issued = self.dispatch_wait_issued();
         if issued {
-            e[2].record(&s).map_err(cuda)?;
+            end(self, 2)?;
         }
         self.wait_sliced(Phase::Dispatch, issued, &mut |c, slice| {
             c.issue_dispatch_wait(slice)?;
-            e[2].record(&s).map_err(cuda)
+            end(c, 2)
         })?;
         // The combine's grid from the rows the dispatch produced, as a caller's combine_async has
         // them from dispatch_wait (the wait synchronised: the read is outside both phases).
         let rows = self.rows_received()?;
         self.start_gate()?;
-        e[3].record(&s).map_err(cuda)?;
+        let combine_gate = self.world().gate.last_epoch(self.rank());
+        start(3)?;
         self.issue_combine_send(rows)?;
         if time_async {
-            e[4].record(&s).map_err(cuda)?;
+            start(4)?;
         }
         let issued = self.combine_wait_issued();
         if issued {
-            e[5].record(&s).map_err(cuda)?;
+            end(self, 5)?;
         }
         self.wait_sliced(Phase::Combine, issued, &mut |c, slice| {
             c.issue_combine_wait(slice)?;
             c.issue_combine_output()?;
-            e[5].record(&s).map_err(cuda)
+            end(c, 5)
         })?;
-        self.world().gate.check(self.rank(), &s)?;
+        let words = self.world().gate.check(self.rank(), &s)?;
+        if timing == Timing::Step {
+            return Ok(PhaseTimes {
+                dispatch_ms: words.step_ms(dispatch_gate)?,
+                combine_ms: words.step_ms(combine_gate)?,
+                ..Default::default()
+            });
+        }
         let ms = |a: usize, b: usize| e[a].elapsed_ms(&e[b]).map_err(cuda);
         Ok(PhaseTimes {
             dispatch_ms: ms(0, 2)?,
@@ -357,7 +444,7 @@ impl CudaComm {
     /// records lengthen host-bound rounds a little).
     pub fn bench_round_probed(&mut self) -> Result<(PhaseTimes, Vec<(&'static str, f32)>)> {
         self.set_probe(true);
-        let times = self.bench_round();
+        let times = self.bench_round(Timing::Events);
         let events = self.set_probe(false);
         let times = times?;
         // The gate's own span is not a step of the round.
@@ -407,12 +494,14 @@ pub(crate) fn median<T: Copy + PartialOrd>(mut v: Vec<T>) -> T {
 
 /// Times 16-byte copy kernels of `bytes`: from GPU 0 to GPU 1, inside GPU 0, and an all-to-all
 /// among the first `gpus` GPUs (median of `iters` after a warm-up); and the latency floors
-/// ([`Floors`]) among those GPUs with a row of `row_bytes` (rounded up to 16).
+/// ([`Floors`]) among those GPUs with a row of `row_bytes` (rounded up to 16), timed as `timing`
+/// times the phases.
 pub fn measure_ceilings(
     bytes: usize,
     iters: usize,
     gpus: usize,
     row_bytes: usize,
+    timing: Timing,
 ) -> Result<Ceilings> {
     let n = crate::driver::device_count()?.min(gpus.max(1));
     let ks: Vec<Arc<Kernels>> = (0..n)
@@ -462,7 +551,10 @@ pub fn measure_ceilings(
         let floor = |kernel: FloorKernel| -> Result<f64> {
             // Short and noisy next to the copies: more samples.
             let n = iters * 5;
-            Ok(a.time(n, |g, stream| a.floor_kernel(g, stream, kernel))? * 1e3)
+            let chained = timing == Timing::Step;
+            Ok(a.time(n, timing, |g, stream| {
+                a.floor_kernel(g, stream, kernel, chained)
+            })? * 1e3)
         };
         let floors = Floors {
             empty_kernel_us: floor(FloorKernel::Nothing)?,
@@ -553,9 +645,14 @@ impl<'a> AllToAll<'a> {
         })
     }
 
-    /// `work` on every GPU's stream behind a shared start gate, timed by events around it: the
+    /// `work` on every GPU's stream behind a shared start gate, timed as `timing` says: the
     /// slowest GPU's ms, median of `iters` after a warm-up.
-    fn time(&self, iters: usize, work: impl Fn(usize, &CudaStream) -> Result<()>) -> Result<f64> {
+    fn time(
+        &self,
+        iters: usize,
+        timing: Timing,
+        work: impl Fn(usize, &CudaStream) -> Result<()>,
+    ) -> Result<f64> {
         let n = self.ks.len();
         let mut slowest = Vec::new();
         for i in 0..=iters {
@@ -563,18 +660,27 @@ impl<'a> AllToAll<'a> {
             for g in 0..n {
                 let ctx = &self.ks[g].ctx;
                 let (a, b) = (timing_event(ctx)?, timing_event(ctx)?);
-                self.gate.launch(g, &self.streams[g], None)?;
-                a.record(&self.streams[g]).map_err(cuda)?;
-                work(g, &self.streams[g])?;
-                b.record(&self.streams[g]).map_err(cuda)?;
-                marks.push((a, b));
+                let stream = &self.streams[g];
+                self.gate.launch(g, stream, None)?;
+                if timing == Timing::Events {
+                    a.record(stream).map_err(cuda)?;
+                }
+                work(g, stream)?;
+                let epoch = match timing {
+                    Timing::Events => b.record(stream).map_err(cuda).map(|_| 0)?,
+                    Timing::Step => self.gate.stamp_end(g, stream)?,
+                };
+                marks.push((a, b, epoch));
             }
             let mut worst = 0f32;
-            for (g, (a, b)) in marks.iter().enumerate() {
+            for (g, (a, b, epoch)) in marks.iter().enumerate() {
                 self.streams[g].synchronize().map_err(cuda)?;
-                self.gate.check(g, &self.streams[g])?;
+                let words = self.gate.check(g, &self.streams[g])?;
                 self.flags.check(g, &self.streams[g])?;
-                worst = worst.max(a.elapsed_ms(b).map_err(cuda)?);
+                worst = worst.max(match timing {
+                    Timing::Events => a.elapsed_ms(b).map_err(cuda)?,
+                    Timing::Step => words.step_ms(*epoch)?,
+                });
             }
             if i > 0 {
                 slowest.push(worst);
@@ -588,7 +694,7 @@ impl<'a> AllToAll<'a> {
         let peers = self.ks.len() - 1;
         let (slice16, n_peers) = ((self.slice / 16) as u64, peers as i32);
         let grid = (sms * 4).div_ceil(peers as u32) * peers as u32;
-        let ms = self.time(iters, |g, stream| {
+        let ms = self.time(iters, Timing::Events, |g, stream| {
             launch(
                 stream,
                 self.ks[g].get("ep_copy_to_peers"),
@@ -606,11 +712,20 @@ impl<'a> AllToAll<'a> {
         Ok((self.slice * peers) as f64 / (ms * 1e-3) / 1e9)
     }
 
-    /// One block of a floor kernel (bench.cu) on GPU `g`.
-    fn floor_kernel(&self, g: usize, stream: &CudaStream, kernel: FloorKernel) -> Result<()> {
+    /// One block of a floor kernel (bench.cu) on GPU `g`, chained (as a phase's first kernel
+    /// under [`Timing::Step`]) where `chained`.
+    fn floor_kernel(
+        &self,
+        g: usize,
+        stream: &CudaStream,
+        kernel: FloorKernel,
+        chained: bool,
+    ) -> Result<()> {
+        let chained = chained && self.ks[g].chained_launches;
         let row_bytes = match kernel {
             FloorKernel::Nothing => {
-                return launch(stream, self.ks[g].get("ep_bench_nothing"), 1, 32, 0, &[])
+                let f = self.ks[g].get("ep_bench_nothing");
+                return launch_ex(stream, f, 1, 32, 0, &[], chained);
             }
             FloorKernel::Exchange { row_bytes } => row_bytes,
         };
@@ -620,7 +735,7 @@ impl<'a> AllToAll<'a> {
             (row_bytes.min(self.slice) / 16) as u64,
         );
         let (epoch, timeout) = (self.flags.next_epoch(g), GATE_TIMEOUT.as_nanos() as u64);
-        launch(
+        launch_ex(
             stream,
             f,
             1,
@@ -636,6 +751,7 @@ impl<'a> AllToAll<'a> {
                 &epoch,
                 &timeout,
             ],
+            chained,
         )
     }
 }
@@ -938,6 +1054,7 @@ impl NcclBaseline {
     }
 
     /// `dst` row i = `src` row `index[i]`, for `n` rows of `row_bytes`, on `r`'s stream.
+    /// Chained (as [`Timing::Step`] launches the baseline's kernels) where `chained`.
     fn gather(
         r: &NcclRank,
         src: &DevBuf,
@@ -945,15 +1062,17 @@ impl NcclBaseline {
         index: &DevBuf,
         n: usize,
         row_bytes: usize,
+        chained: bool,
     ) -> Result<()> {
         let rb = row_bytes as u64;
-        launch(
+        launch_ex(
             &r.stream,
             r.k.get("ep_gather_rows"),
             n as u32,
             128,
             0,
             &[&src.ptr, &dst.ptr, &index.ptr, &rb],
+            chained && r.k.chained_launches,
         )
     }
 
@@ -965,35 +1084,68 @@ impl NcclBaseline {
         Ok(())
     }
 
-    /// One dispatch and one combine; per rank (dispatch ms, combine ms).
-    pub fn round(&mut self) -> Result<Vec<(f32, f32)>> {
+    /// One dispatch and one combine, timed as `timing` says; per rank (dispatch ms, combine
+    /// ms).
+    pub fn round(&mut self, timing: Timing) -> Result<Vec<(f32, f32)>> {
         let ev = |r: &NcclRank| -> Result<Vec<CudaEvent>> {
             (0..4).map(|_| timing_event(&r.ctx)).collect()
         };
         let events: Vec<Vec<CudaEvent>> = self.ranks.iter().map(ev).collect::<Result<_>>()?;
+        let step = timing == Timing::Step;
+        let record = |r: &NcclRank, e: &CudaEvent| -> Result<()> {
+            if !step {
+                e.record(&r.stream).map_err(cuda)?;
+            }
+            Ok(())
+        };
+        let stamp = |i: usize, r: &NcclRank| -> Result<()> {
+            if step {
+                self.gate.stamp_end(i, &r.stream)?;
+            }
+            Ok(())
+        };
         let (rb, hb) = (self.row_bytes, self.hidden * 2);
         self.start_gates()?;
+        let dispatch_gate = self.gate.last_epoch(0);
         for (r, e) in self.ranks.iter().zip(&events) {
-            e[0].record(&r.stream).map_err(cuda)?;
-            Self::gather(r, &r.tokens, &r.send, &r.send_index, r.n_send, rb)?;
+            record(r, &e[0])?;
+            Self::gather(r, &r.tokens, &r.send, &r.send_index, r.n_send, rb, step)?;
         }
         self.all_to_all(
             |r| (r.send.ptr, r.recv.ptr, r.to.clone(), r.from.clone()),
             rb,
         )?;
-        for (r, e) in self.ranks.iter().zip(&events) {
+        for (i, (r, e)) in self.ranks.iter().zip(&events).enumerate() {
             // Unpermute into per-expert rows: the expert GEMM's input.
-            Self::gather(r, &r.recv, &r.expert_in, &r.expand_index, r.n_expand, rb)?;
-            e[1].record(&r.stream).map_err(cuda)?;
+            Self::gather(
+                r,
+                &r.recv,
+                &r.expert_in,
+                &r.expand_index,
+                r.n_expand,
+                rb,
+                step,
+            )?;
+            record(r, &e[1])?;
+            stamp(i, r)?;
         }
         for r in &self.ranks {
             r.stream.synchronize().map_err(cuda)?;
         }
         self.start_gates()?;
+        let combine_gate = self.gate.last_epoch(0);
         for (r, e) in self.ranks.iter().zip(&events) {
             // The expert GEMM's bf16 output rows, permuted back per source rank.
-            e[2].record(&r.stream).map_err(cuda)?;
-            Self::gather(r, &r.expert_out, &r.back_send, &r.back_index, r.n_back, hb)?;
+            record(r, &e[2])?;
+            Self::gather(
+                r,
+                &r.expert_out,
+                &r.back_send,
+                &r.back_index,
+                r.n_back,
+                hb,
+                step,
+            )?;
         }
         self.all_to_all(
             |r| {
@@ -1007,7 +1159,7 @@ impl NcclBaseline {
             self.hidden * 2,
         )?;
         let (top_k, hidden) = (self.top_k as i32, self.hidden as i32);
-        for (r, e) in self.ranks.iter().zip(&events) {
+        for (i, (r, e)) in self.ranks.iter().zip(&events).enumerate() {
             let args: [&dyn KernelArg; 6] = [
                 &r.back_recv.ptr,
                 &r.reduce_index.ptr,
@@ -1016,24 +1168,30 @@ impl NcclBaseline {
                 &hidden,
                 &r.out.ptr,
             ];
-            launch(
+            launch_ex(
                 &r.stream,
                 r.k.get("ep_weighted_rows"),
                 r.n_tokens as u32,
                 128,
                 0,
                 &args,
+                step && r.k.chained_launches,
             )?;
-            e[3].record(&r.stream).map_err(cuda)?;
+            record(r, &e[3])?;
+            stamp(i, r)?;
         }
         let mut out = Vec::new();
         for (i, (r, e)) in self.ranks.iter().zip(&events).enumerate() {
             r.stream.synchronize().map_err(cuda)?;
-            self.gate.check(i, &r.stream)?;
-            out.push((
-                e[0].elapsed_ms(&e[1]).map_err(cuda)?,
-                e[2].elapsed_ms(&e[3]).map_err(cuda)?,
-            ));
+            let words = self.gate.check(i, &r.stream)?;
+            out.push(if step {
+                (words.step_ms(dispatch_gate)?, words.step_ms(combine_gate)?)
+            } else {
+                (
+                    e[0].elapsed_ms(&e[1]).map_err(cuda)?,
+                    e[2].elapsed_ms(&e[3]).map_err(cuda)?,
+                )
+            });
         }
         Ok(out)
     }
@@ -1054,6 +1212,28 @@ impl Drop for NcclBaseline {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A step time is the phase's end stamp less its gate's end, both picked by the gate's
+    /// number (odd or even) from the words after the n flags and the timeout word; a phase
+    /// whose end is not after its gate's (no stamp this round) is an error, not a time.
+    #[test]
+    fn step_ms_reads_the_gate_and_the_phase_end() {
+        let n = 2;
+        // flags, timeout, gate ends (even, odd epochs), phase ends (even, odd).
+        let words = GateWords {
+            flags: vec![9, 9, 0, 1_000_000, 2_000_000, 1_007_700, 2_005_400],
+            n,
+        };
+        assert!((words.step_ms(4).unwrap() - 0.0077).abs() < 1e-7);
+        assert!((words.step_ms(5).unwrap() - 0.0054).abs() < 1e-7);
+        let stale = GateWords {
+            flags: vec![9, 9, 0, 3_000_000, 2_000_000, 1_007_700, 2_005_400],
+            n,
+        };
+        let e = stale.step_ms(2).unwrap_err().to_string();
+        assert!(e.contains("gate 2's phase has no end stamp"), "{e}");
+        assert!(stale.step_ms(3).is_ok());
+    }
 
     #[test]
     fn evict_setting_reads_the_setting() {

@@ -91,6 +91,7 @@ pub const PROGRAMS: &[(&str, &str, &[&str])] = &[
             "ep_gather_rows",
             "ep_weighted_rows",
             "ep_bench_gate",
+            "ep_bench_stamp",
             "ep_bench_nothing",
             "ep_bench_exchange",
             "ep_bench_read",

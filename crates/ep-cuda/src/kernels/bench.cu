@@ -17,8 +17,10 @@ extern "C" __global__ void ep_copy_to_peers(const uint4* src, const u64* dst_ptr
     for (u64 i = (u64)(blockIdx.x / n_peers) * blockDim.x + threadIdx.x; i < slice16; i += stride) dst[i] = s[i];
 }
 
-// dst row i = src row index[i] (index -1: left alone). One block per row.
+// dst row i = src row index[i] (index -1: left alone). One block per row. (The baseline's kernels
+// wait for the kernel before them first: under step timing they are launched chained, as ours.)
 extern "C" __global__ void ep_gather_rows(const u8* src, u8* dst, const int* index, u64 row_bytes) {
+    ep_await_prior_grid();
     int j = index[blockIdx.x];
     if (j < 0) return;
     ep_block_copy(dst + (u64)blockIdx.x * row_bytes, src + (u64)j * row_bytes, row_bytes);
@@ -27,6 +29,7 @@ extern "C" __global__ void ep_gather_rows(const u8* src, u8* dst, const int* ind
 // out[t] = bf16(sum_k w[t][k] * rows[index[t][k]]), index -1 skipped. One block per token.
 extern "C" __global__ void ep_weighted_rows(const u16* rows, const int* index, const float* w, int top_k, int hidden,
                                             u16* out) {
+    ep_await_prior_grid();
     int t = blockIdx.x;
     for (int c = threadIdx.x; c < hidden; c += blockDim.x) {
         float acc = 0.0f;
@@ -88,21 +91,27 @@ extern "C" __global__ void ep_bench_gate(const u64* flag_ptrs, int rank, int n_r
         __nanosleep(256);
         now = ep_globaltimer();
     }
-#ifdef EP_TRACE
-    // When the phase behind the gate may start, for the host to print after the round
-    // (StartGate::check; a printf here would delay the phase): flags[rank][n_ranks + 1 + epoch % 2].
+    // When the phase behind the gate may start (flags[rank][n_ranks + 1 + epoch % 2]): where step
+    // timing starts the phase (bench.rs, `Timing::Step`), and what traces print (StartGate::check).
     ((u64*)flag_ptrs[rank])[n_ranks + 1 + (epoch & 1)] = now;
-#endif
+}
+
+// The end of a phase under step timing: launched chained after the phase's last kernel, it
+// writes the time at which that kernel's work is complete and visible to the next kernel.
+extern "C" __global__ void ep_bench_stamp(u64* at) {
+    ep_await_prior_grid();
+    *at = ep_globaltimer();
 }
 
 // The latency floors of a phase, timed like one (behind a start gate): a kernel that does
 // nothing, and the least a phase that moves data between ranks does: every rank copies `n16`
 // 16-byte words to each peer (dst_ptrs[j]: its slot there, as ep_copy_to_peers), then the ranks
 // meet without napping. With n16 = 0 it is the flag exchange alone. One block.
-extern "C" __global__ void ep_bench_nothing() {}
+extern "C" __global__ void ep_bench_nothing() { ep_await_prior_grid(); }
 
 extern "C" __global__ void ep_bench_exchange(const uint4* src, const u64* dst_ptrs, u64 n16, const u64* flag_ptrs,
                                              int rank, int n_ranks, u64 epoch, u64 timeout_ns) {
+    ep_await_prior_grid();
     for (int j = 0; j < n_ranks - 1; j++) {
         uint4* dst = (uint4*)dst_ptrs[j];
         for (u64 i = threadIdx.x; i < n16; i += blockDim.x) dst[i] = src[(u64)j * n16 + i];

@@ -60,6 +60,13 @@ pub struct Args {
     /// few extra rounds per scenario): where the time goes.
     #[arg(long)]
     breakdown: bool,
+    /// CUDA: how each phase (and NCCL's, and the floors) is timed behind its start gate.
+    /// `events`: device events after the gate and after the phase (the committed sweeps'). `step`:
+    /// from the gate's end to when a kernel chained after the phase finds it done, the phase's
+    /// first kernel right behind the gate as it runs behind the kernel before it in a model's
+    /// step (the event holds that launch back ~1.4 µs on H100; docs/perf.md, v52).
+    #[arg(long, value_enum, default_value_t = TimingArg::Events)]
+    timing: TimingArg,
     /// Print a result file (the JSON a run writes) as the run printed it, and exit: for runs
     /// whose output stayed on a GPU host.
     #[arg(long, value_name = "JSON", conflicts_with = "sweep")]
@@ -70,6 +77,30 @@ pub struct Args {
     /// of %globaltimer), print it and exit.
     #[arg(long, conflicts_with_all = ["sweep", "print"])]
     probe_signals: bool,
+}
+
+/// `--timing` (ep-cuda's `bench::Timing`).
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum TimingArg {
+    Events,
+    Step,
+}
+
+impl TimingArg {
+    fn name(self) -> &'static str {
+        match self {
+            TimingArg::Events => "events",
+            TimingArg::Step => "step",
+        }
+    }
+
+    #[cfg(feature = "cuda")]
+    fn cuda(self) -> ep::cuda::bench::Timing {
+        match self {
+            TimingArg::Events => ep::cuda::bench::Timing::Events,
+            TimingArg::Step => ep::cuda::bench::Timing::Step,
+        }
+    }
 }
 
 #[derive(Clone, Copy)]
@@ -183,6 +214,9 @@ pub fn main(args: Args) -> Result<ExitCode, String> {
         print_results(rows);
         return Ok(ExitCode::SUCCESS);
     }
+    if args.timing == TimingArg::Step && args.target.backend == BackendKind::Sim {
+        return Err("--timing step times device kernels: it needs --backend cuda".into());
+    }
     let gpus = gpu_names(args.target.backend)?;
     let ranks = args.ranks.unwrap_or(match args.target.backend {
         BackendKind::Cuda => gpus.len(),
@@ -230,13 +264,13 @@ pub fn main(args: Args) -> Result<ExitCode, String> {
             std::thread::available_parallelism().map_or(1, |n| n.get())
         ),
     };
-    let shape = json!({ "ranks": ranks, "hidden": args.hidden, "top_k": args.top_k, "experts": args.experts, "max_tokens_per_rank": args.max_tokens });
+    let shape = json!({ "ranks": ranks, "hidden": args.hidden, "top_k": args.top_k, "experts": args.experts, "max_tokens_per_rank": args.max_tokens, "timing_mode": args.timing.name() });
     println!(
         "{}",
         header(&device, args.target.backend.name(), &shape, scenarios.len())
     );
 
-    let ceiling = measure_ceiling(args.target.backend, ranks, args.hidden)?;
+    let ceiling = measure_ceiling(args.target.backend, ranks, args.hidden, args.timing)?;
     println!("ceiling: {}", ceiling_text(&ceiling));
     let passes = args.passes.max(1);
     let bar = indicatif::ProgressBar::new((scenarios.len() * passes) as u64);
@@ -263,6 +297,7 @@ pub fn main(args: Args) -> Result<ExitCode, String> {
                         args.target.ranks_per_gpu,
                         gpus.len(),
                         probe,
+                        args.timing,
                     )?
                 }
             });
@@ -305,13 +340,20 @@ pub fn main(args: Args) -> Result<ExitCode, String> {
         "experts": args.experts,
         "max_tokens_per_rank": args.max_tokens,
         "bandwidth_convention": "DeepEP: each token row once per destination rank it reaches (own rank included); *_remote leaves the own rank out; GB/s = mean bytes per rank / median time",
-        "timing": timing_convention(args.target.backend),
+        "timing": timing_convention(args.target.backend, args.timing),
+        "timing_mode": args.timing.name(),
         "ceiling": ceiling,
         "scenarios": rows,
     });
     let out = args.out.clone().or_else(|| {
+        // Step-timed sweeps beside the event-timed ones, not over them.
+        let step = if args.timing == TimingArg::Step {
+            "-step"
+        } else {
+            ""
+        };
         args.sweep
-            .then(|| PathBuf::from(format!("bench/results/{device}-{}.json", today())))
+            .then(|| PathBuf::from(format!("bench/results/{device}-{}{step}.json", today())))
     });
     if let Some(path) = out {
         if let Some(dir) = path.parent() {
@@ -402,7 +444,12 @@ fn pairs(cfg: &EpConfig, inputs: &RoundInputs) -> (f64, f64) {
     )
 }
 
-fn measure_ceiling(kind: BackendKind, ranks: usize, hidden: usize) -> Result<Value, String> {
+fn measure_ceiling(
+    kind: BackendKind,
+    ranks: usize,
+    hidden: usize,
+    timing: TimingArg,
+) -> Result<Value, String> {
     match kind {
         BackendKind::Sim => {
             // One thread per rank copying its own 256 MiB, as the ranks would.
@@ -431,8 +478,9 @@ fn measure_ceiling(kind: BackendKind, ranks: usize, hidden: usize) -> Result<Val
         #[cfg(feature = "cuda")]
         BackendKind::Cuda => {
             // A 1-token BF16 row for the row exchange floor.
-            let c = ep::cuda::bench::measure_ceilings(1 << 30, 20, ranks, hidden * 2)
-                .map_err(|e| e.to_string())?;
+            let c =
+                ep::cuda::bench::measure_ceilings(1 << 30, 20, ranks, hidden * 2, timing.cuda())
+                    .map_err(|e| e.to_string())?;
             let mut v = json!({
                 "kind": "16-byte copy kernels, 1 GiB: every GPU of the run pushing an equal share to each other GPU at once (all_to_all, GB/s each GPU sends; the ceiling), GPU0 pushing to GPU1 (p2p, one way) and inside GPU0 (local)",
                 "all_to_all_gbps": c.all_to_all_gbps,
@@ -441,6 +489,7 @@ fn measure_ceiling(kind: BackendKind, ranks: usize, hidden: usize) -> Result<Val
             });
             if let Some(f) = c.floors {
                 v["floors"] = json!({
+                    "timing": timing.name(),
                     "kind": "one block per GPU, timed as a phase (behind the start gate, slowest GPU, median): an empty kernel; every GPU raising a flag at every GPU and waiting for all (flag exchange); the same after copying a BF16 row of hidden to every peer and fencing (row exchange: the least a 1-token dispatch takes)",
                     "empty_kernel_us": f.empty_kernel_us,
                     "flag_exchange_us": f.flag_exchange_us,
@@ -550,6 +599,7 @@ fn measure_cuda(
     ranks_per_gpu: Option<usize>,
     n_gpus: usize,
     probe: bool,
+    timing: TimingArg,
 ) -> Result<Measured, String> {
     use ep::cuda::CudaBackend;
     let warm = 3;
@@ -571,7 +621,7 @@ fn measure_cuda(
             .unwrap_or_else(|e| fail(e));
         let mut times = Vec::new();
         for i in 0..warm + rounds {
-            let t = c.bench_round();
+            let t = c.bench_round(timing.cuda());
             let t = t.unwrap_or_else(|e| fail(e));
             if i >= warm {
                 times.push(t);
@@ -620,7 +670,7 @@ fn measure_cuda(
             .map_err(|e| e.to_string())?;
         let (mut d, mut c) = (Vec::new(), Vec::new());
         for i in 0..warm + rounds {
-            let t = nccl.round().map_err(|e| e.to_string())?;
+            let t = nccl.round(timing.cuda()).map_err(|e| e.to_string())?;
             if i >= warm {
                 d.push(t.iter().map(|x| x.0 as f64 * 1e3).fold(0.0, f64::max));
                 c.push(t.iter().map(|x| x.1 as f64 * 1e3).fold(0.0, f64::max));
@@ -663,6 +713,7 @@ fn measure_cuda(
     _: Option<usize>,
     _: usize,
     _: bool,
+    _: TimingArg,
 ) -> Result<Measured, String> {
     Err("this build has no cuda backend".into())
 }
@@ -773,15 +824,20 @@ fn print_results(rows: &[Value]) {
     }
 }
 
-/// The run's first line, from its device, backend and `shape` (ranks, hidden, top_k, experts).
+/// The run's first line, from its device, backend and `shape` (ranks, hidden, top_k, experts,
+/// and where given the world's tokens and the timing).
 fn header(device: &str, backend: &str, shape: &Value, scenarios: usize) -> String {
     let n = |k: &str| shape[k].as_u64().unwrap_or(0);
     let built_for = match shape["max_tokens_per_rank"].as_u64() {
         Some(t) => format!(" in a world built for {t} tokens per rank"),
         None => String::new(),
     };
+    let step = match shape["timing_mode"].as_str() {
+        Some("step") => ", step timing (--timing step)",
+        _ => "",
+    };
     format!(
-        "ep bench on {device} ({backend} backend): {} ranks, hidden {}, top-{}, {} experts, {scenarios} scenario(s){built_for}",
+        "ep bench on {device} ({backend} backend): {} ranks, hidden {}, top-{}, {} experts, {scenarios} scenario(s){built_for}{step}",
         n("ranks"),
         n("hidden"),
         n("top_k"),
@@ -790,10 +846,11 @@ fn header(device: &str, backend: &str, shape: &Value, scenarios: usize) -> Strin
 }
 
 /// What the times in a result mean, written into it.
-fn timing_convention(kind: BackendKind) -> &'static str {
-    match kind {
-        BackendKind::Sim => "host wall clock of each phase on every rank (slowest rank per round)",
-        _ => "device events around each phase on every rank (slowest rank per round); each phase (NCCL's too) starts behind a device-side gate across ranks with its launches already queued, as in a CUDA-graph-captured step, so host launch cadence and host thread skew are not timed",
+fn timing_convention(kind: BackendKind, timing: TimingArg) -> &'static str {
+    match (kind, timing) {
+        (BackendKind::Sim, _) => "host wall clock of each phase on every rank (slowest rank per round)",
+        (_, TimingArg::Events) => "device events around each phase on every rank (slowest rank per round); each phase (NCCL's too) starts behind a device-side gate across ranks with its launches already queued, as in a CUDA-graph-captured step, so host launch cadence and host thread skew are not timed",
+        (_, TimingArg::Step) => "step timing (--timing step): on every rank (slowest rank per round), from the end of the device-side gate across ranks (%globaltimer, written by the gate) to when a kernel chained after the phase finds the phase's work complete; the phase's first kernel queued right behind the gate (chained, as ep-cuda launches it behind the kernel before it in a model's step), the NCCL baseline's own kernels chained too; no event between the gate and the phase",
     }
 }
 
@@ -857,5 +914,17 @@ mod tests {
             .ends_with("1 scenario(s) in a world built for 256 tokens per rank"));
         let shape = json!({ "ranks": 2, "hidden": 7168, "top_k": 8, "experts": 256, "max_tokens_per_rank": null });
         assert!(header("d", "sim", &shape, 1).ends_with("1 scenario(s)"));
+        let shape = json!({ "ranks": 2, "hidden": 7168, "top_k": 8, "experts": 256, "timing_mode": "step" });
+        assert!(
+            header("d", "cuda", &shape, 1).ends_with("1 scenario(s), step timing (--timing step)")
+        );
+    }
+
+    /// Step timing reads the device's clocks: on the simulator it is refused before anything
+    /// runs.
+    #[test]
+    fn step_timing_needs_a_gpu() {
+        let err = main(args(&["--timing", "step", "--tokens", "1"])).unwrap_err();
+        assert!(err.contains("--timing step times device kernels"), "{err}");
     }
 }
