@@ -92,6 +92,7 @@ pub const PROGRAMS: &[(&str, &str, &[&str])] = &[
             "ep_weighted_rows",
             "ep_bench_gate",
             "ep_bench_stamp",
+            "ep_late_inputs",
             "ep_bench_nothing",
             "ep_bench_exchange",
             "ep_bench_read",

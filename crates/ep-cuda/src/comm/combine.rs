@@ -5,6 +5,7 @@ use ep_core::{CombineInput, Epilogue, Result, RouterWeights};
 
 use std::sync::OnceLock;
 
+use super::late_inputs::Words;
 use super::path::tokens_from_env;
 use super::{contiguous, CudaComm, SEND_THREADS, THREADS, WAIT_THREADS};
 use crate::kernels::KernelArg;
@@ -66,6 +67,11 @@ impl CudaComm {
         }
         if let Some(Epilogue::AddResidual(r)) = input.epilogue {
             b.residual.upload(contiguous(&r.view()).as_ref(), s)?;
+        }
+        // (A test hook: a kernel that writes them late, EP_CUDA_LATE_INPUTS.)
+        if input.weights.is_some() {
+            let n = self.round.n_tokens * self.cfg.top_k;
+            self.late_inputs(&b.weights, n, Words::Bits)?;
         }
         Ok(())
     }

@@ -6,6 +6,7 @@ use std::sync::OnceLock;
 use ep_core::format::TokenFormat;
 use ep_core::{DispatchInput, Format, Result};
 
+use super::late_inputs::Words;
 use super::path::{number_from_env, tokens_from_env, DispatchPath};
 use super::{contiguous, CudaComm, RoundData, SEND_THREADS, THREADS, WAIT_THREADS};
 use crate::kernels::MsgLayout;
@@ -292,6 +293,9 @@ impl CudaComm {
             Some(v) => b.scales_in.upload(contiguous(&v).as_ref(), &self.stream)?,
             None => b.scales_in.upload(&vec![1.0f32; t], &self.stream)?,
         }
+        // (A test hook: a kernel that writes them late, EP_CUDA_LATE_INPUTS.)
+        self.late_inputs(&b.tokens, t * self.cfg.hidden / 2, Words::Bits)?;
+        self.late_inputs(&b.ids, t * self.cfg.top_k, Words::ExpertIds)?;
         let shared = if self.cfg.fused_shared_expert {
             self.cfg.shared_token_range(self.rank, t)
         } else {

@@ -7,7 +7,8 @@
 //!   that choose it;
 //! - `dispatch`: the dispatch's kernels, issued;
 //! - `combine`: the combine's kernels, issued;
-//! - `wait`: the sliced waits and what their status word means.
+//! - `wait`: the sliced waits and what their status word means;
+//! - `late_inputs`: a test hook, the inputs written late by a kernel before the phase.
 
 use std::sync::Arc;
 
@@ -28,6 +29,7 @@ use cudarc::driver::{CudaEvent, CudaFunction};
 
 mod combine;
 mod dispatch;
+mod late_inputs;
 mod path;
 mod wait;
 
@@ -110,6 +112,8 @@ pub struct CudaComm {
     probe: std::cell::RefCell<Option<Vec<(&'static str, CudaEvent)>>>,
     /// Blocks per SM by kernel, block size and shared memory (dispatch.rs, `resident_blocks`).
     resident: std::cell::RefCell<std::collections::HashMap<(&'static str, u32, u32), u32>>,
+    /// Under `EP_CUDA_LATE_INPUTS` (a test hook), the late writer's state.
+    late: Option<late_inputs::LateInputs>,
 }
 
 impl CudaComm {
@@ -126,6 +130,7 @@ impl CudaComm {
             .map_err(cuda)
         };
         let (forked, joined) = (event()?, event()?);
+        let late = late_inputs::LateInputs::from_env(&world.cfg, ctx)?;
         Ok(CudaComm {
             rank,
             sc: Scalars::new(rank, &world.cfg),
@@ -141,6 +146,7 @@ impl CudaComm {
             round: RoundData::default(),
             probe: Default::default(),
             resident: Default::default(),
+            late,
         })
     }
 

@@ -1,0 +1,76 @@
+//! `EP_CUDA_LATE_INPUTS=NS`, a test hook for the chained first kernel (`launch_first`): after a
+//! phase's inputs are uploaded, the kernel a caller's model could run there, one that lets its
+//! dependents launch at once and writes the phase's inputs last (bench.cu, `ep_late_inputs`: each
+//! word changed, then after NS nanoseconds put back). The conformance suite run with it set checks
+//! that every phase's first kernel waits for the kernel before it before it reads its inputs: one
+//! that did not would route or weigh the changed words and miss the oracle.
+
+use cudarc::driver::CudaContext;
+use ep_core::{EpConfig, EpError, Result};
+
+use super::path::number_from_env;
+use super::CudaComm;
+use crate::kernels::launch;
+use crate::memory::DevBuf;
+
+/// How `ep_late_inputs` changes a word while it holds it: an expert id (a non-negative one to
+/// its neighbour, a masked one kept: the kernels take ids as validated), or any other word (its
+/// low bit of each half: a bf16 pair, or an f32 a little off).
+#[derive(Clone, Copy)]
+pub(super) enum Words {
+    ExpertIds = 0,
+    Bits = 1,
+}
+
+/// The hook's state on one rank: how long the late kernel holds the changed words, and where it
+/// keeps the words it changed.
+pub(crate) struct LateInputs {
+    hold_ns: u64,
+    saved: DevBuf,
+}
+
+impl LateInputs {
+    /// The hook where `EP_CUDA_LATE_INPUTS` is set, with room for the largest input it changes
+    /// (the tokens, the ids, the weights).
+    pub(crate) fn from_env(
+        cfg: &EpConfig,
+        ctx: &std::sync::Arc<CudaContext>,
+    ) -> Result<Option<Self>> {
+        let Some(hold_ns) = number_from_env("EP_CUDA_LATE_INPUTS") else {
+            return Ok(None);
+        };
+        if hold_ns == 0 || hold_ns > 10_000_000 {
+            return Err(EpError::Backend(format!(
+                "EP_CUDA_LATE_INPUTS={hold_ns}: expected nanoseconds from 1 to 10000000"
+            )));
+        }
+        let t = cfg.max_tokens_per_rank;
+        let words = (t * cfg.hidden / 2).max(t * cfg.top_k).max(1);
+        Ok(Some(LateInputs {
+            hold_ns: hold_ns as u64,
+            saved: DevBuf::new(ctx, words * 4)?,
+        }))
+    }
+}
+
+impl CudaComm {
+    /// Under `EP_CUDA_LATE_INPUTS`: `ep_late_inputs` on the rank's stream over the first `n`
+    /// 4-byte words of `buf`, launched plain (as a caller's kernel after its own copies).
+    pub(super) fn late_inputs(&self, buf: &DevBuf, n: usize, words: Words) -> Result<()> {
+        let Some(late) = &self.late else {
+            return Ok(());
+        };
+        let n = n.min(buf.len / 4).min(late.saved.len / 4) as u64;
+        let k = self.k().get("ep_late_inputs");
+        let args: [&dyn crate::kernels::KernelArg; 5] = [
+            &buf.ptr,
+            &late.saved.ptr,
+            &n,
+            &(words as i32),
+            &late.hold_ns,
+        ];
+        // A few blocks: the phase's first kernel, launched as it lets its dependents go, finds
+        // room beside it.
+        launch(&self.stream, k, 8, 256, 0, &args)
+    }
+}
