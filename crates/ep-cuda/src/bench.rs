@@ -90,8 +90,9 @@ const GATE_TIMEOUT: Duration = Duration::from_secs(10);
 /// holds until every rank has reached the gate, then [`GATE_HOLD`] longer. Each rank owns
 /// `n + 5` u64 words on its device (a flag per peer, a "peer never came" word, the %globaltimer
 /// at which its last two gates let their phases go, then at which those phases ended under
-/// [`Timing::Step`]; by the gate's number, odd or even), and a table of every rank's flags. Each rank's gates are numbered 1, 2, ... here, so every rank's n-th
-/// gate meets every other rank's n-th.
+/// [`Timing::Step`]; by the gate's number, odd or even), and a table of every rank's flags.
+/// Each rank's gates are numbered 1, 2, ... here, so every rank's n-th gate meets every other
+/// rank's n-th.
 pub(crate) struct StartGate {
     flags: Vec<DevBuf>,
     tables: Vec<DevBuf>,
