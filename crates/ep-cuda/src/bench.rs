@@ -30,7 +30,7 @@ pub struct PhaseTimes {
 }
 
 /// How a phase is timed (each phase, the floors' kernels and the NCCL baseline's alike, starts
-/// behind a [`StartGate`]).
+/// behind a start gate, `StartGate`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Timing {
     /// Device events: one recorded after the gate, one after the phase. The committed sweeps'
