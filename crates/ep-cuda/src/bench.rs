@@ -46,6 +46,14 @@ pub enum Timing {
     Step,
 }
 
+impl Timing {
+    /// Whether a phase's first kernel (the baseline's, a floor's) and `ep_bench_stamp` go
+    /// chained on a device of `k`: under step timing, where the device takes chained launches.
+    fn chained(self, k: &Kernels) -> bool {
+        self == Timing::Step && k.chained_launches
+    }
+}
+
 fn timing_event(ctx: &Arc<CudaContext>) -> Result<CudaEvent> {
     ctx.new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
         .map_err(cuda)
@@ -246,18 +254,16 @@ impl StartGate {
         self.queued[rank].load(std::sync::atomic::Ordering::Relaxed)
     }
 
-    /// Under [`Timing::Step`], after the phase behind rank `rank`'s last gate: `ep_bench_stamp`,
-    /// chained where the device takes it, writes when the phase's work is complete (a later
-    /// stamp for the same gate overwrites it). Returns the gate's epoch, for
-    /// [`GateWords::step_ms`].
-    pub(crate) fn stamp_end(&self, rank: usize, stream: &CudaStream) -> Result<u64> {
+    /// Under [`Timing::Step`], after the phase behind rank `rank`'s last gate (its epoch
+    /// [`Self::last_epoch`], for [`GateWords::step_ms`]): `ep_bench_stamp`, chained where the
+    /// device takes it, writes when the phase's work is complete (a later stamp for the same gate
+    /// overwrites it).
+    pub(crate) fn stamp_end(&self, rank: usize, stream: &CudaStream) -> Result<()> {
         let n = self.kernels.len() as u64;
-        let epoch = self.last_epoch(rank);
-        let at = self.flags[rank].ptr + (n + 3 + epoch % 2) * 8;
+        let at = self.flags[rank].ptr + (n + 3 + self.last_epoch(rank) % 2) * 8;
         let k = &self.kernels[rank];
         let f = k.get("ep_bench_stamp");
-        launch_ex(stream, f, 1, 32, 0, &[&at], k.chained_launches)?;
-        Ok(epoch)
+        launch_ex(stream, f, 1, 32, 0, &[&at], Timing::Step.chained(k))
     }
 
     /// Queues rank `rank`'s next gate on `stream`, after the evict and, under EP_BENCH_REWARM,
@@ -371,7 +377,7 @@ impl CudaComm {
         let end = |c: &CudaComm, i: usize| -> Result<()> {
             match timing {
                 Timing::Events => e[i].record(&s).map_err(cuda),
-                Timing::Step => c.world().gate.stamp_end(c.rank(), &s).map(|_| ()),
+                Timing::Step => c.world().gate.stamp_end(c.rank(), &s),
             }
         };
         // The async parts' ends only in probed rounds: where the wait is a kernel of its own, the
@@ -552,9 +558,8 @@ pub fn measure_ceilings(
         let floor = |kernel: FloorKernel| -> Result<f64> {
             // Short and noisy next to the copies: more samples.
             let n = iters * 5;
-            let chained = timing == Timing::Step;
             Ok(a.time(n, timing, |g, stream| {
-                a.floor_kernel(g, stream, kernel, chained)
+                a.floor_kernel(g, stream, kernel, timing)
             })? * 1e3)
         };
         let floors = Floors {
@@ -663,14 +668,15 @@ impl<'a> AllToAll<'a> {
                 let (a, b) = (timing_event(ctx)?, timing_event(ctx)?);
                 let stream = &self.streams[g];
                 self.gate.launch(g, stream, None)?;
+                let epoch = self.gate.last_epoch(g);
                 if timing == Timing::Events {
                     a.record(stream).map_err(cuda)?;
                 }
                 work(g, stream)?;
-                let epoch = match timing {
-                    Timing::Events => b.record(stream).map_err(cuda).map(|_| 0)?,
+                match timing {
+                    Timing::Events => b.record(stream).map_err(cuda)?,
                     Timing::Step => self.gate.stamp_end(g, stream)?,
-                };
+                }
                 marks.push((a, b, epoch));
             }
             let mut worst = 0f32;
@@ -713,16 +719,16 @@ impl<'a> AllToAll<'a> {
         Ok((self.slice * peers) as f64 / (ms * 1e-3) / 1e9)
     }
 
-    /// One block of a floor kernel (bench.cu) on GPU `g`, chained (as a phase's first kernel
-    /// under [`Timing::Step`]) where `chained`.
+    /// One block of a floor kernel (bench.cu) on GPU `g`, chained as a phase's first kernel
+    /// under `timing` ([`Timing::chained`]).
     fn floor_kernel(
         &self,
         g: usize,
         stream: &CudaStream,
         kernel: FloorKernel,
-        chained: bool,
+        timing: Timing,
     ) -> Result<()> {
-        let chained = chained && self.ks[g].chained_launches;
+        let chained = timing.chained(&self.ks[g]);
         let row_bytes = match kernel {
             FloorKernel::Nothing => {
                 let f = self.ks[g].get("ep_bench_nothing");
@@ -1055,7 +1061,7 @@ impl NcclBaseline {
     }
 
     /// `dst` row i = `src` row `index[i]`, for `n` rows of `row_bytes`, on `r`'s stream.
-    /// Chained (as [`Timing::Step`] launches the baseline's kernels) where `chained`.
+    /// Chained as `timing` launches the baseline's kernels ([`Timing::chained`]).
     fn gather(
         r: &NcclRank,
         src: &DevBuf,
@@ -1063,7 +1069,7 @@ impl NcclBaseline {
         index: &DevBuf,
         n: usize,
         row_bytes: usize,
-        chained: bool,
+        timing: Timing,
     ) -> Result<()> {
         let rb = row_bytes as u64;
         launch_ex(
@@ -1073,7 +1079,7 @@ impl NcclBaseline {
             128,
             0,
             &[&src.ptr, &dst.ptr, &index.ptr, &rb],
-            chained && r.k.chained_launches,
+            timing.chained(&r.k),
         )
     }
 
@@ -1092,25 +1098,29 @@ impl NcclBaseline {
             (0..4).map(|_| timing_event(&r.ctx)).collect()
         };
         let events: Vec<Vec<CudaEvent>> = self.ranks.iter().map(ev).collect::<Result<_>>()?;
-        let step = timing == Timing::Step;
-        let record = |r: &NcclRank, e: &CudaEvent| -> Result<()> {
-            if !step {
+        // A phase's start (events only: under step timing the gate stamps it) and its end, as
+        // `CudaComm::bench_round` times ours.
+        let start = |r: &NcclRank, e: &CudaEvent| -> Result<()> {
+            if timing == Timing::Events {
                 e.record(&r.stream).map_err(cuda)?;
             }
             Ok(())
         };
-        let stamp = |i: usize, r: &NcclRank| -> Result<()> {
-            if step {
-                self.gate.stamp_end(i, &r.stream)?;
+        let end = |i: usize, r: &NcclRank, e: &CudaEvent| -> Result<()> {
+            match timing {
+                Timing::Events => e.record(&r.stream).map_err(cuda),
+                Timing::Step => self.gate.stamp_end(i, &r.stream),
             }
-            Ok(())
+        };
+        let gates = |g: &StartGate| -> Vec<u64> {
+            (0..self.ranks.len()).map(|i| g.last_epoch(i)).collect()
         };
         let (rb, hb) = (self.row_bytes, self.hidden * 2);
         self.start_gates()?;
-        let dispatch_gate = self.gate.last_epoch(0);
+        let dispatch_gates = gates(&self.gate);
         for (r, e) in self.ranks.iter().zip(&events) {
-            record(r, &e[0])?;
-            Self::gather(r, &r.tokens, &r.send, &r.send_index, r.n_send, rb, step)?;
+            start(r, &e[0])?;
+            Self::gather(r, &r.tokens, &r.send, &r.send_index, r.n_send, rb, timing)?;
         }
         self.all_to_all(
             |r| (r.send.ptr, r.recv.ptr, r.to.clone(), r.from.clone()),
@@ -1125,19 +1135,18 @@ impl NcclBaseline {
                 &r.expand_index,
                 r.n_expand,
                 rb,
-                step,
+                timing,
             )?;
-            record(r, &e[1])?;
-            stamp(i, r)?;
+            end(i, r, &e[1])?;
         }
         for r in &self.ranks {
             r.stream.synchronize().map_err(cuda)?;
         }
         self.start_gates()?;
-        let combine_gate = self.gate.last_epoch(0);
+        let combine_gates = gates(&self.gate);
         for (r, e) in self.ranks.iter().zip(&events) {
             // The expert GEMM's bf16 output rows, permuted back per source rank.
-            record(r, &e[2])?;
+            start(r, &e[2])?;
             Self::gather(
                 r,
                 &r.expert_out,
@@ -1145,7 +1154,7 @@ impl NcclBaseline {
                 &r.back_index,
                 r.n_back,
                 hb,
-                step,
+                timing,
             )?;
         }
         self.all_to_all(
@@ -1176,17 +1185,19 @@ impl NcclBaseline {
                 128,
                 0,
                 &args,
-                step && r.k.chained_launches,
+                timing.chained(&r.k),
             )?;
-            record(r, &e[3])?;
-            stamp(i, r)?;
+            end(i, r, &e[3])?;
         }
         let mut out = Vec::new();
         for (i, (r, e)) in self.ranks.iter().zip(&events).enumerate() {
             r.stream.synchronize().map_err(cuda)?;
             let words = self.gate.check(i, &r.stream)?;
-            out.push(if step {
-                (words.step_ms(dispatch_gate)?, words.step_ms(combine_gate)?)
+            out.push(if timing == Timing::Step {
+                (
+                    words.step_ms(dispatch_gates[i])?,
+                    words.step_ms(combine_gates[i])?,
+                )
             } else {
                 (
                     e[0].elapsed_ms(&e[1]).map_err(cuda)?,

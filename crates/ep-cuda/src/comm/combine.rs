@@ -7,7 +7,7 @@ use std::sync::OnceLock;
 
 use super::late_inputs::Words;
 use super::path::tokens_from_env;
-use super::{contiguous, CudaComm, SEND_THREADS, THREADS, WAIT_THREADS};
+use super::{contiguous, Chain, CudaComm, SEND_THREADS, THREADS, WAIT_THREADS};
 use crate::kernels::KernelArg;
 
 /// Up to this many tokens the combine reduce gives each token a block as wide as its row.
@@ -405,16 +405,7 @@ impl CudaComm {
             &self.cseq,
             &b.c_mark_ptrs.ptr,
         ];
-        // A phase's first kernel (`launch_first`).
-        self.launch_fn(
-            name,
-            f,
-            self.chained_first(),
-            grid,
-            SEND_THREADS,
-            smem,
-            &args,
-        )
+        self.launch_fn(name, f, Chain::First, grid, SEND_THREADS, smem, &args)
     }
 
     /// The reduction (or unreduced layout) and the epilogue, into the device output buffers;
@@ -457,7 +448,7 @@ impl CudaComm {
         self.launch_fn(
             "ep_combine_reduce",
             f,
-            true,
+            Chain::Prior,
             t as u32,
             reduce_threads,
             smem,

@@ -37,6 +37,17 @@ pub(crate) use dispatch::assign_chunks;
 use dispatch::format_id;
 pub(crate) use path::ll_max_tokens;
 
+/// How a kernel is launched behind the one before it on the rank's stream (`launch_fn`).
+#[derive(Clone, Copy)]
+enum Chain {
+    /// After it has ended ([`CudaComm::launch`]).
+    Plain,
+    /// Chained to a kernel of the same phase ([`CudaComm::launch_chained`]).
+    Prior,
+    /// A phase's first kernel, chained to the caller's ([`CudaComm::launch_first`]).
+    First,
+}
+
 const THREADS: u32 = 128;
 const WAIT_THREADS: u32 = 256;
 /// The single-launch phases, and the multi-kernel send of the formats not measured with fewer
@@ -200,7 +211,15 @@ impl CudaComm {
         smem: u32,
         args: &[&dyn crate::kernels::KernelArg],
     ) -> Result<()> {
-        self.launch_fn(name, self.k().get(name), false, grid, block, smem, args)
+        self.launch_fn(
+            name,
+            self.k().get(name),
+            Chain::Plain,
+            grid,
+            block,
+            smem,
+            args,
+        )
     }
 
     /// Launches kernel `name` chained to the kernel before it on this rank's stream (when the
@@ -214,7 +233,15 @@ impl CudaComm {
         smem: u32,
         args: &[&dyn crate::kernels::KernelArg],
     ) -> Result<()> {
-        self.launch_fn(name, self.k().get(name), true, grid, block, smem, args)
+        self.launch_fn(
+            name,
+            self.k().get(name),
+            Chain::Prior,
+            grid,
+            block,
+            smem,
+            args,
+        )
     }
 
     /// Launches kernel `name` as a phase's first kernel: chained to whatever the caller's stream
@@ -229,24 +256,35 @@ impl CudaComm {
         smem: u32,
         args: &[&dyn crate::kernels::KernelArg],
     ) -> Result<()> {
-        let f = self.k().get(name);
-        self.launch_fn(name, f, self.chained_first(), grid, block, smem, args)
+        self.launch_fn(
+            name,
+            self.k().get(name),
+            Chain::First,
+            grid,
+            block,
+            smem,
+            args,
+        )
     }
 
-    /// Launches `f` (kernel `name`, or a variant of it) on this rank's stream, `chained` as
-    /// [`Self::launch_chained`].
+    /// Launches `f` (kernel `name`, or a variant of it) on this rank's stream, behind the kernel
+    /// before it as `chain` says (where the device and the environment allow a chained launch).
     #[allow(clippy::too_many_arguments)]
     fn launch_fn(
         &self,
         name: &'static str,
         f: &CudaFunction,
-        chained: bool,
+        chain: Chain,
         grid: u32,
         block: u32,
         smem: u32,
         args: &[&dyn crate::kernels::KernelArg],
     ) -> Result<()> {
-        let chained = chained && self.chained_launches();
+        let chained = match chain {
+            Chain::Plain => false,
+            Chain::Prior => self.chained_launches(),
+            Chain::First => self.chained_first(),
+        };
         launch_ex(&self.stream, f, grid, block, smem, args, chained)?;
         self.mark(name)
     }
