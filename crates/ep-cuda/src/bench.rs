@@ -464,9 +464,10 @@ impl CudaComm {
     }
 }
 
-/// The least time a phase can take, in µs, timed as the phases are (behind a start gate, device
-/// events, the slowest GPU's time, median): the decode sizes' ceiling, as the copies are the
-/// prefill sizes'.
+/// The least time a phase can take, in µs, timed as the phases are (behind a start gate, the
+/// slowest rank's time, median): the decode sizes' ceiling, as the copies are the prefill sizes'.
+/// A kernel per rank, the ranks placed on the GPUs as the run's world places them, so that ranks
+/// sharing a GPU (one-GPU runs) have floors measured the way their phases are.
 #[derive(Clone, Copy, Debug)]
 pub struct Floors {
     /// One kernel that does nothing.
@@ -478,9 +479,12 @@ pub struct Floors {
     /// dispatch takes (its row to the peer, made visible, then known to have landed).
     pub row_exchange_us: f64,
     pub row_bytes: usize,
+    /// The ranks that took part, and the GPUs they were placed on.
+    pub ranks: usize,
+    pub gpus: usize,
 }
 
-/// The copy ceilings, GB/s, and on two GPUs or more the latency floors.
+/// The copy ceilings, GB/s, and with two ranks or more the latency floors among them.
 #[derive(Clone, Copy, Debug)]
 pub struct Ceilings {
     /// GPU 0 pushing to GPU 1 with 16-byte stores, one way (`None` with one GPU).
@@ -500,17 +504,25 @@ pub(crate) fn median<T: Copy + PartialOrd>(mut v: Vec<T>) -> T {
 }
 
 /// Times 16-byte copy kernels of `bytes`: from GPU 0 to GPU 1, inside GPU 0, and an all-to-all
-/// among the first `gpus` GPUs (median of `iters` after a warm-up); and the latency floors
-/// ([`Floors`]) among those GPUs with a row of `row_bytes` (rounded up to 16), timed as `timing`
-/// times the phases.
+/// among the GPUs of `placement` (median of `iters` after a warm-up); and with two ranks or more
+/// the latency floors ([`Floors`]) among the ranks of `placement` (rank `r` on GPU
+/// `placement[r]`, as [`crate::CudaBackend::placement`] places a world), with a row of
+/// `row_bytes` (rounded up to 16), timed as `timing` times the phases.
 pub fn measure_ceilings(
     bytes: usize,
     iters: usize,
-    gpus: usize,
+    placement: &[usize],
     row_bytes: usize,
     timing: Timing,
 ) -> Result<Ceilings> {
-    let n = crate::driver::device_count()?.min(gpus.max(1));
+    let n = placement.iter().max().map_or(1, |&g| g + 1);
+    let visible = crate::driver::device_count()?;
+    if n > visible {
+        return Err(EpError::Backend(format!(
+            "ep bench: the ceilings' placement names GPU {} of {visible}",
+            n - 1
+        )));
+    }
     let ks: Vec<Arc<Kernels>> = (0..n)
         .map(crate::world::device_kernels)
         .collect::<Result<_>>()?;
@@ -552,25 +564,32 @@ pub fn measure_ceilings(
         Some(c1) => Some(time(&DevBuf::new(c1, bytes)?)?),
         None => None,
     };
-    let (all_to_all, floors) = if n > 1 {
-        let a = AllToAll::new(&ks, bytes)?;
+    let all_to_all = if n > 1 {
+        Some(AllToAll::new(&ks, bytes)?.gbps(iters, sms)?)
+    } else {
+        None
+    };
+    let floors = if placement.len() > 1 {
+        let ranks: Vec<Arc<Kernels>> = placement.iter().map(|&g| Arc::clone(&ks[g])).collect();
         let row_bytes = row_bytes.div_ceil(16) * 16;
+        let a = AllToAll::new(&ranks, row_bytes.max(16) * (ranks.len() - 1))?;
         let floor = |kernel: FloorKernel| -> Result<f64> {
             // Short and noisy next to the copies: more samples.
             let n = iters * 5;
-            Ok(a.time(n, timing, |g, stream| {
-                a.floor_kernel(g, stream, kernel, timing)
+            Ok(a.time(n, timing, |r, stream| {
+                a.floor_kernel(r, stream, kernel, timing)
             })? * 1e3)
         };
-        let floors = Floors {
+        Some(Floors {
             empty_kernel_us: floor(FloorKernel::Nothing)?,
             flag_exchange_us: floor(FloorKernel::Exchange { row_bytes: 0 })?,
             row_exchange_us: floor(FloorKernel::Exchange { row_bytes })?,
             row_bytes,
-        };
-        (Some(a.gbps(iters, sms)?), Some(floors))
+            ranks: placement.len(),
+            gpus: n,
+        })
     } else {
-        (None, None)
+        None
     };
     Ok(Ceilings {
         p2p_gbps: p2p,
@@ -589,8 +608,9 @@ enum FloorKernel {
     Exchange { row_bytes: usize },
 }
 
-/// Every GPU of a run sending a slice of its buffer to each of the others, each GPU's slot at a
-/// receiver laid out in sender order.
+/// Every GPU of a run (or, for the floors, every rank, several of which may share a GPU) sending a
+/// slice of its buffer to each of the others, each one's slot at a receiver laid out in sender
+/// order.
 struct AllToAll<'a> {
     ks: &'a [Arc<Kernels>],
     streams: Vec<Arc<CudaStream>>,

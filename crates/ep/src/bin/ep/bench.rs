@@ -270,7 +270,14 @@ pub fn main(args: Args) -> Result<ExitCode, String> {
         header(&device, args.target.backend.name(), &shape, scenarios.len())
     );
 
-    let ceiling = measure_ceiling(args.target.backend, ranks, args.hidden, args.timing)?;
+    let ceiling = measure_ceiling(
+        args.target.backend,
+        ranks,
+        args.target.ranks_per_gpu,
+        gpus.len(),
+        args.hidden,
+        args.timing,
+    )?;
     println!("ceiling: {}", ceiling_text(&ceiling));
     let passes = args.passes.max(1);
     let bar = indicatif::ProgressBar::new((scenarios.len() * passes) as u64);
@@ -444,12 +451,18 @@ fn pairs(cfg: &EpConfig, inputs: &RoundInputs) -> (f64, f64) {
     )
 }
 
+/// The copy ceiling, and on CUDA with two ranks or more the latency floors among the ranks, placed
+/// on the GPUs as `measure_cuda` places the run's worlds.
 fn measure_ceiling(
     kind: BackendKind,
     ranks: usize,
+    ranks_per_gpu: Option<usize>,
+    n_gpus: usize,
     hidden: usize,
     timing: TimingArg,
 ) -> Result<Value, String> {
+    #[cfg(not(feature = "cuda"))]
+    let _ = (ranks_per_gpu, n_gpus);
     match kind {
         BackendKind::Sim => {
             // One thread per rank copying its own 256 MiB, as the ranks would.
@@ -477,10 +490,16 @@ fn measure_ceiling(
         }
         #[cfg(feature = "cuda")]
         BackendKind::Cuda => {
+            let placement = world_backend(ranks, ranks_per_gpu, n_gpus).placement(ranks, n_gpus);
             // A 1-token BF16 row for the row exchange floor.
-            let c =
-                ep::cuda::bench::measure_ceilings(1 << 30, 20, ranks, hidden * 2, timing.cuda())
-                    .map_err(|e| e.to_string())?;
+            let c = ep::cuda::bench::measure_ceilings(
+                1 << 30,
+                20,
+                &placement,
+                hidden * 2,
+                timing.cuda(),
+            )
+            .map_err(|e| e.to_string())?;
             let mut v = json!({
                 "kind": "16-byte copy kernels, 1 GiB: every GPU of the run pushing an equal share to each other GPU at once (all_to_all, GB/s each GPU sends; the ceiling), GPU0 pushing to GPU1 (p2p, one way) and inside GPU0 (local)",
                 "all_to_all_gbps": c.all_to_all_gbps,
@@ -490,7 +509,9 @@ fn measure_ceiling(
             if let Some(f) = c.floors {
                 v["floors"] = json!({
                     "timing": timing.name(),
-                    "kind": "one block per GPU, timed as a phase (behind the start gate, slowest GPU, median): an empty kernel; every GPU raising a flag at every GPU and waiting for all (flag exchange); the same after copying a BF16 row of hidden to every peer and fencing (row exchange: the least a 1-token dispatch takes)",
+                    "kind": "one block per rank, the ranks placed on the GPUs as the run's worlds are, timed as a phase (behind the start gate, slowest rank, median): an empty kernel; every rank raising a flag at every rank and waiting for all (flag exchange); the same after copying a BF16 row of hidden to every peer and fencing (row exchange: the least a 1-token dispatch takes)",
+                    "ranks": f.ranks,
+                    "gpus": f.gpus,
                     "empty_kernel_us": f.empty_kernel_us,
                     "flag_exchange_us": f.flag_exchange_us,
                     "row_exchange_us": f.row_exchange_us,
@@ -516,7 +537,7 @@ fn ceiling_gbps(c: &Value) -> f64 {
 }
 
 fn ceiling_text(c: &Value) -> String {
-    match (
+    let copies = match (
         c["p2p_gbps"].as_f64(),
         c["local_gbps"].as_f64(),
         c["memcpy_gbps"].as_f64(),
@@ -525,23 +546,33 @@ fn ceiling_text(c: &Value) -> String {
             let a = c["all_to_all_gbps"].as_f64().map_or(String::new(), |a| {
                 format!("all-to-all copy {a:.0} GB/s sent per GPU (the ceiling), ")
             });
-            let f = &c["floors"];
-            let floors = match (
-                f["empty_kernel_us"].as_f64(),
-                f["flag_exchange_us"].as_f64(),
-                f["row_exchange_us"].as_f64(),
-            ) {
-                (Some(e), Some(x), Some(r)) => format!(
-                    "\nfloor: empty kernel {e:.1} us, flag exchange {x:.1} us, row + flag exchange {r:.1} us (the least a 1-token phase takes)"
-                ),
-                _ => String::new(),
-            };
-            format!("{a}peer-to-peer copy {p:.0} GB/s one way, local copy {l:.0} GB/s{floors}")
+            format!("{a}peer-to-peer copy {p:.0} GB/s one way, local copy {l:.0} GB/s")
         }
         (None, Some(l), _) => format!("local copy {l:.0} GB/s (one GPU)"),
-        (_, _, Some(m)) => format!("memcpy {m:.1} GB/s"),
-        _ => "unknown".into(),
-    }
+        (_, _, Some(m)) => return format!("memcpy {m:.1} GB/s"),
+        _ => return "unknown".into(),
+    };
+    let f = &c["floors"];
+    let floors = match (
+        f["empty_kernel_us"].as_f64(),
+        f["flag_exchange_us"].as_f64(),
+        f["row_exchange_us"].as_f64(),
+    ) {
+        (Some(e), Some(x), Some(r)) => {
+            // Floors among ranks that share GPUs say so (files before v53 have no counts).
+            let shared = match (f["ranks"].as_u64(), f["gpus"].as_u64()) {
+                (Some(n), Some(g)) if n > g => {
+                    format!(", {n} ranks on {g} GPU{}", if g > 1 { "s" } else { "" })
+                }
+                _ => String::new(),
+            };
+            format!(
+                "\nfloor: empty kernel {e:.1} us, flag exchange {x:.1} us, row + flag exchange {r:.1} us (the least a 1-token phase takes{shared})"
+            )
+        }
+        _ => String::new(),
+    };
+    format!("{copies}{floors}")
 }
 
 /// Constant expert outputs: the values do not change the data movement being timed.
@@ -591,6 +622,19 @@ fn measure_sim(cfg: &EpConfig, inputs: &RoundInputs, rounds: usize) -> Result<Me
     Ok(m)
 }
 
+/// The CUDA backend a run's worlds of `ranks` are built with: `--ranks-per-gpu`, or the ranks spread
+/// evenly over the GPUs.
+#[cfg(feature = "cuda")]
+fn world_backend(
+    ranks: usize,
+    ranks_per_gpu: Option<usize>,
+    n_gpus: usize,
+) -> ep::cuda::CudaBackend {
+    ep::cuda::CudaBackend {
+        ranks_per_gpu: ranks_per_gpu.or(Some(ranks.div_ceil(n_gpus.max(1)))),
+    }
+}
+
 #[cfg(feature = "cuda")]
 fn measure_cuda(
     cfg: &EpConfig,
@@ -601,11 +645,8 @@ fn measure_cuda(
     probe: bool,
     timing: TimingArg,
 ) -> Result<Measured, String> {
-    use ep::cuda::CudaBackend;
     let warm = 3;
-    let backend = CudaBackend {
-        ranks_per_gpu: ranks_per_gpu.or(Some(cfg.n_ranks().div_ceil(n_gpus))),
-    };
+    let backend = world_backend(cfg.n_ranks(), ranks_per_gpu, n_gpus);
     let mut comms = backend.init_uniform(cfg).map_err(|e| e.to_string())?;
     // Each round's phases start behind the device-side gate across ranks (ep-cuda's bench.rs),
     // which is the only synchronisation between the rank threads.
@@ -918,6 +959,36 @@ mod tests {
         assert!(
             header("d", "cuda", &shape, 1).ends_with("1 scenario(s), step timing (--timing step)")
         );
+    }
+
+    /// The ceiling line: floors among ranks that share a GPU say so; a committed two-GPU file
+    /// (no rank count in its floors) prints as it always did.
+    #[test]
+    fn ceiling_line_names_shared_gpu_floors() {
+        let floors = |extra: Value| {
+            let mut f =
+                json!({ "empty_kernel_us": 4.44, "flag_exchange_us": 7.5, "row_exchange_us": 8.1 });
+            f.as_object_mut()
+                .unwrap()
+                .extend(extra.as_object().unwrap().clone());
+            f
+        };
+        let two = json!({ "all_to_all_gbps": 365.0, "p2p_gbps": 368.0, "local_gbps": 1952.0, "floors": floors(json!({})) });
+        assert_eq!(
+            ceiling_text(&two),
+            "all-to-all copy 365 GB/s sent per GPU (the ceiling), peer-to-peer copy 368 GB/s one way, \
+             local copy 1952 GB/s\nfloor: empty kernel 4.4 us, flag exchange 7.5 us, row + flag exchange \
+             8.1 us (the least a 1-token phase takes)"
+        );
+        let one =
+            json!({ "local_gbps": 1947.2, "floors": floors(json!({ "ranks": 2, "gpus": 1 })) });
+        assert_eq!(
+            ceiling_text(&one),
+            "local copy 1947 GB/s (one GPU)\nfloor: empty kernel 4.4 us, flag exchange 7.5 us, row + \
+             flag exchange 8.1 us (the least a 1-token phase takes, 2 ranks on 1 GPU)"
+        );
+        let alone = json!({ "local_gbps": 1947.2 });
+        assert_eq!(ceiling_text(&alone), "local copy 1947 GB/s (one GPU)");
     }
 
     /// Step timing reads the device's clocks: on the simulator it is refused before anything
