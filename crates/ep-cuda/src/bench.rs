@@ -59,6 +59,58 @@ fn timing_event(ctx: &Arc<CudaContext>) -> Result<CudaEvent> {
         .map_err(cuda)
 }
 
+/// One phase on one rank, timed as `timing` says, behind the rank's last [`StartGate`]: device
+/// events around it, or from the gate's end to `ep_bench_stamp` after it. Every phase that
+/// `ep bench` times (ours, NCCL's, the floors' kernels) is read through one.
+struct PhaseClock {
+    timing: Timing,
+    rank: usize,
+    /// The gate the phase runs behind (its words hold the step times).
+    epoch: u64,
+    start: CudaEvent,
+    end: CudaEvent,
+}
+
+impl PhaseClock {
+    /// Queued right after rank `rank`'s gate on `stream`, before the phase's first launch.
+    fn start(
+        timing: Timing,
+        gate: &StartGate,
+        rank: usize,
+        stream: &CudaStream,
+    ) -> Result<PhaseClock> {
+        let ctx = stream.context();
+        let clock = PhaseClock {
+            timing,
+            rank,
+            epoch: gate.last_epoch(rank),
+            start: timing_event(ctx)?,
+            end: timing_event(ctx)?,
+        };
+        // Under step timing the gate stamps the start itself.
+        if timing == Timing::Events {
+            clock.start.record(stream).map_err(cuda)?;
+        }
+        Ok(clock)
+    }
+
+    /// Queued after the phase's last launch (again after each slice of a wait: the last counts).
+    fn end(&self, gate: &StartGate, stream: &CudaStream) -> Result<()> {
+        match self.timing {
+            Timing::Events => self.end.record(stream).map_err(cuda),
+            Timing::Step => gate.stamp_end(self.rank, stream),
+        }
+    }
+
+    /// The phase's ms, once the rank's stream has finished and its gate words are read.
+    fn ms(&self, words: &GateWords) -> Result<f32> {
+        match self.timing {
+            Timing::Events => self.start.elapsed_ms(&self.end).map_err(cuda),
+            Timing::Step => words.step_ms(self.epoch),
+        }
+    }
+}
+
 /// A [`StartGate`]'s words per rank beyond its flags: the timeout word, two gate ends, two phase
 /// ends.
 const GATE_WORDS: usize = 5;
@@ -362,79 +414,58 @@ impl CudaComm {
     /// device-side gate (`StartGate`) and timed as `timing` says, so the times are the phase's
     /// device work.
     pub fn bench_round(&mut self, timing: Timing) -> Result<PhaseTimes> {
-        let ctx = Arc::clone(self.stream_ref().context());
-        let e: Vec<CudaEvent> = (0..6).map(|_| timing_event(&ctx)).collect::<Result<_>>()?;
         let s = Arc::clone(self.stream_ref());
-        let events = timing == Timing::Events;
-        // A phase's start (events only: under step timing the gate stamps it) and its end (an
-        // event, or `ep_bench_stamp`), each queued before the host waits on the stream.
-        let start = |i: usize| -> Result<()> {
-            if events {
-                e[i].record(&s).map_err(cuda)?;
-            }
-            Ok(())
-        };
-        let end = |c: &CudaComm, i: usize| -> Result<()> {
-            match timing {
-                Timing::Events => e[i].record(&s).map_err(cuda),
-                Timing::Step => c.world().gate.stamp_end(c.rank(), &s),
-            }
-        };
         // The async parts' ends only in probed rounds: where the wait is a kernel of its own, the
         // event would sit between two of the phase's kernels and lengthen the gap between them
         // (~3 µs on H200), which a caller's dispatch_async + dispatch_wait never has.
-        let time_async = self.probing() && events;
+        let time_async = self.probing() && timing == Timing::Events;
+        let sent = [timing_event(s.context())?, timing_event(s.context())?];
         self.start_gate()?;
-        let dispatch_gate = self.world().gate.last_epoch(self.rank());
-        start(0)?;
+        let dispatch = PhaseClock::start(timing, &self.world().gate, self.rank(), &s)?;
         self.issue_dispatch_send()?;
         if time_async {
-            start(1)?;
+            sent[0].record(&s).map_err(cuda)?;
         }
         // The ends are queued with each slice of the wait, so the last one counts; a
         // single-launch phase's first slice is its one kernel, an overlapped dispatch's is issued
         // with the send.
         let issued = self.dispatch_wait_issued();
         if issued {
-            end(self, 2)?;
+            dispatch.end(&self.world().gate, &s)?;
         }
         self.wait_sliced(Phase::Dispatch, issued, &mut |c, slice| {
             c.issue_dispatch_wait(slice)?;
-            end(c, 2)
+            dispatch.end(&c.world().gate, &s)
         })?;
         // The combine's grid from the rows the dispatch produced, as a caller's combine_async has
         // them from dispatch_wait (the wait synchronised: the read is outside both phases).
         let rows = self.rows_received()?;
         self.start_gate()?;
-        let combine_gate = self.world().gate.last_epoch(self.rank());
-        start(3)?;
+        let combine = PhaseClock::start(timing, &self.world().gate, self.rank(), &s)?;
         self.issue_combine_send(rows)?;
         if time_async {
-            start(4)?;
+            sent[1].record(&s).map_err(cuda)?;
         }
         let issued = self.combine_wait_issued();
         if issued {
-            end(self, 5)?;
+            combine.end(&self.world().gate, &s)?;
         }
         self.wait_sliced(Phase::Combine, issued, &mut |c, slice| {
             c.issue_combine_wait(slice)?;
             c.issue_combine_output()?;
-            end(c, 5)
+            combine.end(&c.world().gate, &s)
         })?;
         let words = self.world().gate.check(self.rank(), &s)?;
-        if timing == Timing::Step {
-            return Ok(PhaseTimes {
-                dispatch_ms: words.step_ms(dispatch_gate)?,
-                combine_ms: words.step_ms(combine_gate)?,
-                ..Default::default()
-            });
-        }
-        let ms = |a: usize, b: usize| e[a].elapsed_ms(&e[b]).map_err(cuda);
+        let sent_ms = |clock: &PhaseClock, i: usize| -> Result<Option<f32>> {
+            time_async
+                .then(|| clock.start.elapsed_ms(&sent[i]).map_err(cuda))
+                .transpose()
+        };
         Ok(PhaseTimes {
-            dispatch_ms: ms(0, 2)?,
-            dispatch_async_ms: time_async.then(|| ms(0, 1)).transpose()?,
-            combine_ms: ms(3, 5)?,
-            combine_async_ms: time_async.then(|| ms(3, 4)).transpose()?,
+            dispatch_ms: dispatch.ms(&words)?,
+            dispatch_async_ms: sent_ms(&dispatch, 0)?,
+            combine_ms: combine.ms(&words)?,
+            combine_async_ms: sent_ms(&combine, 1)?,
         })
     }
 
@@ -682,32 +713,21 @@ impl<'a> AllToAll<'a> {
         let n = self.ks.len();
         let mut slowest = Vec::new();
         for i in 0..=iters {
-            let mut marks = Vec::new();
+            let mut clocks = Vec::new();
             for g in 0..n {
-                let ctx = &self.ks[g].ctx;
-                let (a, b) = (timing_event(ctx)?, timing_event(ctx)?);
                 let stream = &self.streams[g];
                 self.gate.launch(g, stream, None)?;
-                let epoch = self.gate.last_epoch(g);
-                if timing == Timing::Events {
-                    a.record(stream).map_err(cuda)?;
-                }
+                let clock = PhaseClock::start(timing, &self.gate, g, stream)?;
                 work(g, stream)?;
-                match timing {
-                    Timing::Events => b.record(stream).map_err(cuda)?,
-                    Timing::Step => self.gate.stamp_end(g, stream)?,
-                }
-                marks.push((a, b, epoch));
+                clock.end(&self.gate, stream)?;
+                clocks.push(clock);
             }
             let mut worst = 0f32;
-            for (g, (a, b, epoch)) in marks.iter().enumerate() {
+            for (g, clock) in clocks.iter().enumerate() {
                 self.streams[g].synchronize().map_err(cuda)?;
                 let words = self.gate.check(g, &self.streams[g])?;
                 self.flags.check(g, &self.streams[g])?;
-                worst = worst.max(match timing {
-                    Timing::Events => a.elapsed_ms(b).map_err(cuda)?,
-                    Timing::Step => words.step_ms(*epoch)?,
-                });
+                worst = worst.max(clock.ms(&words)?);
             }
             if i > 0 {
                 slowest.push(worst);
@@ -785,7 +805,6 @@ impl<'a> AllToAll<'a> {
 
 /// One rank of the NCCL baseline: its buffers and the index arrays of its permutes.
 struct NcclRank {
-    ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
     k: Arc<Kernels>,
     tokens: DevBuf,
@@ -823,7 +842,7 @@ impl PhaseBuffers for NcclRank {
             NcclRank {
                 tokens, send, recv, expert_in, expert_out, back_send, back_recv, weights, out,
                 send_index, expand_index, back_index, reduce_index
-            } except ctx, stream, k, n_send, n_expand, n_back, n_tokens, to, from, back_to, back_from
+            } except stream, k, n_send, n_expand, n_back, n_tokens, to, from, back_to, back_from
         )
     }
 }
@@ -1000,7 +1019,6 @@ impl NcclBaseline {
                 back_to: (0..n).map(|s| back[r][s].len()).collect(),
                 back_from,
                 stream,
-                ctx,
             };
             rank.tokens.fill(0x3C)?;
             rank.expert_out.fill(0x3C)?;
@@ -1114,39 +1132,19 @@ impl NcclBaseline {
     /// One dispatch and one combine, timed as `timing` says; per rank (dispatch ms, combine
     /// ms).
     pub fn round(&mut self, timing: Timing) -> Result<Vec<(f32, f32)>> {
-        let ev = |r: &NcclRank| -> Result<Vec<CudaEvent>> {
-            (0..4).map(|_| timing_event(&r.ctx)).collect()
-        };
-        let events: Vec<Vec<CudaEvent>> = self.ranks.iter().map(ev).collect::<Result<_>>()?;
-        // A phase's start (events only: under step timing the gate stamps it) and its end, as
-        // `CudaComm::bench_round` times ours.
-        let start = |r: &NcclRank, e: &CudaEvent| -> Result<()> {
-            if timing == Timing::Events {
-                e.record(&r.stream).map_err(cuda)?;
-            }
-            Ok(())
-        };
-        let end = |i: usize, r: &NcclRank, e: &CudaEvent| -> Result<()> {
-            match timing {
-                Timing::Events => e.record(&r.stream).map_err(cuda),
-                Timing::Step => self.gate.stamp_end(i, &r.stream),
-            }
-        };
-        let gates = |g: &StartGate| -> Vec<u64> {
-            (0..self.ranks.len()).map(|i| g.last_epoch(i)).collect()
-        };
+        // Each phase timed as `CudaComm::bench_round` times ours.
         let (rb, hb) = (self.row_bytes, self.hidden * 2);
         self.start_gates()?;
-        let dispatch_gates = gates(&self.gate);
-        for (r, e) in self.ranks.iter().zip(&events) {
-            start(r, &e[0])?;
+        let mut dispatch = Vec::new();
+        for (i, r) in self.ranks.iter().enumerate() {
+            dispatch.push(PhaseClock::start(timing, &self.gate, i, &r.stream)?);
             Self::gather(r, &r.tokens, &r.send, &r.send_index, r.n_send, rb, timing)?;
         }
         self.all_to_all(
             |r| (r.send.ptr, r.recv.ptr, r.to.clone(), r.from.clone()),
             rb,
         )?;
-        for (i, (r, e)) in self.ranks.iter().zip(&events).enumerate() {
+        for (r, clock) in self.ranks.iter().zip(&dispatch) {
             // Unpermute into per-expert rows: the expert GEMM's input.
             Self::gather(
                 r,
@@ -1157,16 +1155,16 @@ impl NcclBaseline {
                 rb,
                 timing,
             )?;
-            end(i, r, &e[1])?;
+            clock.end(&self.gate, &r.stream)?;
         }
         for r in &self.ranks {
             r.stream.synchronize().map_err(cuda)?;
         }
         self.start_gates()?;
-        let combine_gates = gates(&self.gate);
-        for (r, e) in self.ranks.iter().zip(&events) {
+        let mut combine = Vec::new();
+        for (i, r) in self.ranks.iter().enumerate() {
             // The expert GEMM's bf16 output rows, permuted back per source rank.
-            start(r, &e[2])?;
+            combine.push(PhaseClock::start(timing, &self.gate, i, &r.stream)?);
             Self::gather(
                 r,
                 &r.expert_out,
@@ -1189,7 +1187,7 @@ impl NcclBaseline {
             self.hidden * 2,
         )?;
         let (top_k, hidden) = (self.top_k as i32, self.hidden as i32);
-        for (i, (r, e)) in self.ranks.iter().zip(&events).enumerate() {
+        for (r, clock) in self.ranks.iter().zip(&combine) {
             let args: [&dyn KernelArg; 6] = [
                 &r.back_recv.ptr,
                 &r.reduce_index.ptr,
@@ -1207,23 +1205,13 @@ impl NcclBaseline {
                 &args,
                 timing.chained(&r.k),
             )?;
-            end(i, r, &e[3])?;
+            clock.end(&self.gate, &r.stream)?;
         }
         let mut out = Vec::new();
-        for (i, (r, e)) in self.ranks.iter().zip(&events).enumerate() {
+        for (i, r) in self.ranks.iter().enumerate() {
             r.stream.synchronize().map_err(cuda)?;
             let words = self.gate.check(i, &r.stream)?;
-            out.push(if timing == Timing::Step {
-                (
-                    words.step_ms(dispatch_gates[i])?,
-                    words.step_ms(combine_gates[i])?,
-                )
-            } else {
-                (
-                    e[0].elapsed_ms(&e[1]).map_err(cuda)?,
-                    e[2].elapsed_ms(&e[3]).map_err(cuda)?,
-                )
-            });
+            out.push((dispatch[i].ms(&words)?, combine[i].ms(&words)?));
         }
         Ok(out)
     }

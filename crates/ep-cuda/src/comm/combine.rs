@@ -6,7 +6,7 @@ use ep_core::{CombineInput, Epilogue, Result, RouterWeights};
 use std::sync::OnceLock;
 
 use super::late_inputs::Words;
-use super::path::tokens_from_env;
+use super::path::setting_from_env;
 use super::{contiguous, Chain, CudaComm, SEND_THREADS, THREADS, WAIT_THREADS};
 use crate::kernels::KernelArg;
 
@@ -131,7 +131,8 @@ impl CudaComm {
             ordered.push(&b.msg_rows.ptr);
             ordered.push(&sc.max_t);
             let most = (cfg.n_ranks() * cfg.max_tokens_per_rank).max(1) as u32;
-            self.launch_first(
+            self.launch(
+                Chain::First,
                 "ep_combine_send_ordered",
                 grid.min(most),
                 THREADS,
@@ -139,7 +140,7 @@ impl CudaComm {
                 &ordered,
             )?;
         } else {
-            self.launch_first("ep_combine_send", grid, THREADS, 0, &send)?;
+            self.launch(Chain::First, "ep_combine_send", grid, THREADS, 0, &send)?;
         }
         if reduce_beside {
             self.join_copy_stream()?;
@@ -147,8 +148,16 @@ impl CudaComm {
         if cfg.n_nodes > 1 {
             // ep_combine_put's parameters are ep_combine_send's from src_info to staging (a test
             // checks them name for name).
-            self.launch("ep_combine_put", grid, THREADS, 0, &send[1..10])?;
             self.launch(
+                Chain::Plain,
+                "ep_combine_put",
+                grid,
+                THREADS,
+                0,
+                &send[1..10],
+            )?;
+            self.launch(
+                Chain::Plain,
                 "ep_combine_signal",
                 1,
                 WAIT_THREADS,
@@ -178,7 +187,8 @@ impl CudaComm {
         self.wait_counts_unless_taken(|c| c.launch_combine_wait(false, slice_ns))?;
         if self.marked_combine() {
             // The kernels after this one read the rows: their marks first (combine/marked.cu).
-            self.launch_chained(
+            self.launch(
+                Chain::Prior,
                 "ep_combine_await_marks",
                 self.round.n_tokens as u32,
                 THREADS,
@@ -198,7 +208,8 @@ impl CudaComm {
             )?;
         }
         if self.ll_combine() {
-            self.launch_chained(
+            self.launch(
+                Chain::Prior,
                 "ep_combine_ll_unpack",
                 self.round.n_tokens as u32,
                 THREADS,
@@ -241,7 +252,7 @@ impl CudaComm {
         if beside_send {
             return self.launch_on(true, "ep_combine_wait", 1, WAIT_THREADS, 0, &args);
         }
-        self.launch_chained("ep_combine_wait", 1, WAIT_THREADS, 0, &args)
+        self.launch(Chain::Prior, "ep_combine_wait", 1, WAIT_THREADS, 0, &args)
     }
 
     /// `ep_combine_reduce_marked` on the copy stream, beside the send: a persistent grid on a
@@ -255,7 +266,7 @@ impl CudaComm {
         let (epi, scale, _) = self.epilogue_args()?;
         let r = ReduceScalars::new(self, epi, scale);
         let most = self.world.single_launch_blocks(self.rank) as usize;
-        let grid = tokens_from_env(&BLOCKS, "EP_CUDA_MARKED_REDUCE_BLOCKS")
+        let grid = setting_from_env(&BLOCKS, "EP_CUDA_MARKED_REDUCE_BLOCKS")
             .unwrap_or(most * 2 / 3)
             .clamp(1, most.max(1));
         let n_tokens = self.round.n_tokens as i32;
@@ -428,7 +439,14 @@ impl CudaComm {
                 &b.out.ptr,
                 &b.status.ptr,
             ];
-            return self.launch_chained("ep_combine_unreduced", t as u32, THREADS, 0, &args);
+            return self.launch(
+                Chain::Prior,
+                "ep_combine_unreduced",
+                t as u32,
+                THREADS,
+                0,
+                &args,
+            );
         }
         let (epi, scale, device) = self.epilogue_args()?;
         let r = ReduceScalars::new(self, epi, scale);

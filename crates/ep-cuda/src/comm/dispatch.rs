@@ -7,8 +7,8 @@ use ep_core::format::TokenFormat;
 use ep_core::{DispatchInput, Format, Result};
 
 use super::late_inputs::Words;
-use super::path::{number_from_env, tokens_from_env, DispatchPath};
-use super::{contiguous, CudaComm, RoundData, SEND_THREADS, THREADS, WAIT_THREADS};
+use super::path::{number_from_env, setting_from_env, DispatchPath};
+use super::{contiguous, Chain, CudaComm, RoundData, SEND_THREADS, THREADS, WAIT_THREADS};
 use crate::kernels::MsgLayout;
 
 pub(super) fn format_id(f: Format) -> i32 {
@@ -140,7 +140,7 @@ fn send_kernel(format: Format, lean: bool) -> &'static str {
     if lean {
         "ep_dispatch_send_lean"
     } else if format == Format::Fp8
-        && tokens_from_env(&FP8, "EP_CUDA_SEND_FP8").is_none_or(|n| n != 0)
+        && setting_from_env(&FP8, "EP_CUDA_SEND_FP8").is_none_or(|n| n != 0)
     {
         "ep_dispatch_send_fp8"
     } else {
@@ -160,7 +160,7 @@ fn overlap_copy_grid(format: Format, most: usize, tokens: usize) -> (u32, u32) {
         Format::Fp8 => (2, 1),
         _ => (1, 3),
     };
-    let grid = tokens_from_env(&BLOCKS, "EP_CUDA_OVERLAP_COPY_BLOCKS")
+    let grid = setting_from_env(&BLOCKS, "EP_CUDA_OVERLAP_COPY_BLOCKS")
         .unwrap_or(most * num / den)
         .clamp(1, most * (512 / threads) as usize);
     (grid as u32, threads)
@@ -199,7 +199,7 @@ const BF16_HALF_COPY_MIN_TOKENS: usize = 2048;
 /// measured: not. `EP_CUDA_OWN_ROWS` overrides it (0: never, 1: every format).
 fn places_own_rows(format: Format, lean: bool) -> bool {
     static SET: OnceLock<Option<usize>> = OnceLock::new();
-    tokens_from_env(&SET, "EP_CUDA_OWN_ROWS").map_or(format == Format::Fp8 || lean, |n| n != 0)
+    setting_from_env(&SET, "EP_CUDA_OWN_ROWS").map_or(format == Format::Fp8 || lean, |n| n != 0)
 }
 
 /// Whether an overlapped round launches the copy-out again after the send, on every SM, to take
@@ -207,7 +207,7 @@ fn places_own_rows(format: Format, lean: bool) -> bool {
 /// ep_dispatch_copy_messages). `EP_CUDA_COPY_HELPERS=0` turns it off.
 fn copy_helpers() -> bool {
     static SET: OnceLock<Option<usize>> = OnceLock::new();
-    tokens_from_env(&SET, "EP_CUDA_COPY_HELPERS").is_none_or(|n| n != 0)
+    setting_from_env(&SET, "EP_CUDA_COPY_HELPERS").is_none_or(|n| n != 0)
 }
 
 /// How long an overlapped round's send blocks wait for the layout before they send the rank's own
@@ -218,7 +218,7 @@ fn copy_helpers() -> bool {
 /// comes costs the time, then the message goes as a message).
 fn own_rows_wait_ns() -> u64 {
     static WAIT: OnceLock<Option<usize>> = OnceLock::new();
-    tokens_from_env(&WAIT, "EP_CUDA_OWN_ROWS_WAIT_NS").unwrap_or(0) as u64
+    setting_from_env(&WAIT, "EP_CUDA_OWN_ROWS_WAIT_NS").unwrap_or(0) as u64
 }
 
 /// The dispatch round after `seq`, from 1 up to 2^31 - 1 and round again: an overlapped round's
@@ -355,7 +355,8 @@ impl CudaComm {
             self.fork_copy_stream()?;
             self.launch_dispatch_wait(LayoutWait::Beside, self.first_slice_ns())?;
         }
-        self.launch_first(
+        self.launch(
+            Chain::First,
             assign,
             grid as u32,
             threads,
@@ -450,17 +451,21 @@ impl CudaComm {
         } else {
             chain_send_threads(cfg.format, t, |n| self.resident_blocks(kernel, n, smem))
         };
-        let grid = t.max(1) as u32;
-        if overlap {
-            self.launch(kernel, grid, threads, smem, &send)?;
-        } else {
-            self.launch_chained(kernel, grid, threads, smem, &send)?;
-        }
+        let chain = if overlap { Chain::Plain } else { Chain::Prior };
+        self.launch(chain, kernel, t.max(1) as u32, threads, smem, &send)?;
         if cfg.n_nodes > 1 {
             // ep_dispatch_put's parameters are ep_dispatch_send's from ids to staging (a test
             // checks them name for name).
-            self.launch("ep_dispatch_put", t as u32, THREADS, 0, &send[5..18])?;
             self.launch(
+                Chain::Plain,
+                "ep_dispatch_put",
+                t as u32,
+                THREADS,
+                0,
+                &send[5..18],
+            )?;
+            self.launch(
+                Chain::Plain,
                 "ep_dispatch_signal",
                 1,
                 WAIT_THREADS,
@@ -579,7 +584,7 @@ impl CudaComm {
             &(self.ll_combine() as i32),
             &(self.marked_combine() as i32),
         ];
-        self.launch_first(kernel, grid, SEND_THREADS, smem, &args)
+        self.launch(Chain::First, kernel, grid, SEND_THREADS, smem, &args)
     }
 
     /// One slice of the wait and the copy-out into the per-expert layout (which does nothing
@@ -637,7 +642,14 @@ impl CudaComm {
                 &wait,
             );
         }
-        self.launch_chained("ep_dispatch_wait", 1, WAIT_THREADS, layout_smem, &wait)
+        self.launch(
+            Chain::Prior,
+            "ep_dispatch_wait",
+            1,
+            WAIT_THREADS,
+            layout_smem,
+            &wait,
+        )
     }
 
     /// The word that tells the send blocks the layout is there: a layout-first round's, and an
@@ -677,7 +689,7 @@ impl CudaComm {
     fn copy_out_per_sender(&self) -> usize {
         static SET: OnceLock<Option<usize>> = OnceLock::new();
         let cfg = &self.cfg;
-        if let Some(n) = tokens_from_env(&SET, "EP_CUDA_COPY_OUT_PER_SENDER") {
+        if let Some(n) = setting_from_env(&SET, "EP_CUDA_COPY_OUT_PER_SENDER") {
             return n.clamp(1, cfg.max_tokens_per_rank);
         }
         let resident = self.resident_blocks("ep_dispatch_copy_out", THREADS, 0);
@@ -766,11 +778,20 @@ impl CudaComm {
         if grid == 0 {
             return Ok(());
         }
-        if what == CopyOut::Tail {
-            // After the copy stream's join, not the wait kernel.
-            return self.launch("ep_dispatch_copy_out", grid as u32, THREADS, 0, &args);
-        }
-        self.launch_chained("ep_dispatch_copy_out", grid as u32, THREADS, 0, &args)
+        // The tail after the copy stream's join, not the wait kernel: not chained.
+        let chain = if what == CopyOut::Tail {
+            Chain::Plain
+        } else {
+            Chain::Prior
+        };
+        self.launch(
+            chain,
+            "ep_dispatch_copy_out",
+            grid as u32,
+            THREADS,
+            0,
+            &args,
+        )
     }
 }
 

@@ -1,4 +1,4 @@
-//! `EP_CUDA_LATE_INPUTS=NS`, a test hook for the chained first kernel (`launch_first`): after a
+//! `EP_CUDA_LATE_INPUTS=NS`, a test hook for the chained first kernel (`Chain::First`): after a
 //! phase's inputs are uploaded, the kernel a caller's model could run there, one that lets its
 //! dependents launch at once and writes the phase's inputs last (bench.cu, `ep_late_inputs`: each
 //! word changed, then after NS nanoseconds put back). The conformance suite run with it set checks
@@ -55,7 +55,8 @@ impl LateInputs {
 
 impl CudaComm {
     /// Under `EP_CUDA_LATE_INPUTS`: `ep_late_inputs` on the rank's stream over the first `n`
-    /// 4-byte words of `buf`, launched plain (as a caller's kernel after its own copies).
+    /// 4-byte words of `buf`, launched plain (as a caller's kernel after its own copies), and not
+    /// marked as a kernel of the phase (`CudaComm::launch` would add it to a probed breakdown).
     pub(super) fn late_inputs(&self, buf: &DevBuf, n: usize, words: Words) -> Result<()> {
         let Some(late) = &self.late else {
             return Ok(());

@@ -37,14 +37,19 @@ pub(crate) use dispatch::assign_chunks;
 use dispatch::format_id;
 pub(crate) use path::ll_max_tokens;
 
-/// How a kernel is launched behind the one before it on the rank's stream (`launch_fn`).
+/// How a kernel is launched behind the one before it on the rank's stream (`CudaComm::launch`).
+/// A chained launch (programmatic dependent launch, where the device takes it) may start while
+/// the kernel before it finishes; the kernel waits for it on the device (`ep_await_prior_grid`,
+/// which it must call).
 #[derive(Clone, Copy)]
 enum Chain {
-    /// After it has ended ([`CudaComm::launch`]).
+    /// After it has ended.
     Plain,
-    /// Chained to a kernel of the same phase ([`CudaComm::launch_chained`]).
+    /// Chained to a kernel of the same phase (`chained_launches`).
     Prior,
-    /// A phase's first kernel, chained to the caller's ([`CudaComm::launch_first`]).
+    /// A phase's first kernel, chained to whatever the caller's stream ran before the phase
+    /// (`chained_first`): in a model's step its blocks launch while the kernel before it (the
+    /// router, the expert GEMM) finishes, ~1 µs sooner than a plain launch (docs/perf.md, v52).
     First,
 }
 
@@ -202,69 +207,18 @@ impl CudaComm {
         &self.world.kernels[self.rank]
     }
 
-    /// Launches kernel `name` of this rank's device on its stream.
+    /// Launches kernel `name` of this rank's device on its stream, behind the kernel before it as
+    /// `chain` says (`Chain`).
     fn launch(
         &self,
+        chain: Chain,
         name: &'static str,
         grid: u32,
         block: u32,
         smem: u32,
         args: &[&dyn crate::kernels::KernelArg],
     ) -> Result<()> {
-        self.launch_fn(
-            name,
-            self.k().get(name),
-            Chain::Plain,
-            grid,
-            block,
-            smem,
-            args,
-        )
-    }
-
-    /// Launches kernel `name` chained to the kernel before it on this rank's stream (when the
-    /// device takes it, `chained_launches`): it may start launching while that one finishes,
-    /// and waits for it on the device (`ep_await_prior_grid`, which the kernel must call).
-    fn launch_chained(
-        &self,
-        name: &'static str,
-        grid: u32,
-        block: u32,
-        smem: u32,
-        args: &[&dyn crate::kernels::KernelArg],
-    ) -> Result<()> {
-        self.launch_fn(
-            name,
-            self.k().get(name),
-            Chain::Prior,
-            grid,
-            block,
-            smem,
-            args,
-        )
-    }
-
-    /// Launches kernel `name` as a phase's first kernel: chained to whatever the caller's stream
-    /// ran before the phase (`chained_first`), so that in a model's step its blocks launch while
-    /// the kernel before it (the router, the expert GEMM) finishes, ~1 µs sooner than a plain
-    /// launch behind it (docs/perf.md, v52). The kernel calls `ep_await_prior_grid` first.
-    fn launch_first(
-        &self,
-        name: &'static str,
-        grid: u32,
-        block: u32,
-        smem: u32,
-        args: &[&dyn crate::kernels::KernelArg],
-    ) -> Result<()> {
-        self.launch_fn(
-            name,
-            self.k().get(name),
-            Chain::First,
-            grid,
-            block,
-            smem,
-            args,
-        )
+        self.launch_fn(name, self.k().get(name), chain, grid, block, smem, args)
     }
 
     /// Launches `f` (kernel `name`, or a variant of it) on this rank's stream, behind the kernel
@@ -301,7 +255,7 @@ impl CudaComm {
         args: &[&dyn crate::kernels::KernelArg],
     ) -> Result<()> {
         if !beside {
-            return self.launch(name, grid, block, smem, args);
+            return self.launch(Chain::Plain, name, grid, block, smem, args);
         }
         launch(
             &self.copy_stream,
@@ -535,6 +489,7 @@ impl EpComm for CudaComm {
         let smem = (width * 4 + fmt.scale_bytes(width) + 16) as u32;
         let b = self.bufs();
         self.launch(
+            Chain::Plain,
             "ep_swiglu",
             rows as u32,
             THREADS,

@@ -112,14 +112,15 @@ const MARKED_MIN_TOKENS: usize = 1024;
 /// tokens not measured. `EP_CUDA_SINGLE_MARKED_MIN_TOKENS` overrides it (0: never).
 const SINGLE_MARKED_MIN_TOKENS: usize = 16;
 
-/// A token count set by the environment variable `var`, read once into `cell` (`None` when unset,
-/// or with a warning when it is not a number): it overrides the tunable's default.
-pub(super) fn tokens_from_env(cell: &OnceLock<Option<usize>>, var: &str) -> Option<usize> {
+/// A number set by the environment variable `var` (a token count, a switch), read once into
+/// `cell` (`None` when unset, or with a warning when it is not a number): it overrides the
+/// tunable's default.
+pub(super) fn setting_from_env(cell: &OnceLock<Option<usize>>, var: &str) -> Option<usize> {
     *cell.get_or_init(|| number_from_env(var))
 }
 
 /// The number in the environment variable `var`: `None` when unset, or with a warning when it is
-/// not a number. Read every call; the tunables cache it (`tokens_from_env`).
+/// not a number. Read every call; the tunables cache it (`setting_from_env`).
 pub(super) fn number_from_env(var: &str) -> Option<usize> {
     match std::env::var(var).as_deref().map(str::parse) {
         Err(_) => None,
@@ -142,7 +143,7 @@ const LL_MAX_TOKENS: usize = 8;
 /// [`LL_MAX_TOKENS`] or its override.
 pub(crate) fn ll_max_tokens() -> usize {
     static MAX: OnceLock<Option<usize>> = OnceLock::new();
-    tokens_from_env(&MAX, "EP_CUDA_LL_MAX_TOKENS").unwrap_or(LL_MAX_TOKENS)
+    setting_from_env(&MAX, "EP_CUDA_LL_MAX_TOKENS").unwrap_or(LL_MAX_TOKENS)
 }
 
 /// The kernels a dispatch round takes on a rank, in order of precedence (`CudaComm::dispatch_path`).
@@ -174,7 +175,7 @@ impl CudaComm {
         static SINGLE_MAX: OnceLock<Option<usize>> = OnceLock::new();
         static OVERLAP_MIN: OnceLock<Option<usize>> = OnceLock::new();
         static FIRST_MIN: OnceLock<Option<usize>> = OnceLock::new();
-        let single_max = tokens_from_env(&SINGLE_MAX, "EP_CUDA_SINGLE_DISPATCH_MAX_TOKENS")
+        let single_max = setting_from_env(&SINGLE_MAX, "EP_CUDA_SINGLE_DISPATCH_MAX_TOKENS")
             .unwrap_or(self.own_or_shared_gpu(
                 SINGLE_DISPATCH_MAX_TOKENS,
                 SINGLE_DISPATCH_MAX_TOKENS_SHARED_GPU,
@@ -184,7 +185,7 @@ impl CudaComm {
             return DispatchPath::Single;
         }
         let from = |cell: &OnceLock<Option<usize>>, var: &str, default: usize| {
-            let min = tokens_from_env(cell, var).unwrap_or(default);
+            let min = setting_from_env(cell, var).unwrap_or(default);
             self.persistent_grids() && min > 0 && self.round.n_tokens >= min
         };
         let overlap_min = if self.cfg.format == Format::Bf16 {
@@ -229,7 +230,7 @@ impl CudaComm {
     /// which only the combine knows: a function of the round alone, so the dispatch can read it).
     fn single_combine_size(&self) -> bool {
         static MAX: OnceLock<Option<usize>> = OnceLock::new();
-        let max = tokens_from_env(&MAX, "EP_CUDA_SINGLE_COMBINE_MAX_TOKENS").unwrap_or(
+        let max = setting_from_env(&MAX, "EP_CUDA_SINGLE_COMBINE_MAX_TOKENS").unwrap_or(
             self.own_or_shared_gpu(
                 SINGLE_COMBINE_MAX_TOKENS,
                 SINGLE_COMBINE_MAX_TOKENS_SHARED_GPU,
@@ -266,7 +267,7 @@ impl CudaComm {
     /// (`MARKED_MIN_TOKENS`) and a multi-kernel dispatch.
     pub(super) fn marked_beside_send(&self) -> bool {
         static MIN: OnceLock<Option<usize>> = OnceLock::new();
-        let min = tokens_from_env(&MIN, "EP_CUDA_MARKED_MIN_TOKENS").unwrap_or(MARKED_MIN_TOKENS);
+        let min = setting_from_env(&MIN, "EP_CUDA_MARKED_MIN_TOKENS").unwrap_or(MARKED_MIN_TOKENS);
         self.persistent_grids()
             && min > 0
             && self.round.n_tokens >= min
@@ -279,7 +280,7 @@ impl CudaComm {
     /// (`issue_combine_wait`), as a marked round's kernels after the send do.
     fn marked_single(&self) -> bool {
         static MIN: OnceLock<Option<usize>> = OnceLock::new();
-        let min = tokens_from_env(&MIN, "EP_CUDA_SINGLE_MARKED_MIN_TOKENS")
+        let min = setting_from_env(&MIN, "EP_CUDA_SINGLE_MARKED_MIN_TOKENS")
             .unwrap_or(SINGLE_MARKED_MIN_TOKENS);
         min > 0
             && self.round.n_tokens >= min
@@ -302,7 +303,7 @@ impl CudaComm {
     /// traffic off the copy-out at 4096 tokens BF16. BF16 from `LEAN_MIN_TOKENS_BF16`.
     pub(super) fn lean_dispatch(&self) -> bool {
         static MIN: OnceLock<Option<usize>> = OnceLock::new();
-        let min = tokens_from_env(&MIN, "EP_CUDA_LEAN_MIN_TOKENS").unwrap_or(LEAN_MIN_TOKENS_BF16);
+        let min = setting_from_env(&MIN, "EP_CUDA_LEAN_MIN_TOKENS").unwrap_or(LEAN_MIN_TOKENS_BF16);
         self.cfg.format == Format::Bf16
             && self.overlap_dispatch()
             && min > 0
@@ -312,7 +313,7 @@ impl CudaComm {
     /// This round's slots are assigned per chunk of tokens (`ep_assign_chunks`).
     pub(super) fn chunked_assign(&self) -> bool {
         static MIN: OnceLock<Option<usize>> = OnceLock::new();
-        let min = tokens_from_env(&MIN, "EP_CUDA_CHUNKED_ASSIGN_MIN_TOKENS")
+        let min = setting_from_env(&MIN, "EP_CUDA_CHUNKED_ASSIGN_MIN_TOKENS")
             .unwrap_or(CHUNKED_ASSIGN_MIN_TOKENS);
         min > 0 && self.round.n_tokens >= min
     }
@@ -321,18 +322,16 @@ impl CudaComm {
     /// launch, `kernels::launch_ex`): each may start launching while the one before it
     /// finishes. Hopper and later; `EP_CUDA_CHAINED_LAUNCH=0` turns it off.
     pub(super) fn chained_launches(&self) -> bool {
-        static OFF: OnceLock<bool> = OnceLock::new();
-        let off = *OFF.get_or_init(|| number_from_env("EP_CUDA_CHAINED_LAUNCH") == Some(0));
-        !off && self.k().chained_launches
+        static OFF: OnceLock<Option<usize>> = OnceLock::new();
+        setting_from_env(&OFF, "EP_CUDA_CHAINED_LAUNCH") != Some(0) && self.k().chained_launches
     }
 
     /// Whether a phase's first kernel goes chained to what the stream ran before the phase
-    /// (`launch_first`); `EP_CUDA_CHAINED_FIRST=0` turns it off (and `EP_CUDA_CHAINED_LAUNCH=0`
+    /// (`Chain::First`); `EP_CUDA_CHAINED_FIRST=0` turns it off (and `EP_CUDA_CHAINED_LAUNCH=0`
     /// every chained launch).
     pub(super) fn chained_first(&self) -> bool {
-        static OFF: OnceLock<bool> = OnceLock::new();
-        let off = *OFF.get_or_init(|| number_from_env("EP_CUDA_CHAINED_FIRST") == Some(0));
-        !off && self.chained_launches()
+        static OFF: OnceLock<Option<usize>> = OnceLock::new();
+        setting_from_env(&OFF, "EP_CUDA_CHAINED_FIRST") != Some(0) && self.chained_launches()
     }
 
     fn single_launch(&self, max_tokens: usize) -> bool {

@@ -396,12 +396,12 @@ __device__ __forceinline__ u64 ep_globaltimer() {
     return t;
 }
 
-// Chained launches (programmatic dependent launch, sm_90; comm/mod.rs `launch_chained`): a kernel
+// Chained launches (programmatic dependent launch, sm_90; comm/mod.rs `Chain`): a kernel
 // launched chained may start while the kernel before it on the stream still runs, so it calls
 // ep_await_prior_grid before it reads what an earlier kernel wrote or writes what one reads
 // (the wait returns once the kernel before has completed and its writes are visible; at once
 // when the kernel was not launched chained). A phase's first kernel goes chained too (comm/mod.rs
-// `launch_first`), behind whatever the caller ran before it, and waits first thing. A kernel calls
+// `Chain::First`), behind whatever the caller ran before it, and waits first thing. A kernel calls
 // ep_release_dependents where the one
 // chained after it may start launching: its blocks then take the SM room this grid no longer
 // needs and wait there, instead of being launched after this grid ends. Only where this grid

@@ -315,7 +315,7 @@ extern "C" __global__ void ep_combine_send(const u16* expert_out, const int* src
                                            const u64* dispatch_counts, int n_local, int n_ranks, int skip_a2a,
                                            const u64* count_ptrs, const u32* nmsg, const u64* ll_ptrs, u32 seq,
                                            const u64* mark_ptrs) {
-    ep_await_prior_grid(); // a phase's first kernel, launched chained (comm/mod.rs, `launch_first`)
+    ep_await_prior_grid(); // a phase's first kernel, launched chained (comm/mod.rs, `Chain::First`)
     ep_release_dependents(); // the wait (one block) may wait beside the send
     u64 row = blockIdx.x;
     u32 lane_nmsg = ep_lane_nmsg(nmsg, n_ranks);
@@ -343,7 +343,7 @@ extern "C" __global__ void ep_combine_send_ordered(const u16* expert_out, const 
                                                    const u64* count_ptrs, const u32* nmsg, const u64* ll_ptrs,
                                                    u32 seq, const u64* mark_ptrs, const int* msg_rows,
                                                    int max_tokens) {
-    ep_await_prior_grid(); // a phase's first kernel, launched chained (comm/mod.rs, `launch_first`)
+    ep_await_prior_grid(); // a phase's first kernel, launched chained (comm/mod.rs, `Chain::First`)
     __shared__ int rows[EP_MAX_TOP_K];
     u32 lane_nmsg = ep_lane_nmsg(nmsg, n_ranks);
     if (signal && blockIdx.x == 0)

@@ -97,7 +97,7 @@ __device__ __forceinline__ void ep_combine_single_body(
     // reset; in the staged LL reduce, 8 thread 0's first LL piece there at its first load, 9 the
     // first round staged; in the batched send (ep_send_rows_batched), 11 the first batch's rows
     // found (its barrier), 12 thread 0's stores of it issued, 13 and 14 the same of the second.
-    ep_await_prior_grid(); // a phase's first kernel, launched chained (comm/mod.rs, `launch_first`)
+    ep_await_prior_grid(); // a phase's first kernel, launched chained (comm/mod.rs, `Chain::First`)
     EP_STAMPS
     u64 rows = *rows_end;
     u32 lane_nmsg = ep_lane_nmsg(nmsg, n_ranks);

@@ -372,7 +372,7 @@ extern "C" __global__ void ep_assign_slots(const int* ids, int n_tokens, int top
                                            int n_ranks, int rank, int skip_a2a, int* slots, int* rank_slots,
                                            u32* chunk_base, u64* sent, u32* msgs_to, int early, u32* ticket,
                                            const u64* count_ptrs, int marked, int ll) {
-    ep_await_prior_grid(); // a phase's first kernel, launched chained (comm/mod.rs, `launch_first`)
+    ep_await_prior_grid(); // a phase's first kernel, launched chained (comm/mod.rs, `Chain::First`)
     ep_release_dependents(); // the send blocks may fetch their rows meanwhile (ep_dispatch_send_body)
     EP_STAMPS
     ep_assign_block(ids, n_tokens, top_k, n_experts, n_local, n_ranks, rank, skip_a2a, slots, rank_slots, sent,

@@ -276,7 +276,7 @@ __device__ __forceinline__ void ep_dispatch_single_body(
     // begun, 25 a mark's first poll issued,
     // 30 a mark's first poll returned, 27 its rows found by warp 0, 28 thread 0's stores to the
     // first row issued (ep_block_copy_message; the first message each).
-    ep_await_prior_grid(); // a phase's first kernel, launched chained (comm/mod.rs, `launch_first`)
+    ep_await_prior_grid(); // a phase's first kernel, launched chained (comm/mod.rs, `Chain::First`)
     EP_STAMPS
     int senders = gridDim.x - 1;
     bool counter = blockIdx.x == senders;
