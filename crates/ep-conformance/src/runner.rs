@@ -81,6 +81,14 @@ impl<B: EpBackend> Case<B> {
         }
     }
 
+    /// Why `backend` cannot run this case, or `None` when it can.
+    pub fn skip_reason(&self, backend: &B) -> Option<&'static str> {
+        (self.needs_host_closures && !backend.host_closures()).then_some(
+            "needs host-closure epilogues, which only CPU backends run; \
+             GPU backends take device-code epilogues instead",
+        )
+    }
+
     pub fn run(&self, backend: &B, cx: &Ctx) -> Outcome {
         let t0 = Instant::now();
         let result = catch_unwind(AssertUnwindSafe(|| match &self.run {
@@ -108,8 +116,18 @@ impl<B: EpBackend> Case<B> {
 pub fn cases_for<B: EpBackend>(backend: &B, filter: Option<&str>) -> Vec<Case<B>> {
     all_cases::<B>()
         .into_iter()
-        .filter(|c| backend.host_closures() || !c.needs_host_closures)
+        .filter(|c| c.skip_reason(backend).is_none())
         .filter(|c| filter.is_none_or(|f| c.name.contains(f)))
+        .collect()
+}
+
+/// The cases the filter selects that `backend` cannot run, each with the reason, so a runner can
+/// say what it leaves out instead of counting fewer cases than it announced.
+pub fn skipped_for<B: EpBackend>(backend: &B, filter: Option<&str>) -> Vec<(String, &'static str)> {
+    all_cases::<B>()
+        .into_iter()
+        .filter(|c| filter.is_none_or(|f| c.name.contains(f)))
+        .filter_map(|c| Some((c.name.clone(), c.skip_reason(backend)?)))
         .collect()
 }
 

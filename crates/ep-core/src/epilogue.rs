@@ -25,7 +25,11 @@ pub const EPILOGUE_CHUNK: usize = 128;
 pub type HostFn = dyn Fn(usize, usize, &[bf16]) + Send + Sync;
 
 /// A custom epilogue in CUDA C for GPU backends: `source` defines
-/// `__device__ void NAME(int token, int column, const __nv_bfloat16* values, int n)`.
+/// `__device__ void NAME(int token, int column, const unsigned short* values, int n)`, called
+/// once per chunk of up to [`EPILOGUE_CHUNK`] columns of token `token`'s combined row, by one
+/// thread, with the `n` values as bf16 bits (the programs are compiled without CUDA's headers).
+/// It leaves its results through memory it owns (a pointer compiled into `source`); combine
+/// stores nothing ([`CombineOutput::Consumed`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DeviceEpilogue {
     pub name: String,

@@ -19,6 +19,7 @@
 pub mod bench;
 mod comm;
 pub mod driver;
+pub mod epilogue_check;
 pub mod kernels;
 mod memory;
 pub mod probe;

@@ -1,9 +1,31 @@
 //! The conformance suite on the GPU (every case but the simulator-only host-closure ones). On a
 //! machine without a CUDA driver or GPU it says plainly that it did not run and counts nothing.
-//! EP_RANKS_PER_GPU sets the placement, EP_FILTER selects cases by name.
+//! Beside the generic cases it runs a device-code epilogue through every combine path
+//! (`ep_cuda::epilogue_check`). EP_RANKS_PER_GPU sets the placement, EP_FILTER selects cases by name.
+
+use std::time::Instant;
 
 use ep_conformance::runner;
 use ep_cuda::CudaBackend;
+
+const DEVICE_EPILOGUE: &str = "cuda::device_epilogue";
+
+/// A device-code epilogue through every combine path (ep_cuda::epilogue_check), as one case.
+fn device_epilogue(backend: &CudaBackend) -> runner::Outcome {
+    let t0 = Instant::now();
+    let result = match ep_cuda::epilogue_check::check(backend) {
+        Ok(rounds) => rounds
+            .iter()
+            .find(|r| !r.passed())
+            .map_or(Ok(()), |r| Err(r.to_string())),
+        Err(e) => Err(e.to_string()),
+    };
+    runner::Outcome {
+        name: DEVICE_EPILOGUE.into(),
+        result,
+        time: t0.elapsed(),
+    }
+}
 
 fn main() {
     let gpus = match CudaBackend::probe() {
@@ -32,14 +54,23 @@ fn main() {
         }
     };
     let filter = std::env::var("EP_FILTER").ok();
-    let outcomes = runner::run_all(&backend, filter.as_deref(), |o| {
+    for (name, why) in runner::skipped_for(&backend, filter.as_deref()) {
+        println!("skipped {name}: {why}");
+    }
+    let report = |o: &runner::Outcome| {
         let status = if o.result.is_ok() { "ok" } else { "FAILED" };
         println!(
             "{status:<6} {} ({:.0} ms)",
             o.name,
             o.time.as_secs_f64() * 1e3
         );
-    });
+    };
+    let mut outcomes = runner::run_all(&backend, filter.as_deref(), report);
+    if filter.as_deref().is_none_or(|f| DEVICE_EPILOGUE.contains(f)) {
+        let o = device_epilogue(&backend);
+        report(&o);
+        outcomes.push(o);
+    }
     if !runner::print_summary(&outcomes) || !device_ok {
         std::process::exit(1);
     }

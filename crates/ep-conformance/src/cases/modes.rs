@@ -85,9 +85,10 @@ pub fn shared_expert_every_format<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
     Ok(())
 }
 
-/// skip_a2a: tokens reach only their own device's experts; weighted and unreduced, fused and split.
+/// skip_a2a: tokens reach only their own device's experts; weighted and unreduced, fused and
+/// split, in every format.
 pub fn skip_a2a<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
-    for format in [Format::Bf16, Format::Fp8] {
+    for &format in Format::ALL {
         let cfg = EpConfig::new(128, 4, 16, 24, 4)
             .with_skip_a2a(4)
             .with_format(format);
