@@ -108,7 +108,14 @@ fn check_round(backend: &CudaBackend, tokens: usize) -> Result<EpilogueRound> {
     .into_iter()
     .collect::<Result<Vec<_>>>()?;
 
-    let want = oracle::combine(&cfg, &dispatch_inputs, &dispatched, &combine_inputs)?;
+    // The oracle's plain weighted combine: the values a device epilogue is handed.
+    let plain: Vec<CombineInput<'_>> = (0..N_RANKS)
+        .map(|r| {
+            CombineInput::new(expert_out[r].view())
+                .weighted(RouterWeights::F32(inputs[r].weights.view()))
+        })
+        .collect();
+    let want = oracle::combine(&cfg, &dispatch_inputs, &dispatched, &plain)?;
     let mut round = EpilogueRound {
         tokens,
         elements: elements * N_RANKS,
@@ -125,9 +132,9 @@ fn check_round(backend: &CudaBackend, tokens: usize) -> Result<EpilogueRound> {
             let (t, c) = (i / HIDDEN, i % HIDDEN);
             if n != 1 {
                 round.wrong_counts += 1;
-                round.example.get_or_insert_with(|| {
-                    format!("rank {r} token {t} column {c} seen {n} times")
-                });
+                round
+                    .example
+                    .get_or_insert_with(|| format!("rank {r} token {t} column {c} seen {n} times"));
             } else if g ^ 0x8000 != w.to_bits() {
                 round.wrong_values += 1;
                 round.example.get_or_insert_with(|| {
@@ -182,8 +189,9 @@ impl RankInputs {
             0 => -1,
             x => ((x * 7 + next() % N_EXPERTS as u64) % N_EXPERTS as u64) as i32,
         });
-        let weights =
-            Array2::from_shape_simple_fn((n, TOP_K), || (next() >> 40) as f32 / (1u64 << 24) as f32);
+        let weights = Array2::from_shape_simple_fn((n, TOP_K), || {
+            (next() >> 40) as f32 / (1u64 << 24) as f32
+        });
         RankInputs {
             tokens,
             ids,

@@ -66,7 +66,10 @@ fn main() {
         );
     };
     let mut outcomes = runner::run_all(&backend, filter.as_deref(), report);
-    if filter.as_deref().is_none_or(|f| DEVICE_EPILOGUE.contains(f)) {
+    if filter
+        .as_deref()
+        .is_none_or(|f| DEVICE_EPILOGUE.contains(f))
+    {
         let o = device_epilogue(&backend);
         report(&o);
         outcomes.push(o);

@@ -232,7 +232,9 @@ pub fn host_closure_epilogue<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
 }
 
 /// Fused SwiGLU into every format, both gate/up layouts, plain and clamped: bit-exact against
-/// the oracle, padding rows and rows past the last group zero, values close to f64 math.
+/// the oracle, padding rows and rows past the last group zero, and checked against SwiGLU
+/// computed independently of the oracle (`check_swiglu_independently`), so a backend that
+/// reuses the oracle (the simulator) is checked too.
 pub fn swiglu_every_format<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
     // NVFP4 dispatch pads every group to 128 rows, so padding rows are plentiful.
     let (cfg, inputs) = fixture_inputs("skewed", Format::Nvfp4)?;
@@ -293,9 +295,8 @@ pub fn swiglu_every_format<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
                     {
                         return Err(format!("{what}: padding row {row} is not zero"));
                     }
-                    if format == Format::Bf16 && clamp.is_none() && layout == GateUp::Split {
-                        check_swiglu_values(&x, &got, live).map_err(|e| format!("{what}: {e}"))?;
-                    }
+                    check_swiglu_independently(d, &x, &got, &opts)
+                        .map_err(|e| format!("{what}: {e}"))?;
                 }
             }
         }
@@ -303,20 +304,96 @@ pub fn swiglu_every_format<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
     Ok(())
 }
 
-fn check_swiglu_values(
+/// SwiGLU computed here from the contract's words, not through `ep_core::swiglu`: which rows
+/// are live from `src_info` (not the group offsets), gate and up by layout, the activation in f32
+/// with only `numerics::exp` shared (it is the definition of `exp`). BF16 output must equal it
+/// bit for bit; every format, decoded, must be within its quantization step of the f64 value.
+fn check_swiglu_independently(
+    routing: &ep_core::DispatchOutput,
     x: &Array2<bf16>,
     got: &ep_core::SwigluOutput,
-    live: impl Fn(usize) -> bool,
+    opts: &SwigluOptions,
 ) -> CaseResult {
-    let w = got.width;
-    for row in (0..x.nrows()).filter(|&r| live(r)) {
-        for c in 0..w {
-            let (g, u) = (x[[row, c]].to_f32() as f64, x[[row, w + c]].to_f32() as f64);
-            let want = g / (1.0 + (-g).exp()) * u;
-            let b = [got.payload[[row, 2 * c]], got.payload[[row, 2 * c + 1]]];
-            let have = bf16::from_bits(u16::from_le_bytes(b)).to_f32() as f64;
-            if (have - want).abs() > want.abs() * 2f64.powi(-8) + 1e-6 {
-                return Err(format!("row {row} col {c}: {have} vs {want}"));
+    use ep_core::format::TokenFormat;
+    use ep_core::numerics::exp;
+    let (w, fmt) = (got.width, opts.format);
+    let rows = got.payload.nrows();
+    let mut row_scales = vec![0u8; fmt.scale_bytes(w)];
+    let mut decoded = vec![0f32; w];
+    for row in (0..routing.rows()).filter(|&r| routing.src_info[[r, 0]] >= 0) {
+        let (gate, up): (Vec<f32>, Vec<f32>) = (0..w)
+            .map(|c| match opts.layout {
+                GateUp::Split => (x[[row, c]].to_f32(), x[[row, w + c]].to_f32()),
+                GateUp::Interleaved => (x[[row, 2 * c]].to_f32(), x[[row, 2 * c + 1]].to_f32()),
+            })
+            .unzip();
+        let h32: Vec<f32> = gate
+            .iter()
+            .zip(&up)
+            .map(|(&g, &u)| match opts.clamp {
+                None => g / (1.0 + exp(-g)) * u,
+                Some(SwigluClamp { alpha, limit }) => {
+                    let (g, u) = (g.min(limit), u.clamp(-limit, limit));
+                    ((u + 1.0) * g) * (1.0 / (1.0 + exp(-(alpha * g))))
+                }
+            })
+            .collect();
+        let h64: Vec<f64> = gate
+            .iter()
+            .zip(&up)
+            .map(|(&g, &u)| {
+                let (g, u) = (g as f64, u as f64);
+                match opts.clamp {
+                    None => g / (1.0 + (-g).exp()) * u,
+                    Some(SwigluClamp { alpha, limit }) => {
+                        let (g, u) = (g.min(limit as f64), u.clamp(-limit as f64, limit as f64));
+                        (u + 1.0) * g / (1.0 + (-(alpha as f64) * g).exp())
+                    }
+                }
+            })
+            .collect();
+        let payload = got.payload.row(row);
+        let payload = payload.as_slice().ok_or("payload rows are contiguous")?;
+        if fmt == Format::Bf16 {
+            for (c, h) in h32.iter().enumerate() {
+                let have = u16::from_le_bytes([payload[2 * c], payload[2 * c + 1]]);
+                if have != bf16::from_f32(*h).to_bits() {
+                    return Err(format!(
+                        "row {row} col {c}: {have:#06x}, computed here {:#06x}",
+                        bf16::from_f32(*h).to_bits()
+                    ));
+                }
+            }
+        }
+        fmt.gather_scales(w, rows, row, &got.scales, &mut row_scales);
+        fmt.decode(payload, &row_scales, opts.input_scale, &mut decoded);
+        for (block, (have, want)) in decoded
+            .chunks(fmt.block())
+            .zip(h64.chunks(fmt.block()))
+            .enumerate()
+        {
+            // NVFP4's scales saturate at e4m3's 448: no value decodes past 6 * 448 / input_scale.
+            let top = match fmt {
+                Format::Nvfp4 => 6.0 * 448.0 / opts.input_scale as f64,
+                _ => f64::INFINITY,
+            };
+            let amax = want.iter().fold(0f64, |m, v| m.max(v.abs())).min(top);
+            for (i, (&have, &want)) in have.iter().zip(want).enumerate() {
+                let want = want.clamp(-top, top);
+                // Half a step of the format's grid at this value or block, with room for the
+                // f32 activation's own rounding.
+                let tol = match fmt {
+                    Format::Bf16 => want.abs() * 2f64.powi(-8),
+                    Format::Fp8 => want.abs() * 2f64.powi(-4) + amax * 2f64.powi(-12),
+                    Format::Mxfp4 => amax * 0.3,
+                    _ => amax * 0.2,
+                } + 1e-5;
+                if (have as f64 - want).abs() > tol {
+                    let c = block * fmt.block() + i;
+                    return Err(format!(
+                        "row {row} col {c}: decoded {have}, f64 SwiGLU {want} (within {tol})"
+                    ));
+                }
             }
         }
     }
