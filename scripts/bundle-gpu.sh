@@ -12,7 +12,9 @@ cp target/release/ep "$out/ep"
 # Symbols are most of the binary (27 MB -> 3 MB); device calls carry the bundle.
 strip "$out/ep" 2>/dev/null || true
 cp scripts/ep-gpu.sh "$out/ep-gpu"
-# The device scripts' helpers (scripts/gpu-runs/lib.sh), beside the scripts copied in.
+# The device scripts' helpers (scripts/gpu-runs/lib.sh), beside the scripts copied in; the
+# conformance matrix and the dump checker it runs.
 cp scripts/gpu-runs/lib.sh "$out/lib.sh"
-chmod +x "$out/ep" "$out/ep-gpu"
+cp scripts/gpu-conformance.sh scripts/check_dump.py "$out/"
+chmod +x "$out/ep" "$out/ep-gpu" "$out/gpu-conformance.sh"
 echo "bundle in $out: $(du -sh "$out" | cut -f1)"

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# The GPU conformance matrix, run from a bundle on a GPU host (scripts/bundle-gpu.sh copies this
+# script and check_dump.py beside `ep`):
+# - the suite (`ep conformance --backend cuda`: the device self-checks, every case, the
+#   device-code epilogue) in each path mode, on every visible GPU, then with every rank on GPU 0;
+# - `ep run --dump` in every format on the scenarios issue dumps were checked on, each dump
+#   checked by check_dump.py (payload, scales, decode with each row's source scale, combine
+#   recomputed from the dump alone);
+# - the user-facing error paths, run as a user would: a size that cannot be allocated is a typed
+#   error and the process survives.
+# Usage: ./gpu-conformance.sh [MODE ...]   (modes: default single overlap layout marked; default:
+# all). Writes $OUT/conformance.txt (every line of every run) and $OUT/summary.txt (one line a run).
+set -uo pipefail
+cd "$(dirname "$0")"
+OUT=${OUT:-/tmp/gpu-conformance}
+mkdir -p "$OUT"
+log=$OUT/conformance.txt
+summary=$OUT/summary.txt
+T0=$(date +%s)
+note() { echo "$*" | tee -a "$summary"; }
+
+# Path modes, as the backend reads them (docs/tuning.md): which kernels a round takes.
+declare -A MODE_ENV=(
+  [default]=""
+  [single]="EP_CUDA_SINGLE_DISPATCH_MAX_TOKENS=1000000 EP_CUDA_SINGLE_COMBINE_MAX_TOKENS=1000000"
+  [overlap]="EP_CUDA_OVERLAP_MIN_TOKENS=1"
+  [layout]="EP_CUDA_LAYOUT_FIRST_MIN_TOKENS=1 EP_CUDA_SINGLE_DISPATCH_MAX_TOKENS=0"
+  [marked]="EP_CUDA_SINGLE_DISPATCH_MAX_TOKENS=1000000 EP_CUDA_SINGLE_COMBINE_MAX_TOKENS=1000000 EP_CUDA_SINGLE_MARKED_MIN_TOKENS=1 EP_CUDA_LL_MAX_TOKENS=0"
+)
+modes=("$@")
+[ ${#modes[@]} -eq 0 ] && modes=(default single overlap layout marked)
+
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | sort | uniq -c | sed 's/^ */gpus: /' | tee -a "$summary"
+n_gpus=$(nvidia-smi -L | wc -l)
+
+# suite LABEL [VAR=value ...]: one conformance run; its closing line into the summary.
+suite() {
+  local label=$1; shift
+  echo "=== conformance $label ($*)" >> "$log"
+  env "$@" timeout 300 ./ep-gpu conformance --backend cuda > /tmp/suite.txt 2>&1
+  local rc=$?
+  cat /tmp/suite.txt >> "$log"
+  note "conformance $label: rc=$rc, $(grep -E '^[0-9]+ passed, [0-9]+ failed' /tmp/suite.txt | tail -n 1), $(grep -c '^skipped' /tmp/suite.txt) skipped, $(( $(date +%s) - T0 ))s"
+  grep -E '^\[.*FAILED|^--- ' /tmp/suite.txt | head -n 10 | tee -a "$summary"
+}
+
+for m in "${modes[@]}"; do
+  # shellcheck disable=SC2086
+  suite "$m on $n_gpus GPUs" ${MODE_ENV[$m]}
+done
+if [ "$n_gpus" -gt 1 ]; then
+  suite "default, every rank on GPU 0" CUDA_VISIBLE_DEVICES=0
+fi
+
+# Dumps: every format, two scenarios, and the modes a dump must record; each checked from the
+# dump alone.
+for f in bf16 fp8 mxfp4 nvfp4; do
+  for args in "--scenario two_nodes_x4" "--scenario zero_token_ranks" "--scenario two_nodes_x4 --shared-expert" "--scenario uniform --skip-a2a 4" "--scenario two_nodes_x4 --unreduced"; do
+    d=$(mktemp -d)
+    # shellcheck disable=SC2086
+    ./ep-gpu run --backend cuda --format "$f" $args --rounds 1 --dump "$d" >> "$log" 2>&1
+    rc=$?
+    check=$(python3 check_dump.py "$d" 2>&1 | tail -n 1)
+    note "dump $f $args: run rc=$rc, check_dump: $check"
+    rm -rf "$d"
+  done
+done
+
+# Errors a user meets: a world too large for the device is a typed error, not an abort.
+./ep-gpu soak --backend cuda --hidden 1000000000 --ranks 2 --rounds 1 > /tmp/huge.txt 2>&1
+note "soak --hidden 1000000000 --ranks 2: rc=$? (134 would be an abort): $(tail -n 1 /tmp/huge.txt)"
+note "done in $(( $(date +%s) - T0 ))s"
