@@ -4,18 +4,21 @@
 //! - this module: fixtures in every format and mode, and the helpers cases share;
 //! - `rounds`: exact round trips and 1,000 consecutive rounds;
 //! - `bad_input`: typed errors with nothing written; `timeouts`: ranks that never signal;
-//! - `formats`: non-finite inputs; `modes`: shared expert, skip_a2a, epilogues, SwiGLU.
+//! - `formats`: non-finite inputs; `modes`: shared expert, skip_a2a, epilogues, SwiGLU;
+//! - `rules`: the contract's bit-level rules checked against the bits it names.
 
 mod bad_input;
 mod formats;
 mod modes;
 mod rounds;
+mod rules;
 mod timeouts;
 
 pub use bad_input::*;
 pub use formats::*;
 pub use modes::*;
 pub use rounds::*;
+pub use rules::*;
 pub use timeouts::*;
 
 use ep_core::{EpBackend, EpComm, EpConfig, Format};

@@ -1,0 +1,270 @@
+//! The rules the contract states bit for bit (docs/contract.md), each checked against the bits
+//! the contract names, not only against the oracle: a backend and an oracle that agreed on
+//! another rule would fail here. The combine sum starts from +0; a NaN in a quantized block is a
+//! fixed scale pattern with zero elements; a NaN in the combined output is `0x7FC0`; NVFP4
+//! decodes `(f32(q) * f32(sf)) / input_scale`, left to right, with the source token's scale.
+
+use ep_core::format::TokenFormat;
+use ep_core::{
+    bf16, oracle, CombineInput, DispatchOutput, EpBackend, EpComm, EpConfig, Format, RouterWeights,
+};
+use ndarray::Array2;
+
+use super::*;
+use crate::round::{run_and_check, Calls, RoundOptions};
+use crate::scenario::WeightKind;
+
+/// Combine `outs` with the inputs' f32 weights on every rank, checked bit for bit against the
+/// oracle; the combined rows.
+fn weighted_combine<C: EpComm>(
+    comms: &mut [C],
+    cfg: &EpConfig,
+    inputs: &RoundInputs,
+    dispatched: &[DispatchOutput],
+    outs: &[Array2<bf16>],
+) -> Result<Vec<Array2<bf16>>, String> {
+    let combine_input = |r: usize| {
+        CombineInput::new(outs[r].view()).weighted(RouterWeights::F32(inputs.weights[r].view()))
+    };
+    let got = ep_core::on_every_rank(comms, |c| {
+        c.combine(&dispatched[c.rank()].handle, &combine_input(c.rank()))
+    })
+    .into_iter()
+    .collect::<Result<Vec<_>, _>>()
+    .map_err(err)?;
+    let plain: Vec<_> = (0..inputs.n_ranks()).map(combine_input).collect();
+    let want = oracle::combine(cfg, &inputs.dispatch_inputs(), dispatched, &plain).map_err(err)?;
+    got.iter()
+        .zip(&want)
+        .enumerate()
+        .map(|(r, (g, w))| {
+            if let Some(d) = g.bit_diff(w) {
+                return Err(format!("rank {r}: combine differs from the oracle: {d}"));
+            }
+            g.reduced()
+                .cloned()
+                .ok_or_else(|| format!("rank {r}: a weighted combine must be reduced"))
+        })
+        .collect()
+}
+
+/// Expert outputs that are `value(col)` on every real row and zero on padding rows.
+fn constant_experts(d: &DispatchOutput, value: impl Fn(usize) -> bf16) -> Array2<bf16> {
+    Array2::from_shape_fn((d.rows(), d.hidden), |(row, col)| {
+        if d.src_info[[row, 0]] >= 0 {
+            value(col)
+        } else {
+            bf16::ZERO
+        }
+    })
+}
+
+/// The combine sum starts from +0: with every expert output -0 (and positive weights, so every
+/// product is -0), every combined element is +0 (`0x0000`), with and without the fused shared
+/// expert (added last, also -0). A sum started from the first product would give -0.
+pub fn combine_sum_starts_from_positive_zero<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
+    for cfg in [small_config(), small_config().with_shared_expert()] {
+        let inputs = good_inputs(&cfg, 61);
+        let mut comms = b.init_uniform(&cfg).map_err(err)?;
+        let dispatched = dispatch_all(&mut comms, &inputs)?;
+        let outs: Vec<_> = dispatched
+            .iter()
+            .map(|d| constant_experts(d, |_| bf16::NEG_ZERO))
+            .collect();
+        let combined = weighted_combine(&mut comms, &cfg, &inputs, &dispatched, &outs)?;
+        for (r, out) in combined.iter().enumerate() {
+            if let Some(((t, c), v)) = out.indexed_iter().find(|(_, v)| v.to_bits() != 0) {
+                return Err(format!(
+                    "shared expert {}: rank {r} token {t} column {c} is {:#06x}, not +0",
+                    cfg.fused_shared_expert,
+                    v.to_bits()
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// NaN bit patterns. Dispatch: a quantized block holding a NaN or an infinity has the format's
+/// NaN scale (FP8 f32 `0x7FC00000`, MXFP4 e8m0 `0xFF`, NVFP4 e4m3fn `0x7F`) and all-zero
+/// elements; no other block has it. Combine: whatever NaN an expert output carries (signalling,
+/// negative, with payload bits), a NaN combined element is the canonical `0x7FC0`.
+pub fn nan_bit_patterns<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
+    const HIDDEN: usize = 256;
+    // (column, value) planted in token 0 and token 1 of rank 0.
+    let planted = [(0usize, 3usize, bf16::NAN), (1, 130, bf16::INFINITY)];
+    for format in [Format::Fp8, Format::Mxfp4, Format::Nvfp4] {
+        let cfg = EpConfig::new(HIDDEN, 3, 8, 6, 2).with_format(format);
+        let mut inputs = good_inputs(&cfg, 67);
+        for &(t, c, v) in &planted {
+            inputs.tokens[0][[t, c]] = v;
+        }
+        let mut comms = b.init_uniform(&cfg).map_err(err)?;
+        let got = run_and_check(
+            &mut comms,
+            &inputs,
+            &RoundOptions::new(Calls::Fused, WeightKind::F32),
+        )
+        .map_err(|e| format!("{format}: {e}"))?;
+        let (block, scale_len) = (
+            format.block(),
+            format.scale_bytes(HIDDEN) / (HIDDEN / format.block()),
+        );
+        let nan_scale: &[u8] = match format {
+            Format::Fp8 => &[0x00, 0x00, 0xC0, 0x7F],
+            Format::Mxfp4 => &[0xFF],
+            _ => &[0x7F],
+        };
+        let payload_per_block = format.payload_bytes(HIDDEN) / (HIDDEN / block);
+        let mut seen = 0;
+        for (r, round) in got.iter().enumerate() {
+            let d = &round.dispatch;
+            let mut scales = vec![0u8; format.scale_bytes(HIDDEN)];
+            for row in (0..d.rows()).filter(|&row| d.src_info[[row, 0]] >= 0) {
+                format.gather_scales(HIDDEN, d.rows(), row, &d.recv_scales, &mut scales);
+                let token = d.src_info[[row, 0]] as usize;
+                let from_rank0 = d.source_rank(row) == Some(0);
+                for j in 0..HIDDEN / block {
+                    let poisoned = from_rank0
+                        && planted
+                            .iter()
+                            .any(|&(t, c, _)| t == token && c / block == j);
+                    let scale = &scales[j * scale_len..(j + 1) * scale_len];
+                    let elements = &d.recv_tokens.row(row).to_vec()
+                        [j * payload_per_block..(j + 1) * payload_per_block];
+                    if poisoned {
+                        seen += 1;
+                        if scale != nan_scale || elements.iter().any(|&e| e != 0) {
+                            return Err(format!(
+                                "{format}: rank {r} row {row} block {j}: scale {scale:02x?}, elements \
+                                 {elements:02x?}; want scale {nan_scale:02x?} and zero elements"
+                            ));
+                        }
+                    } else if scale == nan_scale {
+                        return Err(format!(
+                            "{format}: rank {r} row {row} block {j}: NaN scale in a finite block"
+                        ));
+                    }
+                }
+            }
+        }
+        if seen == 0 {
+            return Err(format!("{format}: no planted block was delivered"));
+        }
+    }
+
+    // Combine: expert outputs with NaNs of every kind in columns 0-3, ones elsewhere.
+    let nans = [0x7F81u16, 0xFFC1, 0x7FFF, 0xFF80 | 0x0001];
+    let cfg = small_config();
+    let inputs = good_inputs(&cfg, 71);
+    let mut comms = b.init_uniform(&cfg).map_err(err)?;
+    let dispatched = dispatch_all(&mut comms, &inputs)?;
+    let outs: Vec<_> = dispatched
+        .iter()
+        .map(|d| {
+            constant_experts(d, |c| {
+                nans.get(c).map_or(bf16::ONE, |&bits| bf16::from_bits(bits))
+            })
+        })
+        .collect();
+    let combined = weighted_combine(&mut comms, &cfg, &inputs, &dispatched, &outs)?;
+    for (r, out) in combined.iter().enumerate() {
+        for t in 0..out.nrows() {
+            let live = inputs.topk_ids[r].row(t).iter().any(|&e| e >= 0);
+            for c in 0..nans.len() {
+                let want = if live { 0x7FC0 } else { 0x0000 };
+                if out[[t, c]].to_bits() != want {
+                    return Err(format!(
+                        "combine: rank {r} token {t} column {c} is {:#06x}, want {want:#06x}",
+                        out[[t, c]].to_bits()
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// An e2m1 code as f32 (bit 3 the sign).
+fn e2m1(code: u8) -> f32 {
+    const MAGNITUDES: [f32; 8] = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0];
+    let m = MAGNITUDES[(code & 7) as usize];
+    if code & 8 != 0 {
+        -m
+    } else {
+        m
+    }
+}
+
+/// An e4m3fn byte as f32 (bias 7, no infinities, `S.1111.111` NaN).
+fn e4m3(byte: u8) -> f32 {
+    let (sign, exp, man) = (byte >> 7, (byte >> 3) & 0xF, byte & 7);
+    let v = if exp == 0xF && man == 7 {
+        f32::NAN
+    } else if exp == 0 {
+        man as f32 / 8.0 * 2f32.powi(-6)
+    } else {
+        (1.0 + man as f32 / 8.0) * 2f32.powi(exp as i32 - 7)
+    };
+    if sign == 1 {
+        -v
+    } else {
+        v
+    }
+}
+
+/// NVFP4 decodes `(f32(q) * f32(sf)) / input_scale`, left to right in f32, with the input scale
+/// of the row's source token. Tokens carry input scales that differ per token (so the wrong
+/// token's scale shows) and make `q * (sf / input_scale)` differ in the last bit for some
+/// elements (checked: the case has teeth). Decoded here from the bytes, and compared with the
+/// format's decode.
+pub fn nvfp4_decode_order<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
+    const HIDDEN: usize = 64;
+    let cfg = EpConfig::new(HIDDEN, 2, 8, 16, 2).with_format(Format::Nvfp4);
+    let mut inputs = good_inputs(&cfg, 73);
+    // Scales whose reciprocals are inexact, spread so each token's differs.
+    for (r, s) in inputs.input_scales.iter_mut().enumerate() {
+        for (t, v) in s.iter_mut().enumerate() {
+            *v = 1344.0 / (3.0 + (r * 16 + t) as f32 * 0.37);
+        }
+    }
+    let mut comms = b.init_uniform(&cfg).map_err(err)?;
+    let got = run_and_check(
+        &mut comms,
+        &inputs,
+        &RoundOptions::new(Calls::Fused, WeightKind::F32),
+    )?;
+    let fmt = Format::Nvfp4;
+    let (mut elements, mut orders_differ) = (0usize, 0usize);
+    for (r, round) in got.iter().enumerate() {
+        let d = &round.dispatch;
+        let mut scales = vec![0u8; fmt.scale_bytes(HIDDEN)];
+        let mut decoded = vec![0f32; HIDDEN];
+        for row in (0..d.rows()).filter(|&row| d.src_info[[row, 0]] >= 0) {
+            let src = d.source_rank(row).ok_or("a real row has a source rank")?;
+            let s = inputs.input_scales[src][d.src_info[[row, 0]] as usize];
+            fmt.gather_scales(HIDDEN, d.rows(), row, &d.recv_scales, &mut scales);
+            let payload = d.recv_tokens.row(row).to_vec();
+            fmt.decode(&payload, &scales, s, &mut decoded);
+            for (i, have) in decoded.iter().enumerate() {
+                let q = e2m1((payload[i / 2] >> (4 * (i % 2))) & 0xF);
+                let sf = e4m3(scales[i / 16]);
+                let want = (q * sf) / s;
+                elements += 1;
+                orders_differ += usize::from((q * (sf / s)).to_bits() != want.to_bits());
+                if have.to_bits() != want.to_bits() {
+                    return Err(format!(
+                        "rank {r} row {row} element {i}: decoded {have}, (q * sf) / s = {want} \
+                         (q {q}, sf {sf}, s {s})"
+                    ));
+                }
+            }
+        }
+    }
+    if orders_differ == 0 {
+        return Err(format!(
+            "no element of {elements} tells the two orders apart: the case has no teeth"
+        ));
+    }
+    Ok(())
+}
