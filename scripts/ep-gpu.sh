@@ -2,7 +2,8 @@
 # Runs the bundled `ep` on a GPU host. libcuda is on the loader path there, libnvrtc is not:
 # find it under $CUDA_HOME, /usr/local/cuda*, or a pip-installed nvidia-cuda-nvrtc, and put it on
 # LD_LIBRARY_PATH. NVLink multicast stays off (it can take a shared host's GPUs down).
-# EP_WRAP runs the binary under a tool, e.g. EP_WRAP="compute-sanitizer --tool memcheck".
+# EP_WRAP runs the binary under a tool, e.g. EP_WRAP="compute-sanitizer --tool memcheck"; EP_BIN
+# names another binary of the bundle to run the same way (the GPU conformance test binary).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 
@@ -30,4 +31,4 @@ export NCCL_NVLS_ENABLE=0
 export CUDA_MODULE_LOADING=${CUDA_MODULE_LOADING:-EAGER}
 export CUDA_DEVICE_MAX_CONNECTIONS=${CUDA_DEVICE_MAX_CONNECTIONS:-32}
 # shellcheck disable=SC2086
-exec ${EP_WRAP:-} "$here/ep" "$@"
+exec ${EP_WRAP:-} "$here/${EP_BIN:-ep}" "$@"

@@ -27,7 +27,7 @@ pub const TOKENS: [usize; 4] = [1, 16, 300, 1024];
 const HIDDEN: usize = 256;
 const TOP_K: usize = 4;
 const N_EXPERTS: usize = 16;
-const N_RANKS: usize = 4;
+const N_RANKS: usize = 2;
 
 /// The outcome of one round: the elements whose value differs from the oracle's, and the ones
 /// seen other than once, each with an example.
@@ -61,12 +61,45 @@ impl fmt::Display for EpilogueRound {
 }
 
 /// Runs a weighted combine with a device-code epilogue on `N_RANKS` ranks placed by `backend`,
-/// once per entry of [`TOKENS`].
+/// once per entry of [`TOKENS`]. Each rank's buffers (and so its epilogue's source, compiled once)
+/// serve every round.
 pub fn check(backend: &CudaBackend) -> Result<Vec<EpilogueRound>> {
-    TOKENS.iter().map(|&t| check_round(backend, t)).collect()
+    let placement = backend.placement(N_RANKS, crate::driver::device_count()?);
+    let most = TOKENS.iter().max().copied().unwrap_or(0) * HIDDEN;
+    let sinks = placement
+        .iter()
+        .enumerate()
+        .map(|(r, &gpu)| {
+            let ctx = device_kernels(gpu)?.ctx.clone();
+            let values = DevBuf::new(&ctx, most * 2)?;
+            let seen = DevBuf::new(&ctx, most * 4)?;
+            let epilogue = Epilogue::Device(DeviceEpilogue {
+                name: format!("ep_check_epilogue_rank{r}"),
+                source: epilogue_source(r, values.ptr, seen.ptr),
+            });
+            Ok(Sink {
+                values,
+                seen,
+                epilogue,
+                ctx,
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    TOKENS
+        .iter()
+        .map(|&t| check_round(backend, &sinks, t))
+        .collect()
 }
 
-fn check_round(backend: &CudaBackend, tokens: usize) -> Result<EpilogueRound> {
+/// Where rank r's epilogue leaves what it is handed.
+struct Sink {
+    values: DevBuf,
+    seen: DevBuf,
+    epilogue: Epilogue,
+    ctx: std::sync::Arc<cudarc::driver::CudaContext>,
+}
+
+fn check_round(backend: &CudaBackend, sinks: &[Sink], tokens: usize) -> Result<EpilogueRound> {
     let cfg = EpConfig::new(HIDDEN, TOP_K, N_EXPERTS, tokens, N_RANKS);
     let inputs: Vec<RankInputs> = (0..N_RANKS).map(|r| RankInputs::new(r, tokens)).collect();
     let dispatch_inputs: Vec<DispatchInput<'_>> = inputs.iter().map(|i| i.dispatch()).collect();
@@ -79,27 +112,16 @@ fn check_round(backend: &CudaBackend, tokens: usize) -> Result<EpilogueRound> {
         .iter()
         .map(|d| d.tokens_bf16().expect("a BF16 round"))
         .collect();
-
-    let placement = backend.placement(N_RANKS, crate::driver::device_count()?);
-    let elements = tokens * HIDDEN;
-    let mut sinks = Vec::with_capacity(N_RANKS);
-    for (r, &gpu) in placement.iter().enumerate() {
-        let ctx = device_kernels(gpu)?.ctx.clone();
-        let values = DevBuf::new(&ctx, elements * 2)?;
-        let seen = DevBuf::new(&ctx, elements * 4)?;
-        values.fill(0)?;
-        seen.fill(0)?;
-        let epilogue = Epilogue::Device(DeviceEpilogue {
-            name: format!("ep_check_epilogue_rank{r}"),
-            source: epilogue_source(r, values.ptr, seen.ptr),
-        });
-        sinks.push((values, seen, epilogue, ctx));
+    for s in sinks {
+        s.values.fill(0)?;
+        s.seen.fill(0)?;
     }
+    let elements = tokens * HIDDEN;
     let combine_inputs: Vec<CombineInput<'_>> = (0..N_RANKS)
         .map(|r| {
             CombineInput::new(expert_out[r].view())
                 .weighted(RouterWeights::F32(inputs[r].weights.view()))
-                .with_epilogue(&sinks[r].2)
+                .with_epilogue(&sinks[r].epilogue)
         })
         .collect();
     on_every_rank(&mut comms, |c| {
@@ -121,12 +143,12 @@ fn check_round(backend: &CudaBackend, tokens: usize) -> Result<EpilogueRound> {
         elements: elements * N_RANKS,
         ..Default::default()
     };
-    for (r, (values, seen, _, ctx)) in sinks.iter().enumerate() {
-        let stream = ctx.default_stream();
+    for (r, s) in sinks.iter().enumerate() {
+        let stream = s.ctx.default_stream();
         let mut got = vec![0u16; elements];
         let mut counts = vec![0u32; elements];
-        values.download(&mut got, &stream)?;
-        seen.download(&mut counts, &stream)?;
+        s.values.download(&mut got, &stream)?;
+        s.seen.download(&mut counts, &stream)?;
         let want = want[r].reduced().expect("a weighted combine is reduced");
         for (i, (w, (&g, &n))) in want.iter().zip(got.iter().zip(&counts)).enumerate() {
             let (t, c) = (i / HIDDEN, i % HIDDEN);
