@@ -35,9 +35,16 @@ pub trait TokenFormat {
     fn scale_bytes(&self, hidden: usize) -> usize;
     /// Each group's row count is rounded up to a multiple of this in the dispatch output.
     fn group_row_multiple(&self) -> usize;
-    /// Encodes `row` into `payload` and `scales` (exactly `payload_bytes`/`scale_bytes` long).
-    /// Rows arrive as f32: a bf16 token widens exactly, and fused SwiGLU quantizes its f32 output.
+    /// Encodes an f32 `row` into `payload` and `scales` (exactly `payload_bytes`/`scale_bytes`
+    /// long): what fused SwiGLU does with its f32 output (BF16 rounds each element to bf16).
     fn encode(&self, row: &[f32], input_scale: f32, payload: &mut [u8], scales: &mut [u8]);
+    /// Encodes a bf16 token row, as dispatch does. The quantized formats widen each element to
+    /// f32 (exact) and [`TokenFormat::encode`] it; BF16 overrides this to copy the bits as they
+    /// are, so every NaN payload (signalling included) arrives unchanged.
+    fn encode_bf16(&self, row: &[half::bf16], input_scale: f32, payload: &mut [u8], scales: &mut [u8]) {
+        let wide: Vec<f32> = row.iter().map(|x| x.to_f32()).collect();
+        self.encode(&wide, input_scale, payload, scales)
+    }
     /// Decodes an encoded row back to f32 values (`out.len() == hidden`).
     fn decode(&self, payload: &[u8], scales: &[u8], input_scale: f32, out: &mut [f32]);
     /// Bytes of the dispatch output's scale array for `rows` rows (padding rows included).
@@ -143,6 +150,9 @@ impl TokenFormat for Format {
     }
     fn encode(&self, row: &[f32], input_scale: f32, payload: &mut [u8], scales: &mut [u8]) {
         self.imp().encode(row, input_scale, payload, scales)
+    }
+    fn encode_bf16(&self, row: &[half::bf16], input_scale: f32, payload: &mut [u8], scales: &mut [u8]) {
+        self.imp().encode_bf16(row, input_scale, payload, scales)
     }
     fn decode(&self, payload: &[u8], scales: &[u8], input_scale: f32, out: &mut [f32]) {
         self.imp().decode(payload, scales, input_scale, out)
