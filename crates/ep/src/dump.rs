@@ -290,3 +290,84 @@ pub fn write_round(
         serde_json::to_string_pretty(&manifest).unwrap() + "\n",
     )
 }
+
+#[cfg(test)]
+mod tests {
+    //! A dump of the oracle's round, read back: rows decode with their source token's scale,
+    //! and the manifest carries what the combine needs.
+    use super::*;
+    use ep_conformance::{toy_experts, Fixture};
+    use ep_core::oracle;
+
+    /// The f32 data of a version 1.0 `.npy` file (header length at bytes 8-9).
+    fn read_f32(path: &Path) -> Vec<f32> {
+        let b = std::fs::read(path).unwrap();
+        let start = 10 + u16::from_le_bytes([b[8], b[9]]) as usize;
+        b[start..]
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+            .collect()
+    }
+
+    #[test]
+    fn nvfp4_rows_decode_with_their_source_tokens_scale() {
+        let fx = Fixture::load("zero_token_ranks").unwrap();
+        let cfg = fx.config(Format::Nvfp4).with_shared_expert();
+        let inputs = fx.inputs();
+        let dispatch = oracle::dispatch(&cfg, &inputs.dispatch_inputs()).unwrap();
+        let expert_out: Vec<_> = dispatch.iter().map(toy_experts).collect();
+        let combine_inputs: Vec<_> = (0..cfg.n_ranks())
+            .map(|r| inputs.combine_input(r, &expert_out[r], ep_conformance::WeightKind::F32))
+            .collect();
+        let combine =
+            oracle::combine(&cfg, &inputs.dispatch_inputs(), &dispatch, &combine_inputs).unwrap();
+        let ranks: Vec<_> = (0..cfg.n_ranks())
+            .map(|r| RankDump {
+                tokens: &inputs.tokens[r],
+                topk_ids: &inputs.topk_ids[r],
+                weights: &inputs.weights[r],
+                input_scales: &inputs.input_scales[r],
+                dispatch: &dispatch[r],
+                expert_out: &expert_out[r],
+                epilogue: None,
+                combine: &combine[r],
+            })
+            .collect();
+        let dir = std::env::temp_dir().join(format!("ep-dump-test-{}", std::process::id()));
+        write_round(&dir, "zero_token_ranks", &cfg, &DumpModes::default(), &ranks).unwrap();
+
+        let manifest: Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("manifest.json")).unwrap())
+                .unwrap();
+        assert_eq!(manifest["modes"]["shared_expert"], json!(true));
+        assert_eq!(manifest["modes"]["unreduced"], json!(false));
+        assert!(manifest["ranks"][1]["files"]["expert_out"].is_object());
+        assert!(manifest["ranks"][1]["files"]["src_rank"].is_object());
+
+        let mut rows_from_other_ranks = 0;
+        for (r, d) in dispatch.iter().enumerate() {
+            let decoded = read_f32(&dir.join(format!("rank{r}_recv_decoded.npy")));
+            let first = inputs.input_scales[r].first().copied().unwrap_or(1.0);
+            let with_first = d.decode_rows_with(first);
+            for row in 0..d.rows() {
+                let (Some(s), t) = (d.source_rank(row), d.src_info[[row, 0]]) else {
+                    continue;
+                };
+                let scale = inputs.input_scales[s][t as usize];
+                let (mut payload, mut sc) = (vec![0u8; cfg.hidden / 2], vec![0u8; cfg.hidden / 16]);
+                let token = inputs.tokens[s].row(t as usize).to_vec();
+                Format::Nvfp4.encode_bf16(&token, scale, &mut payload, &mut sc);
+                let mut want = vec![0f32; cfg.hidden];
+                Format::Nvfp4.decode(&payload, &sc, scale, &mut want);
+                let got = &decoded[row * cfg.hidden..(row + 1) * cfg.hidden];
+                assert_eq!(got, &want[..], "rank {r} row {row} (rank {s} token {t})");
+                if s != r && with_first.row(row).to_vec() != want {
+                    rows_from_other_ranks += 1;
+                }
+            }
+        }
+        // Ranks 1 and 3 have no tokens: the old fallback decoded their rows with 1.0.
+        assert!(rows_from_other_ranks > 0);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
