@@ -334,7 +334,14 @@ mod tests {
             })
             .collect();
         let dir = std::env::temp_dir().join(format!("ep-dump-test-{}", std::process::id()));
-        write_round(&dir, "zero_token_ranks", &cfg, &DumpModes::default(), &ranks).unwrap();
+        write_round(
+            &dir,
+            "zero_token_ranks",
+            &cfg,
+            &DumpModes::default(),
+            &ranks,
+        )
+        .unwrap();
 
         let manifest: Value =
             serde_json::from_str(&std::fs::read_to_string(dir.join("manifest.json")).unwrap())

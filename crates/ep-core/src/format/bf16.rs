@@ -89,7 +89,9 @@ mod tests {
             f32::from_bits(0x0001_0000), // a bf16 subnormal, exact
             1e-45,                       // below bf16's smallest subnormal: to zero
         ];
-        let want: [u16; 8] = [0x3F80, 0x3F82, 0x7FC1, 0xFFE0, 0x7F80, 0x8000, 0x0001, 0x0000];
+        let want: [u16; 8] = [
+            0x3F80, 0x3F82, 0x7FC1, 0xFFE0, 0x7F80, 0x8000, 0x0001, 0x0000,
+        ];
         let mut payload = vec![0u8; Bf16.payload_bytes(row.len())];
         Bf16.encode(&row, 1.0, &mut payload, &mut []);
         let got: Vec<u16> = payload

@@ -41,7 +41,13 @@ pub trait TokenFormat {
     /// Encodes a bf16 token row, as dispatch does. The quantized formats widen each element to
     /// f32 (exact) and [`TokenFormat::encode`] it; BF16 overrides this to copy the bits as they
     /// are, so every NaN payload (signalling included) arrives unchanged.
-    fn encode_bf16(&self, row: &[half::bf16], input_scale: f32, payload: &mut [u8], scales: &mut [u8]) {
+    fn encode_bf16(
+        &self,
+        row: &[half::bf16],
+        input_scale: f32,
+        payload: &mut [u8],
+        scales: &mut [u8],
+    ) {
         let wide: Vec<f32> = row.iter().map(|x| x.to_f32()).collect();
         self.encode(&wide, input_scale, payload, scales)
     }
@@ -151,7 +157,13 @@ impl TokenFormat for Format {
     fn encode(&self, row: &[f32], input_scale: f32, payload: &mut [u8], scales: &mut [u8]) {
         self.imp().encode(row, input_scale, payload, scales)
     }
-    fn encode_bf16(&self, row: &[half::bf16], input_scale: f32, payload: &mut [u8], scales: &mut [u8]) {
+    fn encode_bf16(
+        &self,
+        row: &[half::bf16],
+        input_scale: f32,
+        payload: &mut [u8],
+        scales: &mut [u8],
+    ) {
         self.imp().encode_bf16(row, input_scale, payload, scales)
     }
     fn decode(&self, payload: &[u8], scales: &[u8], input_scale: f32, out: &mut [f32]) {
