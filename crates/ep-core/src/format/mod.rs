@@ -21,9 +21,10 @@ pub use self::nvfp4::{unswizzle, Nvfp4};
 
 /// What a token format must define so that every backend produces the same bits.
 ///
-/// A format is pure data transformation: no state, no allocation, no I/O. Backends call it per
-/// token (the simulator directly; the GPU backend through a kernel that implements the same
-/// arithmetic, checked against this one).
+/// A format is pure data transformation: no state, no I/O (the only allocation is the widened
+/// row of the default [`TokenFormat::encode_bf16`]). Backends call it per token (the simulator
+/// directly; the GPU backend through a kernel that implements the same arithmetic, checked
+/// against this one).
 pub trait TokenFormat {
     /// Lower-case name used in errors and on the command line (`bf16`, `fp8`, ...).
     fn name(&self) -> &'static str;
@@ -48,7 +49,11 @@ pub trait TokenFormat {
         payload: &mut [u8],
         scales: &mut [u8],
     ) {
-        let wide: Vec<f32> = row.iter().map(|x| x.to_f32()).collect();
+        // Exact: the bits move up 16 places (a quantized block holding any NaN gets the NaN scale).
+        let wide: Vec<f32> = row
+            .iter()
+            .map(|x| f32::from_bits(u32::from(x.to_bits()) << 16))
+            .collect();
         self.encode(&wide, input_scale, payload, scales)
     }
     /// Decodes an encoded row back to f32 values (`out.len() == hidden`).
