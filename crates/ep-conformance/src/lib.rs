@@ -56,6 +56,7 @@ macro_rules! __with_cases {
                 skip_a2a_shared_expert epilogues swiglu_every_format combinations_not_allowed
                 summation_order
                 combine_sum_starts_from_positive_zero nan_bit_patterns nvfp4_decode_order
+                bf16_bits_exact nvfp4_source_scales
             ]
             host_closure_cases [
                 host_closure_epilogue

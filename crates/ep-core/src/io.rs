@@ -171,9 +171,32 @@ impl DispatchOutput {
         self.decode_rows_with(1.0)
     }
 
-    /// Every row decoded with the global `input_scale` the senders used (NVFP4 reads it; the
-    /// other formats ignore it).
+    /// Every row decoded with one `input_scale` (NVFP4 reads it; the other formats ignore it):
+    /// right only when every sender used that value for every token. See
+    /// [`DispatchOutput::decode_rows_from`] for per-token scales.
     pub fn decode_rows_with(&self, input_scale: f32) -> Array2<f32> {
+        self.decode_rows_by(|_| input_scale)
+    }
+
+    /// Every row decoded with the input scale of the token it carries: `input_scales[s][t]` for a
+    /// row from source rank `s` (`source_rank`) and token `t` (`src_info[row][0]`), as each
+    /// sender's `DispatchInput::input_scales` held it. Padding rows decode with 1.0 (they are
+    /// zero). `input_scales` has one entry per rank.
+    pub fn decode_rows_from(&self, input_scales: &[ArrayView1<'_, f32>]) -> Array2<f32> {
+        self.decode_rows_by(|row| self.source_input_scale(row, input_scales))
+    }
+
+    /// The input scale row `row` was encoded with, given every rank's per-token input scales
+    /// (1.0 for a padding row).
+    pub fn source_input_scale(&self, row: usize, input_scales: &[ArrayView1<'_, f32>]) -> f32 {
+        match (self.source_rank(row), self.src_info[[row, 0]]) {
+            (Some(s), t) if t >= 0 => input_scales[s][t as usize],
+            _ => 1.0,
+        }
+    }
+
+    /// Every row decoded with the input scale `scale_of(row)`.
+    pub fn decode_rows_by(&self, scale_of: impl Fn(usize) -> f32) -> Array2<f32> {
         let mut out = Array2::<f32>::zeros((self.rows(), self.hidden));
         let scale_bytes = self.format.scale_bytes(self.hidden);
         let mut scales = vec![0u8; scale_bytes];
@@ -185,7 +208,7 @@ impl DispatchOutput {
             self.format.decode(
                 payload.as_slice().expect("standard layout"),
                 &scales,
-                input_scale,
+                scale_of(r),
                 out.row_mut(r).as_slice_mut().expect("standard layout"),
             );
         }

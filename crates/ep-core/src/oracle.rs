@@ -43,10 +43,11 @@ pub fn dispatch(cfg: &EpConfig, inputs: &[DispatchInput<'_>]) -> Result<Vec<Disp
         let mut row_offsets = vec![0u32];
         let mut src_offsets = Array2::<u32>::zeros((n_groups, n_ranks + 1));
         let encode = |input: &DispatchInput<'_>, t: usize| {
-            let row: Vec<f32> = input.tokens.row(t).iter().map(|x| x.to_f32()).collect();
+            // BF16 copies the row's bits; the quantized formats encode it widened to f32.
+            let row: Vec<bf16> = input.tokens.row(t).to_vec();
             let mut payload = vec![0u8; payload_bytes];
             let mut scales = vec![0u8; scale_bytes];
-            fmt.encode(&row, input.input_scale(t), &mut payload, &mut scales);
+            fmt.encode_bf16(&row, input.input_scale(t), &mut payload, &mut scales);
             (payload, scales)
         };
         for g in 0..n_groups {

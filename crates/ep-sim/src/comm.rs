@@ -116,13 +116,14 @@ impl EpComm for SimComm {
         let staging = &world.group(rank, GroupId::Dispatch).send;
 
         let mut scratch = vec![0u8; msg.bytes];
-        let mut wide = vec![0f32; self.cfg.hidden];
+        let mut row = vec![bf16::ZERO; self.cfg.hidden];
         let mut encode = |t: usize, ids: &[i32], scratch: &mut [u8]| {
-            for (w, x) in wide.iter_mut().zip(input.tokens.row(t)) {
-                *w = x.to_f32();
+            // The bf16 row itself: BF16 copies its bits (a NaN's payload included).
+            for (w, x) in row.iter_mut().zip(input.tokens.row(t)) {
+                *w = *x;
             }
             let scale = input.input_scales.map_or(1.0, |s| s[t]);
-            msg.write(self.cfg.format, scratch, &wide, scale, t as u32, ids);
+            msg.write(self.cfg.format, scratch, &row, scale, t as u32, ids);
         };
 
         // Slot of the next message for each expert: messages from one sender to one expert are

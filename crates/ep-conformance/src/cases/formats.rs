@@ -26,7 +26,8 @@ pub fn nonfinite_inputs<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
         let block = format.block();
         for (r, round) in got.iter().enumerate() {
             let d = &round.dispatch;
-            let x = d.decode_rows_with(crate::scenario::GLOBAL_INPUT_SCALE);
+            let scales: Vec<_> = inputs.input_scales.iter().map(|s| s.view()).collect();
+            let x = d.decode_rows_from(&scales);
             for row in 0..d.rows() {
                 let poisoned = d.source_rank(row) == Some(0) && d.src_info[[row, 0]] == 1;
                 for (c, v) in x.row(row).iter().enumerate() {
@@ -97,4 +98,129 @@ fn magnitude_sweep(j: usize, i: usize) -> bf16 {
     let bits = amax.saturating_sub(stride * i) as u16;
     let negative = (7 * i + j).is_multiple_of(3);
     bf16::from_bits(bits | if negative { 0x8000 } else { 0 })
+}
+
+/// The bf16 bit patterns `bf16_bits_exact` sends: every NaN class (quiet and signalling, both
+/// signs, low, high and all payload bits), both infinities, both zeros, subnormals, and the
+/// finite extremes.
+const SPECIAL_BF16: [u16; 26] = [
+    0x7FC0, 0xFFC0, 0x7FC1, 0xFFC1, 0x7FE0, 0x7FFF, 0xFFFF, // quiet NaNs
+    0x7F81, 0xFF81, 0x7FA0, 0xFFA0, 0x7FBF, 0xFFBF, 0x7F95, // signalling NaNs
+    0x7F80, 0xFF80, // infinities
+    0x0000, 0x8000, // zeros
+    0x0001, 0x8001, 0x007F, 0x807F, 0x0040, // subnormals
+    0x0080, 0x7F7F, 0xFF7F, // smallest normal, largest finite
+];
+
+/// BF16 dispatch carries the raw row: every received row's bits equal the bits its source token
+/// sent, NaN payloads and signalling bits included (a path through f32 and back would quiet
+/// 0x7F81 into 0x7FC1), on one node, across nodes (staged sends), with the shared expert (rows
+/// kept on their rank), at few tokens and at many (the GPU backend's single-launch, regular and
+/// lean sends). The backend matches the oracle too, so the oracle carries them as well; the
+/// combine of these rows is compared with the oracle's (its NaNs are the canonical 0x7FC0).
+pub fn bf16_bits_exact<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
+    let configs = [
+        ("one node", EpConfig::new(64, 3, 8, 8, 2)),
+        ("two nodes", EpConfig::new(64, 3, 8, 8, 2).with_nodes(2)),
+        (
+            "shared expert",
+            EpConfig::new(64, 3, 8, 8, 2).with_shared_expert(),
+        ),
+        ("many tokens", EpConfig::new(64, 2, 4, 2600, 2)),
+    ];
+    for (what, cfg) in configs {
+        let mut inputs = good_inputs(&cfg, 53);
+        for (r, tokens) in inputs.tokens.iter_mut().enumerate() {
+            for ((t, c), v) in tokens.indexed_iter_mut() {
+                // Every pattern in every column position over the tokens, shifted per rank.
+                let i = (c + 7 * t + 3 * r) % SPECIAL_BF16.len();
+                *v = bf16::from_bits(SPECIAL_BF16[i]);
+            }
+        }
+        let mut comms = b.init_uniform(&cfg).map_err(err)?;
+        let got = run_and_check(
+            &mut comms,
+            &inputs,
+            &RoundOptions::new(Calls::Fused, WeightKind::F32),
+        )
+        .map_err(|e| format!("{what}: {e}"))?;
+        let mut checked = 0;
+        for (r, round) in got.iter().enumerate() {
+            let d = &round.dispatch;
+            let rows = d.tokens_bf16().ok_or("BF16 rows expected")?;
+            for row in 0..d.rows() {
+                let (Some(s), t) = (d.source_rank(row), d.src_info[[row, 0]]) else {
+                    continue;
+                };
+                let sent = inputs.tokens[s].row(t as usize);
+                for (c, (got, want)) in rows.row(row).iter().zip(sent).enumerate() {
+                    if got.to_bits() != want.to_bits() {
+                        return Err(format!(
+                            "{what}: rank {r} row {row} (rank {s} token {t}) column {c}: received {:#06x}, sent {:#06x}",
+                            got.to_bits(),
+                            want.to_bits()
+                        ));
+                    }
+                }
+                checked += 1;
+            }
+        }
+        if checked == 0 {
+            return Err(format!("{what}: no row received"));
+        }
+    }
+    Ok(())
+}
+
+/// NVFP4 rows decode with the input scale of the token they carry (source rank from
+/// `src_offsets`, token from `src_info`), and that gives what the oracle's sender encoded: the
+/// oracle's own encode and decode of each source token, with its scale. The suite's input scales
+/// differ by token and by rank, so the case also requires that decoding with the receiving
+/// rank's first scale (a decoder's easy mistake) would have given other values.
+pub fn nvfp4_source_scales<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
+    let cfg = EpConfig::new(256, 3, 8, 12, 4).with_format(Format::Nvfp4);
+    let inputs = good_inputs(&cfg, 61);
+    let mut comms = b.init_uniform(&cfg).map_err(err)?;
+    let got = run_and_check(
+        &mut comms,
+        &inputs,
+        &RoundOptions::new(Calls::Fused, WeightKind::F32),
+    )?;
+    let scales: Vec<_> = inputs.input_scales.iter().map(|s| s.view()).collect();
+    let (payload_bytes, scale_bytes) = (
+        Format::Nvfp4.payload_bytes(cfg.hidden),
+        Format::Nvfp4.scale_bytes(cfg.hidden),
+    );
+    let mut wrong_scale_differs = false;
+    for (r, round) in got.iter().enumerate() {
+        let d = &round.dispatch;
+        let decoded = d.decode_rows_from(&scales);
+        let first = inputs.input_scales[r].first().copied().unwrap_or(1.0);
+        let with_first = d.decode_rows_with(first);
+        for row in 0..d.rows() {
+            let (Some(s), t) = (d.source_rank(row), d.src_info[[row, 0]]) else {
+                continue;
+            };
+            let t = t as usize;
+            let scale = inputs.input_scales[s][t];
+            let mut payload = vec![0u8; payload_bytes];
+            let mut msg_scales = vec![0u8; scale_bytes];
+            let token = inputs.tokens[s].row(t).to_vec();
+            Format::Nvfp4.encode_bf16(&token, scale, &mut payload, &mut msg_scales);
+            let mut want = vec![0f32; cfg.hidden];
+            Format::Nvfp4.decode(&payload, &msg_scales, scale, &mut want);
+            for (c, (x, y)) in decoded.row(row).iter().zip(&want).enumerate() {
+                if x.to_bits() != y.to_bits() {
+                    return Err(format!(
+                        "rank {r} row {row} (rank {s} token {t}, scale {scale}) column {c}: decoded {x}, the sender's value {y}"
+                    ));
+                }
+            }
+            wrong_scale_differs |= with_first.row(row) != decoded.row(row);
+        }
+    }
+    if !wrong_scale_differs {
+        return Err("no row's decode depends on its token's scale: the case tests nothing".into());
+    }
+    Ok(())
 }

@@ -3,6 +3,8 @@
 
 use std::ops::Range;
 
+use half::bf16;
+
 use super::{Format, TokenFormat};
 
 /// How a masked id (-1) is written in a message's u16 id field.
@@ -42,19 +44,20 @@ impl MessageLayout {
         }
     }
 
-    /// Writes a whole message for one token. `msg.len() == self.bytes`.
+    /// Writes a whole message for one token row (encoded by [`TokenFormat::encode_bf16`]).
+    /// `msg.len() == self.bytes`.
     pub fn write(
         &self,
         format: Format,
         msg: &mut [u8],
-        row: &[f32],
+        row: &[bf16],
         input_scale: f32,
         src_token: u32,
         ids: &[i32],
     ) {
         debug_assert_eq!(msg.len(), self.bytes);
         let (head, tail) = msg.split_at_mut(self.scales.start);
-        format.encode(
+        format.encode_bf16(
             row,
             input_scale,
             &mut head[self.payload.clone()],
@@ -105,7 +108,7 @@ mod tests {
     fn header_round_trips() {
         let l = MessageLayout::new(Format::Bf16, 16, 3);
         let mut msg = vec![0u8; l.bytes];
-        let row: Vec<f32> = (0..16).map(|i| i as f32).collect();
+        let row: Vec<bf16> = (0..16).map(|i| bf16::from_f32(i as f32)).collect();
         l.write(Format::Bf16, &mut msg, &row, 1.0, 77, &[5, -1, 5]);
         assert_eq!(l.src_token(&msg), 77);
         assert_eq!((l.id(&msg, 0), l.id(&msg, 1), l.id(&msg, 2)), (5, -1, 5));

@@ -21,9 +21,10 @@ pub use self::nvfp4::{unswizzle, Nvfp4};
 
 /// What a token format must define so that every backend produces the same bits.
 ///
-/// A format is pure data transformation: no state, no allocation, no I/O. Backends call it per
-/// token (the simulator directly; the GPU backend through a kernel that implements the same
-/// arithmetic, checked against this one).
+/// A format is pure data transformation: no state, no I/O (the only allocation is the widened
+/// row of the default [`TokenFormat::encode_bf16`]). Backends call it per token (the simulator
+/// directly; the GPU backend through a kernel that implements the same arithmetic, checked
+/// against this one).
 pub trait TokenFormat {
     /// Lower-case name used in errors and on the command line (`bf16`, `fp8`, ...).
     fn name(&self) -> &'static str;
@@ -35,9 +36,26 @@ pub trait TokenFormat {
     fn scale_bytes(&self, hidden: usize) -> usize;
     /// Each group's row count is rounded up to a multiple of this in the dispatch output.
     fn group_row_multiple(&self) -> usize;
-    /// Encodes `row` into `payload` and `scales` (exactly `payload_bytes`/`scale_bytes` long).
-    /// Rows arrive as f32: a bf16 token widens exactly, and fused SwiGLU quantizes its f32 output.
+    /// Encodes an f32 `row` into `payload` and `scales` (exactly `payload_bytes`/`scale_bytes`
+    /// long): what fused SwiGLU does with its f32 output (BF16 rounds each element to bf16).
     fn encode(&self, row: &[f32], input_scale: f32, payload: &mut [u8], scales: &mut [u8]);
+    /// Encodes a bf16 token row, as dispatch does. The quantized formats widen each element to
+    /// f32 (exact) and [`TokenFormat::encode`] it; BF16 overrides this to copy the bits as they
+    /// are, so every NaN payload (signalling included) arrives unchanged.
+    fn encode_bf16(
+        &self,
+        row: &[half::bf16],
+        input_scale: f32,
+        payload: &mut [u8],
+        scales: &mut [u8],
+    ) {
+        // Exact: the bits move up 16 places (a quantized block holding any NaN gets the NaN scale).
+        let wide: Vec<f32> = row
+            .iter()
+            .map(|x| f32::from_bits(u32::from(x.to_bits()) << 16))
+            .collect();
+        self.encode(&wide, input_scale, payload, scales)
+    }
     /// Decodes an encoded row back to f32 values (`out.len() == hidden`).
     fn decode(&self, payload: &[u8], scales: &[u8], input_scale: f32, out: &mut [f32]);
     /// Bytes of the dispatch output's scale array for `rows` rows (padding rows included).
@@ -143,6 +161,15 @@ impl TokenFormat for Format {
     }
     fn encode(&self, row: &[f32], input_scale: f32, payload: &mut [u8], scales: &mut [u8]) {
         self.imp().encode(row, input_scale, payload, scales)
+    }
+    fn encode_bf16(
+        &self,
+        row: &[half::bf16],
+        input_scale: f32,
+        payload: &mut [u8],
+        scales: &mut [u8],
+    ) {
+        self.imp().encode_bf16(row, input_scale, payload, scales)
     }
     fn decode(&self, payload: &[u8], scales: &[u8], input_scale: f32, out: &mut [f32]) {
         self.imp().decode(payload, scales, input_scale, out)

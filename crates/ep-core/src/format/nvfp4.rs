@@ -9,7 +9,9 @@
 //!
 //! The `input_scale` is the per-token entry of `DispatchInput::input_scales` (1.0 when absent).
 //! Serving stacks use one global value per layer (the block-scaled GEMM takes it as alpha), so
-//! pass the same value for every token; the receiver decodes with it.
+//! pass the same value for every token. A received row decodes with its own source token's
+//! scale (`DispatchOutput::decode_rows_from`): the row's source rank from `src_offsets`, its
+//! token from `src_info`.
 //!
 //! **Round-trip bound**: with `d = f32(sf) / input_scale`,
 //! `|x - decode(q)| <= |x| / 4 + d / 4 + max(0, |x| - 6 d)`: half an e2m1 step, plus the

@@ -124,21 +124,9 @@ __device__ void ep_send_token(int t, EpRoute& r, const float* input_scales, int 
     // Everything after the payload (scales, padding, header) starts zeroed.
     for (int i = m.payload_bytes / 4 + threadIdx.x; i < m.bytes / 4; i += blockDim.x) ((u32*)msg)[i] = 0;
     if (fmt == EP_FMT_BF16) {
-        // The payload is the row itself, fetched in place; only a NaN changes (it gains the
-        // quiet bit, as bf16(f32(x)) does).
-        uint4* dst = (uint4*)msg;
-        for (int i = threadIdx.x; i < hidden / 8; i += blockDim.x) {
-            uint4 v = dst[i];
-            u32* w = (u32*)&v;
-            for (int j = 0; j < 4; j++) {
-                u32 lo = w[j] & 0xffffu, hi = w[j] >> 16;
-                if ((lo & 0x7fffu) > 0x7f80u) lo |= 0x40u;
-                if ((hi & 0x7fffu) > 0x7f80u) hi |= 0x40u;
-                w[j] = lo | (hi << 16);
-            }
-            dst[i] = v;
-        }
-        __syncthreads();
+        // The payload is the row itself, fetched in place, bit for bit (a NaN's payload and
+        // signalling bit included: TokenFormat::encode_bf16).
+        __syncthreads(); // the zeroed header, before it is written below
     } else if (fmt == EP_FMT_FP8) {
         __syncthreads(); // the zeroed header, before the scales go in
         // 8 lanes a block, four blocks a warp (ep_encode_fp8_warps).

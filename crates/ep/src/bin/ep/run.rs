@@ -175,6 +175,9 @@ pub fn main(args: Args) -> Result<ExitCode, String> {
         }
     }
     if let Some(dir) = &args.dump {
+        // The expert outputs combine was fed: the round's stand-in experts, recomputed from its
+        // dispatch output (a pure function of it).
+        let expert_out: Vec<_> = last.iter().map(|r| (opts.experts)(&r.dispatch)).collect();
         let ranks: Vec<_> = last
             .iter()
             .enumerate()
@@ -184,10 +187,16 @@ pub fn main(args: Args) -> Result<ExitCode, String> {
                 weights: &inputs.weights[r],
                 input_scales: &inputs.input_scales[r],
                 dispatch: &round.dispatch,
+                expert_out: &expert_out[r],
+                epilogue: opts.epilogues.get(r),
                 combine: &round.combine,
             })
             .collect();
-        ep::dump::write_round(dir, &name, &cfg, &ranks)
+        let modes = ep::dump::DumpModes {
+            unreduced: args.unreduced,
+            swiglu: args.swiglu,
+        };
+        ep::dump::write_round(dir, &name, &cfg, &modes, &ranks)
             .map_err(|e| format!("--dump {}: {e}", dir.display()))?;
         println!(
             "
