@@ -217,7 +217,7 @@ fn e4m3(byte: u8) -> f32 {
 /// of the row's source token. Tokens carry input scales that differ per token (so the wrong
 /// token's scale shows) and make `q * (sf / input_scale)` differ in the last bit for some
 /// elements (checked: the case has teeth). Decoded here from the bytes, and compared with the
-/// format's decode.
+/// format's decode and with `DispatchOutput::decode_rows_from`, which finds each row's source.
 pub fn nvfp4_decode_order<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
     const HIDDEN: usize = 64;
     let cfg = EpConfig::new(HIDDEN, 2, 8, 16, 2).with_format(Format::Nvfp4);
@@ -236,8 +236,11 @@ pub fn nvfp4_decode_order<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
     )?;
     let fmt = Format::Nvfp4;
     let (mut elements, mut orders_differ) = (0usize, 0usize);
+    let all_scales: Vec<_> = inputs.input_scales.iter().map(|s| s.view()).collect();
     for (r, round) in got.iter().enumerate() {
         let d = &round.dispatch;
+        // What a user decodes with: every row with its source token's scale.
+        let user = d.decode_rows_from(&all_scales);
         let mut scales = vec![0u8; fmt.scale_bytes(HIDDEN)];
         let mut decoded = vec![0f32; HIDDEN];
         for row in (0..d.rows()).filter(|&row| d.src_info[[row, 0]] >= 0) {
@@ -252,9 +255,11 @@ pub fn nvfp4_decode_order<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
                 let want = (q * sf) / s;
                 elements += 1;
                 orders_differ += usize::from((q * (sf / s)).to_bits() != want.to_bits());
-                if have.to_bits() != want.to_bits() {
+                let users = user[[row, i]];
+                if have.to_bits() != want.to_bits() || users.to_bits() != want.to_bits() {
                     return Err(format!(
-                        "rank {r} row {row} element {i}: decoded {have}, (q * sf) / s = {want} \
+                        "rank {r} row {row} element {i}: the format decodes {have}, \
+                         DispatchOutput::decode_rows_from {users}, (q * sf) / s = {want} \
                          (q {q}, sf {sf}, s {s})"
                     ));
                 }
