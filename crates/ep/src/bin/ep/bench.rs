@@ -24,9 +24,10 @@ pub struct Args {
     #[arg(long)]
     sweep: bool,
     /// Tokens per rank (without --sweep).
-    #[arg(long, default_value_t = 4096)]
+    #[arg(long, default_value_t = 4096, value_parser = crate::at_least_one)]
     tokens: usize,
-    #[arg(long, default_value = "bf16")]
+    /// Token format of dispatch (without --sweep).
+    #[arg(long, default_value = "bf16", value_parser = crate::format_parser(), ignore_case = true)]
     format: Format,
     /// Skewed routing (without --sweep): half of the routed slots go to a sixteenth of the
     /// experts, as the sweep's skewed scenarios.
