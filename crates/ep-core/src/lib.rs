@@ -1,5 +1,7 @@
 //! # ep-core: the expert-parallel dispatch/combine contract
 //!
+//! The contract is written out in `docs/contract.md` in the repository; this crate is its code.
+//!
 //! - [`config`]: [`EpConfig`], the world every rank agrees on, and its validation.
 //! - [`mod@format`]: the [`TokenFormat`] trait, the formats, and the message layout.
 //! - [`io`]: inputs and outputs of dispatch and combine (router weights, routing outputs).
@@ -11,8 +13,9 @@
 //! - [`error`]: [`EpError`], one typed error for everything.
 //!
 //! Arithmetic is IEEE f32 with round-to-nearest-even and no fused multiply-add: the combine sum
-//! for token `t` is `acc = 0.0; for k in 0..top_k { acc = acc + w[t][k] * f32(y[t][k]) }`, each
-//! `*` and `+` rounded separately, masked slots skipped, then rounded to bf16 once.
+//! for token `t` is `acc = +0.0; for k in 0..top_k { acc = acc + w[t][k] * f32(y[t][k]) }`, each
+//! `*` and `+` rounded separately, masked slots skipped, then rounded to bf16 once (a NaN result
+//! is the canonical bf16 NaN `0x7FC0`).
 
 pub mod backend;
 pub mod config;

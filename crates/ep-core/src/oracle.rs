@@ -1,6 +1,6 @@
 //! The oracle: the contract computed directly, over all ranks at once, with no buffers, threads
 //! or flags. Every backend is compared with it bit for bit. Keep it obviously correct rather than
-//! fast: each output is built by the most literal reading of `ep-contract.md`.
+//! fast: each output is built by the most literal reading of the contract (`docs/contract.md`).
 
 use half::bf16;
 use ndarray::{Array2, Array3, ArrayView2};

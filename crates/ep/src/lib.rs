@@ -1,8 +1,11 @@
 //! # ep: expert-parallel dispatch and combine for Mixture-of-Experts
 //!
-//! Depend on this crate; pick backends with cargo features (`sim`, on by default) and at run
-//! time with [`Backend`]. Everything in [`ep_core`] is re-exported here, so generic code is
-//! written against [`EpBackend`] / [`EpComm`]:
+//! Depend on this crate; pick backends with cargo features and at run time with [`Backend`]. The
+//! features are `sim` (the CPU simulator) and `cuda` (NVIDIA GPUs), both on by default: the CUDA
+//! backend builds without CUDA and loads the driver and NVRTC at run time, so a machine without
+//! them gets [`EpError::BackendUnavailable`] from [`Backend::new`] rather than a build failure.
+//! Everything in [`ep_core`] is re-exported here, so generic code is written against
+//! [`EpBackend`] / [`EpComm`]:
 //!
 //! ```
 //! use ep::{EpBackend, EpComm, EpConfig};
@@ -14,6 +17,10 @@
 //! let sim = ep::Backend::new(ep::BackendKind::Sim).unwrap();
 //! assert_eq!(world_size(&sim).unwrap(), 4);
 //! ```
+//!
+//! What every backend computes, bit for bit, is the contract: `docs/contract.md` in the
+//! repository. The `ep` binary (`cargo install --path crates/ep`) runs scenarios, the
+//! conformance suite and benchmarks from the command line.
 
 mod any_backend;
 pub mod dump;

@@ -24,19 +24,23 @@ pub struct Args {
     #[arg(long)]
     sweep: bool,
     /// Tokens per rank (without --sweep).
-    #[arg(long, default_value_t = 4096)]
+    #[arg(long, default_value_t = 4096, value_parser = crate::at_least_one)]
     tokens: usize,
-    #[arg(long, default_value = "bf16")]
+    /// Token format of dispatch (without --sweep).
+    #[arg(long, default_value = "bf16", value_parser = crate::format_parser(), ignore_case = true)]
     format: Format,
     /// Skewed routing (without --sweep): half of the routed slots go to a sixteenth of the
     /// experts, as the sweep's skewed scenarios.
     #[arg(long, conflicts_with = "sweep")]
     skewed: bool,
-    #[arg(long, default_value_t = 7168)]
+    /// Elements per token.
+    #[arg(long, default_value_t = 7168, value_parser = crate::at_least_one)]
     hidden: usize,
-    #[arg(long, default_value_t = 8)]
+    /// Experts each token is routed to.
+    #[arg(long, default_value_t = 8, value_parser = crate::at_least_one)]
     top_k: usize,
-    #[arg(long, default_value_t = 256)]
+    /// Experts in the world (a multiple of the ranks).
+    #[arg(long, default_value_t = 256, value_parser = crate::at_least_one)]
     experts: usize,
     /// Ranks (default: the GPUs visible; 8 on the simulator, 2 for its sweep).
     #[arg(long)]
@@ -47,14 +51,14 @@ pub struct Args {
     #[arg(long, value_name = "TOKENS")]
     max_tokens: Option<usize>,
     /// Measured rounds per scenario after the warm-up (default: by size).
-    #[arg(long)]
+    #[arg(long, value_parser = crate::at_least_one)]
     rounds: Option<usize>,
     /// Where to write the JSON (default with --sweep: bench/results/<device>-<date>.json).
     #[arg(long)]
     out: Option<PathBuf>,
     /// Passes over the scenario list; each scenario's samples are pooled over the passes, so
     /// the reported spread includes drift over the run, not only round-to-round noise.
-    #[arg(long, default_value_t = 4)]
+    #[arg(long, default_value_t = 4, value_parser = crate::at_least_one)]
     passes: usize,
     /// CUDA: also time every kernel of a round (events between launches, rank 0, median of a
     /// few extra rounds per scenario): where the time goes.
@@ -250,6 +254,16 @@ pub fn main(args: Args) -> Result<ExitCode, String> {
         .iter()
         .map(|sc| scenario_config(&args, sc, ranks))
         .collect::<Result<Vec<_>, _>>()?;
+    if args.target.backend == BackendKind::Sim {
+        // The simulator holds every rank's rows in this process: say what that costs before it
+        // starts, and refuse a run the machine cannot hold.
+        let need = scenarios
+            .iter()
+            .zip(&configs)
+            .map(|(sc, cfg)| sim_bytes(cfg, sc.tokens))
+            .fold(sim_ceiling_bytes(ranks), f64::max);
+        println!("{}", memory_line(need, available_memory())?);
+    }
     let device = match args.target.backend {
         BackendKind::Cuda => format!(
             "{}-x{}",
@@ -407,6 +421,57 @@ fn scenario_config(args: &Args, sc: &Scenario, ranks: usize) -> Result<EpConfig,
         .with_timeout(Duration::from_secs(60));
     cfg.validate().map_err(|e| e.to_string())?;
     Ok(cfg)
+}
+
+/// The simulator's memcpy ceiling: two 256 MiB buffers per rank (measure_ceiling).
+fn sim_ceiling_bytes(ranks: usize) -> f64 {
+    ranks as f64 * 512.0 * (1u64 << 20) as f64
+}
+
+/// About the peak memory of a simulator scenario of `tokens` per rank: each routed (token, expert)
+/// row is held about four times over (the receive buffer, the dispatch output, the expert output,
+/// combine's messages) as BF16, plus the tokens themselves. Measured peaks (hidden 7168, top-8, 2
+/// and 4 ranks, 2048 and 4096 tokens) agree within a few per cent.
+fn sim_bytes(cfg: &EpConfig, tokens: usize) -> f64 {
+    let rows = cfg.n_ranks() as f64 * tokens as f64 * (4 * cfg.top_k + 1) as f64;
+    rows * cfg.hidden as f64 * 2.0
+}
+
+/// The memory the system can still give (Linux's MemAvailable), if known.
+fn available_memory() -> Option<f64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let kb: f64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("MemAvailable:"))?
+        .trim()
+        .strip_suffix("kB")?
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kb * 1024.0)
+}
+
+/// The line that says what a simulator run needs, or the error when it exceeds what is available.
+fn memory_line(need: f64, available: Option<f64>) -> Result<String, String> {
+    let gb = |b: f64| b / 1e9;
+    match available {
+        Some(a) if need > a => Err(format!(
+            "this simulator run needs about {:.1} GB of memory and {:.1} GB is available: pass \
+             smaller --tokens, --ranks or --hidden",
+            gb(need),
+            gb(a)
+        )),
+        Some(a) => Ok(format!(
+            "memory: the simulator holds every rank's rows in this process, about {:.1} GB at \
+             peak ({:.1} GB available)",
+            gb(need),
+            gb(a)
+        )),
+        None => Ok(format!(
+            "memory: the simulator holds every rank's rows in this process, about {:.1} GB at peak",
+            gb(need)
+        )),
+    }
 }
 
 fn rounds_for(args: &Args, sc: &Scenario) -> usize {
@@ -989,6 +1054,33 @@ mod tests {
         );
         let alone = json!({ "local_gbps": 1947.2 });
         assert_eq!(ceiling_text(&alone), "local copy 1947 GB/s (one GPU)");
+    }
+
+    /// The simulator's memory: the default run's ~16 GB peak is said before it starts, and a run
+    /// larger than the memory available is refused.
+    #[test]
+    fn simulator_memory_is_said_and_bounded() {
+        let sc = Scenario {
+            tokens: 4096,
+            format: Format::Bf16,
+            skewed: false,
+        };
+        let cfg = scenario_config(&args(&["--ranks", "8"]), &sc, 8).unwrap();
+        let need = sim_bytes(&cfg, sc.tokens);
+        // Measured: 7.8 GB peak at 4 ranks, so the default 8 ranks take about 16 GB.
+        assert!((15e9..17e9).contains(&need), "{need}");
+        assert!(need > sim_ceiling_bytes(8));
+        let line = memory_line(need, Some(64e9)).unwrap();
+        assert!(
+            line.contains("about 15.5 GB at peak (64.0 GB available)"),
+            "{line}"
+        );
+        let err = memory_line(need, Some(8e9)).unwrap_err();
+        assert!(
+            err.contains("needs about 15.5 GB of memory and 8.0 GB is available"),
+            "{err}"
+        );
+        assert!(memory_line(need, None).unwrap().contains("about 15.5 GB"));
     }
 
     /// Step timing reads the device's clocks: on the simulator it is refused before anything

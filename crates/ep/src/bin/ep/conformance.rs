@@ -9,7 +9,7 @@ use ep::conformance::runner;
 pub struct Args {
     #[command(flatten)]
     target: crate::BackendArgs,
-    /// Only cases whose name contains this.
+    /// Only cases whose name contains this (none matching is an error).
     #[arg(long)]
     filter: Option<String>,
 }
@@ -21,6 +21,12 @@ pub fn main(args: Args) -> Result<ExitCode, String> {
         .iter()
         .filter(|c| args.filter.as_deref().is_none_or(|f| c.name.contains(f)))
         .count();
+    if total == 0 {
+        return Err(format!(
+            "no conformance case name contains `{}`",
+            args.filter.as_deref().unwrap_or_default()
+        ));
+    }
     println!(
         "running {total} conformance cases on backend `{}`",
         args.target.backend

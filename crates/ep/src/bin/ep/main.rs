@@ -2,6 +2,7 @@
 
 mod bench;
 mod conformance;
+mod report;
 mod run;
 mod soak;
 
@@ -36,6 +37,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    restore_sigpipe();
     let mut cli = Cli::parse();
     if cli.command.is_none() {
         // `ep` alone is `ep run` with every default.
@@ -56,13 +58,61 @@ fn main() -> ExitCode {
     }
 }
 
+/// Rust ignores SIGPIPE before `main`, so a write to a closed pipe (`ep run | head -2`) returns
+/// an error and `println!` panics with a backtrace. With the default action restored, the process
+/// ends quietly at that write, as other Unix tools do.
+#[cfg(unix)]
+fn restore_sigpipe() {
+    extern "C" {
+        fn signal(signum: i32, handler: usize) -> usize;
+    }
+    // SIGPIPE is 13 and SIG_DFL is 0 on Linux, macOS and the BSDs.
+    const SIGPIPE: i32 = 13;
+    const SIG_DFL: usize = 0;
+    // SAFETY: `signal` with SIG_DFL only resets a disposition; called before any other thread
+    // starts.
+    unsafe {
+        signal(SIGPIPE, SIG_DFL);
+    }
+}
+
+#[cfg(not(unix))]
+fn restore_sigpipe() {}
+
+/// `--backend`: the known backends, listed by `--help` and in the error for an unknown one.
+pub fn backend_parser() -> impl clap::builder::TypedValueParser<Value = BackendKind> {
+    use clap::builder::TypedValueParser;
+    clap::builder::PossibleValuesParser::new(BackendKind::ALL.map(BackendKind::name))
+        .map(|s| s.parse::<BackendKind>().expect("a listed name"))
+}
+
+/// `--format` and the other options that take a token format: the four formats, listed by
+/// `--help` and in the error for an unknown one.
+pub fn format_parser() -> impl clap::builder::TypedValueParser<Value = ep::Format> {
+    use clap::builder::TypedValueParser;
+    use ep::TokenFormat;
+    clap::builder::PossibleValuesParser::new(ep::Format::ALL.iter().map(|f| f.name()))
+        .map(|s| s.parse::<ep::Format>().expect("a listed name"))
+}
+
+/// A count that must be at least 1 (`--rounds`, `--ranks`, `--hidden`, ...): clap names the
+/// flag in the error.
+pub fn at_least_one(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(0) => Err("must be at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
 /// The backend options every subcommand takes.
 #[derive(clap::Args, Clone, Copy)]
 pub struct BackendArgs {
-    #[arg(long, default_value = "sim")]
+    /// The backend: `sim` (the CPU simulator) or `cuda` (NVIDIA GPUs).
+    #[arg(long, default_value = "sim", value_parser = backend_parser(), ignore_case = true)]
     pub backend: BackendKind,
     /// CUDA: ranks per GPU (default: spread over the visible GPUs).
-    #[arg(long)]
+    #[arg(long, value_parser = at_least_one)]
     pub ranks_per_gpu: Option<usize>,
 }
 

@@ -6,25 +6,23 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use ep::conformance::rng::Rng;
-use ep::conformance::round::{
-    all_ok, check_against_oracle, run_round, Calls, RankRound, RoundOptions,
-};
+use ep::conformance::round::{check_against_oracle, run_round, Calls, RankRound, RoundOptions};
 use ep::conformance::routing::RoutingSpec;
 use ep::conformance::{Fixture, RoundInputs, WeightKind};
 use ep::{EpBackend, EpComm, EpConfig, Epilogue, Format, SwigluOptions};
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// A fixture name (see `fixtures/`) or the path of a fixture file. Default: the built-in demo.
-    #[arg(long)]
+    // The help lists the embedded fixtures' names (scenario_help).
+    #[arg(long, value_name = "NAME|FILE", help = scenario_help())]
     scenario: Option<String>,
     #[command(flatten)]
     target: crate::BackendArgs,
     /// Token format of dispatch.
-    #[arg(long, default_value = "bf16")]
+    #[arg(long, default_value = "bf16", value_parser = crate::format_parser(), ignore_case = true)]
     format: Format,
     /// Rounds to run on one initialised world; every round is checked, times are medians.
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = 3, value_parser = crate::at_least_one)]
     rounds: usize,
     /// Use the split calls (`*_async` then `*_wait`) instead of the fused ones.
     #[arg(long)]
@@ -36,18 +34,28 @@ pub struct Args {
     /// Fuse the shared expert: each rank's own tokens become group 0, added back at combine.
     #[arg(long)]
     shared_expert: bool,
-    /// Combine without router weights: the output is [T, top_k, hidden].
+    /// Combine without router weights: the output is [T, top_k, hidden]. Not with
+    /// --shared-expert (its output is added to the weighted sum) nor --epilogue.
     #[arg(long, conflicts_with = "epilogue")]
     unreduced: bool,
     /// Skip the all-to-all: tokens reach only their own device's experts; W is the all-reduce size.
-    #[arg(long, value_name = "W")]
+    #[arg(long, value_name = "W", value_parser = crate::at_least_one)]
     skip_a2a: Option<usize>,
     /// A combine epilogue: add a residual, scale by 0.5, or quantize the output to FP8.
     #[arg(long, value_enum)]
     epilogue: Option<EpilogueArg>,
     /// After dispatch, run fused SwiGLU on a stand-in GEMM output and write it in this format.
-    #[arg(long, value_name = "FORMAT")]
+    #[arg(long, value_name = "FORMAT", value_parser = crate::format_parser(), ignore_case = true)]
     swiglu: Option<Format>,
+}
+
+/// `--scenario`'s help, with the names of the embedded fixtures.
+fn scenario_help() -> String {
+    format!(
+        "A fixture name or the path of a fixture file (JSON, as in `fixtures/`). Default: the \
+         built-in demo. Fixtures: {}",
+        Fixture::names().join(", ")
+    )
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -81,9 +89,19 @@ fn demo() -> (String, EpConfig, RoundInputs) {
     ("demo".into(), cfg, inputs)
 }
 
+/// A fixture file when `scenario` names a file or looks like a path, else an embedded fixture.
 fn load(scenario: &str, format: Format) -> Result<(String, EpConfig, RoundInputs), String> {
-    let fx = if Path::new(scenario).is_file() {
-        Fixture::read(Path::new(scenario))?
+    let path = Path::new(scenario);
+    let looks_like_path = scenario.contains(std::path::is_separator) || scenario.ends_with(".json");
+    let fx = if path.is_file() {
+        Fixture::read(path)?
+    } else if path.exists() {
+        return Err(format!("--scenario {scenario}: not a file"));
+    } else if looks_like_path {
+        return Err(format!(
+            "--scenario {scenario}: no such file (fixtures by name: {})",
+            Fixture::names().join(", ")
+        ));
     } else {
         Fixture::load(scenario)?
     };
@@ -91,6 +109,12 @@ fn load(scenario: &str, format: Format) -> Result<(String, EpConfig, RoundInputs
 }
 
 pub fn main(args: Args) -> Result<ExitCode, String> {
+    if args.shared_expert && args.unreduced {
+        // The contract rejects it per rank at combine; said once, before any world is built.
+        return Err("--shared-expert and --unreduced cannot be combined: the shared expert's \
+                    output is added to the weighted sum, and an unreduced output has nowhere to put it"
+            .into());
+    }
     let format = args.format;
     let (name, cfg, inputs) = match &args.scenario {
         Some(s) => load(s, format)?,
@@ -149,12 +173,13 @@ pub fn main(args: Args) -> Result<ExitCode, String> {
     if !modes.is_empty() {
         println!("modes: {}", modes.join(", "));
     }
-    let rounds = args.rounds.max(1);
+    let rounds = args.rounds;
     let mut last: Vec<RankRound> = Vec::new();
     let (mut dispatch_times, mut combine_times) = (Vec::new(), Vec::new());
     let mut mismatch = None;
     for round in 0..rounds {
-        let got = all_ok(run_round(&mut comms, &inputs, &opts))?;
+        let got = crate::report::all_ok(run_round(&mut comms, &inputs, &opts))
+            .map_err(|s| format!("round {round}: {}\n{s}", s.headline()))?;
         if let Err(e) = check_against_oracle(&cfg, &inputs, &opts, &got) {
             mismatch.get_or_insert(format!("round {round}: {e}"));
         }
