@@ -17,20 +17,27 @@ pub struct Args {
 pub fn main(args: Args) -> Result<ExitCode, String> {
     let backend = args.target.backend()?;
     let device_ok = device_checks(args.target.backend)?;
-    let total = runner::all_cases::<ep::Backend>()
-        .iter()
-        .filter(|c| args.filter.as_deref().is_none_or(|f| c.name.contains(f)))
-        .count();
-    if total == 0 {
+    let epilogue_case = applies_device_epilogue(&backend, args.filter.as_deref());
+    let total =
+        runner::cases_for(&backend, args.filter.as_deref()).len() + usize::from(epilogue_case);
+    let skipped = runner::skipped_for(&backend, args.filter.as_deref());
+    if total + skipped.len() == 0 {
         return Err(format!(
             "no conformance case name contains `{}`",
             args.filter.as_deref().unwrap_or_default()
         ));
     }
     println!(
-        "running {total} conformance cases on backend `{}`",
-        args.target.backend
+        "running {total} conformance cases on backend `{}`{}",
+        args.target.backend,
+        match skipped.len() {
+            0 => String::new(),
+            n => format!(" ({n} skipped, below)"),
+        }
     );
+    for (name, why) in &skipped {
+        println!("skipped {name}: {why}");
+    }
     let mut done = 0;
     let outcomes = runner::run_all(&backend, args.filter.as_deref(), |o| {
         done += 1;
@@ -42,6 +49,17 @@ pub fn main(args: Args) -> Result<ExitCode, String> {
         );
         let _ = std::io::stdout().flush();
     });
+    let mut outcomes = outcomes;
+    if let Some(o) = epilogue_case.then(|| device_epilogue(&backend)).flatten() {
+        done += 1;
+        let status = if o.result.is_ok() { "ok" } else { "FAILED" };
+        println!(
+            "[{done:>3}/{total}] {status:<6} {} ({:.0} ms)",
+            o.name,
+            o.time.as_secs_f64() * 1e3
+        );
+        outcomes.push(o);
+    }
     let cases_ok = runner::print_summary(&outcomes);
     if !device_ok {
         println!("device self-check FAILED (above): the CUDA backend's FP8 encode is not exact on this GPU");
@@ -66,5 +84,38 @@ fn device_checks(kind: ep::BackendKind) -> Result<bool, String> {
             Ok(checks.iter().all(|c| c.passed()))
         }
         _ => Ok(true),
+    }
+}
+
+const DEVICE_EPILOGUE: &str = "cuda::device_epilogue";
+
+/// Whether the run includes the device-code epilogue check: on CUDA, unless the filter leaves it
+/// out.
+fn applies_device_epilogue(backend: &ep::Backend, filter: Option<&str>) -> bool {
+    backend.kind() == ep::BackendKind::Cuda && filter.is_none_or(|f| DEVICE_EPILOGUE.contains(f))
+}
+
+/// CUDA: a device-code epilogue through each combine path against the oracle, as one more case
+/// (ep_cuda::epilogue_check; the generic cases cannot see what such an epilogue leaves). `None`
+/// on other backends.
+fn device_epilogue(backend: &ep::Backend) -> Option<runner::Outcome> {
+    match backend {
+        #[cfg(feature = "cuda")]
+        ep::Backend::Cuda(cuda) => {
+            let t0 = std::time::Instant::now();
+            let result = match ep::cuda::epilogue_check::check(cuda) {
+                Ok(rounds) => rounds
+                    .iter()
+                    .find(|r| !r.passed())
+                    .map_or(Ok(()), |r| Err(r.to_string())),
+                Err(e) => Err(e.to_string()),
+            };
+            Some(runner::Outcome {
+                name: DEVICE_EPILOGUE.into(),
+                result,
+                time: t0.elapsed(),
+            })
+        }
+        _ => None,
     }
 }
