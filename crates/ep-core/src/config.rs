@@ -406,7 +406,10 @@ mod tests {
         let c = EpConfig::new(128, 8, 16, 8, usize::MAX / 2).with_nodes(4);
         assert!(matches!(
             c.validate(),
-            Err(ConfigError::TooLarge { field: "n_nodes", .. })
+            Err(ConfigError::TooLarge {
+                field: "n_nodes",
+                ..
+            })
         ));
         // Realistic shapes pass.
         EpConfig::new(7168, 8, 256, 4096, 8).validate().unwrap();

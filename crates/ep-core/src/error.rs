@@ -391,7 +391,10 @@ mod tests {
         };
         let msg = e.to_string();
         assert!(msg.len() < 1000, "{} bytes: {msg}", msg.len());
-        assert!(msg.contains("rank 7 (experts 0,2,4,6,8,10,12,14 and 12 more)"), "{msg}");
+        assert!(
+            msg.contains("rank 7 (experts 0,2,4,6,8,10,12,14 and 12 more)"),
+            "{msg}"
+        );
         assert!(!msg.contains("rank 8 "), "{msg}");
         assert!(msg.ends_with("; and 992 more ranks"), "{msg}");
         assert_eq!(e.missing_ranks().len(), 1000);
@@ -423,6 +426,9 @@ mod tests {
             reason: RejectReason::of(&e),
         }
         .to_string();
-        assert!(p.contains("rank 1 rejected its dispatch input (an expert id out of range)"), "{p}");
+        assert!(
+            p.contains("rank 1 rejected its dispatch input (an expert id out of range)"),
+            "{p}"
+        );
     }
 }

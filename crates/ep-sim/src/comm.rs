@@ -8,8 +8,8 @@ use ep_core::format::TokenFormat;
 use ep_core::round::RoundTracker;
 use ep_core::{
     bf16, poison, swiglu, validate, CombineInput, CombineOutput, DispatchInput, DispatchOutput,
-    EpComm, EpConfig, EpError, Epilogue, MissingSignal, Phase, RejectReason, Result,
-    RoutingHandle, SwigluOptions, SwigluOutput,
+    EpComm, EpConfig, EpError, Epilogue, MissingSignal, Phase, RejectReason, Result, RoutingHandle,
+    SwigluOptions, SwigluOutput,
 };
 use ndarray::{Array2, Array3, ArrayView2};
 
@@ -288,10 +288,12 @@ impl EpComm for SimComm {
         let counts = match wait_for(&group.counts, &awaited, self.cfg.timeout) {
             Ok(c) => c,
             Err(why) => {
-                return Err(self.unfinished(Phase::Dispatch, started, why, |i| MissingSignal {
-                    src_rank: i % n_ranks,
-                    expert: rank * n_local + i / n_ranks,
-                }));
+                return Err(
+                    self.unfinished(Phase::Dispatch, started, why, |i| MissingSignal {
+                        src_rank: i % n_ranks,
+                        expert: rank * n_local + i / n_ranks,
+                    }),
+                );
             }
         };
         if let Some(&bad) = counts.iter().find(|&&c| c > geo.max_tokens as u64) {
@@ -512,7 +514,12 @@ impl EpComm for SimComm {
                 }));
             }
         };
-        let n_tokens = self.round.as_ref().expect("combine in flight").topk_ids.nrows();
+        let n_tokens = self
+            .round
+            .as_ref()
+            .expect("combine in flight")
+            .topk_ids
+            .nrows();
         // Before the counts are taken: a failed allocation leaves the wait to be called again.
         let unreduced = match self.round.as_ref().expect("combine in flight").weights {
             Some(_) => Vec::new(),

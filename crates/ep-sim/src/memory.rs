@@ -227,7 +227,8 @@ impl Geometry {
     /// (`EpConfig::buffer_bytes`).
     pub fn alloc_rank(&self, rank: usize, max_recv_rows: usize) -> Result<RankMemory> {
         let counts = self.n_local * self.n_ranks;
-        let buf = |len: usize, what: &str| SymmetricBuffer::new(len, &format!("rank {rank}'s {what}"));
+        let buf =
+            |len: usize, what: &str| SymmetricBuffer::new(len, &format!("rank {rank}'s {what}"));
         Ok(RankMemory {
             dispatch: BufferGroup {
                 // One staged message per token: puts to several remote experts read the same one.

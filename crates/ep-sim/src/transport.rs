@@ -177,7 +177,8 @@ impl Transport {
         if self.nic.is_some() {
             let (tx, rx) = crossbeam::channel::bounded(1);
             self.queue(Op::Fence(tx));
-            rx.recv().expect("the NIC lives as long as the world's communicators");
+            rx.recv()
+                .expect("the NIC lives as long as the world's communicators");
         }
     }
 

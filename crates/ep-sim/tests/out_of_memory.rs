@@ -29,7 +29,10 @@ fn a_buffer_larger_than_the_host_is_out_of_memory() {
             assert!(msg.contains(&bytes.to_string()), "{msg}");
         }
         Err(e) => panic!("wrong error: {e}"),
-        Ok(_) => panic!("a world needing {} bytes per buffer was built", hidden * 128),
+        Ok(_) => panic!(
+            "a world needing {} bytes per buffer was built",
+            hidden * 128
+        ),
     }
     SimBackend::new()
         .init_uniform(&EpConfig::new(128, 2, 4, 8, 2))
@@ -52,7 +55,9 @@ fn hidden_two_to_the_forty_is_out_of_memory() {
 fn hidden_two_to_the_sixty_is_a_config_error() {
     let cfg = EpConfig::new(1 << 60, 8, 16, 8, 4);
     match SimBackend::new().init_uniform(&cfg) {
-        Err(EpError::Config(ConfigError::SizeOverflow { field: "hidden", .. })) => {}
+        Err(EpError::Config(ConfigError::SizeOverflow {
+            field: "hidden", ..
+        })) => {}
         other => panic!("{:?}", other.map(|c| c.len())),
     }
 }

@@ -441,13 +441,7 @@ pub fn peer_rejects_combine<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
                 other => return Err(format!("rank 2: {other:?}")),
             }
         } else {
-            expect_peer_rejected(
-                r,
-                &res,
-                2,
-                ep_core::Phase::Combine,
-                RejectReason::Shape,
-            )?;
+            expect_peer_rejected(r, &res, 2, ep_core::Phase::Combine, RejectReason::Shape)?;
         }
     }
     combine_resumed(&mut comms, &cfg, &inputs, dispatched, &outs, 2, true)?;
