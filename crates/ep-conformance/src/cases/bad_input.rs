@@ -237,7 +237,7 @@ fn rejected_combine<B: EpBackend>(
 /// input, and its peers' counts hold its poison): `first` issues its combine, then every other
 /// rank combines (or, with `peers_issued`, waits again for the combine it issued), and the round
 /// is held against the oracle.
-fn combine_resumed<C: EpComm>(
+pub(crate) fn combine_resumed<C: EpComm>(
     comms: &mut [C],
     cfg: &EpConfig,
     inputs: &crate::scenario::RoundInputs,
