@@ -94,6 +94,20 @@ impl CudaComm {
         let status = WaitStatus::from_word(code[0]);
         self.round.messages_pending = status == Some(WaitStatus::MessagesPending);
         let rank = self.rank;
+        // A slice that ran out with counts missing (a slow path already: a slice is
+        // milliseconds) may have a peer's poison among those that came: say so now rather than
+        // wait for the rest. Nothing was reset, so the wait can be taken up again.
+        if status == Some(WaitStatus::Pending) {
+            if let Some((peer, reason)) = self.poisoned_count(phase)? {
+                self.round.resume = true;
+                return Err(EpError::PeerRejected {
+                    rank,
+                    peer,
+                    phase,
+                    reason,
+                });
+            }
+        }
         let err = match status {
             Some(WaitStatus::Ok) => return Ok(true),
             Some(WaitStatus::Pending | WaitStatus::MessagesPending) if !give_up => {
