@@ -55,7 +55,7 @@ macro_rules! __with_cases {
                 shared_expert_fp8_weighted shared_expert_every_format skip_a2a
                 skip_a2a_shared_expert epilogues swiglu_every_format combinations_not_allowed
                 summation_order
-                peer_rejects_dispatch peer_rejects_combine
+                peer_rejects_dispatch peer_rejects_combine sizes_beyond_memory
             ]
             host_closure_cases [
                 host_closure_epilogue

@@ -565,3 +565,32 @@ pub fn calls_out_of_order<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
     )
     .map(|_| ())
 }
+
+/// Sizes no host or GPU can give are typed errors, and the process goes on: hidden 2^60 wraps a
+/// usize (a config error naming `hidden`, at init); hidden 2^28 with 4096 tokens asks for
+/// terabytes per buffer, which every size check lets through (32-bit kernel sizes included), so
+/// the allocation itself must fail as `OutOfMemory` naming the bytes. A small world works after.
+pub fn sizes_beyond_memory<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
+    let wraps = EpConfig::new(1 << 60, 4, 16, 8, 2).with_nodes(2);
+    match b.init_uniform(&wraps) {
+        Err(EpError::Config(ConfigError::SizeOverflow {
+            field: "hidden", ..
+        })) => {}
+        Err(e) => return Err(format!("hidden 2^60: wrong error: {e}")),
+        Ok(_) => return Err("hidden 2^60: init succeeded".into()),
+    }
+    let huge = EpConfig::new(1 << 28, 4, 16, 4096, 2).with_nodes(2);
+    match b.init_uniform(&huge) {
+        Err(EpError::OutOfMemory { bytes, what }) if bytes >= 1 << 40 && !what.is_empty() => {}
+        Err(e) => return Err(format!("hidden 2^28 x 4096 tokens: wrong error: {e}")),
+        Ok(_) => return Err("hidden 2^28 x 4096 tokens: init succeeded".into()),
+    }
+    let cfg = small_config();
+    let mut comms = b.init_uniform(&cfg).map_err(err)?;
+    run_and_check(
+        &mut comms,
+        &good_inputs(&cfg, 16),
+        &RoundOptions::new(Calls::Fused, WeightKind::F32),
+    )
+    .map(|_| ())
+}
