@@ -63,6 +63,8 @@ impl Fixture {
     pub fn parse(text: &str) -> Result<Fixture, String> {
         let fx: Fixture = serde_json::from_str(text).map_err(|e| e.to_string())?;
         let cfg = fx.config(Format::Bf16);
+        // Before any size is computed from the config: sizes that wrap are config errors.
+        cfg.validate().map_err(|e| format!("invalid config: {e}"))?;
         if fx.topk_ids.len() != cfg.n_ranks() {
             return Err(format!(
                 "topk_ids has {} ranks, the topology has {}",
@@ -77,6 +79,20 @@ impl Fixture {
                     cfg.top_k
                 ));
             }
+        }
+        // The token values `inputs` makes: the bytes asked for are named, not an abort.
+        let tokens: usize = fx.topk_ids.iter().map(Vec::len).sum();
+        let bytes = tokens
+            .checked_mul(cfg.hidden)
+            .and_then(|n| n.checked_mul(2))
+            .filter(|&b| b <= isize::MAX as usize);
+        let fits = bytes.is_some_and(|b| Vec::<u8>::new().try_reserve_exact(b).is_ok());
+        if !fits {
+            return Err(format!(
+                "out of memory: its {tokens} tokens of hidden = {} need {} bytes of token values",
+                cfg.hidden,
+                bytes.map_or("more than isize::MAX".to_string(), |b| b.to_string())
+            ));
         }
         Ok(fx)
     }
@@ -147,4 +163,25 @@ pub fn embedded_snapshot(name: &str) -> Option<&'static str> {
         .iter()
         .find(|(n, _)| *n == name)
         .map(|(_, t)| *t)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with_hidden(hidden: usize) -> String {
+        let mut fx = Fixture::load("uniform").unwrap();
+        fx.config.hidden = hidden;
+        fx.to_json()
+    }
+
+    /// hidden 2^40 used to panic with a LayoutError; 2^60 wrapped the size arithmetic.
+    #[test]
+    fn huge_hidden_is_an_error_not_a_panic() {
+        let e = Fixture::parse(&with_hidden(1 << 60)).unwrap_err();
+        assert!(e.contains("hidden"), "{e}");
+        let e = Fixture::parse(&with_hidden(1 << 40)).unwrap_err();
+        assert!(e.contains("out of memory") && e.contains("bytes"), "{e}");
+        Fixture::parse(&with_hidden(256)).unwrap();
+    }
 }

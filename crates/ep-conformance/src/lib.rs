@@ -57,6 +57,7 @@ macro_rules! __with_cases {
                 summation_order
                 combine_sum_starts_from_positive_zero nan_bit_patterns nvfp4_decode_order
                 bf16_bits_exact nvfp4_source_scales
+                peer_rejects_dispatch peer_rejects_combine sizes_beyond_memory
             ]
             host_closure_cases [
                 host_closure_epilogue

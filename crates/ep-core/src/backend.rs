@@ -39,6 +39,16 @@ pub trait EpBackend: Send + Sync {
 
 /// One rank's communicator. Every rank of a world must make the same sequence of calls; each call
 /// checks its input first and returns a typed error with nothing written when it is bad.
+///
+/// A rank whose `dispatch_async` or `combine_async` rejects its input (a bad shape or expert id,
+/// a stale routing handle, no memory for it) writes nothing of its own, but tells the peers that
+/// would wait for it: a poisoned count ([`crate::error::poison`]) where its count would go. Their
+/// `*_wait` then returns [`crate::EpError::PeerRejected`] at once, naming the rank and the reason,
+/// with nothing taken: the round is still theirs to finish. Once the rejecting rank calls the
+/// phase again with good input (an empty one will do; the call returns once its real counts have
+/// replaced the poison), the peers call `*_wait` again and the round completes exactly as if the
+/// rejected call had never been made. A `*_wait` that runs into the poison again before that
+/// returns the same error at once. The alternative is to initialise a new world on every rank.
 pub trait EpComm: Send {
     fn rank(&self) -> usize;
     fn config(&self) -> &EpConfig;

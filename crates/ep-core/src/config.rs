@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use crate::error::{ConfigError, EpError, Result};
-use crate::format::{Format, TokenFormat};
+use crate::format::{Format, MessageLayout, TokenFormat};
 
 /// Ids travel as u16 in a message and `0xFFFF` is the masked id, so expert ids stop below it.
 pub const MAX_EXPERTS: usize = u16::MAX as usize;
@@ -185,6 +185,7 @@ impl EpConfig {
         )?;
         at_least("n_gpus_per_node", self.n_gpus_per_node, 1)?;
         at_least("n_nodes", self.n_nodes, 1)?;
+        at_most("n_nodes", self.n_nodes, usize::MAX / self.n_gpus_per_node)?;
         at_least("timeout (ms)", self.timeout.as_millis() as usize, 1)?;
         if !self.n_experts.is_multiple_of(self.n_ranks()) {
             return Err(ConfigError::ExpertsNotDivisible {
@@ -210,7 +211,65 @@ impl EpConfig {
                 block,
             });
         }
+        self.buffer_bytes()?;
         Ok(())
+    }
+
+    /// The bytes of the largest buffer a rank's world needs, computed with checked arithmetic:
+    /// a size that would pass `isize::MAX` (the most one allocation may ask for) is a
+    /// [`ConfigError::SizeOverflow`] naming the field whose factor pushed it over. Every size a
+    /// backend derives from the config (receive and send buffers, dispatch and combine outputs) is
+    /// at most this, so after [`EpConfig::validate`] none of them wraps. Needs the other fields
+    /// valid (at least 1; `n_experts` divisible by the ranks).
+    pub fn buffer_bytes(&self) -> Result<usize, ConfigError> {
+        // A product of (field, factor) pairs, in u128 so that nothing wraps; past the limit, the
+        // field with the largest factor is the one named.
+        let product = |what: &'static str, factors: &[(&'static str, usize, u128)]| {
+            let p = factors.iter().fold(1u128, |p, f| p.saturating_mul(f.2));
+            if p <= isize::MAX as u128 {
+                return Ok(p as usize);
+            }
+            let &(field, value, _) = factors.iter().max_by_key(|f| f.2).unwrap();
+            Err(ConfigError::SizeOverflow { field, value, what })
+        };
+        let (h, t, k) = (self.hidden, self.max_tokens_per_rank, self.top_k);
+        let n = self.n_gpus_per_node as u128 * self.n_nodes as u128;
+        // One message: at most 2 payload bytes per element (BF16), less than one scale byte per
+        // element, 16 for the source index, 2 per id, 16 of padding per part. Bounding it first
+        // keeps the format's own size functions from wrapping.
+        let msg_bound = 4 * h as u128 + 64 + 2 * k as u128;
+        product("one token's message", &[("hidden", h, msg_bound)])?;
+        let msg = MessageLayout::new(self.format, h, k).bytes as u128;
+        let row = 2 * h as u128;
+        // The most rows a rank receives (max_recv_rows, padding and the shared expert included).
+        let rows = t as u128 * n * self.n_local_experts().min(k) as u128
+            + (self.n_groups() * self.format.group_row_multiple()) as u128
+            + t as u128;
+        let rows_of = |f: usize| ("max_tokens_per_rank", t, rows.max(f as u128));
+        let bytes = [
+            // Dispatch receive buffer: [n_local_experts, n_ranks, max_tokens, msg].
+            product(
+                "the dispatch receive buffer",
+                &[
+                    ("hidden", h, msg),
+                    ("max_tokens_per_rank", t, t as u128),
+                    ("n_experts", self.n_experts, self.n_experts as u128),
+                ],
+            )?,
+            // Combine receive buffer and the unreduced output: [max_tokens, top_k, hidden] bf16.
+            product(
+                "the combine receive buffer",
+                &[
+                    ("hidden", h, row),
+                    ("max_tokens_per_rank", t, t as u128),
+                    ("top_k", k, k as u128),
+                ],
+            )?,
+            // The dispatch output and the combine's send buffer: rows x message, rows x row.
+            product("the dispatch output", &[("hidden", h, msg), rows_of(0)])?,
+            product("the combine send buffer", &[("hidden", h, row), rows_of(0)])?,
+        ];
+        Ok(bytes.into_iter().max().unwrap())
     }
 
     /// Validates `configs` (one per rank, in rank order) and checks that they are identical, as
@@ -315,6 +374,45 @@ mod tests {
                 assert_eq!(next, t);
             }
         }
+    }
+
+    /// Sizes that wrap a usize, or pass the most one allocation may ask for, are config errors
+    /// naming the field, at validation: before any backend computes a buffer size from them.
+    #[test]
+    fn sizes_that_overflow_are_config_errors() {
+        let field_of = |c: &EpConfig| match c.validate() {
+            Err(ConfigError::SizeOverflow { field, .. }) => field,
+            other => panic!("{other:?}"),
+        };
+        // hidden 2^60 with 8 tokens: the size arithmetic used to wrap, init passed, and a
+        // 0-token dispatch aborted.
+        let c = EpConfig::new(1 << 60, 8, 16, 8, 4);
+        assert_eq!(field_of(&c), "hidden");
+        assert!(c.validate().unwrap_err().to_string().contains("hidden"));
+        // 2^40 fits one message, but not 2^40 x tokens x experts... (2^47 x 16 experts = 2^51
+        // fits; more tokens do not).
+        let c = EpConfig::new(1 << 40, 8, 16, 1 << 20, 4);
+        assert_eq!(field_of(&c), "hidden");
+        // A buffer 2^40 x 2 x 8 x 16 x ... = 2^48 bytes fits the address range: valid (its
+        // allocation fails instead, with EpError::OutOfMemory).
+        let c = EpConfig::new(1 << 40, 8, 16, 8, 4);
+        assert!(c.validate().is_ok());
+        assert!(c.buffer_bytes().unwrap() >= (1 << 40) * 8 * 16);
+        // n_experts x max_tokens x message overflows though each alone is allowed; the largest
+        // factor is named.
+        let c = EpConfig::new(1 << 24, 8, 60_000, i32::MAX as usize, 4);
+        assert_eq!(field_of(&c), "max_tokens_per_rank");
+        // So many ranks that n_ranks itself wraps.
+        let c = EpConfig::new(128, 8, 16, 8, usize::MAX / 2).with_nodes(4);
+        assert!(matches!(
+            c.validate(),
+            Err(ConfigError::TooLarge {
+                field: "n_nodes",
+                ..
+            })
+        ));
+        // Realistic shapes pass.
+        EpConfig::new(7168, 8, 256, 4096, 8).validate().unwrap();
     }
 
     #[test]

@@ -32,7 +32,7 @@ pub mod validate;
 pub use backend::{on_every_rank, EpBackend, EpComm};
 pub use config::EpConfig;
 pub use epilogue::{DeviceEpilogue, Epilogue};
-pub use error::{ConfigError, EpError, MissingSignal, Phase, Result};
+pub use error::{poison, ConfigError, EpError, MissingSignal, Phase, RejectReason, Result};
 pub use format::{Format, MessageLayout, TokenFormat};
 pub use half::bf16;
 pub use io::{

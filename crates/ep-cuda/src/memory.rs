@@ -7,7 +7,7 @@ use std::sync::Arc;
 use cudarc::driver::result;
 use cudarc::driver::sys::CUdeviceptr;
 use cudarc::driver::{CudaContext, CudaStream};
-use ep_core::Result;
+use ep_core::{EpError, Result};
 
 use crate::driver::cuda;
 
@@ -23,7 +23,16 @@ impl DevBuf {
         ctx.bind_to_thread().map_err(cuda)?;
         // cuMemAlloc of 0 bytes fails; a 16-byte allocation keeps every pointer valid.
         // SAFETY: plain allocation in the bound context.
-        let ptr = unsafe { result::malloc_sync(len.max(16)) }.map_err(cuda)?;
+        let ptr = unsafe { result::malloc_sync(len.max(16)) }.map_err(|e| {
+            if e.0 == cudarc::driver::sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY {
+                EpError::OutOfMemory {
+                    bytes: len,
+                    what: format!("a device buffer on GPU {}", ctx.ordinal()),
+                }
+            } else {
+                cuda(e)
+            }
+        })?;
         Ok(DevBuf {
             ptr,
             len,

@@ -140,6 +140,7 @@ impl World {
     /// Places `cfg.n_ranks()` ranks on the visible GPUs, `ranks_per_gpu` each (default: as few
     /// per GPU as fit), and allocates everything.
     pub fn new(cfg: &EpConfig, ranks_per_gpu: Option<usize>) -> Result<World> {
+        fits_kernel_sizes(cfg)?;
         let n_dev = crate::driver::device_count()?;
         crate::driver::nvrtc_present()?;
         let n = cfg.n_ranks();
@@ -250,6 +251,32 @@ pub(crate) fn on_demand_program(
     let kernels = device_kernels(gpu)?;
     let k = Program::load(&kernels.ctx, kernels.arch, "", program)?;
     Ok((kernels, k))
+}
+
+/// The kernels take a message's sizes and offsets, `hidden` and the row counts as 32-bit
+/// integers (`MsgLayout`, the scalars of comm/mod.rs, u32 row offsets): a config past them is
+/// refused before anything is allocated, rather than truncated. `EpConfig::validate` has bounded
+/// every size by `isize::MAX`, so the arithmetic here does not wrap.
+fn fits_kernel_sizes(cfg: &EpConfig) -> Result<()> {
+    let msg = MessageLayout::new(cfg.format, cfg.hidden, cfg.top_k);
+    let wire = msg.bytes + (4 * cfg.top_k).div_ceil(16) * 16;
+    let too_large = |what: String| Err(ConfigError::Unsupported(what).into());
+    if wire > i32::MAX as usize || cfg.hidden > i32::MAX as usize / 2 {
+        return too_large(format!(
+            "hidden = {} on the cuda backend: a message of {wire} bytes; its kernels take message sizes as 32-bit ints (at most {} bytes)",
+            cfg.hidden,
+            i32::MAX
+        ));
+    }
+    if cfg.max_recv_rows() > u32::MAX as usize {
+        return too_large(format!(
+            "max_tokens_per_rank = {} on the cuda backend: a rank may receive {} rows; its row offsets are 32-bit (at most {})",
+            cfg.max_tokens_per_rank,
+            cfg.max_recv_rows(),
+            u32::MAX
+        ));
+    }
+    Ok(())
 }
 
 /// Device `d`'s context with the kernels loaded, made once per process. cudarc releases the
@@ -447,5 +474,26 @@ impl RankBuffers {
         // Below every round number.
         bufs.layout_seq.fill(0)?;
         Ok(bufs)
+    }
+}
+
+#[cfg(test)]
+mod size_tests {
+    use super::*;
+
+    /// A message past 32 bits is refused (it was truncated into the kernels' sizes); the largest
+    /// that fits passes, so that its allocation fails, if it does, as OutOfMemory.
+    #[test]
+    fn configs_past_the_kernels_32_bit_sizes_are_refused() {
+        let big = EpConfig::new(1 << 30, 4, 16, 8, 2);
+        big.validate().unwrap();
+        match fits_kernel_sizes(&big) {
+            Err(EpError::Config(ConfigError::Unsupported(m))) => {
+                assert!(m.contains("hidden = 1073741824"), "{m}")
+            }
+            other => panic!("{other:?}"),
+        }
+        fits_kernel_sizes(&EpConfig::new(1 << 28, 4, 16, 4096, 2)).unwrap();
+        fits_kernel_sizes(&EpConfig::new(7168, 8, 256, 4096, 8)).unwrap();
     }
 }

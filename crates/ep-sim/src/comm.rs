@@ -7,15 +7,15 @@ use ep_core::epilogue::EpilogueSink;
 use ep_core::format::TokenFormat;
 use ep_core::round::RoundTracker;
 use ep_core::{
-    bf16, swiglu, validate, CombineInput, CombineOutput, DispatchInput, DispatchOutput, EpComm,
-    EpConfig, EpError, Epilogue, MissingSignal, Phase, Result, RoutingHandle, SwigluOptions,
-    SwigluOutput,
+    bf16, poison, swiglu, validate, CombineInput, CombineOutput, DispatchInput, DispatchOutput,
+    EpComm, EpConfig, EpError, Epilogue, MissingSignal, Phase, RejectReason, Result, RoutingHandle,
+    SwigluOptions, SwigluOutput,
 };
 use ndarray::{Array2, Array3, ArrayView2};
 
-use crate::memory::digest;
+use crate::memory::{digest, zeroed_vec};
 use crate::transport::{GroupId, Transport, World};
-use crate::wait::wait_for;
+use crate::wait::{wait_for, Unfinished};
 
 /// Where a received row came from.
 #[derive(Clone, Copy, Debug)]
@@ -49,6 +49,9 @@ pub struct SimComm {
     net: Transport,
     tracker: RoundTracker,
     round: Option<RoundData>,
+    /// Per group (dispatch, combine): this rank's last call of the phase was rejected, so its
+    /// peers' counts hold its poison until its next call of the phase replaces it.
+    poisoned: [bool; 2],
 }
 
 impl SimComm {
@@ -59,6 +62,7 @@ impl SimComm {
             net,
             tracker: RoundTracker::new(rank),
             round: None,
+            poisoned: [false; 2],
         }
     }
 
@@ -86,6 +90,72 @@ impl SimComm {
         err
     }
 
+    /// A call that rejected its input: every peer that waits for this rank's counts of `group`
+    /// gets a poisoned count where the count would go, so that its wait returns
+    /// [`EpError::PeerRejected`] at once. This rank's own memory is untouched, and its next call
+    /// of the phase publishes real counts over the poison (the same indices), which lets the
+    /// peers' waits complete the round.
+    fn reject(&mut self, group: GroupId, err: EpError) -> EpError {
+        self.poisoned[group as usize] = true;
+        let v = poison::encode(RejectReason::of(&err));
+        let (rank, n, l) = (
+            self.net.rank,
+            self.cfg.n_ranks(),
+            self.cfg.n_local_experts(),
+        );
+        let geo = &self.net.world.geo;
+        for dst in (0..n).filter(|&d| d != rank) {
+            for g in 0..l {
+                let (at, to_dst) = match group {
+                    // Counts (g, rank) at the rank holding expert dst * l + g.
+                    GroupId::Dispatch => (geo.count_index(g, rank), dst * l + g),
+                    // Counts (g, rank) at dst for this rank's expert rank * l + g.
+                    GroupId::Combine => (geo.count_index(g, rank), rank * l + g),
+                };
+                let routed = match group {
+                    GroupId::Dispatch => self.cfg.routes_to(rank, to_dst),
+                    GroupId::Combine => self.cfg.routes_to(dst, to_dst),
+                };
+                if routed {
+                    self.net.signal(group, dst, at, v);
+                }
+            }
+        }
+        err
+    }
+
+    /// After a call of `group`'s phase has published its counts: if the last call was rejected,
+    /// returns only once the real counts have replaced the poison at every peer, so that a peer
+    /// that waits (again) after this call returns can no longer see the poison.
+    fn replaced_poison(&mut self, group: GroupId) {
+        if std::mem::take(&mut self.poisoned[group as usize]) {
+            self.net.flush();
+        }
+    }
+
+    /// The error of a wait that ended without every count.
+    fn unfinished(
+        &mut self,
+        phase: Phase,
+        started: Instant,
+        why: Unfinished,
+        missing: impl Fn(usize) -> MissingSignal,
+    ) -> EpError {
+        match why {
+            // Nothing was taken or reset: the caller may wait again.
+            Unfinished::Poisoned { index, reason } => EpError::PeerRejected {
+                rank: self.net.rank,
+                peer: index % self.cfg.n_ranks(),
+                phase,
+                reason,
+            },
+            Unfinished::Missing(m) => {
+                let missing = m.into_iter().map(missing).collect();
+                self.timeout(phase, started, missing)
+            }
+        }
+    }
+
     fn timeout(&mut self, phase: Phase, started: Instant, missing: Vec<MissingSignal>) -> EpError {
         let err = EpError::Timeout {
             rank: self.net.rank,
@@ -108,7 +178,9 @@ impl EpComm for SimComm {
 
     fn dispatch_async(&mut self, input: &DispatchInput<'_>) -> Result<()> {
         self.tracker.check_dispatch_async()?;
-        validate::dispatch_input(&self.cfg, self.net.rank, input)?;
+        if let Err(e) = validate::dispatch_input(&self.cfg, self.net.rank, input) {
+            return Err(self.reject(GroupId::Dispatch, e));
+        }
         let (rank, world) = (self.net.rank, self.world());
         let geo = &world.geo;
         let msg = &geo.msg;
@@ -198,6 +270,7 @@ impl EpComm for SimComm {
             shared_out: None,
             epilogue: None,
         });
+        self.replaced_poison(GroupId::Dispatch);
         self.tracker.dispatch_sent();
         Ok(())
     }
@@ -215,15 +288,13 @@ impl EpComm for SimComm {
         let started = Instant::now();
         let counts = match wait_for(&group.counts, &awaited, self.cfg.timeout) {
             Ok(c) => c,
-            Err(missing) => {
-                let missing = missing
-                    .into_iter()
-                    .map(|i| MissingSignal {
+            Err(why) => {
+                return Err(
+                    self.unfinished(Phase::Dispatch, started, why, |i| MissingSignal {
                         src_rank: i % n_ranks,
                         expert: rank * n_local + i / n_ranks,
-                    })
-                    .collect();
-                return Err(self.timeout(Phase::Dispatch, started, missing));
+                    }),
+                );
             }
         };
         if let Some(&bad) = counts.iter().find(|&&c| c > geo.max_tokens as u64) {
@@ -265,7 +336,13 @@ impl EpComm for SimComm {
         let rows = cursor;
 
         let msg = &geo.msg;
-        let mut recv_tokens = Array2::<u8>::zeros((rows, msg.payload.len()));
+        // Nothing is taken yet: a failed allocation leaves the wait to be called again.
+        let tokens = zeroed_vec(
+            rows * msg.payload.len(),
+            &format!("rank {rank}'s received tokens"),
+        )?;
+        let mut recv_tokens =
+            Array2::from_shape_vec((rows, msg.payload.len()), tokens).expect("rows x payload");
         let mut recv_scales = vec![0u8; fmt.output_scales_bytes(hidden, rows)];
         let mut src_info = Array2::<i32>::from_elem((rows, 2), -1);
         let mut sources = vec![None; rows];
@@ -331,20 +408,26 @@ impl EpComm for SimComm {
     }
 
     fn combine_async(&mut self, handle: &RoutingHandle, input: &CombineInput<'_>) -> Result<()> {
-        self.tracker.check_combine_async(handle)?;
+        match self.tracker.check_combine_async(handle) {
+            // A handle from another round is bad input to this round's combine.
+            Err(e @ EpError::StaleHandle { .. }) => return Err(self.reject(GroupId::Combine, e)),
+            other => other?,
+        }
         let data = self
             .round
             .as_ref()
             .expect("the tracker guarantees a round is in flight");
         let n_tokens = data.topk_ids.nrows();
-        validate::combine_input(
+        if let Err(e) = validate::combine_input(
             &self.cfg,
             self.net.rank,
             data.rows.len(),
             n_tokens,
             input,
             true,
-        )?;
+        ) {
+            return Err(self.reject(GroupId::Combine, e));
+        }
         let (rank, world) = (self.net.rank, self.world());
         let geo = &world.geo;
         let (n_ranks, sg) = (geo.n_ranks, self.cfg.shared_groups());
@@ -406,6 +489,7 @@ impl EpComm for SimComm {
         data.weights = weights;
         data.shared_out = shared_out;
         data.epilogue = input.epilogue.cloned();
+        self.replaced_poison(GroupId::Combine);
         self.tracker.combine_sent();
         Ok(())
     }
@@ -421,24 +505,33 @@ impl EpComm for SimComm {
         let started = Instant::now();
         let counts = match wait_for(&group.counts, &awaited, self.cfg.timeout) {
             Ok(c) => c,
-            Err(missing) => {
-                let missing = missing
-                    .into_iter()
-                    .map(|i| {
-                        let (g, s) = (i / n_ranks, i % n_ranks);
-                        MissingSignal {
-                            src_rank: s,
-                            expert: s * n_local + g,
-                        }
-                    })
-                    .collect();
-                return Err(self.timeout(Phase::Combine, started, missing));
+            Err(why) => {
+                return Err(self.unfinished(Phase::Combine, started, why, |i| {
+                    let (g, s) = (i / n_ranks, i % n_ranks);
+                    MissingSignal {
+                        src_rank: s,
+                        expert: s * n_local + g,
+                    }
+                }));
             }
+        };
+        let n_tokens = self
+            .round
+            .as_ref()
+            .expect("combine in flight")
+            .topk_ids
+            .nrows();
+        // Before the counts are taken: a failed allocation leaves the wait to be called again.
+        let unreduced = match self.round.as_ref().expect("combine in flight").weights {
+            Some(_) => Vec::new(),
+            None => zeroed_vec(
+                n_tokens * top_k * self.cfg.hidden,
+                &format!("rank {rank}'s unreduced combine output"),
+            )?,
         };
         group.counts.reset(&awaited);
         let data = self.round.take().expect("combine in flight");
         let ids = &data.topk_ids;
-        let n_tokens = ids.nrows();
         let cfg = &self.cfg;
         // The first slot of token t naming id, if the id is live and routed from this rank.
         let routed_slot = |t: usize, k: usize| -> Option<usize> {
@@ -504,7 +597,8 @@ impl EpComm for SimComm {
                 sink.finish()
             }
             None => {
-                let mut out = Array3::<bf16>::zeros((n_tokens, top_k, hidden));
+                let mut out = Array3::<bf16>::from_shape_vec((n_tokens, top_k, hidden), unreduced)
+                    .expect("tokens x top_k x hidden");
                 for t in 0..n_tokens {
                     for k in 0..top_k {
                         if let Some(y) = returned(t, k) {

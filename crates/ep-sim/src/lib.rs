@@ -47,7 +47,7 @@ impl EpBackend for SimBackend {
 
     fn init(&self, configs: &[EpConfig]) -> Result<Vec<SimComm>> {
         let cfg = EpConfig::check_world(configs)?.clone();
-        let world = Arc::new(World::new(&cfg));
+        let world = Arc::new(World::new(&cfg)?);
         let nics = if cfg.n_nodes > 1 {
             start_nics(&world, cfg.n_nodes)
         } else {

@@ -7,7 +7,7 @@ use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use ep_core::{EpConfig, MessageLayout};
+use ep_core::{EpConfig, EpError, MessageLayout, Result};
 
 /// "Not arrived": the value every receive count holds between rounds.
 pub const SENTINEL: u64 = u64::MAX;
@@ -29,19 +29,50 @@ unsafe impl Sync for SymmetricBuffer {}
 /// malloc + memset, which would touch every page of a worst-case-sized receive buffer.
 const ALIGN: usize = 16;
 
+/// The most bytes one buffer may ask for: the host's memory and swap (`/proc/meminfo`), or no
+/// limit where that cannot be read. The pages of a buffer are mapped lazily, so a world may ask
+/// for more than the host has in all; but a single buffer larger than all of it could never be
+/// filled, and whether the allocator refuses it up front depends on the kernel's overcommit
+/// policy. Refusing it here makes the error the same on every host.
+pub fn host_memory_limit() -> usize {
+    static LIMIT: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *LIMIT.get_or_init(|| {
+        let Ok(info) = std::fs::read_to_string("/proc/meminfo") else {
+            return usize::MAX;
+        };
+        let kib = |key: &str| -> Option<usize> {
+            let line = info.lines().find(|l| l.starts_with(key))?;
+            line.split_whitespace().nth(1)?.parse().ok()
+        };
+        match (kib("MemTotal:"), kib("SwapTotal:")) {
+            (Some(m), s) => (m + s.unwrap_or(0)).saturating_mul(1024),
+            _ => usize::MAX,
+        }
+    })
+}
+
 impl SymmetricBuffer {
-    pub fn new(len: usize) -> Self {
+    /// `len` zeroed bytes, or [`EpError::OutOfMemory`] naming them and `what` when the host
+    /// cannot give them (more than [`host_memory_limit`], or the allocator refuses).
+    pub fn new(len: usize, what: &str) -> Result<Self> {
         if len == 0 {
-            return SymmetricBuffer {
+            return Ok(SymmetricBuffer {
                 ptr: NonNull::dangling(),
                 len,
-            };
+            });
         }
-        let layout = Layout::from_size_align(len, ALIGN).expect("buffer layout");
+        let oom = || EpError::OutOfMemory {
+            bytes: len,
+            what: what.to_string(),
+        };
+        if len > host_memory_limit() {
+            return Err(oom());
+        }
+        let layout = Layout::from_size_align(len, ALIGN).map_err(|_| oom())?;
         // SAFETY: non-zero size.
         let ptr = unsafe { alloc_zeroed(layout) };
-        let ptr = NonNull::new(ptr).unwrap_or_else(|| std::alloc::handle_alloc_error(layout));
-        SymmetricBuffer { ptr, len }
+        let ptr = NonNull::new(ptr).ok_or_else(oom)?;
+        Ok(SymmetricBuffer { ptr, len })
     }
 
     pub fn len(&self) -> usize {
@@ -93,6 +124,24 @@ impl Drop for SymmetricBuffer {
             }
         }
     }
+}
+
+/// `n` default values in a vector, or [`EpError::OutOfMemory`] when the host cannot give them: a
+/// round's outputs are allocated with it before the round's counts are taken, so a failure leaves
+/// the wait to be called again.
+pub fn zeroed_vec<T: Clone + Default>(n: usize, what: &str) -> Result<Vec<T>> {
+    let bytes = n.saturating_mul(std::mem::size_of::<T>());
+    let oom = || EpError::OutOfMemory {
+        bytes,
+        what: what.to_string(),
+    };
+    if bytes > host_memory_limit() {
+        return Err(oom());
+    }
+    let mut v = Vec::new();
+    v.try_reserve_exact(n).map_err(|_| oom())?;
+    v.resize(n, T::default());
+    Ok(v)
 }
 
 /// The receive counts of one buffer group: `[n_local_experts, n_ranks]`, index `g * n_ranks + src`.
@@ -174,23 +223,31 @@ impl Geometry {
         g * self.n_ranks + src
     }
 
-    pub fn alloc_rank(&self, max_recv_rows: usize) -> RankMemory {
+    /// Every buffer of one rank. The sizes cannot wrap: `EpConfig::validate` bounds them
+    /// (`EpConfig::buffer_bytes`).
+    pub fn alloc_rank(&self, rank: usize, max_recv_rows: usize) -> Result<RankMemory> {
         let counts = self.n_local * self.n_ranks;
-        RankMemory {
+        let buf =
+            |len: usize, what: &str| SymmetricBuffer::new(len, &format!("rank {rank}'s {what}"));
+        Ok(RankMemory {
             dispatch: BufferGroup {
                 // One staged message per token: puts to several remote experts read the same one.
-                send: SymmetricBuffer::new(self.max_tokens * self.msg.bytes),
-                recv: SymmetricBuffer::new(
+                send: buf(self.max_tokens * self.msg.bytes, "dispatch send buffer")?,
+                recv: buf(
                     self.n_local * self.n_ranks * self.max_tokens * self.msg.bytes,
-                ),
+                    "dispatch receive buffer",
+                )?,
                 counts: Counts::new(counts),
             },
             combine: BufferGroup {
-                send: SymmetricBuffer::new(max_recv_rows * self.row_bytes),
-                recv: SymmetricBuffer::new(self.max_tokens * self.top_k * self.row_bytes),
+                send: buf(max_recv_rows * self.row_bytes, "combine send buffer")?,
+                recv: buf(
+                    self.max_tokens * self.top_k * self.row_bytes,
+                    "combine receive buffer",
+                )?,
                 counts: Counts::new(counts),
             },
-        }
+        })
     }
 }
 

@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use crossbeam::channel::{unbounded, Receiver, Sender};
-use ep_core::EpConfig;
+use ep_core::{EpConfig, Result};
 
 use crate::memory::{BufferGroup, Geometry, RankMemory};
 
@@ -26,16 +26,18 @@ pub enum GroupId {
 }
 
 impl World {
-    pub fn new(cfg: &EpConfig) -> Self {
+    /// Every rank's memory, or the first allocation that failed (whatever was allocated before
+    /// it is freed).
+    pub fn new(cfg: &EpConfig) -> Result<Self> {
         let geo = Geometry::new(cfg);
         let ranks = (0..cfg.n_ranks())
-            .map(|_| geo.alloc_rank(cfg.max_recv_rows()))
-            .collect();
-        World {
+            .map(|r| geo.alloc_rank(r, cfg.max_recv_rows()))
+            .collect::<Result<_>>()?;
+        Ok(World {
             geo,
             ranks,
             n_gpus_per_node: cfg.n_gpus_per_node,
-        }
+        })
     }
 
     pub fn group(&self, rank: usize, g: GroupId) -> &BufferGroup {
@@ -64,6 +66,8 @@ pub enum Op {
         index: usize,
         value: u64,
     },
+    /// Answer once every operation queued before it has run.
+    Fence(Sender<()>),
 }
 
 /// Starts one NIC thread per node. Returns the queue of each node's NIC; a NIC thread ends when
@@ -107,6 +111,9 @@ fn run_nic(world: &World, rx: Receiver<Op>) {
                 index,
                 value,
             } => world.group(dst_rank, group).counts.publish(index, value),
+            Op::Fence(done) => {
+                let _ = done.send(());
+            }
         }
     }
 }
@@ -162,6 +169,16 @@ impl Transport {
                 index,
                 value,
             });
+        }
+    }
+
+    /// Returns once every put and signal this rank queued has landed.
+    pub fn flush(&self) {
+        if self.nic.is_some() {
+            let (tx, rx) = crossbeam::channel::bounded(1);
+            self.queue(Op::Fence(tx));
+            rx.recv()
+                .expect("the NIC lives as long as the world's communicators");
         }
     }
 

@@ -1,8 +1,10 @@
 //! Bad input: each call must return its typed error, write nothing, and leave the world usable.
 
+use std::time::{Duration, Instant};
+
 use ep_core::{
     bf16, CombineInput, ConfigError, DispatchInput, EpBackend, EpComm, EpConfig, EpError, Format,
-    RouterWeights, TokenFormat,
+    RejectReason, RouterWeights, TokenFormat,
 };
 use ndarray::Array2;
 
@@ -11,7 +13,9 @@ use crate::round::{run_and_check, Calls, RoundOptions};
 use crate::scenario::WeightKind;
 
 /// Runs a good round, lets `bad` make a call on rank 0 that must fail as `expect` says, checks
-/// that no rank's symmetric memory changed, then runs another good round.
+/// that rank 0's symmetric memory did not change (its peers' counts now hold its poison: a rank
+/// that rejects its input tells the ranks that would wait for it), then rank 0 dispatches good
+/// input, publishing real counts over the poison, and the round completes exactly.
 fn rejected_dispatch<B: EpBackend>(
     b: &B,
     cfg: &EpConfig,
@@ -21,16 +25,33 @@ fn rejected_dispatch<B: EpBackend>(
     let mut comms = b.init_uniform(cfg).map_err(err)?;
     let opts = RoundOptions::new(Calls::Fused, WeightKind::F32);
     run_and_check(&mut comms, &good_inputs(cfg, 1), &opts)?;
-    let before = digests(&comms)?;
+    let before = comms[0].memory_digest().map_err(err)?;
     match bad(&mut comms[0]) {
         Ok(()) => return Err("the bad call succeeded".into()),
         Err(e) if expect(&e) => {}
         Err(e) => return Err(format!("wrong error: {e}")),
     }
-    if digests(&comms)? != before {
-        return Err("the rejected call changed symmetric memory".into());
+    if comms[0].memory_digest().map_err(err)? != before {
+        return Err("the rejected call changed its rank's symmetric memory".into());
     }
-    run_and_check(&mut comms, &good_inputs(cfg, 2), &opts).map(|_| ())
+    let inputs = good_inputs(cfg, 2);
+    comms[0]
+        .dispatch_async(&inputs.dispatch_input(0))
+        .map_err(err)?;
+    let dispatched = ep_core::on_every_rank(&mut comms, |c| {
+        if c.rank() != 0 {
+            c.dispatch_async(&inputs.dispatch_input(c.rank()))?;
+        }
+        c.dispatch_wait()
+    })
+    .into_iter()
+    .collect::<Result<Vec<_>, _>>()
+    .map_err(err)?;
+    let outs: Vec<_> = dispatched
+        .iter()
+        .map(crate::scenario::toy_experts)
+        .collect();
+    super::combine_all_and_check(&mut comms, cfg, &inputs, dispatched, &outs)
 }
 
 pub fn expert_id_too_large<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
@@ -184,8 +205,9 @@ pub fn config_mismatch<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
     .map(|_| ())
 }
 
-/// After a good dispatch, rank 0 hands combine something bad; nothing is written, and the right
-/// combine afterwards completes the round exactly.
+/// After a good dispatch, rank 0 hands combine something bad; nothing is written on rank 0 (its
+/// peers' combine counts hold its poison), and the right combine afterwards, issued by rank 0
+/// first, completes the round exactly.
 fn rejected_combine<B: EpBackend>(
     b: &B,
     bad: impl Fn(&mut B::Comm, &ep_core::DispatchOutput) -> Result<(), EpError> + Sync,
@@ -195,20 +217,236 @@ fn rejected_combine<B: EpBackend>(
     let inputs = good_inputs(&cfg, 6);
     let mut comms = b.init_uniform(&cfg).map_err(err)?;
     let dispatched = super::dispatch_all(&mut comms, &inputs)?;
-    let before = digests(&comms)?;
+    let before = comms[0].memory_digest().map_err(err)?;
     match bad(&mut comms[0], &dispatched[0]) {
         Ok(()) => return Err("the bad combine succeeded".into()),
         Err(e) if expect(&e) => {}
         Err(e) => return Err(format!("wrong error: {e}")),
     }
-    if digests(&comms)? != before {
-        return Err("the rejected combine changed symmetric memory".into());
+    if comms[0].memory_digest().map_err(err)? != before {
+        return Err("the rejected combine changed its rank's symmetric memory".into());
     }
     let outs: Vec<_> = dispatched
         .iter()
         .map(crate::scenario::toy_experts)
         .collect();
-    super::combine_all_and_check(&mut comms, &cfg, &inputs, dispatched, &outs)
+    combine_resumed(&mut comms, &cfg, &inputs, dispatched, &outs, 0, false)
+}
+
+/// Completes a round whose combine rank `first` must issue before the others (it rejected its
+/// input, and its peers' counts hold its poison): `first` issues its combine, then every other
+/// rank combines (or, with `peers_issued`, waits again for the combine it issued), and the round
+/// is held against the oracle.
+pub(crate) fn combine_resumed<C: EpComm>(
+    comms: &mut [C],
+    cfg: &EpConfig,
+    inputs: &crate::scenario::RoundInputs,
+    dispatched: Vec<ep_core::DispatchOutput>,
+    outs: &[Array2<bf16>],
+    first: usize,
+    peers_issued: bool,
+) -> CaseResult {
+    comms[first]
+        .combine_async(
+            &dispatched[first].handle,
+            &inputs.combine_input(first, &outs[first], WeightKind::F32),
+        )
+        .map_err(err)?;
+    let combined = ep_core::on_every_rank(comms, |c| {
+        let r = c.rank();
+        if r != first && !peers_issued {
+            c.combine_async(
+                &dispatched[r].handle,
+                &inputs.combine_input(r, &outs[r], WeightKind::F32),
+            )?;
+        }
+        c.combine_wait()
+    });
+    let rounds = dispatched
+        .into_iter()
+        .zip(combined)
+        .map(|(dispatch, combine)| {
+            Ok(crate::round::RankRound {
+                dispatch,
+                combine: combine.map_err(err)?,
+                dispatch_time: Duration::ZERO,
+                combine_time: Duration::ZERO,
+            })
+        })
+        .collect::<Result<Vec<_>, String>>()?;
+    crate::round::check_against_oracle(
+        cfg,
+        inputs,
+        &RoundOptions::new(Calls::Fused, WeightKind::F32),
+        &rounds,
+    )
+}
+
+/// What a peer of the rejecting rank must see: its wait returned within a second (the deadline is
+/// 10 s), with the rejecting rank, the phase and the reason named.
+fn expect_peer_rejected(
+    rank: usize,
+    res: &Result<Duration, EpError>,
+    bad: usize,
+    phase: ep_core::Phase,
+    reason: RejectReason,
+) -> CaseResult {
+    match res {
+        Err(EpError::PeerRejected {
+            rank: r,
+            peer,
+            phase: p,
+            reason: why,
+        }) if (*r, *peer, *p, *why) == (rank, bad, phase, reason) => Ok(()),
+        Err(e) => Err(format!("rank {rank}: wrong error: {e}")),
+        Ok(t) => Err(format!(
+            "rank {rank}: {phase} succeeded after {t:?} though rank {bad} rejected its input"
+        )),
+    }?;
+    Ok(())
+}
+
+fn within_a_second(rank: usize, t: Duration) -> CaseResult {
+    if t > Duration::from_secs(1) {
+        return Err(format!(
+            "rank {rank} took {t:?} to learn that a peer rejected its input"
+        ));
+    }
+    Ok(())
+}
+
+/// Rank 1 of a world gets an expert id of 999 while every other rank dispatches good input at
+/// the same time: rank 1 returns its own typed error, and every other rank's dispatch returns
+/// within a second (not at the 10 s deadline) naming rank 1 and the reason. Then rank 1 dispatches
+/// good input, the others wait again, and the round completes exactly; so does the next one.
+pub fn peer_rejects_dispatch<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
+    let cfg = small_config().with_timeout(Duration::from_secs(10));
+    assert!(cfg.n_ranks() > 2, "needs peers on both nodes");
+    let mut comms = b.init_uniform(&cfg).map_err(err)?;
+    let opts = RoundOptions::new(Calls::Fused, WeightKind::F32);
+    run_and_check(&mut comms, &good_inputs(&cfg, 11), &opts)?;
+    let inputs = good_inputs(&cfg, 12);
+    let mut bad = inputs.clone();
+    bad.topk_ids[1][[0, 1]] = 999;
+    let results = ep_core::on_every_rank(&mut comms, |c| {
+        let start = Instant::now();
+        let r = c.rank();
+        let res = if r == 1 {
+            c.dispatch_async(&bad.dispatch_input(r))
+        } else {
+            c.dispatch(&inputs.dispatch_input(r)).map(|_| ())
+        };
+        res.map(|()| start.elapsed())
+            .map_err(|e| (e, start.elapsed()))
+    });
+    for (r, res) in results.into_iter().enumerate() {
+        let t = match &res {
+            Ok(t) | Err((_, t)) => *t,
+        };
+        within_a_second(r, t)?;
+        let res = res.map_err(|(e, _)| e);
+        if r == 1 {
+            match res {
+                Err(EpError::ExpertIdOutOfRange {
+                    rank: 1,
+                    token: 0,
+                    slot: 1,
+                    id: 999,
+                    ..
+                }) => {}
+                other => return Err(format!("rank 1: {other:?}")),
+            }
+        } else {
+            expect_peer_rejected(
+                r,
+                &res,
+                1,
+                ep_core::Phase::Dispatch,
+                RejectReason::ExpertIdOutOfRange,
+            )?;
+        }
+    }
+    // The peers may ask again before rank 1 has sent: the same answer, at once.
+    let start = Instant::now();
+    let again = comms[0].dispatch_wait().map(|_| start.elapsed());
+    expect_peer_rejected(
+        0,
+        &again,
+        1,
+        ep_core::Phase::Dispatch,
+        RejectReason::ExpertIdOutOfRange,
+    )?;
+    within_a_second(0, start.elapsed())?;
+    // Rank 1 sends good input; the others take up their waits.
+    comms[1]
+        .dispatch_async(&inputs.dispatch_input(1))
+        .map_err(err)?;
+    let dispatched = ep_core::on_every_rank(&mut comms, |c| c.dispatch_wait())
+        .into_iter()
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(err)?;
+    let outs: Vec<_> = dispatched
+        .iter()
+        .map(crate::scenario::toy_experts)
+        .collect();
+    super::combine_all_and_check(&mut comms, &cfg, &inputs, dispatched, &outs)?;
+    run_and_check(&mut comms, &good_inputs(&cfg, 13), &opts).map(|_| ())
+}
+
+/// After a good dispatch, rank 2 hands combine an `expert_out` with a row too many while the
+/// others combine: rank 2 gets its shape error, every other rank's combine returns within a
+/// second naming rank 2; rank 2 then combines the right rows, the others wait again, and the round
+/// completes exactly; so does the next one.
+pub fn peer_rejects_combine<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
+    let cfg = small_config().with_timeout(Duration::from_secs(10));
+    let mut comms = b.init_uniform(&cfg).map_err(err)?;
+    let inputs = good_inputs(&cfg, 14);
+    let dispatched = super::dispatch_all(&mut comms, &inputs)?;
+    let outs: Vec<_> = dispatched
+        .iter()
+        .map(crate::scenario::toy_experts)
+        .collect();
+    let too_many = Array2::<bf16>::zeros((dispatched[2].rows() + 1, cfg.hidden));
+    let results = ep_core::on_every_rank(&mut comms, |c| {
+        let start = Instant::now();
+        let r = c.rank();
+        let res = if r == 2 {
+            c.combine_async(
+                &dispatched[r].handle,
+                &inputs.combine_input(r, &too_many, WeightKind::F32),
+            )
+        } else {
+            c.combine(
+                &dispatched[r].handle,
+                &inputs.combine_input(r, &outs[r], WeightKind::F32),
+            )
+            .map(|_| ())
+        };
+        res.map(|()| start.elapsed())
+            .map_err(|e| (e, start.elapsed()))
+    });
+    for (r, res) in results.into_iter().enumerate() {
+        let t = match &res {
+            Ok(t) | Err((_, t)) => *t,
+        };
+        within_a_second(r, t)?;
+        let res = res.map_err(|(e, _)| e);
+        if r == 2 {
+            match res {
+                Err(EpError::Shape {
+                    rank: 2,
+                    what: "expert_out",
+                    ..
+                }) => {}
+                other => return Err(format!("rank 2: {other:?}")),
+            }
+        } else {
+            expect_peer_rejected(r, &res, 2, ep_core::Phase::Combine, RejectReason::Shape)?;
+        }
+    }
+    combine_resumed(&mut comms, &cfg, &inputs, dispatched, &outs, 2, true)?;
+    let opts = RoundOptions::new(Calls::Split, WeightKind::F32);
+    run_and_check(&mut comms, &good_inputs(&cfg, 15), &opts).map(|_| ())
 }
 
 pub fn weights_wrong_shape<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
@@ -324,6 +562,35 @@ pub fn calls_out_of_order<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
         &mut comms,
         &good_inputs(&cfg, 8),
         &RoundOptions::new(Calls::Fused, WeightKind::None),
+    )
+    .map(|_| ())
+}
+
+/// Sizes no host or GPU can give are typed errors, and the process goes on: hidden 2^60 wraps a
+/// usize (a config error naming `hidden`, at init); hidden 2^28 with 4096 tokens asks for
+/// terabytes per buffer, which every size check lets through (32-bit kernel sizes included), so
+/// the allocation itself must fail as `OutOfMemory` naming the bytes. A small world works after.
+pub fn sizes_beyond_memory<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
+    let wraps = EpConfig::new(1 << 60, 4, 16, 8, 2).with_nodes(2);
+    match b.init_uniform(&wraps) {
+        Err(EpError::Config(ConfigError::SizeOverflow {
+            field: "hidden", ..
+        })) => {}
+        Err(e) => return Err(format!("hidden 2^60: wrong error: {e}")),
+        Ok(_) => return Err("hidden 2^60: init succeeded".into()),
+    }
+    let huge = EpConfig::new(1 << 28, 4, 16, 4096, 2).with_nodes(2);
+    match b.init_uniform(&huge) {
+        Err(EpError::OutOfMemory { bytes, what }) if bytes >= 1 << 40 && !what.is_empty() => {}
+        Err(e) => return Err(format!("hidden 2^28 x 4096 tokens: wrong error: {e}")),
+        Ok(_) => return Err("hidden 2^28 x 4096 tokens: init succeeded".into()),
+    }
+    let cfg = small_config();
+    let mut comms = b.init_uniform(&cfg).map_err(err)?;
+    run_and_check(
+        &mut comms,
+        &good_inputs(&cfg, 16),
+        &RoundOptions::new(Calls::Fused, WeightKind::F32),
     )
     .map(|_| ())
 }

@@ -70,6 +70,14 @@ struct RoundData {
     epilogue: Option<Epilogue>,
     /// The last wait slice had every count but not every message: only the copy-out again.
     messages_pending: bool,
+    /// The last wait returned `PeerRejected` with the counts left in place: the next wait of the
+    /// phase launches the wait kernels again (nothing of the phase's first launch is on the
+    /// stream).
+    resume: bool,
+    /// A wait slice ended with a count error but no poisoned count was found afterwards: the
+    /// rejecting peer may have replaced it with its real count in between, so the slice is
+    /// launched once more before the error is believed.
+    rechecked: bool,
 }
 
 /// The scalars every kernel of a rank takes, as the kernels' `int`/`u64` parameters.
@@ -130,6 +138,9 @@ pub struct CudaComm {
     resident: std::cell::RefCell<std::collections::HashMap<(&'static str, u32, u32), u32>>,
     /// Under `EP_CUDA_LATE_INPUTS` (a test hook), the late writer's state.
     late: Option<late_inputs::LateInputs>,
+    /// Per phase (dispatch, combine): this rank's last call of the phase rejected its input, so
+    /// its peers' counts hold its poison until its next call of the phase replaces it.
+    poisoned: [bool; 2],
 }
 
 impl CudaComm {
@@ -163,6 +174,7 @@ impl CudaComm {
             probe: Default::default(),
             resident: Default::default(),
             late,
+            poisoned: [false; 2],
         })
     }
 
@@ -312,6 +324,61 @@ impl CudaComm {
         err
     }
 
+    /// A call that rejected its input (`err`): every peer that waits for this rank's counts of
+    /// `phase` gets a poisoned count (`ep_core::poison`) where the count would go, copied from
+    /// the host into the peer's count array before this returns, so that its wait returns `PeerRejected` at once
+    /// instead of at the deadline. This rank's own memory is untouched, and its next call of the
+    /// phase publishes real counts over the poison (the same indices). If the poison cannot be
+    /// written, the peers will time out: this rank is poisoned too.
+    fn reject(&mut self, phase: Phase, err: EpError) -> EpError {
+        let v = [ep_core::poison::encode(ep_core::RejectReason::of(&err))];
+        let (rank, n, l) = (self.rank, self.cfg.n_ranks(), self.cfg.n_local_experts());
+        let written = (|| -> Result<()> {
+            for dst in (0..n).filter(|&d| d != rank) {
+                let peer = &self.world.ranks[dst];
+                // The peer's device context (a plain copy in it, on its null stream, which the
+                // ranks' non-blocking streams do not wait for).
+                self.world.kernels[dst].ctx.bind_to_thread().map_err(cuda)?;
+                for g in 0..l {
+                    // Dispatch: count (g, rank) at the rank holding expert dst * l + g; combine:
+                    // count (g, rank) at dst, for this rank's expert rank * l + g.
+                    let (counts, routed) = match phase {
+                        Phase::Dispatch => (&peer.d_counts, self.cfg.routes_to(rank, dst * l + g)),
+                        _ => (&peer.c_counts, self.cfg.routes_to(dst, rank * l + g)),
+                    };
+                    if !routed {
+                        continue;
+                    }
+                    let at = counts.ptr + ((g * n + rank) * 8) as u64;
+                    // SAFETY: one aligned u64 inside the peer's count array; the call returns
+                    // once it is written.
+                    unsafe { cudarc::driver::result::memcpy_htod_sync(at, &v) }.map_err(cuda)?;
+                }
+            }
+            self.bind()
+        })();
+        match written {
+            Ok(()) => {
+                self.poisoned[(phase == Phase::Combine) as usize] = true;
+                err
+            }
+            Err(_) => self.fail(err),
+        }
+    }
+
+    /// After a call of `phase` has issued its sends: if the last call was rejected, returns only
+    /// once the real counts have replaced the poison at every peer (the stream has run the
+    /// publish), so that a peer that waits again after this call returns no longer sees it.
+    fn replaced_poison(&mut self, phase: Phase) -> Result<()> {
+        if std::mem::take(&mut self.poisoned[(phase == Phase::Combine) as usize]) {
+            self.sync()?;
+            if let Err(e) = self.copy_stream.synchronize() {
+                return Err(self.fail(cuda(e)));
+            }
+        }
+        Ok(())
+    }
+
     fn sync(&mut self) -> Result<()> {
         match self.stream.synchronize() {
             Ok(()) => Ok(()),
@@ -346,16 +413,21 @@ impl EpComm for CudaComm {
 
     fn dispatch_async(&mut self, input: &DispatchInput<'_>) -> Result<()> {
         self.tracker.check_dispatch_async()?;
-        validate::dispatch_input(&self.cfg, self.rank, input)?;
-        self.upload_dispatch(input)?;
+        if let Err(e) = validate::dispatch_input(&self.cfg, self.rank, input)
+            .and_then(|()| self.upload_dispatch(input))
+        {
+            return Err(self.reject(Phase::Dispatch, e));
+        }
         self.issue_dispatch_send()?;
+        self.round.resume = false;
+        self.replaced_poison(Phase::Dispatch)?;
         self.tracker.dispatch_sent();
         Ok(())
     }
 
     fn dispatch_wait(&mut self) -> Result<DispatchOutput> {
         self.tracker.check_dispatch_wait()?;
-        let issued = self.dispatch_wait_issued();
+        let issued = !std::mem::take(&mut self.round.resume) && self.dispatch_wait_issued();
         self.wait_sliced(Phase::Dispatch, issued, &mut |c, slice| {
             c.issue_dispatch_wait(slice)
         })?;
@@ -397,31 +469,43 @@ impl EpComm for CudaComm {
     }
 
     fn combine_async(&mut self, handle: &RoutingHandle, input: &CombineInput<'_>) -> Result<()> {
-        self.tracker.check_combine_async(handle)?;
-        validate::combine_input(
+        match self.tracker.check_combine_async(handle) {
+            // A handle from another round is bad input to this round's combine.
+            Err(e @ EpError::StaleHandle { .. }) => return Err(self.reject(Phase::Combine, e)),
+            other => other?,
+        }
+        let checked = validate::combine_input(
             &self.cfg,
             self.rank,
             self.round.rows,
             self.round.n_tokens,
             input,
             false,
-        )?;
-        self.bind()?;
-        if let Some(Epilogue::Device(d)) = input.epilogue {
+        )
+        .and_then(|()| self.bind())
+        .and_then(|()| match input.epilogue {
             // Compile first, so a bad source fails with nothing sent.
-            self.k().reduce_with_epilogue(&d.name, &d.source)?;
+            Some(Epilogue::Device(d)) => {
+                self.k().reduce_with_epilogue(&d.name, &d.source).map(drop)
+            }
+            _ => Ok(()),
+        })
+        .and_then(|()| self.upload_combine(input));
+        if let Err(e) = checked {
+            return Err(self.reject(Phase::Combine, e));
         }
-        self.upload_combine(input)?;
         self.round.reduced = input.weights.is_some();
         self.round.epilogue = input.epilogue.cloned();
         self.issue_combine_send(self.round.rows)?;
+        self.round.resume = false;
+        self.replaced_poison(Phase::Combine)?;
         self.tracker.combine_sent();
         Ok(())
     }
 
     fn combine_wait(&mut self) -> Result<CombineOutput> {
         self.tracker.check_combine_wait()?;
-        let issued = self.combine_wait_issued();
+        let issued = !std::mem::take(&mut self.round.resume) && self.combine_wait_issued();
         self.wait_sliced(Phase::Combine, issued, &mut |c, slice| {
             c.issue_combine_wait(slice)?;
             c.issue_combine_output()

@@ -55,6 +55,7 @@ impl CudaComm {
     ) -> Result<()> {
         let start = Instant::now();
         let mut slices = 0u32;
+        self.round.rechecked = false;
         loop {
             let slice = self
                 .cfg
@@ -93,9 +94,25 @@ impl CudaComm {
         let status = WaitStatus::from_word(code[0]);
         self.round.messages_pending = status == Some(WaitStatus::MessagesPending);
         let rank = self.rank;
+        // A slice that ran out with counts missing (a slow path already: a slice is
+        // milliseconds) may have a peer's poison among those that came: say so now rather than
+        // wait for the rest. Nothing was reset, so the wait can be taken up again.
+        if status == Some(WaitStatus::Pending) {
+            if let Some((peer, reason)) = self.poisoned_count(phase)? {
+                self.round.resume = true;
+                return Err(EpError::PeerRejected {
+                    rank,
+                    peer,
+                    phase,
+                    reason,
+                });
+            }
+        }
         let err = match status {
             Some(WaitStatus::Ok) => return Ok(true),
-            Some(WaitStatus::Pending | WaitStatus::MessagesPending) if !give_up => return Ok(false),
+            Some(WaitStatus::Pending | WaitStatus::MessagesPending) if !give_up => {
+                return Ok(false)
+            }
             Some(WaitStatus::Pending | WaitStatus::MessagesPending) => {
                 let mut status = vec![0u32; 1 + l * n];
                 self.bufs().status.download(&mut status, &self.stream)?;
@@ -104,19 +121,69 @@ impl CudaComm {
                     .map(|i| {
                         let (g, s) = (i / n, i % n);
                         match phase {
-                            Phase::Combine => MissingSignal { src_rank: s, expert: s * l + g },
-                            _ => MissingSignal { src_rank: s, expert: rank * l + g },
+                            Phase::Combine => MissingSignal {
+                                src_rank: s,
+                                expert: s * l + g,
+                            },
+                            _ => MissingSignal {
+                                src_rank: s,
+                                expert: rank * l + g,
+                            },
                         }
                     })
                     .collect();
                 let waited_ms = start.elapsed().as_millis() as u64;
-                EpError::Timeout { rank, phase, waited_ms, missing }
+                EpError::Timeout {
+                    rank,
+                    phase,
+                    waited_ms,
+                    missing,
+                }
             }
-            Some(WaitStatus::CountOverflow) => EpError::Backend(format!("rank {rank}: a receive count exceeds max_tokens_per_rank; the buffer protocol was violated")),
-            Some(WaitStatus::CountMismatch) => EpError::Backend(format!("rank {rank}: combine received other row counts than this rank sent")),
+            Some(WaitStatus::CountOverflow | WaitStatus::CountMismatch) => {
+                // A poisoned count fails both checks (its low half passes any max_tokens, and no
+                // combine sends as many rows). The wait kernels reset the counts only when every
+                // one passed, so they are still there to look at, and to wait for again.
+                if let Some((peer, reason)) = self.poisoned_count(phase)? {
+                    self.round.resume = true;
+                    return Err(EpError::PeerRejected {
+                        rank,
+                        peer,
+                        phase,
+                        reason,
+                    });
+                }
+                // The peer may have published its real count over its poison since the kernel
+                // looked: look once more before calling it a violation.
+                if !std::mem::replace(&mut self.round.rechecked, true) && !give_up {
+                    return Ok(false);
+                }
+                match status {
+                    Some(WaitStatus::CountOverflow) => EpError::Backend(format!("rank {rank}: a receive count exceeds max_tokens_per_rank; the buffer protocol was violated")),
+                    _ => EpError::Backend(format!("rank {rank}: combine received other row counts than this rank sent")),
+                }
+            }
             None => EpError::Backend(format!("rank {rank}: unknown wait status {}", code[0])),
         };
         Err(self.fail(err))
+    }
+
+    /// The first awaited count of `phase` that holds a peer's poison: the peer and its reason.
+    fn poisoned_count(&self, phase: Phase) -> Result<Option<(usize, ep_core::RejectReason)>> {
+        let (n, rank) = (self.cfg.n_ranks(), self.rank);
+        let b = self.bufs();
+        let buf = if phase == Phase::Combine {
+            &b.c_counts
+        } else {
+            &b.d_counts
+        };
+        let mut counts = vec![0u64; self.cfg.n_local_experts() * n];
+        buf.download(&mut counts, &self.stream)?;
+        Ok(counts.iter().enumerate().find_map(|(i, &v)| {
+            let awaited = self.cfg.skip_a2a.is_none() || i % n == rank;
+            let reason = ep_core::poison::decode(v).filter(|_| awaited)?;
+            Some((i % n, reason))
+        }))
     }
 
     /// A wait slice's count wait (`wait`), unless the last slice had every count but not every

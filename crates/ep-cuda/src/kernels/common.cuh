@@ -725,7 +725,10 @@ __device__ void ep_reset_counts(u64* counts, int n, int rank, int n_ranks, int s
 }
 
 // The wait kernels' wait, one block: ep_poll_counts into `snapshot`, with the not-arrived flags
-// in status[1 ..] and the outcome in status[0]; once every count is there, they are reset.
+// in status[1 ..] and the outcome in status[0]; once every count is there and passed its check,
+// they are reset. A count that failed its check stays: it may be a peer's poison (ep-core's
+// `poison`: the peer rejected its input), which the host reads from the counts, and the wait is
+// taken up again once the peer publishes its real count over it.
 //
 // A slice is short (comm/wait.rs: WAIT_SLICE): when it runs out the host launches the wait again until
 // the round's deadline. A kernel that spun for the whole deadline could hold up the very rank it
@@ -736,7 +739,7 @@ template <typename Check>
 __device__ bool ep_wait_counts(u64* counts, int n, int rank, int n_ranks, int skip_a2a, u64 slice_ns, u32* status,
                                u64* snapshot, Check check) {
     u32 outcome = ep_poll_counts(counts, n, rank, n_ranks, skip_a2a, slice_ns, snapshot, status + 1, check);
-    if (outcome != EP_PENDING) ep_reset_counts(counts, n, rank, n_ranks, skip_a2a);
+    if (outcome == EP_OK) ep_reset_counts(counts, n, rank, n_ranks, skip_a2a);
     if (threadIdx.x == 0) status[0] = outcome;
     return outcome == EP_OK;
 }

@@ -168,10 +168,11 @@ extern "C" __global__ void ep_dispatch_wait(u64* counts, int n_local, int n_rank
     int n = n_local * n_ranks, n_groups = n_local + shared_groups;
     ep_await_prior_grid(); // launched chained after the send (comm/dispatch.rs)
     // The counts and the layout, the counts' misses in status[1 ..], the outcome in status[0]; the
-    // counts reset once every one was there.
+    // counts reset once every one was there and fit (a count that does not may be a peer's poison:
+    // it stays for the host to read, ep_wait_counts says why).
     u32 outcome = ep_poll_layout(counts, n_local, n_ranks, rank, skip_a2a, slice_ns, max_tokens, snapshot, status + 1,
                                  nmsg, shared_groups, shared_len, row_multiple, start, src_offsets);
-    if (outcome != EP_PENDING) ep_reset_counts(counts, n, rank, n_ranks, skip_a2a);
+    if (outcome == EP_OK) ep_reset_counts(counts, n, rank, n_ranks, skip_a2a);
     if (threadIdx.x == 0) status[0] = outcome;
     if (outcome != EP_OK) return;
     ep_release_dependents(); // the next kernel's blocks (copy-out, or a layout-first send) may launch
