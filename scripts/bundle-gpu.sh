@@ -15,6 +15,6 @@ cp scripts/ep-gpu.sh "$out/ep-gpu"
 # The device scripts' helpers (scripts/gpu-runs/lib.sh), beside the scripts copied in; the
 # conformance matrix and the dump checker it runs.
 cp scripts/gpu-runs/lib.sh "$out/lib.sh"
-cp scripts/gpu-conformance.sh scripts/check_dump.py "$out/"
+cp scripts/gpu-conformance.sh scripts/check_dump.py fixtures/uniform.json "$out/"
 chmod +x "$out/ep" "$out/ep-gpu" "$out/gpu-conformance.sh"
 echo "bundle in $out: $(du -sh "$out" | cut -f1)"

@@ -8,8 +8,9 @@
 #   recomputed from the dump alone);
 # - the user-facing error paths, run as a user would: a size that cannot be allocated is a typed
 #   error and the process survives.
-# Usage: ./gpu-conformance.sh [MODE ...]   (modes: default single overlap layout marked; default:
-# all). Writes $OUT/conformance.txt (every line of every run) and $OUT/summary.txt (one line a run).
+# Usage: ./gpu-conformance.sh [MODE ...] [one-gpu] [dumps] [errors]   (modes: default single
+# overlap layout marked multi beside; no argument: all of them). Writes $OUT/conformance.txt (every
+# line of every run) and $OUT/summary.txt (one line a run).
 set -uo pipefail
 cd "$(dirname "$0")"
 OUT=${OUT:-/tmp/gpu-conformance}
@@ -26,9 +27,12 @@ declare -A MODE_ENV=(
   [overlap]="EP_CUDA_OVERLAP_MIN_TOKENS=1"
   [layout]="EP_CUDA_LAYOUT_FIRST_MIN_TOKENS=1 EP_CUDA_SINGLE_DISPATCH_MAX_TOKENS=0"
   [marked]="EP_CUDA_SINGLE_DISPATCH_MAX_TOKENS=1000000 EP_CUDA_SINGLE_COMBINE_MAX_TOKENS=1000000 EP_CUDA_SINGLE_MARKED_MIN_TOKENS=1 EP_CUDA_LL_MAX_TOKENS=0"
+  [multi]="EP_CUDA_SINGLE_DISPATCH_MAX_TOKENS=0 EP_CUDA_SINGLE_COMBINE_MAX_TOKENS=0"
+  [beside]="EP_CUDA_MARKED_MIN_TOKENS=1 EP_CUDA_LEAN_MIN_TOKENS=0"
 )
-modes=("$@")
-[ ${#modes[@]} -eq 0 ] && modes=(default single overlap layout marked)
+args=("$@")
+[ ${#args[@]} -eq 0 ] && args=(default single overlap layout marked multi beside one-gpu dumps errors)
+want() { local a; for a in "${args[@]}"; do [ "$a" = "$1" ] && return 0; done; return 1; }
 
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | sort | uniq -c | sed 's/^ */gpus: /' | tee -a "$summary"
 n_gpus=$(nvidia-smi -L | wc -l)
@@ -44,17 +48,18 @@ suite() {
   grep -E '^\[.*FAILED|^--- ' /tmp/suite.txt | head -n 10 | tee -a "$summary"
 }
 
-for m in "${modes[@]}"; do
+for m in "${args[@]}"; do
+  [ -n "${MODE_ENV[$m]+set}" ] || continue
   # shellcheck disable=SC2086
   suite "$m on $n_gpus GPUs" ${MODE_ENV[$m]}
 done
-if [ "$n_gpus" -gt 1 ]; then
+if want one-gpu && [ "$n_gpus" -gt 1 ]; then
   suite "default, every rank on GPU 0" CUDA_VISIBLE_DEVICES=0
 fi
 
 # Dumps: every format, two scenarios, and the modes a dump must record; each checked from the
 # dump alone.
-for f in bf16 fp8 mxfp4 nvfp4; do
+want dumps && for f in bf16 fp8 mxfp4 nvfp4; do
   for args in "--scenario two_nodes_x4" "--scenario zero_token_ranks" "--scenario two_nodes_x4 --shared-expert" "--scenario uniform --skip-a2a 4" "--scenario two_nodes_x4 --unreduced"; do
     d=$(mktemp -d)
     # shellcheck disable=SC2086
@@ -66,7 +71,25 @@ for f in bf16 fp8 mxfp4 nvfp4; do
   done
 done
 
-# Errors a user meets: a world too large for the device is a typed error, not an abort.
-./ep-gpu soak --backend cuda --hidden 1000000000 --ranks 2 --rounds 1 > /tmp/huge.txt 2>&1
-note "soak --hidden 1000000000 --ranks 2: rc=$? (134 would be an abort): $(tail -n 1 /tmp/huge.txt)"
+# Errors a user meets: a world too large for the device is a typed error, not an abort; a bad
+# expert id on one rank is named by every other rank at once; a closed pipe ends a run quietly.
+if want errors; then
+  ./ep-gpu soak --backend cuda --hidden 1000000000 --ranks 2 --rounds 1 > /tmp/huge.txt 2>&1
+  note "soak --hidden 1000000000 --ranks 2: rc=$? (134 would be an abort): $(tail -n 1 /tmp/huge.txt)"
+  python3 - <<'PY'
+import json
+d = json.load(open("uniform.json"))
+d["topk_ids"][1][0][0] = 999
+json.dump(d, open("/tmp/bad-id.json", "w"))
+PY
+  start=$(date +%s%N)
+  ./ep-gpu run --backend cuda --scenario /tmp/bad-id.json --rounds 1 > /tmp/bad.txt 2>&1
+  rc=$?
+  note "run with expert id 999 on rank 1: rc=$rc in $(( ($(date +%s%N) - start) / 1000000 )) ms (world init included):"
+  sed 's/^/  /' /tmp/bad.txt | tee -a "$summary"
+  ./ep-gpu run --backend cuda 2>/tmp/pipe-err.txt | head -n 2 > /dev/null
+  note "ep run --backend cuda | head -2: rc=${PIPESTATUS[0]} (141: SIGPIPE, quiet), stderr $(wc -c < /tmp/pipe-err.txt) bytes"
+  ./ep-gpu soak --backend cuda --ranks 4 --rounds 100 > /tmp/soak.txt 2>&1
+  note "soak --backend cuda --ranks 4 --rounds 100: rc=$? $(tail -n 1 /tmp/soak.txt)"
+fi
 note "done in $(( $(date +%s) - T0 ))s"
