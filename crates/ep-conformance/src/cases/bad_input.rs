@@ -262,24 +262,41 @@ pub(crate) fn combine_resumed<C: EpComm>(
         }
         c.combine_wait()
     });
-    let rounds = dispatched
-        .into_iter()
-        .zip(combined)
-        .map(|(dispatch, combine)| {
-            Ok(crate::round::RankRound {
-                dispatch,
-                combine: combine.map_err(err)?,
-                dispatch_time: Duration::ZERO,
-                combine_time: Duration::ZERO,
-            })
-        })
-        .collect::<Result<Vec<_>, String>>()?;
+    let rounds = super::rank_rounds(dispatched, combined)?;
     crate::round::check_against_oracle(
         cfg,
         inputs,
         &RoundOptions::new(Calls::Fused, WeightKind::F32),
         &rounds,
     )
+}
+
+/// A call's result with the time it took, error or not.
+fn timed(call: impl FnOnce() -> Result<(), EpError>) -> (Result<(), EpError>, Duration) {
+    let start = Instant::now();
+    let res = call();
+    (res, start.elapsed())
+}
+
+/// Every rank's call of a round in which rank `bad` alone rejected its input: every call returned
+/// within a second; rank `bad`'s own error is what `own` accepts; every other rank's names rank
+/// `bad`, the phase and the reason.
+fn lone_rejection(
+    results: Vec<(Result<(), EpError>, Duration)>,
+    bad: usize,
+    phase: ep_core::Phase,
+    reason: RejectReason,
+    own: impl Fn(Result<(), EpError>) -> CaseResult,
+) -> CaseResult {
+    for (r, (res, t)) in results.into_iter().enumerate() {
+        within_a_second(r, t)?;
+        if r == bad {
+            own(res)?;
+        } else {
+            expect_peer_rejected(r, &res.map(|()| t), bad, phase, reason)?;
+        }
+    }
+    Ok(())
 }
 
 /// What a peer of the rejecting rank must see: its wait returned within a second (the deadline is
@@ -329,43 +346,31 @@ pub fn peer_rejects_dispatch<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
     let mut bad = inputs.clone();
     bad.topk_ids[1][[0, 1]] = 999;
     let results = ep_core::on_every_rank(&mut comms, |c| {
-        let start = Instant::now();
         let r = c.rank();
-        let res = if r == 1 {
-            c.dispatch_async(&bad.dispatch_input(r))
-        } else {
-            c.dispatch(&inputs.dispatch_input(r)).map(|_| ())
-        };
-        res.map(|()| start.elapsed())
-            .map_err(|e| (e, start.elapsed()))
-    });
-    for (r, res) in results.into_iter().enumerate() {
-        let t = match &res {
-            Ok(t) | Err((_, t)) => *t,
-        };
-        within_a_second(r, t)?;
-        let res = res.map_err(|(e, _)| e);
-        if r == 1 {
-            match res {
-                Err(EpError::ExpertIdOutOfRange {
-                    rank: 1,
-                    token: 0,
-                    slot: 1,
-                    id: 999,
-                    ..
-                }) => {}
-                other => return Err(format!("rank 1: {other:?}")),
+        timed(|| {
+            if r == 1 {
+                c.dispatch_async(&bad.dispatch_input(r))
+            } else {
+                c.dispatch(&inputs.dispatch_input(r)).map(|_| ())
             }
-        } else {
-            expect_peer_rejected(
-                r,
-                &res,
-                1,
-                ep_core::Phase::Dispatch,
-                RejectReason::ExpertIdOutOfRange,
-            )?;
-        }
-    }
+        })
+    });
+    lone_rejection(
+        results,
+        1,
+        ep_core::Phase::Dispatch,
+        RejectReason::ExpertIdOutOfRange,
+        |own| match own {
+            Err(EpError::ExpertIdOutOfRange {
+                rank: 1,
+                token: 0,
+                slot: 1,
+                id: 999,
+                ..
+            }) => Ok(()),
+            other => Err(format!("rank 1: {other:?}")),
+        },
+    )?;
     // The peers may ask again before rank 1 has sent: the same answer, at once.
     let start = Instant::now();
     let again = comms[0].dispatch_wait().map(|_| start.elapsed());
@@ -408,42 +413,36 @@ pub fn peer_rejects_combine<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
         .collect();
     let too_many = Array2::<bf16>::zeros((dispatched[2].rows() + 1, cfg.hidden));
     let results = ep_core::on_every_rank(&mut comms, |c| {
-        let start = Instant::now();
         let r = c.rank();
-        let res = if r == 2 {
-            c.combine_async(
-                &dispatched[r].handle,
-                &inputs.combine_input(r, &too_many, WeightKind::F32),
-            )
-        } else {
-            c.combine(
-                &dispatched[r].handle,
-                &inputs.combine_input(r, &outs[r], WeightKind::F32),
-            )
-            .map(|_| ())
-        };
-        res.map(|()| start.elapsed())
-            .map_err(|e| (e, start.elapsed()))
-    });
-    for (r, res) in results.into_iter().enumerate() {
-        let t = match &res {
-            Ok(t) | Err((_, t)) => *t,
-        };
-        within_a_second(r, t)?;
-        let res = res.map_err(|(e, _)| e);
-        if r == 2 {
-            match res {
-                Err(EpError::Shape {
-                    rank: 2,
-                    what: "expert_out",
-                    ..
-                }) => {}
-                other => return Err(format!("rank 2: {other:?}")),
+        timed(|| {
+            if r == 2 {
+                c.combine_async(
+                    &dispatched[r].handle,
+                    &inputs.combine_input(r, &too_many, WeightKind::F32),
+                )
+            } else {
+                c.combine(
+                    &dispatched[r].handle,
+                    &inputs.combine_input(r, &outs[r], WeightKind::F32),
+                )
+                .map(|_| ())
             }
-        } else {
-            expect_peer_rejected(r, &res, 2, ep_core::Phase::Combine, RejectReason::Shape)?;
-        }
-    }
+        })
+    });
+    lone_rejection(
+        results,
+        2,
+        ep_core::Phase::Combine,
+        RejectReason::Shape,
+        |own| match own {
+            Err(EpError::Shape {
+                rank: 2,
+                what: "expert_out",
+                ..
+            }) => Ok(()),
+            other => Err(format!("rank 2: {other:?}")),
+        },
+    )?;
     combine_resumed(&mut comms, &cfg, &inputs, dispatched, &outs, 2, true)?;
     let opts = RoundOptions::new(Calls::Split, WeightKind::F32);
     run_and_check(&mut comms, &good_inputs(&cfg, 15), &opts).map(|_| ())

@@ -16,13 +16,7 @@ pub fn nonfinite_inputs<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
         // Token 1 of rank 0: a NaN at column 5, an infinity at column 200.
         inputs.tokens[0][[1, 5]] = bf16::NAN;
         inputs.tokens[0][[1, 200]] = bf16::NEG_INFINITY;
-        let mut comms = b.init_uniform(&cfg).map_err(err)?;
-        let got = run_and_check(
-            &mut comms,
-            &inputs,
-            &RoundOptions::new(Calls::Fused, WeightKind::F32),
-        )
-        .map_err(|e| format!("{format}: {e}"))?;
+        let got = fused_round(b, &cfg, &inputs).map_err(|e| format!("{format}: {e}"))?;
         let block = format.block();
         for (r, round) in got.iter().enumerate() {
             let d = &round.dispatch;
@@ -137,13 +131,7 @@ pub fn bf16_bits_exact<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
                 *v = bf16::from_bits(SPECIAL_BF16[i]);
             }
         }
-        let mut comms = b.init_uniform(&cfg).map_err(err)?;
-        let got = run_and_check(
-            &mut comms,
-            &inputs,
-            &RoundOptions::new(Calls::Fused, WeightKind::F32),
-        )
-        .map_err(|e| format!("{what}: {e}"))?;
+        let got = fused_round(b, &cfg, &inputs).map_err(|e| format!("{what}: {e}"))?;
         let mut checked = 0;
         for (r, round) in got.iter().enumerate() {
             let d = &round.dispatch;
@@ -180,12 +168,7 @@ pub fn bf16_bits_exact<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
 pub fn nvfp4_source_scales<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
     let cfg = EpConfig::new(256, 3, 8, 12, 4).with_format(Format::Nvfp4);
     let inputs = good_inputs(&cfg, 61);
-    let mut comms = b.init_uniform(&cfg).map_err(err)?;
-    let got = run_and_check(
-        &mut comms,
-        &inputs,
-        &RoundOptions::new(Calls::Fused, WeightKind::F32),
-    )?;
+    let got = fused_round(b, &cfg, &inputs)?;
     let scales: Vec<_> = inputs.input_scales.iter().map(|s| s.view()).collect();
     let (payload_bytes, scale_bytes) = (
         Format::Nvfp4.payload_bytes(cfg.hidden),

@@ -97,6 +97,41 @@ pub fn fixture<B: EpBackend>(
     snapshot::check(cx.snapshots, name, &snapshot::routing_text(&outputs))
 }
 
+/// A fresh world for `cfg`, one fused round with f32 weights, held against the oracle: every
+/// rank's round.
+pub(crate) fn fused_round<B: EpBackend>(
+    b: &B,
+    cfg: &EpConfig,
+    inputs: &RoundInputs,
+) -> Result<Vec<crate::round::RankRound>, String> {
+    let mut comms = b.init_uniform(cfg).map_err(err)?;
+    run_and_check(
+        &mut comms,
+        inputs,
+        &RoundOptions::new(Calls::Fused, WeightKind::F32),
+    )
+}
+
+/// Each rank's dispatch output and combine result as a round (untimed), or the first combine
+/// error.
+pub(crate) fn rank_rounds(
+    dispatched: Vec<ep_core::DispatchOutput>,
+    combined: Vec<Result<ep_core::CombineOutput, ep_core::EpError>>,
+) -> Result<Vec<crate::round::RankRound>, String> {
+    dispatched
+        .into_iter()
+        .zip(combined)
+        .map(|(dispatch, combine)| {
+            Ok(crate::round::RankRound {
+                dispatch,
+                combine: combine.map_err(err)?,
+                dispatch_time: std::time::Duration::ZERO,
+                combine_time: std::time::Duration::ZERO,
+            })
+        })
+        .collect()
+}
+
 pub(crate) fn small_config() -> EpConfig {
     EpConfig::new(32, 4, 16, 8, 2).with_nodes(2)
 }
@@ -158,18 +193,7 @@ pub(crate) fn combine_all_and_check<C: EpComm>(
             &inputs.combine_input(r, &outs[r], WeightKind::F32),
         )
     });
-    let rounds = dispatched
-        .into_iter()
-        .zip(combined)
-        .map(|(dispatch, combine)| {
-            Ok(crate::round::RankRound {
-                dispatch,
-                combine: combine.map_err(err)?,
-                dispatch_time: std::time::Duration::ZERO,
-                combine_time: std::time::Duration::ZERO,
-            })
-        })
-        .collect::<Result<Vec<_>, String>>()?;
+    let rounds = rank_rounds(dispatched, combined)?;
     crate::round::check_against_oracle(
         cfg,
         inputs,

@@ -11,8 +11,6 @@ use ep_core::{
 use ndarray::Array2;
 
 use super::*;
-use crate::round::{run_and_check, Calls, RoundOptions};
-use crate::scenario::WeightKind;
 
 /// Combine `outs` with the inputs' f32 weights on every rank, checked bit for bit against the
 /// oracle; the combined rows.
@@ -99,13 +97,7 @@ pub fn nan_bit_patterns<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
         for &(t, c, v) in &planted {
             inputs.tokens[0][[t, c]] = v;
         }
-        let mut comms = b.init_uniform(&cfg).map_err(err)?;
-        let got = run_and_check(
-            &mut comms,
-            &inputs,
-            &RoundOptions::new(Calls::Fused, WeightKind::F32),
-        )
-        .map_err(|e| format!("{format}: {e}"))?;
+        let got = fused_round(b, &cfg, &inputs).map_err(|e| format!("{format}: {e}"))?;
         let (block, scale_len) = (
             format.block(),
             format.scale_bytes(HIDDEN) / (HIDDEN / format.block()),
@@ -228,12 +220,7 @@ pub fn nvfp4_decode_order<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
             *v = 1344.0 / (3.0 + (r * 16 + t) as f32 * 0.37);
         }
     }
-    let mut comms = b.init_uniform(&cfg).map_err(err)?;
-    let got = run_and_check(
-        &mut comms,
-        &inputs,
-        &RoundOptions::new(Calls::Fused, WeightKind::F32),
-    )?;
+    let got = fused_round(b, &cfg, &inputs)?;
     let fmt = Format::Nvfp4;
     let (mut elements, mut orders_differ) = (0usize, 0usize);
     let all_scales: Vec<_> = inputs.input_scales.iter().map(|s| s.view()).collect();

@@ -98,14 +98,8 @@ impl CudaComm {
         // milliseconds) may have a peer's poison among those that came: say so now rather than
         // wait for the rest. Nothing was reset, so the wait can be taken up again.
         if status == Some(WaitStatus::Pending) {
-            if let Some((peer, reason)) = self.poisoned_count(phase)? {
-                self.round.resume = true;
-                return Err(EpError::PeerRejected {
-                    rank,
-                    peer,
-                    phase,
-                    reason,
-                });
+            if let Some(e) = self.peer_rejected(phase)? {
+                return Err(e);
             }
         }
         let err = match status {
@@ -144,14 +138,8 @@ impl CudaComm {
                 // A poisoned count fails both checks (its low half passes any max_tokens, and no
                 // combine sends as many rows). The wait kernels reset the counts only when every
                 // one passed, so they are still there to look at, and to wait for again.
-                if let Some((peer, reason)) = self.poisoned_count(phase)? {
-                    self.round.resume = true;
-                    return Err(EpError::PeerRejected {
-                        rank,
-                        peer,
-                        phase,
-                        reason,
-                    });
+                if let Some(e) = self.peer_rejected(phase)? {
+                    return Err(e);
                 }
                 // The peer may have published its real count over its poison since the kernel
                 // looked: look once more before calling it a violation.
@@ -166,6 +154,21 @@ impl CudaComm {
             None => EpError::Backend(format!("rank {rank}: unknown wait status {}", code[0])),
         };
         Err(self.fail(err))
+    }
+
+    /// `PeerRejected` where an awaited count of `phase` holds a peer's poison; the round is
+    /// then marked to be taken up again (nothing was reset).
+    fn peer_rejected(&mut self, phase: Phase) -> Result<Option<EpError>> {
+        let Some((peer, reason)) = self.poisoned_count(phase)? else {
+            return Ok(None);
+        };
+        self.round.resume = true;
+        Ok(Some(EpError::PeerRejected {
+            rank: self.rank,
+            peer,
+            phase,
+            reason,
+        }))
     }
 
     /// The first awaited count of `phase` that holds a peer's poison: the peer and its reason.

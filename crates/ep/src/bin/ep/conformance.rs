@@ -39,7 +39,7 @@ pub fn main(args: Args) -> Result<ExitCode, String> {
         println!("skipped {name}: {why}");
     }
     let mut done = 0;
-    let outcomes = runner::run_all(&backend, args.filter.as_deref(), |o| {
+    let mut report = |o: &runner::Outcome| {
         done += 1;
         let status = if o.result.is_ok() { "ok" } else { "FAILED" };
         println!(
@@ -48,16 +48,10 @@ pub fn main(args: Args) -> Result<ExitCode, String> {
             o.time.as_secs_f64() * 1e3
         );
         let _ = std::io::stdout().flush();
-    });
-    let mut outcomes = outcomes;
+    };
+    let mut outcomes = runner::run_all(&backend, args.filter.as_deref(), &mut report);
     if let Some(o) = epilogue_case.then(|| device_epilogue(&backend)).flatten() {
-        done += 1;
-        let status = if o.result.is_ok() { "ok" } else { "FAILED" };
-        println!(
-            "[{done:>3}/{total}] {status:<6} {} ({:.0} ms)",
-            o.name,
-            o.time.as_secs_f64() * 1e3
-        );
+        report(&o);
         outcomes.push(o);
     }
     let cases_ok = runner::print_summary(&outcomes);
