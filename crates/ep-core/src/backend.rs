@@ -88,7 +88,9 @@ pub trait EpComm: Send {
     ) -> Result<SwigluOutput>;
 
     /// A hash of the symmetric memory this rank owns (receive buffers and receive counts), for
-    /// tests that prove a rejected call wrote nothing. Not for hot paths.
+    /// tests that prove a rejected call wrote nothing. A peer's poisoned count hashes as the
+    /// sentinel it replaced (`error::poison::unpoisoned`): the poison is the one write a rejected
+    /// call makes, and it is undone when the rejecting rank calls again. Not for hot paths.
     fn memory_digest(&self) -> Result<u64>;
 }
 

@@ -268,6 +268,17 @@ pub mod poison {
     pub fn decode(v: u64) -> Option<RejectReason> {
         (v & TAG == TAG && v != u64::MAX).then(|| RejectReason::from_code(v as u16))
     }
+
+    /// The count word as a digest of symmetric memory sees it: a poison reads as the sentinel it
+    /// replaced, so a rejected call whose only write is its poison leaves every digest as it was
+    /// (`EpComm::memory_digest`), while a poison stored over a real count still shows.
+    pub fn unpoisoned(v: u64) -> u64 {
+        if decode(v).is_some() {
+            u64::MAX
+        } else {
+            v
+        }
+    }
 }
 
 impl EpError {

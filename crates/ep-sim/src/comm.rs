@@ -636,7 +636,10 @@ impl EpComm for SimComm {
             for c in g.counts.as_slice() {
                 digest(
                     &mut h,
-                    &c.load(std::sync::atomic::Ordering::Acquire).to_le_bytes(),
+                    &ep_core::error::poison::unpoisoned(
+                        c.load(std::sync::atomic::Ordering::Acquire),
+                    )
+                    .to_le_bytes(),
                 );
             }
         }

@@ -11,7 +11,7 @@ use ep_core::{
 };
 use ndarray::Array2;
 
-use super::{err, good_inputs, CaseResult, Ctx};
+use super::{digests, err, good_inputs, CaseResult, Ctx};
 use crate::fixture::Fixture;
 use crate::rng::Rng;
 use crate::round::{run_and_check, Calls, RankRound, RoundOptions};
@@ -449,7 +449,7 @@ pub fn combinations_not_allowed<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
     ];
     // Rank 0's own memory: its peers' combine counts hold its poison (a rejected call tells the
     // ranks that would wait for it), which its good combine, issued first, replaces.
-    let before = comms[0].memory_digest().map_err(err)?;
+    let before = digests(&comms)?;
     for (what, input) in &cases {
         match comms[0].combine_async(&dispatched[0].handle, input) {
             Err(e @ EpError::Incompatible { .. })
@@ -458,7 +458,7 @@ pub fn combinations_not_allowed<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
             Ok(()) => return Err(format!("{what}: accepted")),
         }
     }
-    if comms[0].memory_digest().map_err(err)? != before {
+    if digests(&comms)? != before {
         return Err("a refused combine changed symmetric memory".into());
     }
     super::bad_input::combine_resumed(&mut comms, &cfg, &inputs, dispatched, &outs, 0, false)

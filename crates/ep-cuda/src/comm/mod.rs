@@ -612,22 +612,24 @@ impl EpComm for CudaComm {
         self.bind()?;
         let b = self.bufs();
         let mut h = 0xcbf2_9ce4_8422_2325u64;
-        for buf in [
-            &b.d_recv,
-            &b.d_nmsg,
-            &b.d_counts,
-            &b.c_recv,
-            &b.c_counts,
-            &b.c_ll,
+        for (buf, counts) in [
+            (&b.d_recv, false),
+            (&b.d_nmsg, false),
+            (&b.d_counts, true),
+            (&b.c_recv, false),
+            (&b.c_counts, true),
+            (&b.c_ll, false),
         ] {
             let mut host = vec![0u8; buf.len];
             buf.download(&mut host, &self.stream)?;
             for chunk in host.chunks(8) {
                 let mut w = [0u8; 8];
                 w[..chunk.len()].copy_from_slice(chunk);
-                h = (h ^ u64::from_le_bytes(w))
-                    .wrapping_mul(0x100_0000_01b3)
-                    .rotate_left(29);
+                let mut word = u64::from_le_bytes(w);
+                if counts {
+                    word = ep_core::error::poison::unpoisoned(word);
+                }
+                h = (h ^ word).wrapping_mul(0x100_0000_01b3).rotate_left(29);
             }
         }
         Ok(h)
