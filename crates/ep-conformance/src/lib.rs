@@ -58,6 +58,7 @@ macro_rules! __with_cases {
                 combine_sum_starts_from_positive_zero nan_bit_patterns nvfp4_decode_order
                 bf16_bits_exact nvfp4_source_scales
                 peer_rejects_dispatch peer_rejects_combine sizes_beyond_memory
+                rejecting_rank_never_calls_again
             ]
             host_closure_cases [
                 host_closure_epilogue

@@ -52,6 +52,10 @@ pub struct SimComm {
     /// Per group (dispatch, combine): this rank's last call of the phase was rejected, so its
     /// peers' counts hold its poison until its next call of the phase replaces it.
     poisoned: [bool; 2],
+    /// Per phase (dispatch, combine): when this rank's wait first met a peer's poison in the open
+    /// round. Waits taken up again after `PeerRejected` share the round's one deadline from then
+    /// on, so a peer that never calls again ends in a timeout naming it, not in endless retries.
+    rejected_since: [Option<Instant>; 2],
 }
 
 impl SimComm {
@@ -63,6 +67,7 @@ impl SimComm {
             tracker: RoundTracker::new(rank),
             round: None,
             poisoned: [false; 2],
+            rejected_since: [None; 2],
         }
     }
 
@@ -142,13 +147,21 @@ impl SimComm {
         missing: impl Fn(usize) -> MissingSignal,
     ) -> EpError {
         match why {
-            // Nothing was taken or reset: the caller may wait again.
-            Unfinished::Poisoned { index, reason } => EpError::PeerRejected {
-                rank: self.net.rank,
-                peer: index % self.cfg.n_ranks(),
-                phase,
-                reason,
-            },
+            // Nothing was taken or reset: the caller may wait again, until the deadline counted
+            // from the first time it met the poison.
+            Unfinished::Poisoned { index, reason } => {
+                let since = *self.rejected_since[phase_index(phase)].get_or_insert(started);
+                if since.elapsed() >= self.cfg.timeout {
+                    self.rejected_since[phase_index(phase)] = None;
+                    return self.timeout(phase, since, vec![missing(index)]);
+                }
+                EpError::PeerRejected {
+                    rank: self.net.rank,
+                    peer: index % self.cfg.n_ranks(),
+                    phase,
+                    reason,
+                }
+            }
             Unfinished::Missing(m) => {
                 let missing = m.into_iter().map(missing).collect();
                 self.timeout(phase, started, missing)
@@ -165,6 +178,11 @@ impl SimComm {
         };
         self.fail(err)
     }
+}
+
+/// `rejected_since`'s slot of a phase that waits.
+fn phase_index(phase: Phase) -> usize {
+    usize::from(phase == Phase::Combine)
 }
 
 impl EpComm for SimComm {
@@ -287,7 +305,10 @@ impl EpComm for SimComm {
 
         let started = Instant::now();
         let counts = match wait_for(&group.counts, &awaited, self.cfg.timeout) {
-            Ok(c) => c,
+            Ok(c) => {
+                self.rejected_since[phase_index(Phase::Dispatch)] = None;
+                c
+            }
             Err(why) => {
                 return Err(
                     self.unfinished(Phase::Dispatch, started, why, |i| MissingSignal {
@@ -504,7 +525,10 @@ impl EpComm for SimComm {
 
         let started = Instant::now();
         let counts = match wait_for(&group.counts, &awaited, self.cfg.timeout) {
-            Ok(c) => c,
+            Ok(c) => {
+                self.rejected_since[phase_index(Phase::Combine)] = None;
+                c
+            }
             Err(why) => {
                 return Err(self.unfinished(Phase::Combine, started, why, |i| {
                     let (g, s) = (i / n_ranks, i % n_ranks);

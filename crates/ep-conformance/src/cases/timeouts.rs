@@ -98,3 +98,38 @@ fn check_elapsed(results: &[Option<Result<Duration, EpError>>]) -> CaseResult {
     }
     Ok(())
 }
+
+/// A rank rejects its dispatch input and never calls again: its peers, taking their waits up
+/// again after each `PeerRejected` as the error says, end in a timeout naming it once the
+/// deadline has passed since they first met its poison, never in endless retries.
+pub fn rejecting_rank_never_calls_again<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
+    let cfg = small_config().with_timeout(SHORT_TIMEOUT);
+    let inputs = good_inputs(&cfg, 12);
+    let mut bad = inputs.clone();
+    let absent = 2;
+    bad.topk_ids[absent][[0, 0]] = -7;
+    let mut comms = b.init_uniform(&cfg).map_err(err)?;
+    let results = on_every_rank(&mut comms, |c| {
+        let r = c.rank();
+        if r == absent {
+            return match c.dispatch_async(&bad.dispatch_input(r)) {
+                Err(EpError::ExpertIdOutOfRange { .. }) => None,
+                other => Some(Err(EpError::Backend(format!(
+                    "the bad input was not refused: {other:?}"
+                )))),
+            };
+        }
+        let t0 = Instant::now();
+        let mut res = c.dispatch(&inputs.dispatch_input(r)).map(|_| t0.elapsed());
+        // Retry as a caller following the error's advice would, bounded far past the deadline.
+        while matches!(res, Err(EpError::PeerRejected { peer, .. }) if peer == absent)
+            && t0.elapsed() < SHORT_TIMEOUT + TIMEOUT_SLACK
+        {
+            std::thread::sleep(Duration::from_millis(5));
+            res = c.dispatch_wait().map(|_| t0.elapsed());
+        }
+        Some(res)
+    });
+    check_elapsed(&results)?;
+    expect_timeouts(b, &cfg, absent, results)
+}

@@ -74,6 +74,10 @@ struct RoundData {
     /// phase launches the wait kernels again (nothing of the phase's first launch is on the
     /// stream).
     resume: bool,
+    /// When this rank's wait first met a peer's poison in this round. Waits taken up again after
+    /// `PeerRejected` share the round's one deadline from then on, so a peer that never calls
+    /// again ends in a timeout naming it, not in endless retries.
+    rejected_since: Option<std::time::Instant>,
     /// A wait slice ended with a count error but no poisoned count was found afterwards: the
     /// rejecting peer may have replaced it with its real count in between, so the slice is
     /// launched once more before the error is believed.

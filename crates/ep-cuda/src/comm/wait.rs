@@ -69,6 +69,7 @@ impl CudaComm {
             slices += 1;
             let give_up = start.elapsed() >= self.cfg.timeout;
             if self.wait_outcome(phase, start, give_up)? {
+                self.round.rejected_since = None;
                 break;
             }
         }
@@ -98,7 +99,7 @@ impl CudaComm {
         // milliseconds) may have a peer's poison among those that came: say so now rather than
         // wait for the rest. Nothing was reset, so the wait can be taken up again.
         if status == Some(WaitStatus::Pending) {
-            if let Some(e) = self.peer_rejected(phase)? {
+            if let Some(e) = self.peer_rejected(phase, start)? {
                 return Err(e);
             }
         }
@@ -112,19 +113,7 @@ impl CudaComm {
                 self.bufs().status.download(&mut status, &self.stream)?;
                 let missing = (0..l * n)
                     .filter(|&i| status[1 + i] != 0)
-                    .map(|i| {
-                        let (g, s) = (i / n, i % n);
-                        match phase {
-                            Phase::Combine => MissingSignal {
-                                src_rank: s,
-                                expert: s * l + g,
-                            },
-                            _ => MissingSignal {
-                                src_rank: s,
-                                expert: rank * l + g,
-                            },
-                        }
-                    })
+                    .map(|i| self.missing_signal(phase, i))
                     .collect();
                 let waited_ms = start.elapsed().as_millis() as u64;
                 EpError::Timeout {
@@ -138,7 +127,7 @@ impl CudaComm {
                 // A poisoned count fails both checks (its low half passes any max_tokens, and no
                 // combine sends as many rows). The wait kernels reset the counts only when every
                 // one passed, so they are still there to look at, and to wait for again.
-                if let Some(e) = self.peer_rejected(phase)? {
+                if let Some(e) = self.peer_rejected(phase, start)? {
                     return Err(e);
                 }
                 // The peer may have published its real count over its poison since the kernel
@@ -157,11 +146,27 @@ impl CudaComm {
     }
 
     /// `PeerRejected` where an awaited count of `phase` holds a peer's poison; the round is
-    /// then marked to be taken up again (nothing was reset).
-    fn peer_rejected(&mut self, phase: Phase) -> Result<Option<EpError>> {
+    /// then marked to be taken up again (nothing was reset). Once the poison has stood for the
+    /// deadline, counted from the first wait that met it, a `Timeout` naming the peer instead,
+    /// and the rank fails as after any timeout.
+    fn peer_rejected(&mut self, phase: Phase, start: Instant) -> Result<Option<EpError>> {
         let Some((peer, reason)) = self.poisoned_count(phase)? else {
             return Ok(None);
         };
+        let since = *self.round.rejected_since.get_or_insert(start);
+        if since.elapsed() >= self.cfg.timeout {
+            let n = self.cfg.n_ranks();
+            let missing = (0..self.cfg.n_local_experts())
+                .map(|g| self.missing_signal(phase, g * n + peer))
+                .collect();
+            let err = EpError::Timeout {
+                rank: self.rank,
+                phase,
+                waited_ms: since.elapsed().as_millis() as u64,
+                missing,
+            };
+            return Ok(Some(self.fail(err)));
+        }
         self.round.resume = true;
         Ok(Some(EpError::PeerRejected {
             rank: self.rank,
@@ -169,6 +174,22 @@ impl CudaComm {
             phase,
             reason,
         }))
+    }
+
+    /// The signal the count at `i` (`group * n_ranks + source`) of `phase` stands for.
+    fn missing_signal(&self, phase: Phase, i: usize) -> MissingSignal {
+        let (n, l) = (self.cfg.n_ranks(), self.cfg.n_local_experts());
+        let (g, s) = (i / n, i % n);
+        match phase {
+            Phase::Combine => MissingSignal {
+                src_rank: s,
+                expert: s * l + g,
+            },
+            _ => MissingSignal {
+                src_rank: s,
+                expert: self.rank * l + g,
+            },
+        }
     }
 
     /// The first awaited count of `phase` that holds a peer's poison: the peer and its reason.
