@@ -10,7 +10,8 @@
 //! - [`epilogue`], [`swiglu`]: what combine can do with its output, and fused SwiGLU.
 //! - [`numerics`]: `exp` and friends, defined exactly so every backend computes the same bits.
 //! - [`validate`], [`round`]: input checks and call-order rules shared by all backends.
-//! - [`error`]: [`EpError`], one typed error for everything.
+//! - [`error`]: [`EpError`], one typed error for everything; [`host_memory`]: host allocations
+//!   that fail with it instead of aborting.
 //!
 //! Arithmetic is IEEE f32 with round-to-nearest-even and no fused multiply-add: the combine sum
 //! for token `t` is `acc = +0.0; for k in 0..top_k { acc = acc + w[t][k] * f32(y[t][k]) }`, each
@@ -22,6 +23,7 @@ pub mod config;
 pub mod epilogue;
 pub mod error;
 pub mod format;
+pub mod host_memory;
 pub mod io;
 pub mod numerics;
 pub mod oracle;

@@ -7,6 +7,7 @@ use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+pub use ep_core::host_memory::{host_memory_limit, zeroed_vec};
 use ep_core::{EpConfig, EpError, MessageLayout, Result};
 
 /// "Not arrived": the value every receive count holds between rounds.
@@ -28,28 +29,6 @@ unsafe impl Sync for SymmetricBuffer {}
 /// allocator's zeroed allocation is `calloc` (lazily zeroed pages). Above it, std falls back to
 /// malloc + memset, which would touch every page of a worst-case-sized receive buffer.
 const ALIGN: usize = 16;
-
-/// The most bytes one buffer may ask for: the host's memory and swap (`/proc/meminfo`), or no
-/// limit where that cannot be read. The pages of a buffer are mapped lazily, so a world may ask
-/// for more than the host has in all; but a single buffer larger than all of it could never be
-/// filled, and whether the allocator refuses it up front depends on the kernel's overcommit
-/// policy. Refusing it here makes the error the same on every host.
-pub fn host_memory_limit() -> usize {
-    static LIMIT: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *LIMIT.get_or_init(|| {
-        let Ok(info) = std::fs::read_to_string("/proc/meminfo") else {
-            return usize::MAX;
-        };
-        let kib = |key: &str| -> Option<usize> {
-            let line = info.lines().find(|l| l.starts_with(key))?;
-            line.split_whitespace().nth(1)?.parse().ok()
-        };
-        match (kib("MemTotal:"), kib("SwapTotal:")) {
-            (Some(m), s) => (m + s.unwrap_or(0)).saturating_mul(1024),
-            _ => usize::MAX,
-        }
-    })
-}
 
 impl SymmetricBuffer {
     /// `len` zeroed bytes, or [`EpError::OutOfMemory`] naming them and `what` when the host
@@ -124,24 +103,6 @@ impl Drop for SymmetricBuffer {
             }
         }
     }
-}
-
-/// `n` default values in a vector, or [`EpError::OutOfMemory`] when the host cannot give them: a
-/// round's outputs are allocated with it before the round's counts are taken, so a failure leaves
-/// the wait to be called again.
-pub fn zeroed_vec<T: Clone + Default>(n: usize, what: &str) -> Result<Vec<T>> {
-    let bytes = n.saturating_mul(std::mem::size_of::<T>());
-    let oom = || EpError::OutOfMemory {
-        bytes,
-        what: what.to_string(),
-    };
-    if bytes > host_memory_limit() {
-        return Err(oom());
-    }
-    let mut v = Vec::new();
-    v.try_reserve_exact(n).map_err(|_| oom())?;
-    v.resize(n, T::default());
-    Ok(v)
 }
 
 /// The receive counts of one buffer group: `[n_local_experts, n_ranks]`, index `g * n_ranks + src`.

@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use cudarc::driver::CudaStream;
 use ep_core::format::TokenFormat;
+use ep_core::host_memory::zeroed_vec;
 use ep_core::round::RoundTracker;
 use ep_core::{
     bf16, swiglu, validate, CombineInput, CombineOutput, DispatchInput, DispatchOutput, EpComm,
@@ -446,9 +447,9 @@ impl EpComm for CudaComm {
         let fmt = cfg.format;
         let scale_len = fmt.output_scales_bytes(hidden, rows);
         let payload = self.world.msg.payload_bytes as usize;
-        let mut recv_tokens = vec![0u8; rows * payload];
-        let mut recv_scales = vec![0u8; scale_len];
-        let mut src_info = vec![0i32; rows * 2];
+        let mut recv_tokens: Vec<u8> = zeroed_vec(rows * payload, "the received rows' host copy")?;
+        let mut recv_scales: Vec<u8> = zeroed_vec(scale_len, "the received scales' host copy")?;
+        let mut src_info: Vec<i32> = zeroed_vec(rows * 2, "src_info's host copy")?;
         b.recv_tokens.download(&mut recv_tokens, &self.stream)?;
         b.recv_scales.download(&mut recv_scales, &self.stream)?;
         b.src_info.download(&mut src_info, &self.stream)?;
@@ -519,15 +520,17 @@ impl EpComm for CudaComm {
         let s = &self.stream;
         let output = match (self.round.reduced, &self.round.epilogue) {
             (false, _) => {
-                let mut out = vec![bf16::ZERO; t * top_k * hidden];
+                let mut out: Vec<bf16> =
+                    zeroed_vec(t * top_k * hidden, "the combined rows' host copy")?;
                 b.out.download(&mut out, s)?;
                 CombineOutput::Unreduced(
                     Array3::from_shape_vec((t, top_k, hidden), out).expect("shape"),
                 )
             }
             (true, Some(Epilogue::QuantizeFp8)) => {
-                let mut payload = vec![0u8; t * hidden];
-                let mut scales = vec![0f32; t * (hidden / 128)];
+                let mut payload: Vec<u8> = zeroed_vec(t * hidden, "the FP8 output's host copy")?;
+                let mut scales: Vec<f32> =
+                    zeroed_vec(t * (hidden / 128), "the FP8 scales' host copy")?;
                 b.fp8_payload.download(&mut payload, s)?;
                 b.fp8_scales.download(&mut scales, s)?;
                 CombineOutput::Fp8 {
@@ -540,7 +543,7 @@ impl EpComm for CudaComm {
                 CombineOutput::Consumed
             }
             (true, _) => {
-                let mut out = vec![bf16::ZERO; t * hidden];
+                let mut out: Vec<bf16> = zeroed_vec(t * hidden, "the combined rows' host copy")?;
                 b.out.download(&mut out, s)?;
                 CombineOutput::Reduced(Array2::from_shape_vec((t, hidden), out).expect("shape"))
             }
