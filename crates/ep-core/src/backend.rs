@@ -45,10 +45,12 @@ pub trait EpBackend: Send + Sync {
 /// would wait for it: a poisoned count ([`crate::error::poison`]) where its count would go. Their
 /// `*_wait` then returns [`crate::EpError::PeerRejected`] at once, naming the rank and the reason,
 /// with nothing taken: the round is still theirs to finish. Once the rejecting rank calls the
-/// phase again with good input (an empty one will do; the call returns once its real counts have
-/// replaced the poison), the peers call `*_wait` again and the round completes exactly as if the
-/// rejected call had never been made. A `*_wait` that runs into the poison again before that
-/// returns the same error at once. The alternative is to initialise a new world on every rank.
+/// phase again with good input (for dispatch an empty one will do; the call returns once its real
+/// counts have replaced the poison), the peers call `*_wait` again and the round completes
+/// exactly as if the rejected call had never been made. A `*_wait` that runs into the poison
+/// again before that returns the same error at once, until the poison has stood for the deadline
+/// (from the first wait that met it): then `EpError::Timeout` naming the rejecting rank. The
+/// alternative is to initialise a new world on every rank.
 pub trait EpComm: Send {
     fn rank(&self) -> usize;
     fn config(&self) -> &EpConfig;
