@@ -314,7 +314,10 @@ fn describe_missing(missing: &[MissingSignal]) -> String {
         if i > 0 {
             s.push_str("; ");
         }
-        s.push_str(&format!("rank {r} (experts {})", compact_list(&experts)));
+        s.push_str(&format!(
+            "rank {r} (experts {})",
+            compact_list(&experts, "experts")
+        ));
     }
     if ranks.len() > LIST_HEAD {
         s.push_str(&format!("; and {} more ranks", ranks.len() - LIST_HEAD));
@@ -322,29 +325,32 @@ fn describe_missing(missing: &[MissingSignal]) -> String {
     s
 }
 
-/// `0-3,7,9-10`: short enough for an error line even with hundreds of experts; past
-/// [`LIST_HEAD`] runs, "and N more".
-fn compact_list(v: &[usize]) -> String {
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < v.len() {
-        let mut j = i;
-        while j + 1 < v.len() && v[j + 1] == v[j] + 1 {
-            j += 1;
+/// Ascending values without repeats as runs, `0-3, 7, 9, 10` (a run of two is written out), cut
+/// after [`LIST_HEAD`] runs with the count of the values left: `0, 2, 4, ... and 492 more
+/// ranks`, `what` naming them. Short enough for one line whatever the world's size.
+pub fn compact_list(values: &[usize], what: &str) -> String {
+    let mut runs: Vec<(usize, usize)> = Vec::new();
+    for &v in values {
+        match runs.last_mut() {
+            Some((_, end)) if *end + 1 == v => *end = v,
+            _ => runs.push((v, v)),
         }
-        out.push(if i == j {
-            v[i].to_string()
-        } else {
-            format!("{}-{}", v[i], v[j])
-        });
-        i = j + 1;
     }
-    if out.len() > LIST_HEAD {
-        let more: usize = out.len() - LIST_HEAD;
-        out.truncate(LIST_HEAD);
-        return format!("{} and {more} more", out.join(","));
+    let shown: Vec<String> = runs
+        .iter()
+        .take(LIST_HEAD)
+        .map(|&(a, b)| match b - a {
+            0 => a.to_string(),
+            1 => format!("{a}, {b}"),
+            _ => format!("{a}-{b}"),
+        })
+        .collect();
+    let mut s = shown.join(", ");
+    let rest: usize = runs.iter().skip(LIST_HEAD).map(|(a, b)| b - a + 1).sum();
+    if rest > 0 {
+        s.push_str(&format!(", ... and {rest} more {what}"));
     }
-    out.join(",")
+    s
 }
 
 #[cfg(test)]
@@ -403,7 +409,7 @@ mod tests {
         let msg = e.to_string();
         assert!(msg.len() < 1000, "{} bytes: {msg}", msg.len());
         assert!(
-            msg.contains("rank 7 (experts 0,2,4,6,8,10,12,14 and 12 more)"),
+            msg.contains("rank 7 (experts 0, 2, 4, 6, 8, 10, 12, 14, ... and 12 more experts)"),
             "{msg}"
         );
         assert!(!msg.contains("rank 8 "), "{msg}");

@@ -4,36 +4,12 @@
 
 use ep::{EpError, Phase};
 
-/// How many runs of consecutive ranks a list shows before it gives the count of the rest.
-const SHOWN_RUNS: usize = 8;
 /// How many distinct errors a summary shows before it gives the count of the rest.
 const SHOWN_ERRORS: usize = 8;
 
-/// Ranks (ascending, no repeats) as `0-3, 7, 9-10`, cut after the first few runs:
-/// `0, 2, 4, ... and 497 more ranks`.
+/// Ranks (ascending, no repeats) as runs, cut after the first few (`ep::error::compact_list`).
 pub fn rank_list(ranks: &[usize]) -> String {
-    let mut runs: Vec<(usize, usize)> = Vec::new();
-    for &r in ranks {
-        match runs.last_mut() {
-            Some((_, end)) if *end + 1 == r => *end = r,
-            _ => runs.push((r, r)),
-        }
-    }
-    let shown: Vec<String> = runs
-        .iter()
-        .take(SHOWN_RUNS)
-        .map(|&(a, b)| match b - a {
-            0 => a.to_string(),
-            1 => format!("{a}, {b}"),
-            _ => format!("{a}-{b}"),
-        })
-        .collect();
-    let mut s = shown.join(", ");
-    let rest: usize = runs.iter().skip(SHOWN_RUNS).map(|(a, b)| b - a + 1).sum();
-    if rest > 0 {
-        s.push_str(&format!(", ... and {rest} more ranks"));
-    }
-    s
+    ep::error::compact_list(ranks, "ranks")
 }
 
 /// What went wrong in a round, in a few lines.
