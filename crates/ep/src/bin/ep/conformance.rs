@@ -21,10 +21,19 @@ pub fn main(args: Args) -> Result<ExitCode, String> {
     let total =
         runner::cases_for(&backend, args.filter.as_deref()).len() + usize::from(epilogue_case);
     let skipped = runner::skipped_for(&backend, args.filter.as_deref());
+    let filter = args.filter.as_deref().unwrap_or_default();
     if total + skipped.len() == 0 {
+        return Err(format!("no conformance case name contains `{filter}`"));
+    }
+    if total == 0 {
+        let names: Vec<_> = skipped
+            .iter()
+            .map(|(n, why)| format!("{n} ({why})"))
+            .collect();
         return Err(format!(
-            "no conformance case name contains `{}`",
-            args.filter.as_deref().unwrap_or_default()
+            "every case whose name contains `{filter}` is skipped on backend `{}`: {}",
+            args.target.backend,
+            names.join("; ")
         ));
     }
     println!(
