@@ -29,7 +29,8 @@ link=$(nvidia-smi topo -m 2>/dev/null | awk '/^GPU0/{for (i = 2; i <= NF; i++) i
   echo "# command: ./ep-gpu bench --backend cuda --sweep --out $name.json $*   (scripts/gpu-sweep.sh)"
   echo "# timing: see docs/perf.md (\"How phases are timed\")"
 } > "$OUT/$name.txt"
-./ep-gpu bench --backend cuda --sweep --out "$OUT/$name.json" "$@" 2>&1 | tee -a "$OUT/$name.txt"
+# stdout only into the .txt (what `ep bench --print` reprints); stderr (progress, warnings) beside it.
+./ep-gpu bench --backend cuda --sweep --out "$OUT/$name.json" "$@" 2> >(tee "$OUT/$name.stderr.txt" >&2) | tee -a "$OUT/$name.txt"
 rc=${PIPESTATUS[0]}
 echo "sweep $name: rc=$rc, $OUT/$name.json, $OUT/$name.txt"
 exit "$rc"
