@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# The benchmark sweep, run from a bundle on a GPU host (scripts/bundle-gpu.sh copies this script
+# beside `ep`): `ep bench --backend cuda --sweep` on every visible GPU, its JSON and its printed
+# table written into $OUT as NAME.json and NAME.txt, the .txt headed by the device, the date and the
+# commit the bundle was built from (COMMIT, written by bundle-gpu.sh). The .txt's lines from
+# "ep bench on" down are the run's own stdout, so `ep bench --print NAME.json` reprints them (CI
+# diffs the committed sweeps that way).
+# Usage: ./gpu-sweep.sh [NAME] [-- BENCH ARG ...]
+#   NAME: default <kind>-<date>, e.g. h200-x2-2026-11-24 (kind from the GPU name and count).
+#   BENCH ARG: more `ep bench` arguments, e.g. -- --breakdown, -- --ranks 8, -- --timing step.
+#   Variables: OUT (default /tmp/gpu-sweep); path thresholds and switches as in docs/tuning.md.
+# Commit NAME.json, NAME.txt (and `python3 scripts/plot_bench.py NAME.json`'s figure) under
+# bench/results/, replacing the previous sweep of that machine kind.
+set -euo pipefail
+cd "$(dirname "$0")"
+OUT=${OUT:-/tmp/gpu-sweep}
+mkdir -p "$OUT"
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1)
+n_gpus=$(nvidia-smi -L | wc -l)
+driver=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -n 1)
+model=$(echo "$gpu" | grep -oiE 'H100|H200|B200|A100|GB200' | head -n 1 | tr 'A-Z' 'a-z')
+name=${model:-gpu}-x$n_gpus-$(date -u +%F)
+if [ "$#" -gt 0 ] && [ "$1" != "--" ]; then name=$1; shift; fi
+[ "${1:-}" = "--" ] && shift
+commit=$(cat COMMIT 2>/dev/null || echo unknown)
+link=$(nvidia-smi topo -m 2>/dev/null | awk '/^GPU0/{for (i = 2; i <= NF; i++) if ($i ~ /^NV[0-9]+$/) {print $i; exit}}')
+{
+  echo "# device: ${model:-gpu}-x$n_gpus (${n_gpus}x $gpu, driver $driver${link:+, $link}), date: $(date -u +%F), commit: $commit"
+  echo "# command: ./ep-gpu bench --backend cuda --sweep --out $name.json $*   (scripts/gpu-sweep.sh)"
+  echo "# timing: see docs/perf.md (\"How phases are timed\")"
+} > "$OUT/$name.txt"
+# stdout only into the .txt (what `ep bench --print` reprints); stderr (progress, warnings) beside it.
+./ep-gpu bench --backend cuda --sweep --out "$OUT/$name.json" "$@" 2> >(tee "$OUT/$name.stderr.txt" >&2) | tee -a "$OUT/$name.txt"
+rc=${PIPESTATUS[0]}
+echo "sweep $name: rc=$rc, $OUT/$name.json, $OUT/$name.txt"
+exit "$rc"
