@@ -153,7 +153,7 @@ __device__ void ep_send_row(u64 row, const u16* expert_out, const int* src_info,
 // sends one or none): the row's source rank, token, slot and its first payload pieces
 // (EP_LL_FIRST a thread: a 7168-wide row in a 512-thread block) are loaded in one round, so an LL
 // row's first stores wait for one round trip. In ep_send_row they wait for three: the source, then
-// the token and slot behind its branch, then the payload behind theirs (v40). Another form takes
+// the token and slot behind its branch, then the payload behind theirs. Another form takes
 // ep_send_row, which loads them again. Every thread calls it with the same row.
 #define EP_LL_FIRST 2
 __device__ void ep_send_row_loaded(u64 row, const u16* expert_out, const int* src_info, const int* row_src,
@@ -234,7 +234,7 @@ __device__ __forceinline__ u64 ep_block_rows(u64 rows) {
 // form (bit i - i0 of `ll`); with no `recv_ptrs`, the marks alone. Worked out by warps 0 and 1,
 // a row a lane, once for up to 64 rows: worked out again for every batch of rows to send and
 // again for their marks, it was two dependent round trips each time (the source rank, then the
-// token and slot), ~2 us of each batch at 128 tokens, and ~1 of the marks (one H200, v45 trace).
+// token and slot) on every batch's path and the marks' (ff2aa29).
 #define EP_SEND_TABLE 64
 struct EpRowsWhere {
     u8* dst[EP_SEND_TABLE];
