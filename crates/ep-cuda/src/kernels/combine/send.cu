@@ -88,7 +88,8 @@ __device__ __forceinline__ ulonglong2* ep_ll_row(u64 base, int t, int k, int top
 
 // A row to a rank that takes its rows in LL form (common.cuh), by the block: `n16` pieces of 16
 // bytes, up to 4 loads per thread before their stores: with 8, as ep_copy_to, ep_combine_send
-// took 64 registers instead of 56, which cost its 4096-token combine 0.7%.
+// took 64 registers instead of 56, fewer blocks an SM, and its prefill combine read slower
+// (9341b99).
 // With `First`, the thread's first pieces (threadIdx.x, + blockDim.x, ...) are loaded already,
 // into `first`, and stored as they are.
 template <int First = 0>

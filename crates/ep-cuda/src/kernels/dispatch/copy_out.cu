@@ -501,7 +501,7 @@ __device__ bool ep_copy_messages(u32 first, u32 step, const u8* recv, const u32*
 // counts. A persistent grid (comm/dispatch.rs, overlap_copy_grid: a share of the SMs, its blocks the size of
 // the send's, so that one takes the registers a retiring send block frees) gives each warp a message
 // at a time (a block per message left each SM one message in flight: a chain of round trips per
-// message, 3x slower than the send), in the order they are sent, waiting for each one's mark: each
+// message, far slower than the send; 12476b5), in the order they are sent, waiting for each one's mark: each
 // warp takes the next message from the count `layout_seq[1]` (ep_copy_messages, Claimed). While
 // the send runs most warps wait, holding registers the send could use, so the grid is small; the
 // same kernel is launched again after the send on the main stream (`helper`), on every SM, and
