@@ -11,9 +11,8 @@ use super::CudaComm;
 
 /// Up to this many tokens on a rank, a combine inside one node is one launch
 /// (`ep_combine_single`): at decode sizes the launches of the three-kernel path, and the
-/// dependent loads each starts with, are much of the phase. Past 256 tokens the one grid's work,
-/// not the launches, sets the time, and the three-kernel path spreads it better (measured at
-/// 2f1782d). `EP_CUDA_SINGLE_COMBINE_MAX_TOKENS` overrides it (0: never).
+/// dependent loads each starts with, are much of the phase. As the tokens grow the saved launches
+/// weigh less against the work, and from 512 tokens one launch was slower (measured at 2f1782d). `EP_CUDA_SINGLE_COMBINE_MAX_TOKENS` overrides it (0: never).
 const SINGLE_COMBINE_MAX_TOKENS: usize = 256;
 
 /// The same for a rank that shares its GPU with other ranks, whose persistent grid gets only a
@@ -44,8 +43,8 @@ const OVERLAP_MIN_TOKENS: usize = 2048;
 const OVERLAP_MIN_TOKENS_BF16: usize = 1024;
 
 /// From this many tokens an overlapped BF16 round takes the lean kernels (`CudaComm::lean_dispatch`):
-/// they pay at the sizes where the copy-out sets the pace, and lose below 2560 tokens, where
-/// their smaller grids leave SMs idle (measured between 2048 and 4096 tokens at 245d216).
+/// they pay where the copy-out sets the pace, and were slower at 2048 tokens and below
+/// (measured between 2048 and 4096 tokens at 245d216).
 /// `EP_CUDA_LEAN_MIN_TOKENS` overrides it (0: never). BF16 only: the lean send has no encoder
 /// (dispatch/send.cu), and FP8 was slower with it at every size.
 const LEAN_MIN_TOKENS_BF16: usize = 2560;
@@ -59,9 +58,9 @@ const LEAN_MIN_TOKENS_BF16: usize = 2560;
 const CHUNKED_ASSIGN_MIN_TOKENS: usize = 4096;
 
 /// From this many tokens a multi-kernel dispatch that does not overlap lays out its groups before
-/// the send (`DispatchPath::LayoutFirst`), on a rank with a GPU of its own: from 512 tokens the
-/// copy-out that follows the layout gains more than the layout's kernel costs, both on a rank
-/// alone and on ranks sharing a GPU (measured at 9aabd44). Not by default on a rank that shares
+/// the send (`DispatchPath::LayoutFirst`), on a rank with a GPU of its own: every send block then
+/// writes the rank's own rows, which from 512 tokens saves more than the wait for the layout
+/// costs, on a rank alone and on ranks sharing a GPU alike (measured at 9aabd44). Not by default on a rank that shares
 /// its GPU: there the copy-out's blocks, each waiting for a peer's message, can hold the SMs that
 /// the peer's send needs until the wait slice runs out.
 /// `EP_CUDA_LAYOUT_FIRST_MIN_TOKENS` overrides it for every rank (0: never).
@@ -69,8 +68,7 @@ const LAYOUT_FIRST_MIN_TOKENS: usize = 512;
 
 /// From this many tokens a rank takes its combine rows marked and reduces them beside the send
 /// (`CudaComm::marked_combine`): the reduce then overlaps the transfer, which pays once the
-/// transfer is long; at 512 tokens and below the marks' fences cost more than the overlap saves
-/// (measured at 0dbe4f5). `EP_CUDA_MARKED_MIN_TOKENS` overrides it (0: never).
+/// transfer is long; at 512 tokens and below it was slower (measured at 0dbe4f5). `EP_CUDA_MARKED_MIN_TOKENS` overrides it (0: never).
 const MARKED_MIN_TOKENS: usize = 1024;
 
 /// From this many tokens (and past the LL rows' [`LL_MAX_TOKENS`]) a rank whose combine may be
