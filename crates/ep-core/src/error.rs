@@ -326,7 +326,7 @@ fn describe_missing(missing: &[MissingSignal]) -> String {
 }
 
 /// Ascending values without repeats as runs, `0-3, 7, 9, 10` (a run of two is written out), cut
-/// after [`LIST_HEAD`] runs with the count of the values left: `0, 2, 4, ... and 492 more
+/// after `LIST_HEAD` (8) runs with the count of the values left: `0, 2, 4, ... and 492 more
 /// ranks`, `what` naming them. Short enough for one line whatever the world's size.
 pub fn compact_list(values: &[usize], what: &str) -> String {
     let mut runs: Vec<(usize, usize)> = Vec::new();
