@@ -35,8 +35,8 @@ pub struct PhaseTimes {
 pub enum Timing {
     /// Device events: one recorded after the gate, one after the phase. The committed sweeps'
     /// convention. The event between the gate and the phase holds the phase's first launch back
-    /// until it is written: on one H100 the first block starts 3.1 µs after the gate's end, 1.7
-    /// with no event between, 0.7 chained (docs/perf.md, v52).
+    /// until it is written, so the phase starts later than with no event between, and later
+    /// still than chained (measured at 854abde).
     #[default]
     Events,
     /// As a phase runs in a model's step, right behind the kernel before it: from the gate's end
@@ -417,7 +417,7 @@ impl CudaComm {
         let s = Arc::clone(self.stream_ref());
         // The async parts' ends only in probed rounds: where the wait is a kernel of its own, the
         // event would sit between two of the phase's kernels and lengthen the gap between them
-        // (~3 µs on H200), which a caller's dispatch_async + dispatch_wait never has.
+        // (7954f26), which a caller's dispatch_async + dispatch_wait never has.
         let time_async = self.probing() && timing == Timing::Events;
         let sent = [timing_event(s.context())?, timing_event(s.context())?];
         self.start_gate()?;

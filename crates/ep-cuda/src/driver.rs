@@ -17,10 +17,10 @@ fn unavailable(reason: impl Into<String>) -> EpError {
 ///
 /// - `CUDA_MODULE_LOADING=EAGER`: with lazy loading a kernel is loaded at its first launch, and
 ///   that load may wait for the kernels running in the context, such as a peer's wait kernel
-///   spinning on this rank's signal (seen on 2x H200: a rank's first signals ~10 s late).
+///   spinning on this rank's signal, so a rank's first signals came far too late (5a3b5f2).
 /// - `CUDA_DEVICE_MAX_CONNECTIONS=32` (the maximum; default 8): streams share that many hardware
 ///   work queues round-robin, so with several ranks on one GPU a rank's send or signal kernel can
-///   queue behind another rank's spinning wait kernel (seen on one H100 with 4-8 ranks). With
+///   queue behind another rank's spinning wait kernel (seen with 4-8 ranks a GPU, e5ba2ef). With
 ///   32 queues every rank stream has its own; [`MAX_RANKS_PER_GPU`] keeps it so.
 fn driver_settings() {
     static ONCE: std::sync::Once = std::sync::Once::new();

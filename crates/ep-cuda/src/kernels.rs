@@ -330,8 +330,8 @@ impl Kernels {
 
     /// Prints the trace records collected so far, one `trace` line each (the stamps as µs from
     /// the start, -1 not reached), for scripts/trace_summary.py and trace_grid.py. Not between
-    /// rounds: printed after each, a prefill round's ~12,000 lines held its rank's host long
-    /// enough that the next dispatch's first NVLink stores took ~150 µs longer (v28).
+    /// rounds: printed after each, a prefill round's thousands of lines hold its rank's host
+    /// long enough to delay the next dispatch's first NVLink stores (seen at dcc018a).
     pub fn print_trace(&self) {
         let records = std::mem::take(&mut self.trace.lock().unwrap().records);
         let mut out = String::new();
@@ -391,7 +391,7 @@ fn trace_line(rec: &[u64]) -> String {
         format!("trace {name} rank {rank} block {block} sm {sm} pub {published} start {start}:");
     for &t in &stamps[1..] {
         // The difference in integers: %globaltimer reads ~1.8e18 ns, where an f64 steps by 256 ns
-        // (v33-v43's traces printed every stamp on that grid).
+        // (traces printed every stamp on that grid before 83aec65).
         let us = if t == 0 {
             -1.0
         } else {

@@ -257,9 +257,9 @@ impl CudaComm {
 
     /// `ep_combine_reduce_marked` on the copy stream, beside the send: a persistent grid on a
     /// share of the SMs (`EP_CUDA_MARKED_REDUCE_BLOCKS` sets it), each block reducing its tokens
-    /// in order as their marks come. Two thirds of the SMs: on 2x H200 (v21, 88 of 132) the
-    /// combine took 693 µs at 4096 BF16 tokens against 704 (66 blocks), 698 (110), 726 (132)
-    /// and 928 (44), and at 1024 tokens 209 µs against 239 (66), 204 (110) and 208 (132).
+    /// in order as their marks come. Two thirds of the SMs: fewer leave the reduce behind the
+    /// send, more take SMs the send needs; two thirds was best or level at 1024 and 4096 tokens
+    /// (measured at 1d77ddb).
     fn launch_reduce_marked(&self, slice_ns: u64) -> Result<()> {
         static BLOCKS: OnceLock<Option<usize>> = OnceLock::new();
         let b = self.bufs();
@@ -351,10 +351,9 @@ impl CudaComm {
 
     /// The whole combine in one launch (`ep_combine_single` in combine/single.cu), with weights: a
     /// persistent grid of every block the rank's share of the GPU holds at once, whatever the
-    /// rows. Blocks past the rows to send split each token's reduce (its `parts`): one H200, one
-    /// rank alone (docs/perf.md, v49), a block per row produced took 1 token BF16 7.5-7.7 ->
-    /// 6.9-7.1 us, 8 tokens 7.7-7.8 -> 7.2, 1 token FP8 7.4 -> 7.0-7.2; level from 4 tokens FP8
-    /// and with two ranks sharing the GPU.
+    /// rows. Blocks past the rows to send split each token's reduce (its `parts`), so that a
+    /// few tokens' reduce is spread over the whole grid rather than a block per row produced:
+    /// faster for a rank alone at 1-8 tokens, level otherwise (measured at ee0f1a5).
     fn issue_combine_single(&self) -> Result<()> {
         let cfg = &self.cfg;
         let b = self.bufs();
@@ -456,8 +455,7 @@ impl CudaComm {
         let smem = self.whole_row_smem();
         // Few tokens: one thread per 8 columns (one 16-byte load of each slot's row, up to
         // 1024 threads), so a token is one round of loads. Many tokens: 128-thread blocks, which
-        // pack the SMs better (2x H200, hidden 7168: 1 token 19.6 -> 10.4 us wide; 4096 tokens
-        // 161 us at 128 threads, 267 us wide).
+        // pack the SMs better once there are blocks enough to fill them (measured at cc18bea).
         let reduce_threads = if t <= REDUCE_WIDE_MAX_TOKENS {
             (hidden / 8).next_multiple_of(32).clamp(32, 1024) as u32
         } else {

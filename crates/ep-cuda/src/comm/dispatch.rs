@@ -56,33 +56,27 @@ fn send_smem(format: Format, m: &MsgLayout, hidden: usize) -> usize {
 ///
 /// A send block is a chain of round trips (the row, the route, the stores), so the GPU needs many
 /// tokens in flight, not many warps per token: at the same warps per SM, 256-thread blocks (four
-/// per SM where 512-thread ones fit two) made the sequential send faster on 2x H200 (docs/perf.md,
-/// v26: FP8 1024 tokens 96.2 -> 86.6 us, 512 61.9 -> 57.4; BF16 512 74.9 -> 72.0; 128-thread
-/// blocks were no better), except where 128-thread blocks take fewer waves of the grid
+/// per SM where 512-thread ones fit two) made the sequential send faster, and 128-thread blocks
+/// no better (measured at 12476b5), except where 128-thread blocks take fewer waves of the grid
 /// (`chain_send_threads`). Overlapped, a copy-out block must fit where a send block retires: the
 /// copy-out's launch bounds keep it to 64 registers a thread, so a 512-thread copy block needs the
 /// half an SM that a 512-thread send block frees, and a 256-thread one the quarter a 256-thread
-/// send block frees (with 512-thread copy blocks beside 256-thread sends the copy-out starved:
-/// 4096 tokens BF16 290 -> 315 us). The copy-out's grid is then a share of the SMs, in blocks as
-/// launched (`overlap_copy_grid`, per SM), the best measured at 4096 tokens:
-/// - BF16: 512-thread sends and copy blocks on two thirds of the SMs (v17: two thirds 304-308 us,
-///   a half 291-335 with p95 338-372; v20 292 / 291 with p95 296 / 295), on half of them from
-///   2048 tokens since v28 (`BF16_COPY_PER_SM`). 256-thread shapes were
-///   slower here (v26: 313-352 us with 1 to 5/3 copy blocks per SM; 1024 tokens 117-120 against
-///   104-108), the send then taking HBM and NVLink from the copy-out.
+/// send block frees (with 512-thread copy blocks beside 256-thread sends the copy-out starved).
+/// The copy-out's grid is then a share of the SMs, in blocks as launched (`overlap_copy_grid`,
+/// per SM), the best measured at 4096 tokens:
+/// - BF16: 512-thread sends and copy blocks on two thirds of the SMs, on half of them from 2048
+///   tokens (`BF16_COPY_PER_SM`). 256-thread shapes were slower here, the send then taking HBM
+///   and NVLink from the copy-out.
 /// - FP8: 256-thread sends and copy blocks, 2 copy blocks per SM. Its send is bound by its encode
 ///   and gains from the tokens in flight. Uniform routing prefers fewer copy blocks, skewed more
-///   (the receiver of the hot experts copies the most); 2 per SM is the one shape faster than
-///   v22's in both (v26, 4096 tokens, two reps each: uniform 251-253 -> 220.6-223.6 us, 5/3 per
-///   SM 211.5-212.7, 11/6 216.2-216.4, 4/3 221-226, 1 or 2/3 251-272; skewed 287-303 -> 260.6-274.3,
-///   5/3 per SM 290-302, 11/6 284; 2048 tokens uniform 146-147 -> 130). Since v27 the send
-///   blocks write the rank's own rows (`places_own_rows`), which leaves the copy-out half the
-///   messages: `FP8_PLACED_COPY_PER_SM`.
+///   (the receiver of the hot experts copies the most); 2 per SM was the one shape faster in both
+///   (12476b5). Where the send blocks write the rank's own rows (`places_own_rows`), the copy-out
+///   has half the messages: `FP8_PLACED_COPY_PER_SM`.
 /// - MXFP4 and NVFP4 (not measured): 512-thread blocks, the copy-out on a third of the SMs.
 ///
-/// Since v28 the copy-out's warps take messages from a shared count and the same kernel runs again
-/// after the send on every SM (`copy_helpers`), so a grid that falls behind during the send is
-/// caught up after it: the grids are smaller than before, and leave the send more room.
+/// The copy-out's warps take messages from a shared count and the same kernel runs again after
+/// the send on every SM (`copy_helpers`), so a grid that falls behind during the send is caught up
+/// after it: the grids can be small, and leave the send more room.
 ///
 /// `EP_CUDA_SEND_THREADS` (a multiple of 32, 64 to 512; the copy blocks follow it) and
 /// `EP_CUDA_OVERLAP_COPY_BLOCKS` (the grid) override them for every round.
@@ -113,11 +107,8 @@ const NARROW_SEND_THREADS: u32 = 128;
 /// share of the SMs holds `resident(threads)` blocks of `threads` at once: BF16 and FP8 take
 /// 128-thread blocks where the round's tokens fit in fewer waves of them than of `send_threads`'
 /// 256-thread ones, which each send a token sooner (twice the warps on its chain). The second
-/// wave of a grid that just misses one holds the round back for a whole block's chain: one H200
-/// (docs/perf.md, v49), one rank alone, FP8 (six 256-thread blocks an SM, nine of 128)
-/// at 1024 tokens 48.0 -> 46.5 us, BF16 (four an SM, eight of 128) at 768 51.4 -> 45.3; where
-/// the waves are the same, 256 threads stay ahead (FP8 256 tokens 27.3 against 31.5 us, 768
-/// 39.3 against 39.6, 1536 63.0 against 64.0).
+/// wave of a grid that just misses one holds the round back for a whole block's chain; where the
+/// waves are the same, 256 threads stay ahead (measured at c516694).
 fn chain_send_threads(format: Format, tokens: usize, resident: impl Fn(u32) -> usize) -> u32 {
     let wide = send_threads(format, false);
     if send_threads_from_env().is_some() || !matches!(format, Format::Bf16 | Format::Fp8) {
@@ -167,36 +158,27 @@ fn overlap_copy_grid(format: Format, most: usize, tokens: usize) -> (u32, u32) {
 }
 
 /// FP8's overlapped copy blocks (256 threads) per SM, as a fraction, when the send blocks write
-/// the rank's own rows: the copy-out has half the messages left. v27 took 3/2 with the fixed walk,
-/// where uniform routing wanted fewer copy blocks and skewed more (4096 tokens 218.0 / 249.7 us
-/// uniform / skewed, 1 per SM 204.4 / 259.9). With the helpers after the send (v28, 2x H200,
-/// `bench/results/history/prefill-dispatch-ab-h200-x2-2026-11-23-v28.txt`, 4096 tokens, reps
-/// interleaved with v27's build at 216.9-220.1 / 247.2 us): 3/2 220.3-221.8 / 256.7, 1 per SM
-/// 207.9-209.1 / 240.0-245.5, **1/2 199.3-201.3 / 235.8-245.7**, 1/3 214.0-214.4 / 246.2-248.0, 1/4
-/// 223.5-224.3; 2048 tokens (one rep) 127.6 / 139.9 before, 126.2 / 144.3 with 1/2.
+/// the rank's own rows: the copy-out has half the messages left, and with the helpers after the
+/// send (`copy_helpers`) catching up what it misses, half a block per SM was fastest for both
+/// uniform and skewed routing at 4096 tokens, and level at 2048 (measured at ab0df6f).
 const FP8_PLACED_COPY_PER_SM: (usize, usize) = (1, 2);
 
 /// BF16's overlapped copy blocks (512 threads) per SM from `BF16_HALF_COPY_MIN_TOKENS`, with the
-/// helpers after the send (v28, 2x H200, same file): 4096 tokens 2/3 per SM (v20's grid) 279.5-281.2
-/// us uniform, 324.5-330.6 skewed; **1/2 267.6-270.2 / 327.6-328.4**; 7/12 271.2-272.8 / 339.1-344.4;
-/// 1/3 288.9-289.0 / 347.4; 1/4 308.5-308.7 / 367.5; v27's build 288.1-291.8 / 338.7. 2048 tokens
-/// (one rep) 172.4 / 192.7 before, 162.5 / 190.1 with 1/2. At 1024 tokens two thirds stay best
-/// (104.2-106.3 us, 1/2 106.4-106.6, v27's build 104.5-105.7). The lean path (from 2560 tokens,
-/// comm/path.rs `lean_dispatch`) keeps it: 4096 tokens 256.6-260.7 us with 1/2, 282-286 with 1 to
-/// 2 per SM (v29, `bench/results/history/lean-ab-h200-x2-2026-11-23-v29.txt`).
+/// helpers after the send: fewer copy blocks leave the send more of the SMs, and the helpers
+/// catch up after it; half a block per SM was fastest at 2048 and 4096 tokens, while at 1024
+/// tokens two thirds stay best (measured at ab0df6f). The lean path (comm/path.rs
+/// `lean_dispatch`) keeps it.
 const BF16_COPY_PER_SM: (usize, usize) = (1, 2);
 const BF16_HALF_COPY_MIN_TOKENS: usize = 2048;
 
 /// Whether an overlapped round's send blocks write the rank's own rows themselves once the layout
 /// is known (dispatch/copy_out.cu, `ep_place_own_rows`), rather than store the rank's own message
 /// for the copy-out to read back: FP8, whose send is bound by its encode and has room for the
-/// stores (v27, 2x H200, 4096 tokens: 221.1 -> 218.0 us uniform, 274.6 -> 249.7 skewed with the
-/// copy grid of `FP8_PLACED_COPY_PER_SM`; 204.4 / 259.9 with a copy block per SM). Not BF16: its
-/// send is at the NVLink ceiling already, and four rows of 14 KB a token made its send blocks live
-/// longer (4096 tokens 288-291 -> 332-334 us; with 256-thread sends and copy blocks 301.5, with
-/// fewer copy blocks 300-590), except in a lean round (`lean`, comm/path.rs `lean_dispatch`), whose
-/// send has the registers to spare and whose copy-out sets the pace (v29). MXFP4 and NVFP4 not
-/// measured: not. `EP_CUDA_OWN_ROWS` overrides it (0: never, 1: every format).
+/// stores (measured at 6764582). Not BF16: its send is at the NVLink ceiling already, and four
+/// rows a token made its send blocks live longer, except in a lean round (`lean`, comm/path.rs
+/// `lean_dispatch`), whose send has the registers to spare and whose copy-out sets the pace
+/// (2d6de28). MXFP4 and NVFP4 not measured: not. `EP_CUDA_OWN_ROWS` overrides it (0: never, 1:
+/// every format).
 fn places_own_rows(format: Format, lean: bool) -> bool {
     static SET: OnceLock<Option<usize>> = OnceLock::new();
     setting_from_env(&SET, "EP_CUDA_OWN_ROWS").map_or(format == Format::Fp8 || lean, |n| n != 0)
@@ -348,10 +330,8 @@ impl CudaComm {
         if overlap {
             // The layout's wait on the copy stream beside the assign: its one block polls the
             // counts as they come, so the send blocks find the layout from the start. Forked after
-            // the assign (up to v47) it had no SM until send blocks retired, and the first ~1,000
-            // send blocks of 2048 tokens missed the layout and left their own message to the
-            // copy-out (docs/perf.md, v48: one H200, one rank alone, 2048 tokens FP8 96.5-97.7 ->
-            // 86.8-87.2 us).
+            // the assign it gets no SM until send blocks retire, and most send blocks then miss
+            // the layout and leave their own message to the copy-out (measured at 0ded2a3).
             self.fork_copy_stream()?;
             self.launch_dispatch_wait(LayoutWait::Beside, self.first_slice_ns())?;
         }
@@ -384,8 +364,8 @@ impl CudaComm {
         )?;
         if overlap {
             // The messages' copy-out as they land, after the assign. Launched before it too, its
-            // blocks held their share of the SMs from the start: one rank alone, 2048 tokens FP8
-            // 86-87 -> 92 us, two ranks sharing the GPU level (v48).
+            // blocks would hold their share of the SMs from the start, which slowed a rank alone
+            // (0ded2a3).
             self.fork_copy_stream()?;
             self.issue_copy(CopyOut::Messages, self.first_slice_ns())?;
         }
@@ -445,7 +425,7 @@ impl CudaComm {
         let kernel = send_kernel(cfg.format, self.lean_dispatch());
         // Chained after the assign, except beside an overlapped copy-out: send blocks launched
         // early would take the SMs the copy-out's grid, launched after the assign on the copy
-        // stream, needs (one H100, 2 ranks: 1024 tokens BF16 176 -> 195 us chained).
+        // stream, needs (measured at d77baae).
         let threads = if overlap {
             send_threads(cfg.format, true)
         } else {
@@ -524,8 +504,8 @@ impl CudaComm {
         // all resident at once (`single_dispatch` leaves room for two). The spread kernel also
         // takes a block per row this rank expects (t * top_k across all senders), among which it
         // cuts each message's rows, and is chosen when that leaves two blocks to spare for every
-        // (token, rank), which it sends a block each. (With one, at 64 tokens on two ranks, it
-        // read 0.4-0.7 us slower.)
+        // (token, rank), which it sends a block each. (With one to spare, the spread's extra
+        // blocks cost more than they save: measured at 5457638.)
         let most = self.world.single_launch_blocks(self.rank) as usize - 1;
         let spread_senders = (t * cfg.top_k).max(t * ranks).max(ranks).min(most);
         let spread = spread_senders >= 2 * t * ranks;
@@ -682,8 +662,8 @@ impl CudaComm {
     /// (`max_tokens_per_rank`) in a world built for the round's tokens, as the sweep runs; in one
     /// built for more, as many as this rank's round has tokens, and at least the rank's share of
     /// the resident blocks divided among the senders, each block taking every `per_sender`-th
-    /// message of its sender. A block per possible message cost a 512-token FP8 round in a world
-    /// built for 4096 tokens 32.1 -> 34.0 us (one H200, one rank alone; docs/perf.md, v49).
+    /// message of its sender. A block per possible message makes a small round in a large world
+    /// launch and retire many blocks with nothing to copy (measured at 5cdab6a).
     /// `EP_CUDA_COPY_OUT_PER_SENDER` (at least 1) sets it, so that tests take the loop in small
     /// worlds.
     fn copy_out_per_sender(&self) -> usize {
@@ -759,8 +739,7 @@ impl CudaComm {
             let mut messages = args[..COPY_MESSAGES_ARGS].to_vec();
             messages.extend_from_slice(&[&b.layout_seq.ptr, &helper]);
             // The helpers after a lean send take the lean copy-out too: on the full-batch kernel
-            // they were no faster (v29's review, 2x H200: 4096 tokens 260.5-264.6 -> 263.7-266.0
-            // us, skewed 303.5-311.7 -> 318.9-320.1).
+            // they were no faster, skewed slower (measured at 993a406).
             let kernel = if self.lean_dispatch() {
                 "ep_dispatch_copy_lean"
             } else {

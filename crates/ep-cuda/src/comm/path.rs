@@ -1,6 +1,7 @@
 //! Which path a round takes: one launch at decode sizes, the overlapped copy-out at prefill
-//! sizes, LL combine rows for a rank with few tokens. Each choice has a threshold measured on
-//! 2x H200 (docs/perf.md) and an environment variable that overrides it.
+//! sizes, LL combine rows for a rank with few tokens. Each choice has a threshold, measured where
+//! the commit cited beside it says (docs/perf.md has the current numbers), and an environment
+//! variable that overrides it.
 
 use std::sync::OnceLock;
 
@@ -10,106 +11,73 @@ use super::CudaComm;
 
 /// Up to this many tokens on a rank, a combine inside one node is one launch
 /// (`ep_combine_single`): at decode sizes the launches of the three-kernel path, and the
-/// dependent loads each starts with, are much of the phase (2x H200: 1 token 22.8 -> 20.7 us,
-/// 128 tokens 49.0 -> 43.6 us). Up to 256 since v46: on 2x H200 (v30,
-/// `history/single-thresholds-h200-x2-2026-11-23-v30.txt`) the single-launch combine was 3.5-4%
-/// faster at 256 tokens (FP8 77.7 / 77.6 -> 74.6 / 74.8 us) and slower from 512; on one H200, one
-/// rank alone, with v46's kernels after the default dispatch
-/// (`history/decode-h200-2026-11-24-v46.txt`, calls 2 and 9): 256 tokens 37.0-37.4 -> 34.5-34.6
-/// us (BF16), 36.4-36.7 -> 35.5-36.1 (FP8), 512 level.
-/// `EP_CUDA_SINGLE_COMBINE_MAX_TOKENS` overrides it (0: never).
+/// dependent loads each starts with, are much of the phase. As the tokens grow the saved launches
+/// weigh less against the work, and from 512 tokens one launch was slower (measured at 2f1782d). `EP_CUDA_SINGLE_COMBINE_MAX_TOKENS` overrides it (0: never).
 const SINGLE_COMBINE_MAX_TOKENS: usize = 256;
 
-/// The same for a rank that shares its GPU with other ranks, whose persistent grid gets a share
-/// of the SMs: on one H200 with two ranks (v46, call 2), 256 tokens 70.8-71.8 -> 86.9-91.8 us
-/// single-launch.
+/// The same for a rank that shares its GPU with other ranks, whose persistent grid gets only a
+/// share of the SMs, so its work overtakes the launches it saves at fewer tokens (2f1782d).
 const SINGLE_COMBINE_MAX_TOKENS_SHARED_GPU: usize = 128;
 
-/// The same for the dispatch (`ep_dispatch_single`, its counts published before the payload
-/// since v15). Measured on 2x H200 against the four-kernel path (docs/perf.md, v15): 1 token
-/// 30.8 -> 23.8 us (BF16), 34.4 -> 28.9 (FP8); 32 tokens 31.7 -> 26.9 (BF16), FP8 within 1%;
-/// 128 tokens 40.6 -> 36.5 (BF16), FP8 within 1%. `EP_CUDA_SINGLE_DISPATCH_MAX_TOKENS` overrides
-/// it (0: never).
+/// The same for the dispatch (`ep_dispatch_single`, its counts published before the payload):
+/// one launch beats the four-kernel path up to 128 tokens, FP8 level from 32 (measured at
+/// cb55e0d). `EP_CUDA_SINGLE_DISPATCH_MAX_TOKENS` overrides it (0: never).
 const SINGLE_DISPATCH_MAX_TOKENS: usize = 128;
 
-/// The same for a rank that shares its GPU with other ranks, whose persistent grid gets a share
-/// of the SMs: on one H100 with two ranks, 1 token 27.6 -> 19.7 us (BF16), 31.2 -> 25.1 (FP8), but
-/// 32 tokens FP8 34.1 -> 37.0 and 128 tokens 40.2 -> 84.2 (BF16), 46.1 -> 112.1 (FP8).
+/// The same for a rank that shares its GPU with other ranks: its persistent grid gets a share of
+/// the SMs, so one launch wins at 1 token and loses from 32, where the grid's work dominates
+/// (cb55e0d).
 const SINGLE_DISPATCH_MAX_TOKENS_SHARED_GPU: usize = 1;
 
 /// From this many tokens on a rank, a dispatch inside one node overlaps its copy-out with the
 /// transfer (dispatch/wire.cu: the counts go out before the payload, each message marked landed, a
-/// persistent copy-out grid on a second stream expands messages as they land). Measured on 2x
-/// H200 (docs/perf.md, v14): 4096 tokens BF16 13% faster in the sweep (FP8 within 1% there, 9%
-/// faster measured alone); 1024 tokens within a few percent either way, 512 tokens 10% slower.
-/// Again at v20 (`bench/results/history/prefill-ab-h200-x2-2026-11-22-v20.txt`, two reps):
-/// 1024 tokens BF16 118.7 -> 105.5 / 104.4 us (p95 120.4 -> 128.6 / 116.5), FP8 95.0 -> 96.1 /
-/// 97.5; 512 tokens 1-12 us slower. So BF16 from 1024, the formats the send encodes from 2048.
-/// Again at v26 with its block shapes (dispatch.rs, `send_threads`): 1024 tokens FP8 86.3 us
-/// sequential, 90.6-101.5 overlapped; 512 BF16 71.7-72.0 sequential, 74.8-75.3 overlapped.
-/// On one H100 (v32, no NVLink transfer to hide the copy-out behind) the layout-first chain below
-/// the thresholds (`LAYOUT_FIRST_MIN_TOKENS`) beat the overlapped path above them too: one rank
-/// alone 1024 tokens BF16 98-101 -> 74 us, 2048 162-165 -> 129-130, 4096 241-245 -> 232-233, FP8
-/// 2048 116-118 -> 111, 4096 206 -> 195-197; two ranks sharing the GPU 1024 BF16 178 -> 140, 2048
-/// 340 -> 263-265, FP8 228 -> 211-214. The thresholds stay those of 2x H200 until measured there.
+/// persistent copy-out grid on a second stream expands messages as they land). Below it the
+/// transfer is too short to hide the copy-out behind and the second grid only competes for the
+/// SMs; BF16, whose send does not encode, gains from 1024 tokens, the formats the send encodes
+/// from 2048 (measured at 182b904 and b312990). On one GPU there is no NVLink transfer to hide,
+/// and the layout-first chain (`LAYOUT_FIRST_MIN_TOKENS`) beats the overlapped path above these
+/// thresholds too (9aabd44); they stay those of two GPUs over NVLink.
 /// `EP_CUDA_OVERLAP_MIN_TOKENS` overrides both (0: never).
 const OVERLAP_MIN_TOKENS: usize = 2048;
 /// [`OVERLAP_MIN_TOKENS`] for BF16, whose send does not encode.
 const OVERLAP_MIN_TOKENS_BF16: usize = 1024;
 
-/// From this many tokens an overlapped BF16 round takes the lean kernels (`CudaComm::lean_dispatch`).
-/// Measured on 2x H200 (docs/perf.md, v29; `bench/results/history/lean-ab-h200-x2-2026-11-23-v29.txt`),
-/// reps interleaved with v28's kernels: 4096 tokens 266.2-268.4 -> 256.6-260.7 us, skewed
-/// 321.7-329.6 -> 306.4-314.9; but 2048 tokens 154.7-157.9 -> 161.9-166.4 and 1024 104.7-105.8 ->
-/// 113.1-113.3, and FP8 slower at every size (4096 200.4-203.2 -> 214.4-216.7). Between them
-/// (`lean54-h200.sh`, lean forced against off, in the same file): 2560 tokens 186.8-187.2 ->
-/// 182.6-182.8 us, 3072 212.6-212.8 -> 207.0-211.1, 3584 240.3-241.3 -> 234.0-234.5.
+/// From this many tokens an overlapped BF16 round takes the lean kernels (`CudaComm::lean_dispatch`):
+/// they pay where the copy-out sets the pace, and were slower at 2048 tokens and below
+/// (measured between 2048 and 4096 tokens at 245d216).
 /// `EP_CUDA_LEAN_MIN_TOKENS` overrides it (0: never). BF16 only: the lean send has no encoder
-/// (dispatch/send.cu).
+/// (dispatch/send.cu), and FP8 was slower with it at every size.
 const LEAN_MIN_TOKENS_BF16: usize = 2560;
 
 /// From this many tokens a multi-kernel dispatch assigns its slots per chunk of 128 tokens
 /// (`ep_assign_chunks`: each id read once, the chunks' starts laid out by the last block) rather
 /// than a block per expert and per rank that each read every id (`ep_assign_slots`), whose blocks'
-/// time grows with the tokens. One H100, two ranks (docs/perf.md, v30): grid traces put the
-/// per-column kernel at 3.7 µs at 512 tokens and 23.0 at 4096, the chunked one at 9.8 and 11.9
-/// (`chunk59-h100.sh`, `chunk60-h100.sh`); the dispatch, chunked against v29 (`chunk60`), 4096
-/// tokens BF16 530.4 / 531.3 -> 529.2 / 528.1 µs, FP8 420.3 / 418.4 -> 415.3 / 414.9, but 2048
-/// BF16 339.9 / 339.6 -> 345.4 / 344.7 and FP8 226.6 / 224.4 -> 231.2 / 227.6. Not measured on
-/// 2x H200 (not lent in v30).
-/// `EP_CUDA_CHUNKED_ASSIGN_MIN_TOKENS` overrides it (0: never).
+/// time grows with the tokens. The chunked kernel has a fixed cost (the chunks' layout) that the
+/// per-column one only exceeds at 4096 tokens; at 2048 the dispatch was slower with it (measured
+/// on one GPU, two ranks, at 84fc325). `EP_CUDA_CHUNKED_ASSIGN_MIN_TOKENS` overrides it (0: never).
 const CHUNKED_ASSIGN_MIN_TOKENS: usize = 4096;
 
 /// From this many tokens a multi-kernel dispatch that does not overlap lays out its groups before
-/// the send (`DispatchPath::LayoutFirst`), on a rank with a GPU of its own. Measured on one
-/// H100 only (docs/perf.md, v32; 2x H200 were not lent), against the defaults, reps interleaved
-/// (`bench/results/history/layout-first-h100-2026-11-23-v32.txt`): one rank alone, 256 tokens FP8
-/// 34.5 / 34.7 -> 32.5 / 32.7 us, BF16 35.3 / 35.3 -> 33.6 / 33.8; 512 FP8 43.2 / 43.8 -> 41.4 /
-/// 41.7, BF16 46.5 / 46.4 -> 45.3 / 45.1; 1024 FP8 71.0 / 71.3 -> 65.6 / 65.2. Two ranks sharing
-/// the GPU: 256 tokens slower (FP8 43.1 / 43.5 -> 46.5 / 46.7, BF16 51.2 / 51.1 -> 55.4 / 55.5),
-/// 512 FP8 71.8 / 71.9 -> 67.7 / 67.9, BF16 91.7 / 92.0 -> 79.6 / 80.5, 1024 FP8 126.3 / 128.6 ->
-/// 115.0 / 115.8. So from 512, where both agree. Not by default on a rank that shares its GPU:
-/// there the copy-out's blocks, each waiting for a peer's message, can hold the SMs that the
-/// peer's send needs until the wait slice runs out (one H100, two ranks: a 10 ms second slice in
-/// one bench run at 256 tokens; the suite's worlds with every dispatch layout-first, 10 and 0
-/// dispatch waits of two slices or more in two runs, 1 and 1 with the defaults).
+/// the send (`DispatchPath::LayoutFirst`), on a rank with a GPU of its own: every send block then
+/// writes the rank's own rows, which from 512 tokens saves more than the wait for the layout
+/// costs, on a rank alone and on ranks sharing a GPU alike (measured at 9aabd44). Not by default on a rank that shares
+/// its GPU: there the copy-out's blocks, each waiting for a peer's message, can hold the SMs that
+/// the peer's send needs until the wait slice runs out.
 /// `EP_CUDA_LAYOUT_FIRST_MIN_TOKENS` overrides it for every rank (0: never).
 const LAYOUT_FIRST_MIN_TOKENS: usize = 512;
 
 /// From this many tokens a rank takes its combine rows marked and reduces them beside the send
-/// (`CudaComm::marked_combine`). Measured on 2x H200 (docs/perf.md, v22), marked against not:
-/// 1024 tokens 210.5 / 211.7 against 236.5 / 236.4 µs; 512 tokens 136.0-136.7 against
-/// 131.3-131.5; 256 tokens 82.4 against 77.6. `EP_CUDA_MARKED_MIN_TOKENS` overrides it (0: never).
+/// (`CudaComm::marked_combine`): the reduce then overlaps the transfer, which pays once the
+/// transfer is long; at 512 tokens and below it was slower (measured at 0dbe4f5). `EP_CUDA_MARKED_MIN_TOKENS` overrides it (0: never).
 const MARKED_MIN_TOKENS: usize = 1024;
 
 /// From this many tokens (and past the LL rows' [`LL_MAX_TOKENS`]) a rank whose combine may be
 /// one launch takes its rows marked too: each sending block marks its rows after one fence
 /// (combine/send.cu, `ep_mark_rows_sent`), and the single-launch combine reduces a token once its
 /// marks are there, with the counts published early (no fence), instead of after the grid's
-/// ticket, the counts' fenced publish and their poll. On one H200 (docs/perf.md, v37, marked
-/// against not, the same kernels): one rank alone 16 tokens 16.1 -> 15.3 us, 32 19.2 -> 18.2,
-/// 128 28.2 -> 27.1; two ranks sharing the GPU 22.8 -> 19.9, 29.1 -> 26.3, 82.8 -> 80.7. 9-15
-/// tokens not measured. `EP_CUDA_SINGLE_MARKED_MIN_TOKENS` overrides it (0: never).
+/// ticket, the counts' fenced publish and their poll. Faster from 16 tokens, on a rank alone and
+/// on ranks sharing a GPU (measured at acafc9d); 9-15 tokens not measured.
+/// `EP_CUDA_SINGLE_MARKED_MIN_TOKENS` overrides it (0: never).
 const SINGLE_MARKED_MIN_TOKENS: usize = 16;
 
 /// A number set by the environment variable `var` (a token count, a switch), read once into
@@ -134,8 +102,8 @@ pub(super) fn number_from_env(var: &str) -> Option<usize> {
 
 /// Up to this many tokens a rank takes its combine rows in LL form (common.cuh): each 8-byte word
 /// 4 bytes of the row and the combine's number, so the rows need no fence and the counts do not
-/// wait for them, at twice the bytes on the wire. On 2x H200 (docs/perf.md, v19): 1-8 tokens
-/// 0.7-1.3 µs faster, 16 level, 32 4 µs slower (the doubled bytes). `EP_CUDA_LL_MAX_TOKENS`
+/// wait for them, at twice the bytes on the wire. The saved fence pays up to 8 tokens; at 16 it is
+/// level and from 32 the doubled bytes cost more (measured at 9341b99). `EP_CUDA_LL_MAX_TOKENS`
 /// overrides it (0: never); read once per process, compiled into the kernels (kernels.rs) and
 /// used to size the buffers (world.rs), so every rank of the node agrees.
 const LL_MAX_TOKENS: usize = 8;

@@ -271,11 +271,10 @@ template <int E> __device__ __forceinline__ void ep_store_bytes(u8* q, const u32
 // lanes. A NaN or infinity makes the block zero with a NaN scale; otherwise scale = max(amax,
 // 1e-4) / 448 and each element is e4m3(x / scale) (format/fp8.rs), the divisions through the
 // scale's reciprocal (ep_div_normal, exact here). The row is f32, or bf16 (the dispatch's fetched
-// row, read as is: a pass that widened it to f32 in shared memory first, and its barrier, were
-// ~1 us of a decode send). blockDim.x is a multiple of 32. With __fdiv_rn a lane's four divisions
-// were four branches around slow-path calls, a chain the compiler could not overlap: a
-// 7168-wide row's 56 blocks took 1.8 us of a decode send (0.5 for BF16's pass), and four blocks a
-// warp at once did not help (docs/perf.md, v34 and v36).
+// row, read as is: a pass that widened it to f32 in shared memory first, and its barrier, sat on
+// a decode send's path; 21465e8). blockDim.x is a multiple of 32. With __fdiv_rn a lane's four
+// divisions were four branches around slow-path calls, a chain the compiler could not overlap,
+// and four blocks a warp at once did not help (measured at a26c967).
 template <int Lanes, typename T>
 __device__ void ep_encode_fp8_warps(const T* x, int n, u8* payload, u8* scales) {
     constexpr int E = 128 / Lanes, C = E < 8 ? E : 8, per_warp = 32 / Lanes;
@@ -414,8 +413,8 @@ __device__ __forceinline__ void ep_await_prior_grid() {
 }
 
 // Called by the assign kernels and the combine send at their start, and by the waits once their
-// counts are in; not by the dispatch send (docs/perf.md, v31: one H100, one rank alone, 256
-// tokens 36.7 µs with it, 34.0 without; the wait kernel's one block launched early ended later).
+// counts are in; not by the dispatch send, whose release let the wait kernel's one block launch
+// early, take an SM the send needed and end later (measured at 40e7708).
 __device__ __forceinline__ void ep_release_dependents() {
 #if __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
@@ -431,8 +430,8 @@ __device__ __forceinline__ bool ep_aligned16(const void* p, u64 bytes) { return 
 // of a few KB is one round trip to memory, not one per 16 bytes (the stores cannot be moved past
 // the next load by the compiler: a destination may alias `src` as far as it knows); from shared
 // memory one at a time does (and takes 32 registers fewer). (A block's copy of a received message
-// loads its first pieces with the header and stores them itself: dispatch/copy_out.cu, ep_block_store_row;
-// up to v44 that was this function's `First` form, its rest out of line.)
+// loads its first pieces with the header and stores them itself: dispatch/copy_out.cu,
+// ep_block_store_row.)
 template <bool Warp, int Batch = 8>
 __device__ __forceinline__ void ep_copy_to(u8* const* dst, int n_dst, const u8* src, u64 bytes) {
     const unsigned id = ep_team_id<Warp>(), size = ep_team_size<Warp>();
@@ -561,8 +560,8 @@ __device__ __forceinline__ bool ep_wait_completed(const u32* status) {
 // `ll_combine`) takes its combine rows in LL form, after NCCL's low-latency protocol: every 8-byte word holds 4 bytes of the row (low
 // half) and the combine's number (high half), so a piece of a row is there once its words carry
 // this combine's number. The sender needs no fence behind its stores and its counts need not
-// vouch for them: the fence, the ticket and the publish after them took ~5 us of a 1-token
-// combine (docs/perf.md, v18). Twice the bytes on the wire, so only at sizes where latency, not
+// vouch for them: the fence, the ticket and the publish after them are a chain of round trips,
+// much of a 1-token combine (9341b99). Twice the bytes on the wire, so only at sizes where latency, not
 // bandwidth, is the cost. The rank says so in its dispatch message count (EP_NMSG_LL, from the
 // host's `ll` through ep_publish_counts), which every sender reads before it sends a row back. A rank's LL rows:
 // [min(max_tokens, EP_LL_MAX_TOKENS), top_k] rows of hidden / 4 lines of 16 bytes, each line
@@ -612,7 +611,7 @@ __device__ __forceinline__ u32 ep_messages_from(u32 nm, int s, int rank, int ski
 // elements), so a word that carries `seq` carries this combine's 4 bytes. Piece i of a row of n16
 // pieces: its first 8 bytes in line i, its last 8 in line n16 + i, so that a warp's accesses to
 // consecutive pieces are contiguous (a piece's two lines side by side made every store
-// instruction a half-written sector each 32 bytes: 32 tokens' rows took 20 us to send). Volatile:
+// instruction a half-written sector each 32 bytes, which doubled the traffic). Volatile:
 // the words are polled across the GPUs.
 __device__ __forceinline__ void ep_ll_store(ulonglong2* row, u64 i, u64 n16, uint4 v, u32 seq) {
     u64 f = (u64)seq << 32;
@@ -682,9 +681,9 @@ __device__ __forceinline__ u64 ep_unpack_count(u64 v, int i, int n_ranks, u32* n
 // Polls (acquire, system scope) until no awaited count is the sentinel, or `slice_ns` passes:
 // count i into got[i] (0 when not awaited), and with `missing`, missing[i] = 1 for a count that
 // had not arrived. Each awaited count is judged by `check(i, v, e)` (EP_OK or an error code) as
-// it comes, `e` being what `check.expect(i)` loaded before the poll (the combine's rows sent: up
-// to v44 loaded after every count was there, a round trip after the poll's, ~0.3-0.4 of its
-// ~0.8 us at 1 and 128 tokens). Returns EP_OK, EP_PENDING (the slice ran out) or a check's code,
+// it comes, `e` being what `check.expect(i)` loaded before the poll (the combine's rows sent:
+// loaded after every count was there, it would add a round trip after the poll's; 62b523e).
+// Returns EP_OK, EP_PENDING (the slice ran out) or a check's code,
 // the same in every thread; every thread calls it.
 // With `nmsg` the counts are a dispatch's (ep_unpack_count).
 template <typename Check>
@@ -733,8 +732,8 @@ __device__ void ep_reset_counts(u64* counts, int n, int rank, int n_ranks, int s
 // A slice is short (comm/wait.rs: WAIT_SLICE): when it runs out the host launches the wait again until
 // the round's deadline. A kernel that spun for the whole deadline could hold up the very rank it
 // waits for: ranks sharing a GPU share its driver and hardware queues, and the driver may make a
-// rank's launch or copy wait for the kernels already running (seen on one H100 with 4-8 ranks:
-// a rank's signals ~10 s late, released only when a peer's wait timed out).
+// rank's launch or copy wait for the kernels already running (seen with 4-8 ranks a GPU: a
+// rank's signals released only when a peer's wait timed out; 9a7465d).
 template <typename Check>
 __device__ bool ep_wait_counts(u64* counts, int n, int rank, int n_ranks, int skip_a2a, u64 slice_ns, u32* status,
                                u64* snapshot, Check check) {
@@ -763,8 +762,8 @@ __device__ __forceinline__ u32 ep_load_acquire_gpu(const u32* p) {
 // block polls the same counts and one block (the resetter) resets them for the next round, off
 // the others' path. Each block, right after its poll, stores an outcome that is not EP_OK and
 // reports that it has read the counts: a reduction on `ticket` (the phase's second ticket word)
-// that the thread does not wait for (a ticket taken here cost every block ~1 us before its
-// copy-out). A failed poll's EP_PENDING or count error overwrites whatever the status holds
+// that the thread does not wait for (a ticket taken here put a round trip before every block's
+// copy-out; cb55e0d). A failed poll's EP_PENDING or count error overwrites whatever the status holds
 // (EP_PENDING makes the host launch the wait kernels, which read and reset the counts
 // themselves); a message that did not land only replaces EP_OK (ep_message_landed). The status
 // word is EP_OK when a round starts (every wait leaves it so, or the rank is poisoned).
@@ -807,10 +806,10 @@ __device__ void ep_reset_counts_when_read(u32* ticket, u32 blocks, u64* counts, 
 // named site of a phase's chain; how much the phase's time grows says how much slack the site has
 // (none: the full delay; off the path: nothing). Sites: 1 a sending block after its route, 2 a
 // sending block after its marks, 3 the counting block before it publishes, 4 a receiving block
-// once it has the counts (since v42 with the layout: ep_poll_layout), 5 a receiving block after
-// the layout (since v42 after block 0 has kept the message counts).
+// once it has the counts with the layout (ep_poll_layout), 5 a receiving block after the layout
+// once block 0 has kept the message counts.
 // The SM clock (MHz) a delay's spin and the stamps' clock readings are converted at
-// (EP_CUDA_TRACE_CLOCK_MHZ, kernels.rs): an H100's and an H200's while a phase runs (v39).
+// (EP_CUDA_TRACE_CLOCK_MHZ, kernels.rs): an H100's and an H200's while a phase runs (c59307d).
 #ifndef EP_CLOCK_MHZ
 #define EP_CLOCK_MHZ 1980
 #endif
@@ -849,9 +848,9 @@ __device__ void ep_reset_counts_when_read(u32* ticket, u32 blocks, u64* counts, 
 // A record: the name's first 8 bytes, (rank, block), (sm, published), then the stamps, stamp 0 the
 // start (absolute %globaltimer, 0: not reached). Its layout is kernels.rs' TRACE_RECORD_WORDS.
 // Inside a kernel a stamp reads the SM's clock (clock64), turned into ns at EP_CLOCK_MHZ when the
-// record is written; blocks line up by their starts, read from %globaltimer (which steps every
-// 32 ns on the H100 of v34 and the H200 of v44). (v41 took the 256 ns grid of the printed stamps
-// for %globaltimer's step; it was the host's f64 of a ~1.8e18 ns reading: kernels.rs, trace_line.)
+// record is written; blocks line up by their starts, read from %globaltimer (whose step
+// `ep bench --probe-signals` measures; the host prints stamps as integer differences, since an
+// f64 of a %globaltimer reading has too coarse a grid: kernels.rs, trace_line).
 #define EP_TRACE_WORDS (3 + EP_N_STAMPS)
 #define EP_TRACE_RECORDS (1 << 17)
 __device__ u64 ep_trace_records[EP_TRACE_RECORDS * EP_TRACE_WORDS];

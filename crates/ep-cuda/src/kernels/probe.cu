@@ -1,8 +1,8 @@
 // Latency probes of the protocol's signals (`ep bench --probe-signals`, probe.rs): how long a
 // word one block publishes takes to be seen by blocks polling it, per flavour of publish and of
 // poll and per number of pollers; and the step of %globaltimer, which the traces' stamps read.
-// The decode traces (docs/perf.md, v33) put ~1.8-2 us between a count's publish and its being
-// seen, with every block of the grid polling every count.
+// The decode traces showed a count's publish seen late with every block of the grid polling
+// every count (6b658bb); these probes tell the publish's cost from the pollers'.
 
 // How block 0 publishes a word (probe.rs' Publish, in that order).
 #define EP_PROBE_PUB_FENCE 0       // ep_publish: fence.acq_rel.sys, then st.relaxed.sys

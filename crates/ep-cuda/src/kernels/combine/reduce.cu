@@ -25,7 +25,7 @@ struct EpSlots {
 // The list by warp 0 from its lanes' slots (lane k: slot k's id and weight, for top_k <= 32): each
 // lane finds the first slot naming its expert with a shuffle per slot, a ballot places the
 // contributing ones. No barrier: the caller passes one before another warp reads the list. (Thread
-// 0 alone took ~0.5 us at top-8, a shared-memory load after another, between two barriers.)
+// 0 alone was a chain of shared-memory loads, one after another, between two barriers.)
 __device__ void ep_list_lane_slots(EpSlots& sl, int id, float w, int top_k, int rank, int n_local, int skip_a2a) {
     int k = threadIdx.x & 31, first = k;
     for (int j = 0; j < top_k; j++) {

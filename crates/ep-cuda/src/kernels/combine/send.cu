@@ -88,7 +88,8 @@ __device__ __forceinline__ ulonglong2* ep_ll_row(u64 base, int t, int k, int top
 
 // A row to a rank that takes its rows in LL form (common.cuh), by the block: `n16` pieces of 16
 // bytes, up to 4 loads per thread before their stores: with 8, as ep_copy_to, ep_combine_send
-// took 64 registers instead of 56, which cost its 4096-token combine 0.7%.
+// took 64 registers instead of 56, fewer blocks an SM, and its prefill combine read slower
+// (9341b99).
 // With `First`, the thread's first pieces (threadIdx.x, + blockDim.x, ...) are loaded already,
 // into `first`, and stored as they are.
 template <int First = 0>
@@ -153,7 +154,7 @@ __device__ void ep_send_row(u64 row, const u16* expert_out, const int* src_info,
 // sends one or none): the row's source rank, token, slot and its first payload pieces
 // (EP_LL_FIRST a thread: a 7168-wide row in a 512-thread block) are loaded in one round, so an LL
 // row's first stores wait for one round trip. In ep_send_row they wait for three: the source, then
-// the token and slot behind its branch, then the payload behind theirs (v40). Another form takes
+// the token and slot behind its branch, then the payload behind theirs. Another form takes
 // ep_send_row, which loads them again. Every thread calls it with the same row.
 #define EP_LL_FIRST 2
 __device__ void ep_send_row_loaded(u64 row, const u16* expert_out, const int* src_info, const int* row_src,
@@ -234,7 +235,7 @@ __device__ __forceinline__ u64 ep_block_rows(u64 rows) {
 // form (bit i - i0 of `ll`); with no `recv_ptrs`, the marks alone. Worked out by warps 0 and 1,
 // a row a lane, once for up to 64 rows: worked out again for every batch of rows to send and
 // again for their marks, it was two dependent round trips each time (the source rank, then the
-// token and slot), ~2 us of each batch at 128 tokens, and ~1 of the marks (one H200, v45 trace).
+// token and slot) on every batch's path and the marks' (ff2aa29).
 #define EP_SEND_TABLE 64
 struct EpRowsWhere {
     u8* dst[EP_SEND_TABLE];
@@ -333,8 +334,8 @@ extern "C" __global__ void ep_combine_send(const u16* expert_out, const int* src
 // n_ranks, its message w / n_ranks) over a grid of any size: a token's rows all leave together
 // and tokens leave in order, so a receiver that reduces its tokens as their rows land
 // (marked rows) is never held by a token whose rows go last. Rows sent in the order they are
-// laid out (ep_combine_send) complete a token at ~0.8 of the send on average (docs/perf.md,
-// lever 5). `msg_rows` ([n_ranks, max_tokens, top_k], row or -1) is written by the dispatch's
+// laid out (ep_combine_send) complete a token at ~0.8 of the send on average (worked out at
+// 28d822d). `msg_rows` ([n_ranks, max_tokens, top_k], row or -1) is written by the dispatch's
 // copy-out; only inside one node. Counts as ep_combine_send's.
 extern "C" __global__ void ep_combine_send_ordered(const u16* expert_out, const int* src_info, const int* row_src,
                                                    const u32* rows_end, int hidden, int top_k, const u64* recv_ptrs,

@@ -5,7 +5,7 @@
 // each thread loads its pieces of all of them (EP_SEND_PIECES at most) while warps 0 and 1 find
 // where the next EP_SEND_TABLE rows go (ep_rows_where), then stores them; the rows to a rank that
 // takes LL rows then one by one. One row at a time was three dependent round trips a row (its
-// source, its slot, its payload): at 128 tokens a block's 8 rows took ~10 us on one H200 (v37).
+// source, its slot, its payload), which at 128 tokens made a block's rows a long chain (a9393d3).
 // When the table held all the block's rows, the rows to a rank that takes them marked are marked
 // here, after one fence (thread 0), and it returns true; otherwise the caller marks them
 // (ep_mark_rows_sent).
@@ -106,8 +106,8 @@ __device__ __forceinline__ void ep_combine_single_body(
     const EpDestForms forms = ep_dest_forms(lane_nmsg, nmsg, n_ranks, rank, skip_a2a);
     // The early destinations' counts, by the last block, before its rows: they vouch for no row
     // (LL rows carry their number, marked rows have their marks), so they wait for none. (After
-    // the block's rows, at 128 tokens they came last: the reduce waited for them ~4 us after the
-    // marks; one H200, v37.)
+    // the block's rows, at 128 tokens they came last and the reduce waited for them after the
+    // marks; 3243984.)
     bool early_publisher = blockIdx.x == gridDim.x - 1;
     if (early_publisher && forms.any_early)
         ep_publish_rows(dispatch_counts, n_local, n_ranks, rank, skip_a2a, count_ptrs, nmsg, lane_nmsg, true);
@@ -131,8 +131,8 @@ __device__ __forceinline__ void ep_combine_single_body(
     }
     // Every destination taking LL rows, the rows one by one: each block has one or none at those
     // sizes. Otherwise a few at a time (ep_send_rows_batched). The LL kernels (this rank has at
-    // most EP_LL_MAX_TOKENS tokens) take them one by one too: the batches' registers cost them
-    // 0.2-0.4 us at 1 and 8 tokens (one H200, v37).
+    // most EP_LL_MAX_TOKENS tokens) take them one by one too: the batches' registers slowed them
+    // at 1 and 8 tokens (f2d967e).
     bool marked = false; // the block's marked rows marked already (ep_send_rows_batched)
     if (Ll) {
         for (u64 row = blockIdx.x; row < rows; row += gridDim.x)
@@ -150,11 +150,11 @@ __device__ __forceinline__ void ep_combine_single_body(
     if (forms.any_marked && !marked)
         ep_mark_rows_sent(rows, src_info, row_src, top_k, nmsg, lane_nmsg, seq, mark_ptrs);
     EP_STAMP(1);
-    // While the stores drain (before them, these loads held the sends back ~2.5 us at 1 token);
-    // any block may be the ticket's last. (v18 tried publishing behind the ticket's own acquire
-    // fence, by warp 0, one system-scope fence fewer: level in the sweep. The time from the rows
-    // sent to the counts published is the release fence behind the NVLink stores; v19's LL rows
-    // and v37's marked rows take it off the path.)
+    // While the stores drain (before them, these loads held the sends back; cb55e0d); any block
+    // may be the ticket's last. (Publishing behind the ticket's own acquire fence, by warp 0, one
+    // system-scope fence fewer, read level in the sweep: c50e682. The time from the rows sent to
+    // the counts published is the release fence behind the NVLink stores; LL rows and marked rows
+    // take it off the path.)
     if (forms.regular)
         for (int i = threadIdx.x; i < n; i += blockDim.x) cnt[i] = dispatch_counts[i];
     // Each thread's own staged slot is there after its wait; the list is read after the counts'
@@ -197,8 +197,7 @@ __device__ __forceinline__ void ep_combine_single_body(
     EP_STAMP(5);
     // The block last in the items' order resets the counts: while the grid has blocks to spare it
     // reduces nothing. (The grid's last block reset them, which with LL rows reduces the first
-    // item: its reset came after that, the last of the grid by ~0.5 us at 1 and 8 tokens; one
-    // H100, v35.)
+    // item: its reset came after that, and it finished last of the grid; 38e4089.)
     if (rb == (int)gridDim.x - 1)
         ep_reset_counts_when_read(ticket + 1, gridDim.x, counts, n, rank, n_ranks, skip_a2a, status);
     EP_STAMP(6);

@@ -36,10 +36,9 @@ __device__ u64 ep_scan_counts(u64 v, u64* warp_sums, u64& total) {
 
 // ep_assign_block's passes: the pass's ids staged in shared memory with 16-byte copies (up to
 // EP_ASSIGN_TILE ints), then each thread takes EP_ASSIGN_RUN of its tokens, blockDim.x apart,
-// and one scan of their flags packed in 16-bit fields gives every token its position. Until v20
-// each thread read one token's ids a pass with its own 4-byte loads and the block scanned after
-// each: 16 passes of a 256-thread block at 4096 tokens, ~20 us per block where staged they take
-// ~13 (grid traces, bench/results/history/prefill-ab-h200-x2-2026-11-22-v20.txt).
+// and one scan of their flags packed in 16-bit fields gives every token its position. A thread
+// reading one token's ids a pass with its own 4-byte loads, the block scanning after each, makes
+// 16 passes of a 256-thread block at 4096 tokens, each a round trip and a scan (914e0b7).
 #define EP_ASSIGN_RUN 4
 #define EP_ASSIGN_TILE 8192
 
@@ -59,7 +58,7 @@ __device__ void ep_assign_block(const int* ids, int n_tokens, int top_k, int n_e
     bool by_rank = (int)blockIdx.x >= n_experts;
     int p = blockIdx.x - n_experts, e = blockIdx.x;
     // Rank p's experts are [lo, lo + n_local): a range test (with a division per id these blocks
-    // ended ~7 us after the expert blocks at 4096 tokens).
+    // ended well after the expert blocks at 4096 tokens; 914e0b7).
     int lo = p * n_local;
     // Whether this rank sends to expert e (expert blocks) or to rank p (rank blocks) at all.
     bool routed = ep_routes_to(skip_a2a, rank, by_rank ? lo : e, n_local);
@@ -144,7 +143,7 @@ extern __shared__ uint4 smem_u4[];
 // the rank; the last block turns the chunks' totals into `chunk_base` [n_chunks, columns], the
 // rows of each column in the chunks before, which ep_load_route adds. Positions so follow token
 // order, as the contract's slots do, and every id is read once, where ep_assign_slots' blocks each
-// read every id: a few µs at 512 tokens (one pass), ~19 at 4096 (four; one H100, two ranks).
+// read every id: one pass at 512 tokens, four at 4096, so their time grows with the tokens.
 #define EP_ASSIGN_CHUNK 128
 #define EP_ASSIGN_THREADS 256
 #define EP_ASSIGN_WARPS (EP_ASSIGN_THREADS / 32)
@@ -285,7 +284,7 @@ __device__ void ep_assign_starts(u32* chunk_base, int n_chunks, int n_experts, i
     for (int c0 = threadIdx.x; c0 < cols; c0 += EP_ASSIGN_START_COLS * blockDim.x) {
         u32 acc[EP_ASSIGN_START_COLS] = {};
         // A pointer stepped a row at a time: with each address worked out from its chunk number
-        // the loads issued ~20 instructions apart, and the pass took ~3 µs (one H100).
+        // the loads issued ~20 instructions apart, a long pass (5d07134).
         u32* at = chunk_base + c0;
         for (int g0 = 0; g0 < n_chunks; g0 += 32) {
             u32 v[32][EP_ASSIGN_START_COLS];
@@ -325,8 +324,7 @@ __device__ __forceinline__ u32 ep_nmsg_flags(int early, int ll, int marked) {
 // keeps (ep_poll_counts' `nmsg`). A word is single-copy atomic, so a receiver that sees a count
 // sees the message count with it, with no fence between them: an early publish (EP_NMSG_EARLY,
 // the counts out before the payload) vouches for nothing else and takes none (a system-scope
-// fence per warp was ~0.7 us of the counting block's chain; before v42 the message counts were
-// words of their own, stored first and ordered by it). A late one (after every block's payload)
+// fence per warp sat on the counting block's chain; 6e00a8d). A late one (after every block's payload)
 // still fences, warp by warp (ep_publish). `sent` is global (u64) or, from the block that
 // counted, shared (u32).
 template <typename Sent>

@@ -12,8 +12,8 @@ template <bool Warp> __device__ __forceinline__ constexpr int ep_copy_first() { 
 
 // What a thread of the team copying message `msg` loads of it in one round, together with the
 // header (ep_load_message): its first payload pieces and first FP8 scale word (ep_copy_first),
-// the source token. Up to v16 these were three round trips after the header's: the payload,
-// then the token and the scales, reloaded after stores that might alias.
+// the source token. Loaded apart they would be three round trips after the header's: the
+// payload, then the token and the scales, reloaded after stores that might alias (be2db5e).
 struct EpMsgHead {
     uint4 piece[EP_COPY_FIRST];
     u32 scale;
@@ -235,9 +235,9 @@ __device__ bool ep_warp_copy_message(int s, u32 j, int part, int parts, u32 nmsg
 
 // The calling thread's pieces of message `msg`'s payload (its first ones in `h`: ep_load_message,
 // by the block) into output row `row` of `rows`, and its share of the row's scales. No barrier:
-// each thread stores only what it loaded. (Through ep_copy_to, the same stores read 0.6-0.8 us
-// slower at 256-512 tokens FP8 one rank alone and 1.5 faster two ranks sharing 512 BF16, one
-// H200, v44 review calls 8-10: code layout, not work; this form is the one-rank-per-GPU path's.)
+// each thread stores only what it loaded. (Through ep_copy_to, the same stores read slower for a
+// rank alone and faster for two ranks sharing a GPU: code layout, not work; this form is the
+// one-rank-per-GPU path's. Measured at 3c7c93e.)
 __device__ __forceinline__ void ep_block_store_row(const u8* msg, const EpMsgHead& h, u64 row, u64 rows, int hidden,
                                                    int fmt, MsgLayout m, u8* recv_tokens, u8* recv_scales) {
     const u64 pb = m.payload_bytes, n16 = pb / 16;
@@ -259,8 +259,8 @@ __device__ __forceinline__ void ep_block_store_row(const u8* msg, const EpMsgHea
 // rows itself (from the header, loaded in the same round as its threads' payload pieces) and
 // stores those pieces to each row; warp 0's lanes write the rows' source info (and `msg_rows`),
 // a row each. The block form passed a barrier after the mark and one after the rows, and its
-// thread 0 wrote every row's source info after its own stores: at 1 token ~2.1 us from the mark
-// to the rows copied in the single-launch dispatch (one H200, v43's trace). A warp whose mark did
+// thread 0 wrote every row's source info after its own stores, all on the path from the mark
+// to the rows copied in the single-launch dispatch (27a9626). A warp whose mark did
 // not come returns false while others may have copied (the host copies the message again).
 // Past each thread's first pieces (hidden > 8192 BF16) the payload is read again per row
 // (ep_block_store_row).
@@ -449,7 +449,7 @@ __device__ __forceinline__ u32 ep_warp_claim(u32* claimed) {
 // w / n_ranks), each by the block (ep_block_copy_message) or (Warp) the calling warp
 // (ep_warp_copy_message). With `Spread` (blocks, at the smallest sizes) a message's rows are cut
 // into parts when there are blocks to spare (step / messages, up to top_k): one block's stores to
-// a message's rows took ~2 us at 1 token, where each SM has only so many stores in flight. With
+// a message's rows are slow at 1 token, where each SM has only so many stores in flight. With
 // `Claimed` (warps) each warp takes the walk's next item from the count `claimed` instead, so that
 // grids launched apart share the walk (the overlapped copy-out and its helpers after the send;
 // `first` and `step` unused). `scratch`: the calling warp's rows (Warp; null for a block).
@@ -501,7 +501,7 @@ __device__ bool ep_copy_messages(u32 first, u32 step, const u8* recv, const u32*
 // counts. A persistent grid (comm/dispatch.rs, overlap_copy_grid: a share of the SMs, its blocks the size of
 // the send's, so that one takes the registers a retiring send block frees) gives each warp a message
 // at a time (a block per message left each SM one message in flight: a chain of round trips per
-// message, 3x slower than the send), in the order they are sent, waiting for each one's mark: each
+// message, far slower than the send; 12476b5), in the order they are sent, waiting for each one's mark: each
 // warp takes the next message from the count `layout_seq[1]` (ep_copy_messages, Claimed). While
 // the send runs most warps wait, holding registers the send could use, so the grid is small; the
 // same kernel is launched again after the send on the main stream (`helper`), on every SM, and

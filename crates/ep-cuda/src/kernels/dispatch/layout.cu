@@ -22,8 +22,8 @@ __device__ __forceinline__ u32 ep_block_scan_incl(u32 v, u32* warp_sums, u32& to
 // multiple of 32), blockDim.x entries at a time (ep_block_scan_incl): two barriers a round, where
 // summing the warps' totals one by one from shared memory, with the carry there, took four and up
 // to 15 dependent loads. Written as rounds of ep_scan_counts (u64 sums, a serial walk over the
-// totals), or as it was before v38, the 1-token FP8 dispatch read 0.4-0.7 us slower (one H200,
-// v38 review). Returns with a barrier passed.
+// totals), or as the four-barrier form above, the 1-token FP8 dispatch read slower (measured at
+// b7f575d). Returns with a barrier passed.
 __device__ void ep_block_scan(u32* a, int n) {
     __shared__ u32 warp_sums[32];
     u32 carry = 0;

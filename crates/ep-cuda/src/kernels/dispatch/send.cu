@@ -22,8 +22,8 @@ __device__ void ep_mark_landed(const EpRoute& r, int top_k, MsgLayout m, u32 seq
     EP_STAMP_FIRST(22);
     if (!marked && !shared_msg) return;
     // A placed mark vouches for no store (the copy-out skips the message; its rows come after it
-    // and are read after the kernel): with no other message, no fence (~1.2 us of each sending
-    // block at 512 tokens FP8, one H200, one rank alone, v47).
+    // and are read after the kernel): with no other message, no fence, which would otherwise sit
+    // on every sending block's path (062a2eb).
     if (placed < 0 || (marked & ~own) || shared_msg) ep_fence_acq_rel();
     EP_STAMP_FIRST(23);
     if (shared_msg) ep_store_relaxed_sys(ep_landed_flag(shared_msg, m), seq);
@@ -70,7 +70,7 @@ struct EpRows {
 // nor read back: at 4096 tokens BF16, 58 MB of HBM writes and as much of reads fewer per rank with
 // two ranks. The rows' group starts are loaded while the token's row loads (ep_own_starts, by one
 // warp) and read once the message is marked (ep_find_own_rows), so that no load is between the
-// mark and the rows' stores (up to v46 two dependent loads were, behind every block's stores).
+// mark and the rows' stores (two dependent loads there would sit behind every block's stores).
 struct EpOwnRows {
     EpRows rows;
     u64 total; // the output's rows (the FP8 scales' stride)
@@ -79,7 +79,7 @@ struct EpOwnRows {
 // The send's own message's rows, from its route, with lane k % 32's `start[k / 32]` the group
 // start of slot k (ep_own_starts). Whether a slot has a row here is worked out again rather than
 // kept from ep_own_starts: kept across the encode, it took ep_dispatch_send from 64 registers to
-// 73-81 (sm_90), a 256-thread block fewer per SM (v47 review).
+// 73-81 (sm_90), a 256-thread block fewer per SM (d5b8da8).
 struct EpOwnRowsFound {
     const EpRoute* r;
     u32 start0, start1;
@@ -149,7 +149,7 @@ __device__ __forceinline__ void ep_dispatch_send_body(
         // While the row loads, the last warp looks for the layout, then issues the loads of the own
         // message's rows (ep_own_starts), which it reads once the message is marked. Each of its
         // lanes acquires the layout itself, since each reads it. (The rows found whole here, their
-        // loads held the row's barrier ~0.4 us at 512 tokens FP8; one H200, v47.)
+        // loads held the row's barrier back; 062a2eb.)
         const bool finder = threadIdx.x >= blockDim.x - 32;
         u32 start0 = 0, start1 = 0, total = 0;
         if (finder) {
@@ -212,16 +212,16 @@ __device__ __forceinline__ void ep_dispatch_send_body(
 EP_DISPATCH_SEND(ep_dispatch_send, 8, -1)
 // The lean send: the message stored a piece at a time (ep_send_token's Batch), BF16 only (no
 // encoder: 32 registers a thread instead of 64, sm_90, no spills; with every format's it took 40,
-// and the faster FP8 encode of v36 made that 40 with spills): three 512-thread blocks fit an SM, or
+// and with the faster FP8 encode (a26c967) 40 with spills): three 512-thread blocks fit an SM, or
 // two beside a lean copy-out block (ep_dispatch_copy_lean). With the lean copy-out and the own rows
 // written by the send blocks, for BF16 from 2560 tokens (comm/path.rs, lean_dispatch).
 EP_DISPATCH_SEND(ep_dispatch_send_lean, 1, EP_FMT_BF16)
 // FP8 alone, two pieces a thread in flight: 40 registers (sm_90, no spills), so six 256-thread
 // blocks fit an SM where four of ep_dispatch_send do. Every multi-kernel FP8 round (comm/dispatch.rs,
-// `send_kernel`). One H200 (docs/perf.md, v48), one rank alone: 1024 tokens 49.7-49.9 ->
-// 47.8-48.2 us, 4096 158.8-160.2 -> 144.4-151.9; two ranks sharing it, 4096 322.4-324.3 ->
-// 300.5-306.5. Compiled for FP8 with ep_dispatch_send's batch of 8 (64 registers) it took about
-// half of that at 512-1024 tokens and a sixth at 4096: the rest is the registers.
+// `send_kernel`). Faster than ep_dispatch_send for FP8 from 1024 tokens, on a rank alone and on
+// two ranks sharing a GPU (measured at 11b2983). Compiled for FP8 with ep_dispatch_send's batch of
+// 8 (64 registers) it gained about half of that at 512-1024 tokens and a sixth at 4096: the rest
+// is the registers.
 EP_DISPATCH_SEND(ep_dispatch_send_fp8, 2, EP_FMT_FP8)
 
 // The inter-node transport: puts of the staged messages to the ranks of other nodes. Runs after

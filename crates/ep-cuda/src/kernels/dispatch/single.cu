@@ -10,13 +10,13 @@
 // each find their tokens' slots themselves, send them and mark each message landed. Every block
 // then waits for every count, lays out the groups and writes its share of the output, awaiting
 // each message's mark. Same wire messages, counts and outputs as the paths above, so ranks on
-// any path talk to each other. (Up to v14 the counts went after the payload: a ticket after
-// every block's stores, then the last block counted and published, ~6 us more at 1 token.)
+// any path talk to each other. (Counts sent after the payload, behind a ticket after every
+// block's stores, put the whole send on the counts' path; cb55e0d.)
 
 // Ids of tokens first .. first + n and the rank of each (-1: masked), staged in shared memory by
 // the whole block (n * top_k <= EP_STAGE_INTS): one round of coalesced loads, and each division
-// done once (an integer division is a long instruction sequence on the GPU; in the loops below it
-// cost ~8 us a token at 128 tokens). Returns with a barrier passed.
+// done once (an integer division is a long instruction sequence on the GPU, and in the loops
+// below it would be paid per token and slot). Returns with a barrier passed.
 #define EP_STAGE_INTS 2048
 __shared__ __align__(16) int ep_stage[EP_STAGE_INTS], ep_stage_rank[EP_STAGE_INTS];
 __device__ void ep_stage_ids(const int* ids, int first, int n, int top_k, int n_local) {
@@ -83,8 +83,8 @@ __device__ u64 ep_own_route(EpRoute& r, int t, const int* ids, int top_k, int n_
     const int* own_rank = ep_stage_rank + (all_staged ? t * top_k : 0);
     if (threadIdx.x == 0) EP_STAMP_FIRST(11);
     // Slot threadIdx.x's rank's receive buffer, loaded now and read by the same thread in
-    // ep_send_token: loaded there, after the route, it was a round trip on the sending block's
-    // path (~0.5 us at 128 tokens, one H200, v46 trace).
+    // ep_send_token: loaded there, after the route, it is a round trip on the sending block's
+    // path (484eacf).
     const u64 peer = threadIdx.x < top_k && own_rank[threadIdx.x] >= 0 ? recv_ptrs[own_rank[threadIdx.x]] : 0;
     for (int k = threadIdx.x; k < top_k; k += blockDim.x) {
         bool sends, carries;
@@ -100,7 +100,7 @@ __device__ u64 ep_own_route(EpRoute& r, int t, const int* ids, int top_k, int n_
     __syncthreads();
     if (threadIdx.x == 0) EP_STAMP_FIRST(16);
     // The first token has no earlier tokens: its slots are all 0 as they stand (at 1 token the
-    // compaction and the count below were ~0.8 us of the sending block's path, three barriers).
+    // compaction and the count below would be three barriers on the sending block's path).
     if (t == 0) return peer;
     // Warp 0 compacts the sending slots (a ballot per 32 slots).
     int lane = threadIdx.x & 31;
@@ -126,8 +126,8 @@ __device__ u64 ep_own_route(EpRoute& r, int t, const int* ids, int top_k, int n_
     // Earlier tokens: a thread per (sending slot i, earlier token u), slot-major in whole warps,
     // so that every warp counts for one slot: a ballot for "names the slot's expert", one for
     // "reaches its rank" (a routed expert there; the slot's own expert is routed, so any expert
-    // of that rank is), one shared atomic each. Up to v16 a thread took an earlier token against
-    // every sending slot: 64 dependent steps a thread, ~4.5 us whatever the number of tokens.
+    // of that rank is), one shared atomic each. A thread per earlier token, against every sending
+    // slot, would be a chain of 64 dependent steps whatever the number of tokens (3fc9c4b).
     for (int c0 = 0; c0 < t; c0 += chunk) {
         int nc = min(chunk, t - c0);
         if (!all_staged) ep_stage_ids(ids, c0, nc, top_k, n_local);
@@ -183,13 +183,13 @@ __device__ void ep_count_sent(const int* ids, int n_tokens, int top_k, int n_exp
 // Block b of `blocks`' share of a single-launch dispatch's output, once the groups are laid out
 // (`start`, `src_off` from the counts `got`): block 0 stores the layout; padding rows, a row per
 // warp over the blocks not still sending, first (they wait for nothing; a group per warp after
-// the messages made the blocks with padding the last by ~3 us at 128 tokens FP8); then the
+// the messages made the blocks with padding the last to finish; 30c8f6d); then the
 // messages, a block each in the order they are sent (ep_copy_messages); the shared expert's rows,
 // a block each, its warps each on their own (ep_block_copy_message, ep_copy_shared_row). A
 // message (or shared-expert message) is awaited for its mark; when one does not come the warp
 // stops there (the status says EP_MESSAGES_PENDING and the host launches the copy-out again).
-// (A warp per message when there were more messages than blocks was slower: 32 tokens BF16 30.5
-// -> 42.5 us on 2x H200.)
+// (A warp per message when there were more messages than blocks was slower: a message's copy
+// is then one warp's chain of round trips; cb55e0d.)
 template <bool Spread>
 __device__ void ep_single_copy_out(const u64* got, const u32* start, const u32* src_off, u32 b, u32 blocks,
                                    int shared_len, const u8* shared_msgs, int row_multiple, EpLanding landing,
@@ -206,12 +206,11 @@ __device__ void ep_single_copy_out(const u64* got, const u32* start, const u32* 
     }
     // Padding rows, a warp each, dealt in turn over the blocks not still sending (the `busy` last
     // ones in this walk take none), so that every block has its share: in blocks of items
-    // (item = b * warps + warp), at 128 tokens FP8 on one H100 the first third of the grid wrote
-    // them all and reached its messages up to 3 us after the rest; and at 1 token the block that
-    // sent took its share after its send and was the last to finish by ~1 us. A warp works out
-    // its next 32 items at once, a lane each, then writes the rows among them: one item after
-    // another (most of them no row: each group's possible padding, 256 groups) was ~1.5 us of a
-    // 1-token FP8 dispatch (one H100, v36).
+    // (item = b * warps + warp) the first third of the grid wrote them all and reached its
+    // messages last, and at 1 token the block that sent took its share after its send and
+    // finished last (0a73af2). A warp works out its next 32 items at once, a lane each, then
+    // writes the rows among them: one item after another (most of them no row: each group's
+    // possible padding, 256 groups) is a long serial walk on a decode round's path (853cdc9).
     u32 warp = threadIdx.x >> 5, lane = threadIdx.x & 31, warps = blockDim.x >> 5, pad_blocks = blocks - busy;
     u32 items = b < pad_blocks ? n_groups * (row_multiple - 1) : 0, stride = pad_blocks * warps;
     for (u32 first = warp * pad_blocks + b; first < items; first += 32 * stride) {
@@ -249,9 +248,9 @@ __device__ void ep_single_copy_out(const u64* got, const u32* start, const u32* 
 // sending blocks wait for before their rows' stores (ep_send_token's `hold`).
 // `Spread` (ep_dispatch_single_spread, for the smallest sizes, where the grid has blocks to
 // spare): a block per (token, destination rank), so that a token's stores to each rank and
-// their fence are one block's alone (at 1 token one block took 1.8 us to issue both ranks'
-// stores), and a message's rows cut among blocks (ep_copy_messages). A kernel of its own: in
-// the same kernel the choice cost 0.5-1.7 us at 128 tokens, where neither applies.
+// their fence are one block's alone (one block issuing every rank's stores serialises them),
+// and a message's rows cut among blocks (ep_copy_messages). A kernel of its own: in the same
+// kernel the choice slowed the sizes where it does not apply (measured at 5457638).
 template <bool Spread, int Fmt>
 __device__ __forceinline__ void ep_dispatch_single_body(
     const u16* tokens, const float* input_scales, int n_tokens, int hidden, int fmt, const int* ids, int top_k,
@@ -268,7 +267,7 @@ __device__ __forceinline__ void ep_dispatch_single_body(
     // Stamps (EP_CUDA_TRACE, scripts/trace_summary.py): 11 the token's ids staged, 1 its route,
     // 12 its row here, 13 its message encoded, 14 its stores issued, 2 its messages marked (the
     // counting block: 1 counted, 2 published), 3 the block's tokens sent, 4 every count here and
-    // the groups laid out (ep_poll_layout; up to v41 5 was the layout), 5 the message counts kept,
+    // the groups laid out (ep_poll_layout), 5 the message counts kept,
     // 8 padding rows, 9 the first message's mark seen (by warp 0), 10 messages copied, 6
     // copy-out done, 7 counts reset. Sub-steps: 16-19 the route's barriers
     // (ep_own_route), 20 a peer buffer's address loaded, 21 the message encoded, 22 every
@@ -281,8 +280,8 @@ __device__ __forceinline__ void ep_dispatch_single_body(
     int senders = gridDim.x - 1;
     bool counter = blockIdx.x == senders;
     if (counter) {
-        // (Every rank's count address loaded beside the ids, not in the
-        // publish, read level: the count took the 0.25 us the publish saved; one H200, v38.)
+        // (Every rank's count address loaded beside the ids, not in the publish, read level:
+        // the count took what the publish saved; f662fb1.)
         u32* hist = (u32*)smem_u4;
         ep_count_sent(ids, n_tokens, top_k, n_experts, n_local, n_ranks, rank, skip_a2a, hist, sent);
         EP_STAMP(1);
@@ -307,8 +306,8 @@ __device__ __forceinline__ void ep_dispatch_single_body(
         if (i == blockIdx.x) EP_STAMP(1);
         // Spread (the smallest sizes): a token's stores wait until the counts are out, at most
         // EP_HOLD_NS. Across NVLink the counts, not the row, set the phase's pace there, and a row's
-        // stores and fence going out beside the publish delayed the counts behind them: a sending
-        // block held back 1 us made the 1-token BF16 dispatch 0.4-0.8 us faster (2x H200, v41).
+        // stores and fence going out beside the publish delay the counts behind them, so holding
+        // the sending blocks back made the 1-token dispatch faster (measured at 136783f).
         ep_send_token(t, route, input_scales, hidden, top_k, fmt, m, recv_ptrs, rank, n_ranks, max_tokens, nullptr,
                       own ? shared_start : 0, own ? shared_end : 0, shared_msgs, nullptr,
                       Spread ? ticket + 2 : nullptr, seq, EP_HOLD_NS, peer);
@@ -323,8 +322,8 @@ __device__ __forceinline__ void ep_dispatch_single_body(
 
     int n = n_local * n_ranks, n_groups = n_local + shared_groups;
     // The counting block takes no share of the output: it resets the counts as soon as every
-    // sending block has read them. With a share, its reset came after it, ~0.75 us after the
-    // rest of the grid had finished at 1 token (one H100, v35).
+    // sending block has read them. With a share, its reset came after it, and the grid's last
+    // finisher was the counting block (38e4089).
     if (counter) {
         ep_reset_counts_when_read(ticket + 1, senders, counts, n, rank, n_ranks, skip_a2a, status);
         EP_STAMP(7);
@@ -347,13 +346,11 @@ __device__ __forceinline__ void ep_dispatch_single_body(
             EP_STAMP(5);
             EP_DELAY(5);
             // While some sending blocks had no token to send, the copy-out's walk starts past the
-            // ones that did (the last to get here, ~1.3 us after the others at 1 token), which take
-            // its items only when the others cannot (one H200, one rank alone: 1 token BF16 13.0 ->
-            // 12.1 us, 32 tokens FP8 18.2 -> 14.7). When more than half sent, the walk stays as it
-            // was (with one rank alone, block b then copies the message it sent): every block waits
-            // for the counts alike, and the few that sent nothing were left every padding row (at
-            // 128 tokens FP8 on 2x H200, 3 blocks of 131 wrote ~1.4 MB and finished ~11 us after
-            // the rest; v40).
+            // ones that did (the last to get here), which take its items only when the others
+            // cannot (measured at ead51ec). When more than half sent, the walk stays as it was
+            // (with one rank alone, block b then copies the message it sent): every block waits
+            // for the counts alike, and the few that sent nothing would be left every padding row
+            // and finish long after the rest (14029b0).
             u32 busy = 2 * items <= senders ? items : 0;
             ep_single_copy_out<Spread>(got, start, src_off, (blockIdx.x + senders - busy) % senders, senders,
                                        shared_len, shared_msgs, row_multiple, EpLanding{seq, slice_ns}, recv,
@@ -392,8 +389,7 @@ __device__ __forceinline__ void ep_dispatch_single_body(
 EP_DISPATCH_SINGLE(ep_dispatch_single, false, -1)
 EP_DISPATCH_SINGLE(ep_dispatch_single_spread, true, -1)
 // The decode formats, each compiled for itself (`fmt` must be the kernel's; 156 KB of SASS is 115
-// for BF16 alone). On one H100, one rank alone: 1 token BF16 12.7 -> 11.6 us, 128 tokens 22.0-22.4
-// -> 19.4-19.7; FP8 14.5 -> 14.0-14.1 and 22.6-22.8 -> 20.8-21.3 (docs/perf.md, v34). What pays is
+// for BF16 alone), faster at 1 and 128 tokens in both formats (measured at 4934a97). What pays is
 // the path without the other formats' branches, not the size: 13 KB less of ep_copy_to's unrolled
 // loops read level.
 EP_DISPATCH_SINGLE(ep_dispatch_single_bf16, false, EP_FMT_BF16)
