@@ -3,7 +3,7 @@
 //! flavour of publish and poll, per number of pollers and per nap between polls; a load or fence
 //! right after a block's own stores; instruction fetch; and the step of `%globaltimer`, which the
 //! kernels' trace stamps read. These say what a decode phase's steps are made of (docs/perf.md,
-//! "The floor"), on one GPU.
+//! "The floors"), on one GPU.
 
 use std::fmt;
 use std::sync::Arc;
