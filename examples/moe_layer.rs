@@ -21,7 +21,7 @@ struct MoeLayer {
 
 impl MoeLayer {
     fn new(hidden: usize, n_experts: usize, top_k: usize, seed: u64) -> Self {
-        let mut rng = ep::conformance::rng::Rng::new(seed);
+        let mut rng = ep_conformance::rng::Rng::new(seed);
         let scale = 1.0 / (hidden as f32).sqrt();
         let mut mat = |r, c| Array2::from_shape_simple_fn((r, c), || rng.range(-scale, scale));
         MoeLayer {
@@ -119,7 +119,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     let backend = ep::Backend::new(kind)?;
     let cfg = EpConfig::new(256, 4, 16, 64, 4);
     let layer = MoeLayer::new(cfg.hidden, cfg.n_experts, cfg.top_k, 1);
-    let mut rng = ep::conformance::rng::Rng::new(2);
+    let mut rng = ep_conformance::rng::Rng::new(2);
     let tokens: Vec<Array2<bf16>> = [64, 40, 0, 17]
         .iter()
         .map(|&t| {

@@ -10,7 +10,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-.gpu-bundle}
-cargo build --release -p ep --features cuda
+cargo build --release -p ep-cli
 mkdir -p "$out"
 cp target/release/ep "$out/ep"
 # Symbols are most of the binary (27 MB -> 3 MB); device calls carry the bundle.

@@ -5,11 +5,11 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use ep::conformance::rng::Rng;
-use ep::conformance::round::{check_against_oracle, run_round, Calls, RankRound, RoundOptions};
-use ep::conformance::routing::RoutingSpec;
-use ep::conformance::{Fixture, RoundInputs, WeightKind};
 use ep::{EpBackend, EpComm, EpConfig, Epilogue, Format, SwigluOptions};
+use ep_conformance::rng::Rng;
+use ep_conformance::round::{check_against_oracle, run_round, Calls, RankRound, RoundOptions};
+use ep_conformance::routing::RoutingSpec;
+use ep_conformance::{Fixture, RoundInputs, WeightKind};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -206,7 +206,7 @@ pub fn main(args: Args) -> Result<ExitCode, String> {
         let ranks: Vec<_> = last
             .iter()
             .enumerate()
-            .map(|(r, round)| ep::dump::RankDump {
+            .map(|(r, round)| crate::dump::RankDump {
                 tokens: &inputs.tokens[r],
                 topk_ids: &inputs.topk_ids[r],
                 weights: &inputs.weights[r],
@@ -217,11 +217,11 @@ pub fn main(args: Args) -> Result<ExitCode, String> {
                 combine: &round.combine,
             })
             .collect();
-        let modes = ep::dump::DumpModes {
+        let modes = crate::dump::DumpModes {
             unreduced: args.unreduced,
             swiglu: args.swiglu,
         };
-        ep::dump::write_round(dir, &name, &cfg, &modes, &ranks)
+        crate::dump::write_round(dir, &name, &cfg, &modes, &ranks)
             .map_err(|e| format!("--dump {}: {e}", dir.display()))?;
         println!(
             "
@@ -322,7 +322,7 @@ fn run_swiglu<C: EpComm>(
     let mut rows = 0;
     for (c, round) in comms.iter_mut().zip(rounds) {
         let d = &round.dispatch;
-        let x = d.decode_rows_with(ep::conformance::scenario::GLOBAL_INPUT_SCALE);
+        let x = d.decode_rows_with(ep_conformance::scenario::GLOBAL_INPUT_SCALE);
         let h = x.ncols();
         let gemm = ndarray::Array2::from_shape_fn((d.rows(), 2 * h), |(r, c)| {
             ep::bf16::from_f32(if c < h {

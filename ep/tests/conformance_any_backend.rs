@@ -1,2 +1,2 @@
 //! The suite through the run-time `Backend` enum (boxed communicators), as the CLI uses it.
-ep::conformance::testgen!(ep::Backend::new(ep::BackendKind::Sim).unwrap());
+ep_conformance::testgen!(ep::Backend::new(ep::BackendKind::Sim).unwrap());

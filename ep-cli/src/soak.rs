@@ -6,9 +6,9 @@
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use ep::conformance::rng::Rng;
-use ep::conformance::round::{check_against_oracle, random_round, run_round};
 use ep::{EpBackend, EpConfig, Format};
+use ep_conformance::rng::Rng;
+use ep_conformance::round::{check_against_oracle, random_round, run_round};
 
 /// Experts per rank of the soak's world.
 const EXPERTS_PER_RANK: usize = 16;

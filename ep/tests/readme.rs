@@ -53,7 +53,7 @@ fn the_readme_example_runs_on_the_simulator() {
 
 #[test]
 fn the_readme_shows_this_example() {
-    let readme = include_str!("../../../README.md");
+    let readme = include_str!("../../README.md");
     let using = &readme[readme.find("## Using it").expect("a Using it section")..];
     let start = using.find("```rust\n").expect("a rust block") + "```rust\n".len();
     let block = &using[start..start + using[start..].find("```").expect("closed")];

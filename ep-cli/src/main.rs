@@ -2,6 +2,8 @@
 
 mod bench;
 mod conformance;
+mod dump;
+mod npy;
 mod report;
 mod run;
 mod soak;

@@ -23,7 +23,7 @@ pub fn routing_text(outputs: &[DispatchOutput]) -> String {
 }
 
 fn snapshot_dir() -> std::path::PathBuf {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/snapshots");
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/snapshots");
     dir.canonicalize().unwrap_or(dir)
 }
 

@@ -29,7 +29,7 @@ fn main() {
     // binary between checkouts of the workspace (a `git worktree` on the same target directory),
     // and a baked-in path then embedded another checkout's fixtures, or none once it was gone.
     let manifest = std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
-    let root = Path::new(&manifest).join("../../fixtures");
+    let root = Path::new(&manifest).join("../fixtures");
     let snaps = root.join("snapshots");
     println!("cargo:rerun-if-changed={}", root.display());
     println!("cargo:rerun-if-changed={}", snaps.display());

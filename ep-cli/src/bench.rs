@@ -7,11 +7,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use ep::conformance::rng::Rng;
-use ep::conformance::round::{all_ok, run_round, Calls, RoundOptions};
-use ep::conformance::routing::RoutingSpec;
-use ep::conformance::{RoundInputs, WeightKind};
 use ep::{bf16, BackendKind, DispatchOutput, EpBackend, EpComm, EpConfig, Format, TokenFormat};
+use ep_conformance::rng::Rng;
+use ep_conformance::round::{all_ok, run_round, Calls, RoundOptions};
+use ep_conformance::routing::RoutingSpec;
+use ep_conformance::{RoundInputs, WeightKind};
 use ndarray::Array2;
 use serde_json::{json, Value};
 

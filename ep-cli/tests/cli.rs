@@ -125,7 +125,7 @@ fn help_lists_values_and_every_flag_has_help() {
         run.contains("[possible values: bf16, fp8, mxfp4, nvfp4]"),
         "{run}"
     );
-    for name in ep::conformance::Fixture::names() {
+    for name in ep_conformance::Fixture::names() {
         assert!(run.contains(name), "fixture {name} missing from:\n{run}");
     }
     for sub in ["run", "soak", "conformance", "bench"] {

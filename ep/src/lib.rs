@@ -19,19 +19,18 @@
 //! ```
 //!
 //! What every backend computes, bit for bit, is the contract: `docs/contract.md` in the
-//! repository. The `ep` binary (`cargo install --path crates/ep`) runs scenarios, the
-//! conformance suite and benchmarks from the command line.
+//! repository. The conformance suite for your own backend is the `ep-conformance` crate (its
+//! `testgen!`); the `ep` command (`cargo install --path ep-cli`) runs scenarios, the suite and
+//! benchmarks.
 
 mod any_backend;
-pub mod dump;
-pub mod npy;
 
 pub use any_backend::{Backend, BackendKind};
 pub use ep_core::*;
-
-/// The conformance suite, for running it on your own backend (see its `testgen!`).
-pub use ep_conformance as conformance;
 #[cfg(feature = "cuda")]
 pub use ep_cuda as cuda;
 #[cfg(feature = "sim")]
 pub use ep_sim as sim;
+/// The ndarray this crate's API takes and returns: use it (`ep::ndarray`) so your arrays are of
+/// the same version.
+pub use ndarray;

@@ -12,7 +12,7 @@
 
 use std::path::Path;
 
-use ep_core::{bf16, CombineOutput, DispatchOutput, EpConfig, Epilogue, Format, TokenFormat};
+use ep::{bf16, CombineOutput, DispatchOutput, EpConfig, Epilogue, Format, TokenFormat};
 use serde_json::{json, Value};
 
 use crate::npy;
@@ -155,7 +155,7 @@ pub fn write_round(
                     d.recv_scales.iter().copied(),
                     fmt.scale_layout(),
                 )?;
-                let plain = ep_core::format::unswizzle(&d.recv_scales, rows, cols);
+                let plain = ep::format::unswizzle(&d.recv_scales, rows, cols);
                 w.put(
                     "recv_scales_rowmajor",
                     &[rows, cols],
@@ -296,8 +296,8 @@ mod tests {
     //! A dump of the oracle's round, read back: rows decode with their source token's scale,
     //! and the manifest carries what the combine needs.
     use super::*;
+    use ep::oracle;
     use ep_conformance::{toy_experts, Fixture};
-    use ep_core::oracle;
 
     /// The f32 data of a version 1.0 `.npy` file (header length at bytes 8-9).
     fn read_f32(path: &Path) -> Vec<f32> {

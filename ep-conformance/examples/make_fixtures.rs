@@ -174,7 +174,7 @@ fn main() {
         },
     ];
 
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures");
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures");
     for (i, r) in recipes.into_iter().enumerate() {
         let n_ranks = r.config.n_gpus_per_node * r.config.n_nodes;
         assert_eq!(r.tokens.len(), n_ranks, "{}", r.name);

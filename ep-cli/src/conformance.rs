@@ -3,7 +3,7 @@
 use std::io::Write;
 use std::process::ExitCode;
 
-use ep::conformance::runner;
+use ep_conformance::runner;
 
 #[derive(clap::Args)]
 pub struct Args {
