@@ -30,7 +30,10 @@ link=$(nvidia-smi topo -m 2>/dev/null | awk '/^GPU0/{for (i = 2; i <= NF; i++) i
   echo "# timing: see docs/perf.md (\"How phases are timed\")"
 } > "$OUT/$name.txt"
 # stdout only into the .txt (what `ep bench --print` reprints); stderr (progress, warnings) beside it.
-./ep-gpu bench --backend cuda --sweep --out "$OUT/$name.json" "$@" 2> >(tee "$OUT/$name.stderr.txt" >&2) | tee -a "$OUT/$name.txt"
+# The closing "wrote FILE" line names this host's path and is no part of the table: left out.
+./ep-gpu bench --backend cuda --sweep --out "$OUT/$name.json" "$@" 2> >(tee "$OUT/$name.stderr.txt" >&2) | grep -v '^wrote ' | tee -a "$OUT/$name.txt"
 rc=${PIPESTATUS[0]}
+# No trailing blank line either: the .txt ends where `ep bench --print` ends.
+table=$(cat "$OUT/$name.txt") && printf '%s\n' "$table" > "$OUT/$name.txt"
 echo "sweep $name: rc=$rc, $OUT/$name.json, $OUT/$name.txt"
 exit "$rc"
