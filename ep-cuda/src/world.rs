@@ -7,7 +7,7 @@ use std::sync::Arc;
 use cudarc::driver::{sys, CudaContext};
 use ep_core::{ConfigError, EpConfig, EpError, MessageLayout, Result, TokenFormat};
 
-use crate::comm::{assign_chunks, ll_max_tokens};
+use crate::comm::assign_chunks;
 use crate::driver::cuda;
 use crate::kernels::{Kernels, MsgLayout, Program};
 use crate::memory::DevBuf;
@@ -113,6 +113,8 @@ pub struct World {
     pub ranks: Vec<RankBuffers>,
     /// The start gate of `ep bench`'s timed phases.
     pub gate: crate::bench::StartGate,
+    /// The backend's options, which every rank reads (comm/path.rs, comm/dispatch.rs, ...).
+    pub options: crate::CudaOptions,
     /// Per rank: the SMs of its GPU divided among the ranks that share it, the share its grids
     /// fill (its per-token grids in waves: comm/dispatch.rs, `chain_send_threads`).
     pub rank_sms: Vec<u32>,
@@ -138,13 +140,18 @@ impl World {
     }
 
     /// Places `cfg.n_ranks()` ranks on the visible GPUs, `ranks_per_gpu` each (default: as few
-    /// per GPU as fit), and allocates everything.
-    pub fn new(cfg: &EpConfig, ranks_per_gpu: Option<usize>) -> Result<World> {
+    /// per GPU as fit), and allocates everything, as `options` ask.
+    pub fn new(
+        cfg: &EpConfig,
+        ranks_per_gpu: Option<usize>,
+        options: &crate::CudaOptions,
+    ) -> Result<World> {
+        options.validate()?;
         fits_kernel_sizes(cfg)?;
         let n_dev = crate::driver::device_count()?;
         crate::driver::nvrtc_present()?;
         let n = cfg.n_ranks();
-        let backend = crate::CudaBackend { ranks_per_gpu };
+        let backend = crate::CudaBackend::new().with_ranks_per_gpu_opt(ranks_per_gpu);
         let device_of = backend.placement(n, n_dev);
         let per_gpu = ranks_per_gpu.unwrap_or(n.div_ceil(n_dev)).max(1);
         if per_gpu > crate::driver::MAX_RANKS_PER_GPU {
@@ -164,7 +171,7 @@ impl World {
 
         let loaded: HashMap<usize, Arc<Kernels>> = device_of
             .iter()
-            .map(|&d| Ok((d, device_kernels(d)?)))
+            .map(|&d| Ok((d, device_kernels(d, options)?)))
             .collect::<Result<_>>()?;
         let ctxs: HashMap<usize, Arc<CudaContext>> = loaded
             .iter()
@@ -175,7 +182,7 @@ impl World {
         let msg = MsgLayout::from(&MessageLayout::new(cfg.format, cfg.hidden, cfg.top_k));
         let ranks = device_of
             .iter()
-            .map(|d| RankBuffers::new(cfg, &msg, &ctxs[d]))
+            .map(|d| RankBuffers::new(cfg, &msg, &ctxs[d], options.ll_max_tokens))
             .collect::<Result<Vec<_>>>()?;
         // Every rank's view of every rank's symmetric buffers.
         let table = |f: fn(&RankBuffers) -> u64| -> Vec<u64> { ranks.iter().map(f).collect() };
@@ -226,7 +233,8 @@ impl World {
             shares_gpu,
             cfg: cfg.clone(),
             msg,
-            gate: crate::bench::StartGate::new(kernels.clone())?,
+            gate: crate::bench::StartGate::new(kernels.clone(), options)?,
+            options: options.clone(),
             kernels,
             device_of,
             ranks,
@@ -248,7 +256,8 @@ pub(crate) fn on_demand_program(
             "{what} on GPU {gpu}: {n} visible"
         )));
     }
-    let kernels = device_kernels(gpu)?;
+    // The device's context and arch: the backend's default programs come with them.
+    let kernels = device_kernels(gpu, &crate::CudaOptions::default())?;
     let k = Program::load(&kernels.ctx, kernels.arch, "", program)?;
     Ok((kernels, k))
 }
@@ -279,19 +288,26 @@ fn fits_kernel_sizes(cfg: &EpConfig) -> Result<()> {
     Ok(())
 }
 
-/// Device `d`'s context with the kernels loaded, made once per process. cudarc releases the
-/// primary context when its last handle goes, and making it again costs ~1 s with 32 hardware
-/// queues (driver.rs), so every `init`, benchmark and ceiling shares one.
-pub(crate) fn device_kernels(d: usize) -> Result<Arc<Kernels>> {
-    static DEVICES: std::sync::OnceLock<std::sync::Mutex<HashMap<usize, Arc<Kernels>>>> =
-        std::sync::OnceLock::new();
+/// Device `d`'s context with the kernels loaded as `options` ask, made once per process for
+/// each value of the options that changes the compiled programs ([`crate::CudaOptions`]'s
+/// `compile_key`), so that backends with different options in one process each run their own.
+/// The context is one per device, shared by them all: cudarc releases the primary context when
+/// its last handle goes, and making it again costs ~1 s with 32 hardware queues (driver.rs), so
+/// every `init`, benchmark and ceiling shares one.
+pub(crate) fn device_kernels(d: usize, options: &crate::CudaOptions) -> Result<Arc<Kernels>> {
+    type Loaded = HashMap<(usize, (String, bool)), Arc<Kernels>>;
+    static DEVICES: std::sync::OnceLock<std::sync::Mutex<Loaded>> = std::sync::OnceLock::new();
     let mut devices = DEVICES.get_or_init(Default::default).lock().unwrap();
-    if let Some(k) = devices.get(&d) {
+    let key = (d, options.compile_key());
+    if let Some(k) = devices.get(&key) {
         return Ok(Arc::clone(k));
     }
-    let ctx = CudaContext::new(d).map_err(cuda)?;
-    let k = Arc::new(Kernels::load(&ctx)?);
-    devices.insert(d, Arc::clone(&k));
+    let ctx = match devices.iter().find(|((e, _), _)| *e == d) {
+        Some((_, k)) => Arc::clone(&k.ctx),
+        None => CudaContext::new(d).map_err(cuda)?,
+    };
+    let k = Arc::new(Kernels::load(&ctx, options)?);
+    devices.insert(key, Arc::clone(&k));
     Ok(k)
 }
 
@@ -394,7 +410,13 @@ impl RankBuffers {
         )
     }
 
-    fn new(cfg: &EpConfig, msg: &MsgLayout, ctx: &Arc<CudaContext>) -> Result<RankBuffers> {
+    /// `ll_max_tokens`: [`crate::CudaOptions::ll_max_tokens`], which sizes the LL rows.
+    fn new(
+        cfg: &EpConfig,
+        msg: &MsgLayout,
+        ctx: &Arc<CudaContext>,
+        ll_max_tokens: usize,
+    ) -> Result<RankBuffers> {
         let (n, l, t, k, h) = (
             cfg.n_ranks(),
             cfg.n_local_experts(),
@@ -452,7 +474,7 @@ impl RankBuffers {
             c_ll: b(if multi_node {
                 0
             } else {
-                t.min(ll_max_tokens()) * k * h * 4
+                t.min(ll_max_tokens) * k * h * 4
             })?,
             c_marks: b(if multi_node { 0 } else { t * k * 4 })?,
             msg_rows: b(if multi_node { 0 } else { n * t * k * 4 })?,

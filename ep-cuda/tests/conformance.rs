@@ -1,7 +1,10 @@
 //! The conformance suite on the GPU (every case but the simulator-only host-closure ones). On a
 //! machine without a CUDA driver or GPU it says plainly that it did not run and counts nothing.
 //! Beside the generic cases it runs a device-code epilogue through every combine path
-//! (`ep_cuda::epilogue_check`). EP_RANKS_PER_GPU sets the placement, EP_FILTER selects cases by name.
+//! (`ep_cuda::epilogue_check`). EP_RANKS_PER_GPU sets the placement, EP_FILTER selects cases by name;
+//! the backend's options come from the `EP_CUDA_*` variables as the `ep` command reads them
+//! (`ep_cuda::options_from_env_vars`, docs/tuning.md). The test hooks' variables need
+//! `--features test-hooks`.
 
 use std::time::Instant;
 
@@ -35,13 +38,19 @@ fn main() {
             return;
         }
     };
-    let backend = match std::env::var("EP_RANKS_PER_GPU")
-        .ok()
-        .and_then(|v| v.parse().ok())
-    {
-        Some(n) => CudaBackend::with_ranks_per_gpu(n),
-        None => CudaBackend::new(),
+    let options = match ep_cuda::options_from_env_vars(|k| std::env::var(k).ok()) {
+        Ok(o) => o,
+        Err(e) => {
+            println!("ep-cuda conformance: FAILED: {e}");
+            std::process::exit(1);
+        }
     };
+    let ranks_per_gpu = std::env::var("EP_RANKS_PER_GPU")
+        .ok()
+        .and_then(|v| v.parse().ok());
+    let backend = CudaBackend::new()
+        .with_ranks_per_gpu_opt(ranks_per_gpu)
+        .with_options(options);
     println!("ep-cuda conformance on {gpus:?}");
     let device_ok = match ep_cuda::selfcheck::check_every_gpu() {
         Ok(checks) => checks.iter().enumerate().fold(true, |ok, (gpu, c)| {
