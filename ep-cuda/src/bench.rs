@@ -42,7 +42,7 @@ pub enum Timing {
     /// As a phase runs in a model's step, right behind the kernel before it: from the gate's end
     /// (%globaltimer, written by the gate) to the time at which a kernel chained after the phase
     /// (`ep_bench_stamp`) finds its work complete. The phase's first kernel goes chained where
-    /// it would in a step (`EP_CUDA_CHAINED_FIRST`); the baseline's own kernels go chained too.
+    /// it would in a step (`CudaOptions::chained_first`); the baseline's own kernels go chained too.
     Step,
 }
 

@@ -242,24 +242,24 @@ impl World {
     }
 }
 
-/// GPU `gpu`'s kernels and `program`, one compiled only when a tool runs (the signal probes, the
+/// GPU `gpu`'s context and `program`, one compiled only when a tool runs (the signal probes, the
 /// device self-checks; kernels.rs), with the backend's checks first: a clear error naming `what`
 /// where there is no such GPU, not cudarc's panic.
 pub(crate) fn on_demand_program(
     gpu: usize,
     what: &str,
     program: (&str, &str, &[&'static str]),
-) -> Result<(Arc<Kernels>, Program)> {
+) -> Result<(Arc<CudaContext>, Program)> {
     let n = crate::CudaBackend::probe()?.len();
     if gpu >= n {
         return Err(EpError::Backend(format!(
             "{what} on GPU {gpu}: {n} visible"
         )));
     }
-    // The device's context and arch: the backend's default programs come with them.
-    let kernels = device_kernels(gpu, &crate::CudaOptions::default())?;
-    let k = Program::load(&kernels.ctx, kernels.arch, "", program)?;
-    Ok((kernels, k))
+    let ctx = device_context(gpu)?;
+    let (major, minor) = ctx.compute_capability().map_err(cuda)?;
+    let k = Program::load(&ctx, crate::kernels::arch_name(major, minor), "", program)?;
+    Ok((ctx, k))
 }
 
 /// The kernels take a message's sizes and offsets, `hidden` and the row counts as 32-bit
@@ -302,13 +302,23 @@ pub(crate) fn device_kernels(d: usize, options: &crate::CudaOptions) -> Result<A
     if let Some(k) = devices.get(&key) {
         return Ok(Arc::clone(k));
     }
-    let ctx = match devices.iter().find(|((e, _), _)| *e == d) {
-        Some((_, k)) => Arc::clone(&k.ctx),
-        None => CudaContext::new(d).map_err(cuda)?,
-    };
-    let k = Arc::new(Kernels::load(&ctx, options)?);
+    let k = Arc::new(Kernels::load(&device_context(d)?, options)?);
     devices.insert(key, Arc::clone(&k));
     Ok(k)
+}
+
+/// Device `d`'s (primary) context, made once per process and shared by every set of kernels and
+/// tool on it ([`device_kernels`] says why).
+fn device_context(d: usize) -> Result<Arc<CudaContext>> {
+    static CONTEXTS: std::sync::OnceLock<std::sync::Mutex<HashMap<usize, Arc<CudaContext>>>> =
+        std::sync::OnceLock::new();
+    let mut contexts = CONTEXTS.get_or_init(Default::default).lock().unwrap();
+    if let Some(ctx) = contexts.get(&d) {
+        return Ok(Arc::clone(ctx));
+    }
+    let ctx = CudaContext::new(d).map_err(cuda)?;
+    contexts.insert(d, Arc::clone(&ctx));
+    Ok(ctx)
 }
 
 pub(crate) fn enable_peer_access(ctxs: &HashMap<usize, Arc<CudaContext>>) -> Result<()> {

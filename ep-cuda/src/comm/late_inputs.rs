@@ -1,4 +1,5 @@
-//! `TestHooks::late_inputs_ns` (`EP_CUDA_LATE_INPUTS=NS`), a test hook for the chained first kernel (`Chain::First`): after a
+//! `TestHooks::late_inputs_ns` (`EP_CUDA_LATE_INPUTS=NS`), a test hook for the chained first
+//! kernel (`Chain::First`): after a
 //! phase's inputs are uploaded, the kernel a caller's model could run there, one that lets its
 //! dependents launch at once and writes the phase's inputs last (bench.cu, `ep_late_inputs`: each
 //! word changed, then after NS nanoseconds put back). The conformance suite run with it set checks

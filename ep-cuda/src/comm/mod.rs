@@ -661,7 +661,7 @@ impl Drop for CudaComm {
     fn drop(&mut self) {
         // Nothing of this rank may still run when its buffers are freed.
         let _ = self.stream.synchronize();
-        // Under EP_CUDA_TRACE, the records (`ep bench` collects them between rounds; whatever
+        // Under `CudaOptions::trace`, the records (`ep bench` collects them between rounds; whatever
         // else ran, up to the buffer's size, now), printed.
         let kernels = &self.world.kernels[self.rank];
         if let Err(e) = kernels.collect_trace(&self.stream) {

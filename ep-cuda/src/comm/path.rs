@@ -10,7 +10,8 @@ use super::CudaComm;
 /// Up to this many tokens on a rank, a combine inside one node is one launch
 /// (`ep_combine_single`): at decode sizes the launches of the three-kernel path, and the
 /// dependent loads each starts with, are much of the phase. As the tokens grow the saved launches
-/// weigh less against the work, and from 512 tokens one launch was slower (measured at 2f1782d). `EP_CUDA_SINGLE_COMBINE_MAX_TOKENS` overrides it (0: never).
+/// weigh less against the work, and from 512 tokens one launch was slower (measured at 2f1782d).
+/// `CudaOptions::single_combine_max_tokens` overrides it (0: never).
 const SINGLE_COMBINE_MAX_TOKENS: usize = 256;
 
 /// The same for a rank that shares its GPU with other ranks, whose persistent grid gets only a
@@ -19,7 +20,7 @@ const SINGLE_COMBINE_MAX_TOKENS_SHARED_GPU: usize = 128;
 
 /// The same for the dispatch (`ep_dispatch_single`, its counts published before the payload):
 /// one launch beats the four-kernel path up to 128 tokens, FP8 level from 32 (measured at
-/// cb55e0d). `EP_CUDA_SINGLE_DISPATCH_MAX_TOKENS` overrides it (0: never).
+/// cb55e0d). `CudaOptions::single_dispatch_max_tokens` overrides it (0: never).
 const SINGLE_DISPATCH_MAX_TOKENS: usize = 128;
 
 /// The same for a rank that shares its GPU with other ranks: its persistent grid gets a share of
@@ -35,7 +36,7 @@ const SINGLE_DISPATCH_MAX_TOKENS_SHARED_GPU: usize = 1;
 /// from 2048 (measured at 182b904 and b312990). On one GPU there is no NVLink transfer to hide,
 /// and the layout-first chain (`LAYOUT_FIRST_MIN_TOKENS`) beats the overlapped path above these
 /// thresholds too (9aabd44); they stay those of two GPUs over NVLink.
-/// `EP_CUDA_OVERLAP_MIN_TOKENS` overrides both (0: never).
+/// `CudaOptions::overlap_min_tokens` overrides both (0: never).
 const OVERLAP_MIN_TOKENS: usize = 2048;
 /// [`OVERLAP_MIN_TOKENS`] for BF16, whose send does not encode.
 const OVERLAP_MIN_TOKENS_BF16: usize = 1024;
@@ -43,7 +44,7 @@ const OVERLAP_MIN_TOKENS_BF16: usize = 1024;
 /// From this many tokens an overlapped BF16 round takes the lean kernels (`CudaComm::lean_dispatch`):
 /// they pay where the copy-out sets the pace, and were slower at 2048 tokens and below
 /// (measured between 2048 and 4096 tokens at 245d216).
-/// `EP_CUDA_LEAN_MIN_TOKENS` overrides it (0: never). BF16 only: the lean send has no encoder
+/// `CudaOptions::lean_min_tokens` overrides it (0: never). BF16 only: the lean send has no encoder
 /// (dispatch/send.cu), and FP8 was slower with it at every size.
 pub(crate) const LEAN_MIN_TOKENS_BF16: usize = 2560;
 
@@ -52,7 +53,8 @@ pub(crate) const LEAN_MIN_TOKENS_BF16: usize = 2560;
 /// than a block per expert and per rank that each read every id (`ep_assign_slots`), whose blocks'
 /// time grows with the tokens. The chunked kernel has a fixed cost (the chunks' layout) that the
 /// per-column one only exceeds at 4096 tokens; at 2048 the dispatch was slower with it (measured
-/// on one GPU, two ranks, at 84fc325). `EP_CUDA_CHUNKED_ASSIGN_MIN_TOKENS` overrides it (0: never).
+/// on one GPU, two ranks, at 84fc325). `CudaOptions::chunked_assign_min_tokens` overrides it
+/// (0: never).
 pub(crate) const CHUNKED_ASSIGN_MIN_TOKENS: usize = 4096;
 
 /// From this many tokens a multi-kernel dispatch that does not overlap lays out its groups before
@@ -61,12 +63,13 @@ pub(crate) const CHUNKED_ASSIGN_MIN_TOKENS: usize = 4096;
 /// costs, on a rank alone and on ranks sharing a GPU alike (measured at 9aabd44). Not by default on a rank that shares
 /// its GPU: there the copy-out's blocks, each waiting for a peer's message, can hold the SMs that
 /// the peer's send needs until the wait slice runs out.
-/// `EP_CUDA_LAYOUT_FIRST_MIN_TOKENS` overrides it for every rank (0: never).
+/// `CudaOptions::layout_first_min_tokens` overrides it for every rank (0: never).
 const LAYOUT_FIRST_MIN_TOKENS: usize = 512;
 
 /// From this many tokens a rank takes its combine rows marked and reduces them beside the send
 /// (`CudaComm::marked_combine`): the reduce then overlaps the transfer, which pays once the
-/// transfer is long; at 512 tokens and below it was slower (measured at 0dbe4f5). `EP_CUDA_MARKED_MIN_TOKENS` overrides it (0: never).
+/// transfer is long; at 512 tokens and below it was slower (measured at 0dbe4f5).
+/// `CudaOptions::marked_min_tokens` overrides it (0: never).
 pub(crate) const MARKED_MIN_TOKENS: usize = 1024;
 
 /// From this many tokens (and past the LL rows' [`LL_MAX_TOKENS`]) a rank whose combine may be
@@ -75,13 +78,13 @@ pub(crate) const MARKED_MIN_TOKENS: usize = 1024;
 /// marks are there, with the counts published early (no fence), instead of after the grid's
 /// ticket, the counts' fenced publish and their poll. Faster from 16 tokens, on a rank alone and
 /// on ranks sharing a GPU (measured at acafc9d); 9-15 tokens not measured.
-/// `EP_CUDA_SINGLE_MARKED_MIN_TOKENS` overrides it (0: never).
+/// `CudaOptions::single_marked_min_tokens` overrides it (0: never).
 pub(crate) const SINGLE_MARKED_MIN_TOKENS: usize = 16;
 
 /// Up to this many tokens a rank takes its combine rows in LL form (common.cuh): each 8-byte word
 /// 4 bytes of the row and the combine's number, so the rows need no fence and the counts do not
 /// wait for them, at twice the bytes on the wire. The saved fence pays up to 8 tokens; at 16 it is
-/// level and from 32 the doubled bytes cost more (measured at 9341b99). `EP_CUDA_LL_MAX_TOKENS`
+/// level and from 32 the doubled bytes cost more (measured at 9341b99). `CudaOptions::ll_max_tokens`
 /// overrides it (0: never); one value per world ([`crate::CudaOptions::ll_max_tokens`]),
 /// compiled into the kernels (kernels.rs) and used to size the buffers (world.rs), so every rank
 /// of the node agrees.
