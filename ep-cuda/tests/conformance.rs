@@ -12,9 +12,11 @@ use ep_conformance::runner;
 use ep_cuda::CudaBackend;
 
 const DEVICE_EPILOGUE: &str = "cuda::device_epilogue";
+const OTHER_OPTIONS: &str = "cuda::device_epilogue_other_compiled_options";
 
-/// A device-code epilogue through every combine path (ep_cuda::epilogue_check), as one case.
-fn device_epilogue(backend: &CudaBackend) -> runner::Outcome {
+/// A device-code epilogue through every combine path (ep_cuda::epilogue_check), as one case
+/// named `name`.
+fn device_epilogue(backend: &CudaBackend, name: &str) -> runner::Outcome {
     let t0 = Instant::now();
     let result = match ep_cuda::epilogue_check::check(backend) {
         Ok(rounds) => rounds
@@ -24,7 +26,7 @@ fn device_epilogue(backend: &CudaBackend) -> runner::Outcome {
         Err(e) => Err(e.to_string()),
     };
     runner::Outcome {
-        name: DEVICE_EPILOGUE.into(),
+        name: name.into(),
         result,
         time: t0.elapsed(),
     }
@@ -79,7 +81,23 @@ fn main() {
         .as_deref()
         .is_none_or(|f| DEVICE_EPILOGUE.contains(f))
     {
-        let o = device_epilogue(&backend);
+        let o = device_epilogue(&backend, DEVICE_EPILOGUE);
+        report(&o);
+        outcomes.push(o);
+    }
+    // The same check in the same process on a backend whose options change the compiled
+    // programs and the buffers (the LL rows' bound): each backend must get its own kernels from
+    // the per-device cache, or the LL rounds (1 token) would read rows sized for the other.
+    if filter.as_deref().is_none_or(|f| OTHER_OPTIONS.contains(f)) {
+        let ll = if backend.options.ll_max_tokens == 0 {
+            8
+        } else {
+            0
+        };
+        let other = backend
+            .clone()
+            .with_options(backend.options.clone().ll_max_tokens(ll));
+        let o = device_epilogue(&other, OTHER_OPTIONS);
         report(&o);
         outcomes.push(o);
     }
