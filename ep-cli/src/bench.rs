@@ -555,7 +555,8 @@ fn measure_ceiling(
         }
         #[cfg(feature = "cuda")]
         BackendKind::Cuda => {
-            let placement = world_backend(ranks, ranks_per_gpu, n_gpus).placement(ranks, n_gpus);
+            let backend = world_backend(ranks, ranks_per_gpu, n_gpus)?;
+            let placement = backend.placement(ranks, n_gpus);
             // A 1-token BF16 row for the row exchange floor.
             let c = ep::cuda::bench::measure_ceilings(
                 1 << 30,
@@ -563,6 +564,7 @@ fn measure_ceiling(
                 &placement,
                 hidden * 2,
                 timing.cuda(),
+                &backend.options,
             )
             .map_err(|e| e.to_string())?;
             let mut v = json!({
@@ -688,16 +690,16 @@ fn measure_sim(cfg: &EpConfig, inputs: &RoundInputs, rounds: usize) -> Result<Me
 }
 
 /// The CUDA backend a run's worlds of `ranks` are built with: `--ranks-per-gpu`, or the ranks spread
-/// evenly over the GPUs.
+/// evenly over the GPUs, with the options the environment sets (crate::options).
 #[cfg(feature = "cuda")]
 fn world_backend(
     ranks: usize,
     ranks_per_gpu: Option<usize>,
     n_gpus: usize,
-) -> ep::cuda::CudaBackend {
-    ep::cuda::CudaBackend {
-        ranks_per_gpu: ranks_per_gpu.or(Some(ranks.div_ceil(n_gpus.max(1)))),
-    }
+) -> Result<ep::cuda::CudaBackend, String> {
+    Ok(ep::cuda::CudaBackend::new()
+        .with_ranks_per_gpu_opt(ranks_per_gpu.or(Some(ranks.div_ceil(n_gpus.max(1)))))
+        .with_options(crate::options::cuda_options_from_env()?))
 }
 
 #[cfg(feature = "cuda")]
@@ -711,7 +713,7 @@ fn measure_cuda(
     timing: TimingArg,
 ) -> Result<Measured, String> {
     let warm = 3;
-    let backend = world_backend(cfg.n_ranks(), ranks_per_gpu, n_gpus);
+    let backend = world_backend(cfg.n_ranks(), ranks_per_gpu, n_gpus)?;
     let mut comms = backend.init_uniform(cfg).map_err(|e| e.to_string())?;
     // Each round's phases start behind the device-side gate across ranks (ep-cuda's bench.rs),
     // which is the only synchronisation between the rank threads.
@@ -772,8 +774,13 @@ fn measure_cuda(
         breakdown: median_steps(&steps),
     };
     if cfg.n_ranks() == n_gpus {
-        let mut nccl = ep::cuda::bench::NcclBaseline::new(cfg, &inputs.topk_ids, &inputs.weights)
-            .map_err(|e| e.to_string())?;
+        let mut nccl = ep::cuda::bench::NcclBaseline::new(
+            cfg,
+            &inputs.topk_ids,
+            &inputs.weights,
+            &backend.options,
+        )
+        .map_err(|e| e.to_string())?;
         let (mut d, mut c) = (Vec::new(), Vec::new());
         for i in 0..warm + rounds {
             let t = nccl.round(timing.cuda()).map_err(|e| e.to_string())?;

@@ -4,6 +4,7 @@ mod bench;
 mod conformance;
 mod dump;
 mod npy;
+mod options;
 mod report;
 mod run;
 mod soak;
@@ -122,9 +123,9 @@ impl BackendArgs {
     /// The backend named on the command line, or a clear error.
     pub fn backend(&self) -> Result<ep::Backend, String> {
         match (self.backend, self.ranks_per_gpu) {
-            (kind, None) => ep::Backend::new(kind),
             #[cfg(feature = "cuda")]
-            (BackendKind::Cuda, Some(n)) => ep::Backend::cuda(Some(n)),
+            (BackendKind::Cuda, n) => ep::Backend::cuda_with(n, options::cuda_options_from_env()?),
+            (kind, None) => ep::Backend::new(kind),
             (_, Some(_)) => return Err("--ranks-per-gpu applies to the cuda backend".into()),
         }
         .map_err(|e| e.to_string())

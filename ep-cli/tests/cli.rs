@@ -240,3 +240,29 @@ fn bench_on_the_simulator_says_its_memory_first() {
         "{stdout}"
     );
 }
+
+/// The CUDA backend's options come from the environment (ep-cli/src/options.rs), read before the
+/// backend looks for a GPU: a bad value, or a test hook in a build without `test-hooks`, is an
+/// error naming the variable, on any machine.
+#[cfg(feature = "cuda")]
+#[test]
+fn a_bad_cuda_option_variable_is_named() {
+    let run = |var: &str, value: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_ep"))
+            .args(["conformance", "--backend", "cuda"])
+            .env(var, value)
+            .output()
+            .expect("the ep binary runs");
+        assert!(!out.status.success(), "{var}={value}");
+        text(&out.stderr)
+    };
+    let err = run("EP_CUDA_SEND_THREADS", "100");
+    assert!(err.contains("EP_CUDA_SEND_THREADS=100"), "{err}");
+    let err = run("EP_CUDA_OVERLAP_MIN_TOKENS", "many");
+    assert!(err.contains("EP_CUDA_OVERLAP_MIN_TOKENS"), "{err}");
+    #[cfg(not(feature = "test-hooks"))]
+    {
+        let err = run("EP_CUDA_LATE_INPUTS", "1000");
+        assert!(err.contains("--features test-hooks"), "{err}");
+    }
+}

@@ -42,7 +42,7 @@ pub enum Timing {
     /// As a phase runs in a model's step, right behind the kernel before it: from the gate's end
     /// (%globaltimer, written by the gate) to the time at which a kernel chained after the phase
     /// (`ep_bench_stamp`) finds its work complete. The phase's first kernel goes chained where
-    /// it would in a step (`EP_CUDA_CHAINED_FIRST`); the baseline's own kernels go chained too.
+    /// it would in a step (`CudaOptions::chained_first`); the baseline's own kernels go chained too.
     Step,
 }
 
@@ -170,6 +170,8 @@ pub(crate) struct StartGate {
     /// model's kernel before the phase has just written (`RankBuffers::inputs`), so that the
     /// phase is as cold as in a model's step and no colder.
     rewarm: Rewarm,
+    /// Under [`crate::CudaOptions::trace`]: each check prints when the rank's last gates ended.
+    trace: bool,
 }
 
 /// The device buffers of one rank's timed phases, which `EP_BENCH_REWARM` reads back: ep's
@@ -191,16 +193,29 @@ impl PhaseBuffers for RankBuffers {
 }
 
 /// What `EP_BENCH_REWARM` reads back after the evict ([`StartGate`]'s `rewarm`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Rewarm {
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Rewarm {
+    /// Nothing read back.
+    #[default]
     Nothing,
+    /// Every buffer of the rank's phases.
     All,
+    /// The phases' inputs.
     Inputs,
+}
+
+/// What the evict before each gate does (`EP_BENCH_EVICT_L2`, [`evict_setting`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EvictL2 {
+    /// The evict buffer's size in bytes.
+    pub bytes: usize,
+    /// Whether the buffer is read (`rN`) rather than written.
+    pub reads: bool,
 }
 
 /// `EP_BENCH_REWARM`'s value (`evicts`: whether EP_BENCH_EVICT_L2 asks for an evict, which it
 /// needs): unset or `0`, nothing; `1`, every buffer; `inputs`, the phases' inputs.
-fn rewarm_setting(value: Option<&str>, evicts: bool) -> Result<Rewarm> {
+pub fn rewarm_setting(value: Option<&str>, evicts: bool) -> Result<Rewarm> {
     match value.map(str::trim) {
         None | Some("0") => Ok(Rewarm::Nothing),
         Some("1" | "inputs") if !evicts => Err(EpError::Backend(
@@ -229,7 +244,7 @@ const EVICT_READ_BLOCKS: u32 = 1056;
 /// as a GEMM streams its weights: the L2 is then full of clean lines, where a write leaves it
 /// dirty, so that each line the phase brings in first writes one back. Returns the bytes and
 /// whether they are read.
-fn evict_setting(value: Option<&str>) -> Result<Option<(usize, bool)>> {
+pub fn evict_setting(value: Option<&str>) -> Result<Option<EvictL2>> {
     let Some(v) = value else { return Ok(None) };
     let (mib, reads) = match v.trim().strip_prefix('r') {
         Some(rest) => (rest, true),
@@ -237,8 +252,14 @@ fn evict_setting(value: Option<&str>) -> Result<Option<(usize, bool)>> {
     };
     match mib.parse::<usize>() {
         Ok(0) if !reads => Ok(None),
-        Ok(1) if !reads => Ok(Some((EVICT_BYTES, false))),
-        Ok(mib) if mib > 0 && mib <= 1 << 20 => Ok(Some((mib << 20, reads))),
+        Ok(1) if !reads => Ok(Some(EvictL2 {
+            bytes: EVICT_BYTES,
+            reads: false,
+        })),
+        Ok(mib) if mib > 0 && mib <= 1 << 20 => Ok(Some(EvictL2 {
+            bytes: mib << 20,
+            reads,
+        })),
         _ => Err(EpError::Backend(format!(
             "EP_BENCH_EVICT_L2={v}: expected 0, 1 (256 MiB written), a number of MiB to write \
              or r and a number of MiB to read, up to 1048576"
@@ -249,7 +270,11 @@ fn evict_setting(value: Option<&str>) -> Result<Option<(usize, bool)>> {
 impl StartGate {
     /// A gate for ranks whose devices' kernels are `kernels` (one entry per rank; the devices
     /// reach each other peer-to-peer).
-    pub(crate) fn new(kernels: Vec<Arc<Kernels>>) -> Result<StartGate> {
+    /// `options`' evict and rewarm ([`crate::CudaOptions::bench_evict_l2`]) apply before each gate.
+    pub(crate) fn new(
+        kernels: Vec<Arc<Kernels>>,
+        options: &crate::CudaOptions,
+    ) -> Result<StartGate> {
         let n = kernels.len();
         let flags: Vec<DevBuf> = kernels
             .iter()
@@ -270,11 +295,11 @@ impl StartGate {
                 Ok(b)
             })
             .collect::<Result<_>>()?;
-        let setting = evict_setting(std::env::var("EP_BENCH_EVICT_L2").ok().as_deref())?;
+        let setting = options.bench_evict_l2;
         let evict = kernels
             .iter()
             .map(|k| {
-                let Some((bytes, _)) = setting else {
+                let Some(EvictL2 { bytes, .. }) = setting else {
                     return Ok(None);
                 };
                 let b = DevBuf::new(&k.ctx, bytes)?;
@@ -288,11 +313,13 @@ impl StartGate {
             queued: (0..n).map(|_| Default::default()).collect(),
             kernels,
             evict,
-            evict_reads: setting.is_some_and(|(_, reads)| reads),
-            rewarm: rewarm_setting(
-                std::env::var("EP_BENCH_REWARM").ok().as_deref(),
-                setting.is_some(),
-            )?,
+            evict_reads: setting.is_some_and(|e| e.reads),
+            rewarm: if setting.is_some() {
+                options.bench_rewarm
+            } else {
+                Rewarm::Nothing
+            },
+            trace: options.trace != crate::options::Trace::Off,
         })
     }
 
@@ -373,7 +400,7 @@ impl StartGate {
         let n = self.kernels.len();
         let mut flags = vec![0u64; n + GATE_WORDS];
         self.flags[rank].download(&mut flags, stream)?;
-        if std::env::var_os("EP_CUDA_TRACE").is_some() {
+        if self.trace {
             // For scripts/trace_summary.py: when this rank's last two gates ended.
             let last = self.queued[rank].load(std::sync::atomic::Ordering::Relaxed);
             for epoch in last.saturating_sub(1).max(1)..=last {
@@ -538,13 +565,15 @@ pub(crate) fn median<T: Copy + PartialOrd>(mut v: Vec<T>) -> T {
 /// among the GPUs of `placement` (median of `iters` after a warm-up); and with two ranks or more
 /// the latency floors ([`Floors`]) among the ranks of `placement` (rank `r` on GPU
 /// `placement[r]`, as [`crate::CudaBackend::placement`] places a world), with a row of
-/// `row_bytes` (rounded up to 16), timed as `timing` times the phases.
+/// `row_bytes` (rounded up to 16), timed as `timing` times the phases, with the kernels and the
+/// L2 evict that `options` ask for (as the backend's own rounds).
 pub fn measure_ceilings(
     bytes: usize,
     iters: usize,
     placement: &[usize],
     row_bytes: usize,
     timing: Timing,
+    options: &crate::CudaOptions,
 ) -> Result<Ceilings> {
     let n = placement.iter().max().map_or(1, |&g| g + 1);
     let visible = crate::driver::device_count()?;
@@ -555,7 +584,7 @@ pub fn measure_ceilings(
         )));
     }
     let ks: Vec<Arc<Kernels>> = (0..n)
-        .map(crate::world::device_kernels)
+        .map(|d| crate::world::device_kernels(d, options))
         .collect::<Result<_>>()?;
     let ctxs: Vec<&Arc<CudaContext>> = ks.iter().map(|k| &k.ctx).collect();
     let peers: HashMap<usize, Arc<CudaContext>> =
@@ -596,14 +625,14 @@ pub fn measure_ceilings(
         None => None,
     };
     let all_to_all = if n > 1 {
-        Some(AllToAll::new(&ks, bytes)?.gbps(iters, sms)?)
+        Some(AllToAll::new(&ks, bytes, options)?.gbps(iters, sms)?)
     } else {
         None
     };
     let floors = if placement.len() > 1 {
         let ranks: Vec<Arc<Kernels>> = placement.iter().map(|&g| Arc::clone(&ks[g])).collect();
         let row_bytes = row_bytes.div_ceil(16) * 16;
-        let a = AllToAll::new(&ranks, row_bytes.max(16) * (ranks.len() - 1))?;
+        let a = AllToAll::new(&ranks, row_bytes.max(16) * (ranks.len() - 1), options)?;
         let floor = |kernel: FloorKernel| -> Result<f64> {
             // Short and noisy next to the copies: more samples.
             let n = iters * 5;
@@ -657,7 +686,7 @@ struct AllToAll<'a> {
 
 impl<'a> AllToAll<'a> {
     /// Buffers for `bytes` sent by each GPU of `ks`, split evenly over the others.
-    fn new(ks: &'a [Arc<Kernels>], bytes: usize) -> Result<Self> {
+    fn new(ks: &'a [Arc<Kernels>], bytes: usize, options: &crate::CudaOptions) -> Result<Self> {
         let n = ks.len();
         let peers = n - 1;
         let slice = bytes / peers / 16 * 16;
@@ -697,8 +726,8 @@ impl<'a> AllToAll<'a> {
             _recvs: recvs,
             dst_tables,
             slice,
-            gate: StartGate::new(ks.to_vec())?,
-            flags: StartGate::new(ks.to_vec())?,
+            gate: StartGate::new(ks.to_vec(), options)?,
+            flags: StartGate::new(ks.to_vec(), options)?,
         })
     }
 
@@ -870,10 +899,13 @@ pub struct NcclBaseline {
 }
 
 impl NcclBaseline {
+    /// `options`: the kernels and the L2 evict of the ep rounds it is compared with, so that both
+    /// start equally cold.
     pub fn new(
         cfg: &EpConfig,
         topk_ids: &[Array2<i32>],
         weights: &[Array2<f32>],
+        options: &crate::CudaOptions,
     ) -> Result<NcclBaseline> {
         let n = cfg.n_ranks();
         let n_dev = crate::driver::device_count()?;
@@ -936,7 +968,7 @@ impl NcclBaseline {
 
         let mut ranks = Vec::new();
         for r in 0..n {
-            let k = crate::world::device_kernels(r)?;
+            let k = crate::world::device_kernels(r, options)?;
             let ctx = Arc::clone(&k.ctx);
             let t_r = topk_ids[r].nrows();
             // Permute: tokens to per-destination chunks.
@@ -1044,7 +1076,7 @@ impl NcclBaseline {
         crate::world::enable_peer_access(&ctxs)?;
         Ok(NcclBaseline {
             comms,
-            gate: StartGate::new(kernels)?,
+            gate: StartGate::new(kernels, options)?,
             ranks,
             row_bytes,
             hidden,
@@ -1261,16 +1293,31 @@ mod tests {
         assert_eq!(evict_setting(Some("0")).unwrap(), None);
         assert_eq!(
             evict_setting(Some("1")).unwrap(),
-            Some((EVICT_BYTES, false))
+            Some(EvictL2 {
+                bytes: EVICT_BYTES,
+                reads: false
+            })
         );
         assert_eq!(
             evict_setting(Some("4096")).unwrap(),
-            Some((4096 << 20, false))
+            Some(EvictL2 {
+                bytes: 4096 << 20,
+                reads: false
+            })
         );
-        assert_eq!(evict_setting(Some("r1")).unwrap(), Some((1 << 20, true)));
+        assert_eq!(
+            evict_setting(Some("r1")).unwrap(),
+            Some(EvictL2 {
+                bytes: 1 << 20,
+                reads: true
+            })
+        );
         assert_eq!(
             evict_setting(Some("r256")).unwrap(),
-            Some((256 << 20, true))
+            Some(EvictL2 {
+                bytes: 256 << 20,
+                reads: true
+            })
         );
         for bad in ["", "yes", "-1", "2097152", "r", "r0", "rr1", "w4"] {
             let e = evict_setting(Some(bad)).unwrap_err().to_string();

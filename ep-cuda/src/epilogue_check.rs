@@ -70,7 +70,7 @@ pub fn check(backend: &CudaBackend) -> Result<Vec<EpilogueRound>> {
         .iter()
         .enumerate()
         .map(|(r, &gpu)| {
-            let ctx = device_kernels(gpu)?.ctx.clone();
+            let ctx = device_kernels(gpu, &backend.options)?.ctx.clone();
             let values = DevBuf::new(&ctx, most * 2)?;
             let seen = DevBuf::new(&ctx, most * 4)?;
             let epilogue = Epilogue::Device(DeviceEpilogue {

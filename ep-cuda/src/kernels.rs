@@ -128,10 +128,18 @@ pub fn source(body: &str, prelude: &str) -> String {
 /// Compiles `src` for `arch` (`sm_90`), once per process: exact IEEE arithmetic, no fused
 /// multiply-add (the contract's sums round each operation).
 pub fn compile(src: &str, arch: &'static str) -> Result<Ptx> {
-    static CACHE: OnceLock<Mutex<HashMap<(u64, &'static str), String>>> = OnceLock::new();
+    compile_with(src, arch, false)
+}
+
+/// [`compile`], with `lineinfo`: source lines in the code, for a profiler (ncu's source page;
+/// [`crate::CudaOptions::lineinfo`]); the machine code is the same. Cached by source, arch and
+/// `lineinfo`.
+pub fn compile_with(src: &str, arch: &'static str, lineinfo: bool) -> Result<Ptx> {
+    type Cache = Mutex<HashMap<(u64, &'static str, bool), String>>;
+    static CACHE: OnceLock<Cache> = OnceLock::new();
     let mut h = std::collections::hash_map::DefaultHasher::new();
     src.hash(&mut h);
-    let key = (h.finish(), arch);
+    let key = (h.finish(), arch, lineinfo);
     let cache = CACHE.get_or_init(Default::default);
     if let Some(ptx) = cache.lock().unwrap().get(&key) {
         return Ok(Ptx::from_src(ptx.clone()));
@@ -144,9 +152,7 @@ pub fn compile(src: &str, arch: &'static str) -> Result<Ptx> {
         fmad: Some(false),
         use_fast_math: Some(false),
         arch: Some(arch),
-        // EP_CUDA_LINEINFO=1: source lines in the code, for a profiler (ncu's source page); the
-        // machine code is the same.
-        options: if std::env::var("EP_CUDA_LINEINFO").is_ok_and(|v| v == "1") {
+        options: if lineinfo {
             vec!["-lineinfo".into()]
         } else {
             vec![]
@@ -171,44 +177,6 @@ pub fn arch_name(major: i32, minor: i32) -> &'static str {
         .or_insert_with(|| Box::leak(format!("sm_{major}{minor}").into_boxed_str()))
 }
 
-/// The defines every program is compiled with: the LL bound, and under EP_CUDA_TRACE the
-/// kernels' stamps (common.cuh), recorded in device memory and printed by `print_trace`; `all`:
-/// every block records, not only block 0 and the publishing one, and so does every message a
-/// copy-out takes; EP_CUDA_TRACE_RANK=r: only rank r records; EP_CUDA_TRACE_CLOCK_MHZ: the SM
-/// clock the stamps inside a block are read in and EP_CUDA_DELAY's spins are counted in.
-fn prelude() -> String {
-    let mut prelude = format!(
-        "#define EP_LL_MAX_TOKENS {}\n",
-        crate::comm::ll_max_tokens()
-    );
-    // Causal profiling (common.cuh, EP_DELAY): EP_CUDA_DELAY=site:ns.
-    if let Some((site, ns)) = std::env::var("EP_CUDA_DELAY").ok().and_then(|v| {
-        let (a, b) = v.split_once(':')?;
-        Some((a.parse::<u32>().ok()?, b.parse::<u64>().ok()?))
-    }) {
-        prelude += &format!("#define EP_DELAY_SITE {site}\n#define EP_DELAY_NS {ns}\n");
-    }
-    // The SM clock the delays spin and the stamps are read in (common.cuh: 1980 MHz, an H100's
-    // and H200's).
-    if let Some(mhz) = std::env::var("EP_CUDA_TRACE_CLOCK_MHZ")
-        .ok()
-        .and_then(|v| v.parse::<u32>().ok())
-    {
-        prelude += &format!("#define EP_CLOCK_MHZ {mhz}\n");
-    }
-    if let Some(trace) = std::env::var_os("EP_CUDA_TRACE") {
-        prelude += "#define EP_TRACE 1\n";
-        if trace == "all" {
-            prelude += "#define EP_TRACE_ALL 1\n";
-        }
-        // Ranks of one process print through one stdout, interleaved mid-line: one at a time.
-        let only_rank = std::env::var("EP_CUDA_TRACE_RANK").ok();
-        let only_rank = only_rank.and_then(|r| r.parse::<i32>().ok()).unwrap_or(-1);
-        prelude += &format!("#define EP_TRACE_RANK {only_rank}\n");
-    }
-    prelude
-}
-
 /// Words of one trace record (common.cuh's EP_TRACE_WORDS): name, (rank, block), (sm,
 /// published), 32 stamps.
 const TRACE_RECORD_WORDS: usize = 3 + 32;
@@ -225,10 +193,21 @@ impl Program {
         ctx: &Arc<CudaContext>,
         arch: &'static str,
         prelude: &str,
+        program: (&str, &str, &[&'static str]),
+    ) -> Result<Program> {
+        Program::load_with(ctx, arch, prelude, false, program)
+    }
+
+    /// [`Program::load`], compiled with `lineinfo` ([`compile_with`]).
+    pub fn load_with(
+        ctx: &Arc<CudaContext>,
+        arch: &'static str,
+        prelude: &str,
+        lineinfo: bool,
         (_, body, names): (&str, &str, &[&'static str]),
     ) -> Result<Program> {
         let module = ctx
-            .load_module(compile(&source(body, prelude), arch)?)
+            .load_module(compile_with(&source(body, prelude), arch, lineinfo)?)
             .map_err(cuda)?;
         let functions = names
             .iter()
@@ -250,21 +229,29 @@ pub struct Kernels {
     pub chained_launches: bool,
     functions: HashMap<&'static str, CudaFunction>,
     modules: Vec<Arc<CudaModule>>,
-    /// Under EP_CUDA_TRACE: the records copied from the device, not printed yet.
+    /// Compiled with the trace stamps ([`crate::CudaOptions::trace`]).
+    tracing: bool,
+    /// The defines and NVRTC option every program of these kernels is compiled with (the
+    /// options' [`crate::CudaOptions::prelude`] and `lineinfo`), for the epilogue variants.
+    prelude: String,
+    lineinfo: bool,
+    /// Under [`crate::CudaOptions::trace`]: the records copied from the device, not printed yet.
     trace: Mutex<Trace>,
     /// Combine variants with a device-code epilogue, by source hash.
     epilogues: Mutex<HashMap<u64, (Arc<CudaModule>, EpilogueKernels)>>,
 }
 
 impl Kernels {
-    pub fn load(ctx: &Arc<CudaContext>) -> Result<Kernels> {
+    /// Every program of [`PROGRAMS`], compiled as `options` ask (their defines and NVRTC's
+    /// options: [`crate::CudaOptions::prelude`]) and loaded into `ctx`.
+    pub fn load(ctx: &Arc<CudaContext>, options: &crate::CudaOptions) -> Result<Kernels> {
         let (major, minor) = ctx.compute_capability().map_err(cuda)?;
         let arch = arch_name(major, minor);
         let mut functions = HashMap::new();
         let mut modules = Vec::new();
-        let prelude = prelude();
+        let prelude = options.prelude();
         for &program in PROGRAMS {
-            let p = Program::load(ctx, arch, &prelude, program)?;
+            let p = Program::load_with(ctx, arch, &prelude, options.lineinfo, program)?;
             functions.extend(p.functions);
             modules.push(p.module);
         }
@@ -273,6 +260,9 @@ impl Kernels {
             arch,
             chained_launches: major >= 9,
             functions,
+            tracing: options.trace != crate::options::Trace::Off,
+            prelude,
+            lineinfo: options.lineinfo,
             trace: Mutex::new(Trace {
                 copied: vec![0; modules.len()],
                 records: Vec::new(),
@@ -286,12 +276,12 @@ impl Kernels {
         &self.functions[name]
     }
 
-    /// Under EP_CUDA_TRACE, after `stream` synchronised: copies the trace records the kernels
+    /// Under [`crate::CudaOptions::trace`], after `stream` synchronised: copies the trace records the kernels
     /// wrote since the last call to the host, to be printed by `print_trace`. Records are not
     /// cleared on the device, so ranks that share this device may collect each other's (and one
     /// still being written).
     pub fn collect_trace(&self, stream: &Arc<CudaStream>) -> Result<()> {
-        if std::env::var_os("EP_CUDA_TRACE").is_none() {
+        if !self.tracing {
             return Ok(());
         }
         let mut trace = self.trace.lock().unwrap();
@@ -351,11 +341,11 @@ impl Kernels {
         if let Some((_, f)) = cache.get(&key) {
             return Ok(f.clone());
         }
-        let prelude = format!("{}#define EP_USER_EPILOGUE {name}\n", prelude());
+        let prelude = format!("{}#define EP_USER_EPILOGUE {name}\n", self.prelude);
         let src = source(&format!("{user_source}\n{COMBINE}"), &prelude);
         let module = self
             .ctx
-            .load_module(compile(&src, self.arch)?)
+            .load_module(compile_with(&src, self.arch, self.lineinfo)?)
             .map_err(cuda)?;
         let f = EpilogueKernels {
             reduce: module.load_function("ep_combine_reduce").map_err(cuda)?,

@@ -22,6 +22,7 @@ pub mod driver;
 pub mod epilogue_check;
 pub mod kernels;
 mod memory;
+mod options;
 pub mod probe;
 pub mod selfcheck;
 mod world;
@@ -31,12 +32,19 @@ use std::sync::Arc;
 use ep_core::{EpBackend, EpConfig, Result};
 
 pub use comm::CudaComm;
+#[doc(hidden)]
+pub use options::options_from_env_vars;
+#[cfg(feature = "test-hooks")]
+pub use options::TestHooks;
+pub use options::{CudaOptions, EvictL2, Rewarm, Trace};
 
 /// The CUDA backend. `ranks_per_gpu: None` spreads ranks over the visible GPUs as evenly as
-/// possible (all on one GPU when only one is visible).
-#[derive(Clone, Copy, Debug, Default)]
+/// possible (all on one GPU when only one is visible); `options`: its tunables and switches
+/// ([`CudaOptions`]), which every rank of a world it makes reads.
+#[derive(Clone, Debug, Default)]
 pub struct CudaBackend {
     pub ranks_per_gpu: Option<usize>,
+    pub options: CudaOptions,
 }
 
 impl CudaBackend {
@@ -54,9 +62,19 @@ impl CudaBackend {
     }
 
     pub fn with_ranks_per_gpu(ranks_per_gpu: usize) -> Self {
-        CudaBackend {
-            ranks_per_gpu: Some(ranks_per_gpu),
-        }
+        CudaBackend::new().with_ranks_per_gpu_opt(Some(ranks_per_gpu))
+    }
+
+    /// This backend with `ranks_per_gpu` (`None`: spread over the visible GPUs).
+    pub fn with_ranks_per_gpu_opt(mut self, ranks_per_gpu: Option<usize>) -> Self {
+        self.ranks_per_gpu = ranks_per_gpu;
+        self
+    }
+
+    /// This backend with `options`.
+    pub fn with_options(mut self, options: CudaOptions) -> Self {
+        self.options = options;
+        self
     }
 
     /// The visible GPUs by name, or why the backend cannot run here.
@@ -81,7 +99,7 @@ impl EpBackend for CudaBackend {
 
     fn init(&self, configs: &[EpConfig]) -> Result<Vec<CudaComm>> {
         let cfg = EpConfig::check_world(configs)?;
-        let world = Arc::new(world::World::new(cfg, self.ranks_per_gpu)?);
+        let world = Arc::new(world::World::new(cfg, self.ranks_per_gpu, &self.options)?);
         (0..cfg.n_ranks())
             .map(|r| CudaComm::new(r, Arc::clone(&world)))
             .collect()

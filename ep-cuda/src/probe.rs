@@ -221,8 +221,8 @@ fn median_of_launches(mut run: impl FnMut() -> Result<f64>) -> Result<f64> {
 
 /// Runs the timer probe and `cases` (`default_cases` when `None`) on GPU `gpu`.
 pub fn probe_signals(gpu: usize, cases: Option<Vec<SignalCase>>) -> Result<SignalProbes> {
-    let (kernels, k) = on_demand_program(gpu, "signal probe", PROBE_PROGRAM)?;
-    let ctx = &kernels.ctx;
+    let (ctx, k) = on_demand_program(gpu, "signal probe", PROBE_PROGRAM)?;
+    let ctx = &ctx;
     let sms = ctx
         .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
         .map_err(cuda)? as u32;

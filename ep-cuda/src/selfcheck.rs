@@ -79,8 +79,8 @@ pub fn check_every_gpu() -> Result<Vec<DivisionCheck>> {
 
 /// Runs the FP8 division check on GPU `gpu`.
 pub fn check_fp8_division(gpu: usize) -> Result<DivisionCheck> {
-    let (kernels, k) = on_demand_program(gpu, "FP8 division check", SELFCHECK_PROGRAM)?;
-    let ctx = &kernels.ctx;
+    let (ctx, k) = on_demand_program(gpu, "FP8 division check", SELFCHECK_PROGRAM)?;
+    let ctx = &ctx;
     let stream = ctx.new_stream().map_err(cuda)?;
     let out = DevBuf::new(ctx, WORDS * 8)?;
     let run = |launch_it: &dyn Fn() -> Result<()>| -> Result<DivisionCounts> {

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use cudarc::driver::{sys, CudaContext};
 use ep_core::{ConfigError, EpConfig, EpError, MessageLayout, Result, TokenFormat};
 
-use crate::comm::{assign_chunks, ll_max_tokens};
+use crate::comm::assign_chunks;
 use crate::driver::cuda;
 use crate::kernels::{Kernels, MsgLayout, Program};
 use crate::memory::DevBuf;
@@ -113,6 +113,8 @@ pub struct World {
     pub ranks: Vec<RankBuffers>,
     /// The start gate of `ep bench`'s timed phases.
     pub gate: crate::bench::StartGate,
+    /// The backend's options, which every rank reads (comm/path.rs, comm/dispatch.rs, ...).
+    pub options: crate::CudaOptions,
     /// Per rank: the SMs of its GPU divided among the ranks that share it, the share its grids
     /// fill (its per-token grids in waves: comm/dispatch.rs, `chain_send_threads`).
     pub rank_sms: Vec<u32>,
@@ -138,13 +140,18 @@ impl World {
     }
 
     /// Places `cfg.n_ranks()` ranks on the visible GPUs, `ranks_per_gpu` each (default: as few
-    /// per GPU as fit), and allocates everything.
-    pub fn new(cfg: &EpConfig, ranks_per_gpu: Option<usize>) -> Result<World> {
+    /// per GPU as fit), and allocates everything, as `options` ask.
+    pub fn new(
+        cfg: &EpConfig,
+        ranks_per_gpu: Option<usize>,
+        options: &crate::CudaOptions,
+    ) -> Result<World> {
+        options.validate()?;
         fits_kernel_sizes(cfg)?;
         let n_dev = crate::driver::device_count()?;
         crate::driver::nvrtc_present()?;
         let n = cfg.n_ranks();
-        let backend = crate::CudaBackend { ranks_per_gpu };
+        let backend = crate::CudaBackend::new().with_ranks_per_gpu_opt(ranks_per_gpu);
         let device_of = backend.placement(n, n_dev);
         let per_gpu = ranks_per_gpu.unwrap_or(n.div_ceil(n_dev)).max(1);
         if per_gpu > crate::driver::MAX_RANKS_PER_GPU {
@@ -164,7 +171,7 @@ impl World {
 
         let loaded: HashMap<usize, Arc<Kernels>> = device_of
             .iter()
-            .map(|&d| Ok((d, device_kernels(d)?)))
+            .map(|&d| Ok((d, device_kernels(d, options)?)))
             .collect::<Result<_>>()?;
         let ctxs: HashMap<usize, Arc<CudaContext>> = loaded
             .iter()
@@ -175,7 +182,7 @@ impl World {
         let msg = MsgLayout::from(&MessageLayout::new(cfg.format, cfg.hidden, cfg.top_k));
         let ranks = device_of
             .iter()
-            .map(|d| RankBuffers::new(cfg, &msg, &ctxs[d]))
+            .map(|d| RankBuffers::new(cfg, &msg, &ctxs[d], options.ll_max_tokens))
             .collect::<Result<Vec<_>>>()?;
         // Every rank's view of every rank's symmetric buffers.
         let table = |f: fn(&RankBuffers) -> u64| -> Vec<u64> { ranks.iter().map(f).collect() };
@@ -226,7 +233,8 @@ impl World {
             shares_gpu,
             cfg: cfg.clone(),
             msg,
-            gate: crate::bench::StartGate::new(kernels.clone())?,
+            gate: crate::bench::StartGate::new(kernels.clone(), options)?,
+            options: options.clone(),
             kernels,
             device_of,
             ranks,
@@ -234,23 +242,24 @@ impl World {
     }
 }
 
-/// GPU `gpu`'s kernels and `program`, one compiled only when a tool runs (the signal probes, the
+/// GPU `gpu`'s context and `program`, one compiled only when a tool runs (the signal probes, the
 /// device self-checks; kernels.rs), with the backend's checks first: a clear error naming `what`
 /// where there is no such GPU, not cudarc's panic.
 pub(crate) fn on_demand_program(
     gpu: usize,
     what: &str,
     program: (&str, &str, &[&'static str]),
-) -> Result<(Arc<Kernels>, Program)> {
+) -> Result<(Arc<CudaContext>, Program)> {
     let n = crate::CudaBackend::probe()?.len();
     if gpu >= n {
         return Err(EpError::Backend(format!(
             "{what} on GPU {gpu}: {n} visible"
         )));
     }
-    let kernels = device_kernels(gpu)?;
-    let k = Program::load(&kernels.ctx, kernels.arch, "", program)?;
-    Ok((kernels, k))
+    let ctx = device_context(gpu)?;
+    let (major, minor) = ctx.compute_capability().map_err(cuda)?;
+    let k = Program::load(&ctx, crate::kernels::arch_name(major, minor), "", program)?;
+    Ok((ctx, k))
 }
 
 /// The kernels take a message's sizes and offsets, `hidden` and the row counts as 32-bit
@@ -279,20 +288,37 @@ fn fits_kernel_sizes(cfg: &EpConfig) -> Result<()> {
     Ok(())
 }
 
-/// Device `d`'s context with the kernels loaded, made once per process. cudarc releases the
-/// primary context when its last handle goes, and making it again costs ~1 s with 32 hardware
-/// queues (driver.rs), so every `init`, benchmark and ceiling shares one.
-pub(crate) fn device_kernels(d: usize) -> Result<Arc<Kernels>> {
-    static DEVICES: std::sync::OnceLock<std::sync::Mutex<HashMap<usize, Arc<Kernels>>>> =
-        std::sync::OnceLock::new();
+/// Device `d`'s context with the kernels loaded as `options` ask, made once per process for
+/// each value of the options that changes the compiled programs ([`crate::CudaOptions`]'s
+/// `compile_key`), so that backends with different options in one process each run their own.
+/// The context is one per device, shared by them all: cudarc releases the primary context when
+/// its last handle goes, and making it again costs ~1 s with 32 hardware queues (driver.rs), so
+/// every `init`, benchmark and ceiling shares one.
+pub(crate) fn device_kernels(d: usize, options: &crate::CudaOptions) -> Result<Arc<Kernels>> {
+    type Loaded = HashMap<(usize, (String, bool)), Arc<Kernels>>;
+    static DEVICES: std::sync::OnceLock<std::sync::Mutex<Loaded>> = std::sync::OnceLock::new();
     let mut devices = DEVICES.get_or_init(Default::default).lock().unwrap();
-    if let Some(k) = devices.get(&d) {
+    let key = (d, options.compile_key());
+    if let Some(k) = devices.get(&key) {
         return Ok(Arc::clone(k));
     }
-    let ctx = CudaContext::new(d).map_err(cuda)?;
-    let k = Arc::new(Kernels::load(&ctx)?);
-    devices.insert(d, Arc::clone(&k));
+    let k = Arc::new(Kernels::load(&device_context(d)?, options)?);
+    devices.insert(key, Arc::clone(&k));
     Ok(k)
+}
+
+/// Device `d`'s (primary) context, made once per process and shared by every set of kernels and
+/// tool on it ([`device_kernels`] says why).
+fn device_context(d: usize) -> Result<Arc<CudaContext>> {
+    static CONTEXTS: std::sync::OnceLock<std::sync::Mutex<HashMap<usize, Arc<CudaContext>>>> =
+        std::sync::OnceLock::new();
+    let mut contexts = CONTEXTS.get_or_init(Default::default).lock().unwrap();
+    if let Some(ctx) = contexts.get(&d) {
+        return Ok(Arc::clone(ctx));
+    }
+    let ctx = CudaContext::new(d).map_err(cuda)?;
+    contexts.insert(d, Arc::clone(&ctx));
+    Ok(ctx)
 }
 
 pub(crate) fn enable_peer_access(ctxs: &HashMap<usize, Arc<CudaContext>>) -> Result<()> {
@@ -394,7 +420,13 @@ impl RankBuffers {
         )
     }
 
-    fn new(cfg: &EpConfig, msg: &MsgLayout, ctx: &Arc<CudaContext>) -> Result<RankBuffers> {
+    /// `ll_max_tokens`: [`crate::CudaOptions::ll_max_tokens`], which sizes the LL rows.
+    fn new(
+        cfg: &EpConfig,
+        msg: &MsgLayout,
+        ctx: &Arc<CudaContext>,
+        ll_max_tokens: usize,
+    ) -> Result<RankBuffers> {
         let (n, l, t, k, h) = (
             cfg.n_ranks(),
             cfg.n_local_experts(),
@@ -452,7 +484,7 @@ impl RankBuffers {
             c_ll: b(if multi_node {
                 0
             } else {
-                t.min(ll_max_tokens()) * k * h * 4
+                t.min(ll_max_tokens) * k * h * 4
             })?,
             c_marks: b(if multi_node { 0 } else { t * k * 4 })?,
             msg_rows: b(if multi_node { 0 } else { n * t * k * 4 })?,

@@ -1,7 +1,10 @@
 //! The conformance suite on the GPU (every case but the simulator-only host-closure ones). On a
 //! machine without a CUDA driver or GPU it says plainly that it did not run and counts nothing.
 //! Beside the generic cases it runs a device-code epilogue through every combine path
-//! (`ep_cuda::epilogue_check`). EP_RANKS_PER_GPU sets the placement, EP_FILTER selects cases by name.
+//! (`ep_cuda::epilogue_check`). EP_RANKS_PER_GPU sets the placement, EP_FILTER selects cases by name;
+//! the backend's options come from the `EP_CUDA_*` variables as the `ep` command reads them
+//! (`ep_cuda::options_from_env_vars`, docs/tuning.md). The test hooks' variables need
+//! `--features test-hooks`.
 
 use std::time::Instant;
 
@@ -9,9 +12,11 @@ use ep_conformance::runner;
 use ep_cuda::CudaBackend;
 
 const DEVICE_EPILOGUE: &str = "cuda::device_epilogue";
+const OTHER_OPTIONS: &str = "cuda::device_epilogue_other_compiled_options";
 
-/// A device-code epilogue through every combine path (ep_cuda::epilogue_check), as one case.
-fn device_epilogue(backend: &CudaBackend) -> runner::Outcome {
+/// A device-code epilogue through every combine path (ep_cuda::epilogue_check), as one case
+/// named `name`.
+fn device_epilogue(backend: &CudaBackend, name: &str) -> runner::Outcome {
     let t0 = Instant::now();
     let result = match ep_cuda::epilogue_check::check(backend) {
         Ok(rounds) => rounds
@@ -21,7 +26,7 @@ fn device_epilogue(backend: &CudaBackend) -> runner::Outcome {
         Err(e) => Err(e.to_string()),
     };
     runner::Outcome {
-        name: DEVICE_EPILOGUE.into(),
+        name: name.into(),
         result,
         time: t0.elapsed(),
     }
@@ -35,13 +40,19 @@ fn main() {
             return;
         }
     };
-    let backend = match std::env::var("EP_RANKS_PER_GPU")
-        .ok()
-        .and_then(|v| v.parse().ok())
-    {
-        Some(n) => CudaBackend::with_ranks_per_gpu(n),
-        None => CudaBackend::new(),
+    let options = match ep_cuda::options_from_env_vars(|k| std::env::var(k).ok()) {
+        Ok(o) => o,
+        Err(e) => {
+            println!("ep-cuda conformance: FAILED: {e}");
+            std::process::exit(1);
+        }
     };
+    let ranks_per_gpu = std::env::var("EP_RANKS_PER_GPU")
+        .ok()
+        .and_then(|v| v.parse().ok());
+    let backend = CudaBackend::new()
+        .with_ranks_per_gpu_opt(ranks_per_gpu)
+        .with_options(options);
     println!("ep-cuda conformance on {gpus:?}");
     let device_ok = match ep_cuda::selfcheck::check_every_gpu() {
         Ok(checks) => checks.iter().enumerate().fold(true, |ok, (gpu, c)| {
@@ -70,7 +81,23 @@ fn main() {
         .as_deref()
         .is_none_or(|f| DEVICE_EPILOGUE.contains(f))
     {
-        let o = device_epilogue(&backend);
+        let o = device_epilogue(&backend, DEVICE_EPILOGUE);
+        report(&o);
+        outcomes.push(o);
+    }
+    // The same check in the same process on a backend whose options change the compiled
+    // programs and the buffers (the LL rows' bound): each backend must get its own kernels from
+    // the per-device cache, or the LL rounds (1 token) would read rows sized for the other.
+    if filter.as_deref().is_none_or(|f| OTHER_OPTIONS.contains(f)) {
+        let ll = if backend.options.ll_max_tokens == 0 {
+            8
+        } else {
+            0
+        };
+        let other = backend
+            .clone()
+            .with_options(backend.options.clone().ll_max_tokens(ll));
+        let o = device_epilogue(&other, OTHER_OPTIONS);
         report(&o);
         outcomes.push(o);
     }

@@ -47,8 +47,9 @@ impl FromStr for BackendKind {
 pub enum Backend {
     #[cfg(feature = "sim")]
     Sim(ep_sim::SimBackend),
+    /// Boxed: its options ([`ep_cuda::CudaOptions`]) make it much larger than the simulator.
     #[cfg(feature = "cuda")]
-    Cuda(ep_cuda::CudaBackend),
+    Cuda(Box<ep_cuda::CudaBackend>),
 }
 
 impl Backend {
@@ -70,8 +71,21 @@ impl Backend {
     /// checking that a driver, a GPU and NVRTC are there.
     #[cfg(feature = "cuda")]
     pub fn cuda(ranks_per_gpu: Option<usize>) -> Result<Backend> {
+        Backend::cuda_with(ranks_per_gpu, ep_cuda::CudaOptions::default())
+    }
+
+    /// [`Backend::cuda`] with the backend's tunables and switches set by `options`.
+    #[cfg(feature = "cuda")]
+    pub fn cuda_with(
+        ranks_per_gpu: Option<usize>,
+        options: ep_cuda::CudaOptions,
+    ) -> Result<Backend> {
         ep_cuda::CudaBackend::probe()?;
-        Ok(Backend::Cuda(ep_cuda::CudaBackend { ranks_per_gpu }))
+        Ok(Backend::Cuda(Box::new(
+            ep_cuda::CudaBackend::new()
+                .with_ranks_per_gpu_opt(ranks_per_gpu)
+                .with_options(options),
+        )))
     }
 
     pub fn kind(&self) -> BackendKind {

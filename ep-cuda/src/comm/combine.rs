@@ -3,10 +3,8 @@
 
 use ep_core::{CombineInput, Epilogue, Result, RouterWeights};
 
-use std::sync::OnceLock;
-
+#[cfg(feature = "test-hooks")]
 use super::late_inputs::Words;
-use super::path::setting_from_env;
 use super::{contiguous, Chain, CudaComm, SEND_THREADS, THREADS, WAIT_THREADS};
 use crate::kernels::KernelArg;
 
@@ -68,7 +66,8 @@ impl CudaComm {
         if let Some(Epilogue::AddResidual(r)) = input.epilogue {
             b.residual.upload(contiguous(&r.view()).as_ref(), s)?;
         }
-        // (A test hook: a kernel that writes them late, EP_CUDA_LATE_INPUTS.)
+        // (A test hook: a kernel that writes them late, `TestHooks::late_inputs_ns`.)
+        #[cfg(feature = "test-hooks")]
         if input.weights.is_some() {
             let n = self.round.n_tokens * self.cfg.top_k;
             self.late_inputs(&b.weights, n, Words::Bits)?;
@@ -256,17 +255,18 @@ impl CudaComm {
     }
 
     /// `ep_combine_reduce_marked` on the copy stream, beside the send: a persistent grid on a
-    /// share of the SMs (`EP_CUDA_MARKED_REDUCE_BLOCKS` sets it), each block reducing its tokens
+    /// share of the SMs ([`crate::CudaOptions::marked_reduce_blocks`] sets it), each block reducing its tokens
     /// in order as their marks come. Two thirds of the SMs: fewer leave the reduce behind the
     /// send, more take SMs the send needs; two thirds was best or level at 1024 and 4096 tokens
     /// (measured at 1d77ddb).
     fn launch_reduce_marked(&self, slice_ns: u64) -> Result<()> {
-        static BLOCKS: OnceLock<Option<usize>> = OnceLock::new();
         let b = self.bufs();
         let (epi, scale, _) = self.epilogue_args()?;
         let r = ReduceScalars::new(self, epi, scale);
         let most = self.world.single_launch_blocks(self.rank) as usize;
-        let grid = setting_from_env(&BLOCKS, "EP_CUDA_MARKED_REDUCE_BLOCKS")
+        let grid = self
+            .opts()
+            .marked_reduce_blocks
             .unwrap_or(most * 2 / 3)
             .clamp(1, most.max(1));
         let n_tokens = self.round.n_tokens as i32;

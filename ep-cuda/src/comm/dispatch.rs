@@ -1,15 +1,15 @@
 //! The dispatch's kernels (kernels/dispatch/), issued: slots, sends and signals; the single-launch
 //! dispatch; the wait and the copy-out, overlapped with the send at prefill sizes.
 
-use std::sync::OnceLock;
-
 use ep_core::format::TokenFormat;
 use ep_core::{DispatchInput, Format, Result};
 
+#[cfg(feature = "test-hooks")]
 use super::late_inputs::Words;
-use super::path::{number_from_env, setting_from_env, DispatchPath};
+use super::path::DispatchPath;
 use super::{contiguous, Chain, CudaComm, RoundData, SEND_THREADS, THREADS, WAIT_THREADS};
 use crate::kernels::MsgLayout;
+use crate::CudaOptions;
 
 pub(super) fn format_id(f: Format) -> i32 {
     match f {
@@ -78,25 +78,13 @@ fn send_smem(format: Format, m: &MsgLayout, hidden: usize) -> usize {
 /// the send on every SM (`copy_helpers`), so a grid that falls behind during the send is caught up
 /// after it: the grids can be small, and leave the send more room.
 ///
-/// `EP_CUDA_SEND_THREADS` (a multiple of 32, 64 to 512; the copy blocks follow it) and
-/// `EP_CUDA_OVERLAP_COPY_BLOCKS` (the grid) override them for every round.
-fn send_threads(format: Format, overlap: bool) -> u32 {
-    send_threads_from_env().unwrap_or(match (format, overlap) {
+/// [`CudaOptions::send_threads`] (a multiple of 32, 64 to 512; the copy blocks follow it) and
+/// [`CudaOptions::overlap_copy_blocks`] (the grid) override them for every round.
+fn send_threads(o: &CudaOptions, format: Format, overlap: bool) -> u32 {
+    o.send_threads.unwrap_or(match (format, overlap) {
         (Format::Bf16, true) => 512,
         (Format::Bf16 | Format::Fp8, _) => 256,
         _ => SEND_THREADS,
-    })
-}
-
-/// `EP_CUDA_SEND_THREADS`, where set to a block size the send kernels take.
-fn send_threads_from_env() -> Option<u32> {
-    static SEND: OnceLock<Option<u32>> = OnceLock::new();
-    *SEND.get_or_init(|| match number_from_env("EP_CUDA_SEND_THREADS")? {
-        n if (64..=512).contains(&n) && n % 32 == 0 => Some(n as u32),
-        _ => {
-            eprintln!("ep-cuda: EP_CUDA_SEND_THREADS is not a multiple of 32 from 64 to 512; the default applies");
-            None
-        }
     })
 }
 
@@ -109,9 +97,14 @@ const NARROW_SEND_THREADS: u32 = 128;
 /// 256-thread ones, which each send a token sooner (twice the warps on its chain). The second
 /// wave of a grid that just misses one holds the round back for a whole block's chain; where the
 /// waves are the same, 256 threads stay ahead (measured at c516694).
-fn chain_send_threads(format: Format, tokens: usize, resident: impl Fn(u32) -> usize) -> u32 {
-    let wide = send_threads(format, false);
-    if send_threads_from_env().is_some() || !matches!(format, Format::Bf16 | Format::Fp8) {
+fn chain_send_threads(
+    o: &CudaOptions,
+    format: Format,
+    tokens: usize,
+    resident: impl Fn(u32) -> usize,
+) -> u32 {
+    let wide = send_threads(o, format, false);
+    if o.send_threads.is_some() || !matches!(format, Format::Bf16 | Format::Fp8) {
         return wide;
     }
     let waves = |threads| tokens.max(1).div_ceil(resident(threads).max(1));
@@ -125,14 +118,11 @@ fn chain_send_threads(format: Format, tokens: usize, resident: impl Fn(u32) -> u
 /// The multi-kernel send for a round of `format` (dispatch/send.cu, `EP_DISPATCH_SEND`): the lean
 /// one where the round is lean (`lean`, comm/path.rs `lean_dispatch`), FP8's own (40 registers a
 /// thread, six blocks an SM where the every-format kernel fits four) for FP8, otherwise the one for
-/// every format. `EP_CUDA_SEND_FP8=0` sends FP8 with the every-format kernel.
-fn send_kernel(format: Format, lean: bool) -> &'static str {
-    static FP8: OnceLock<Option<usize>> = OnceLock::new();
+/// every format. [`CudaOptions::send_fp8`] off sends FP8 with the every-format kernel.
+fn send_kernel(o: &CudaOptions, format: Format, lean: bool) -> &'static str {
     if lean {
         "ep_dispatch_send_lean"
-    } else if format == Format::Fp8
-        && setting_from_env(&FP8, "EP_CUDA_SEND_FP8").is_none_or(|n| n != 0)
-    {
+    } else if format == Format::Fp8 && o.send_fp8 {
         "ep_dispatch_send_fp8"
     } else {
         "ep_dispatch_send"
@@ -141,17 +131,17 @@ fn send_kernel(format: Format, lean: bool) -> &'static str {
 
 /// The overlapped copy-out's grid and block size (`send_threads`) for a round of `tokens` tokens
 /// on a rank where `most` blocks of 512 threads are resident (its share of the SMs).
-fn overlap_copy_grid(format: Format, most: usize, tokens: usize) -> (u32, u32) {
-    static BLOCKS: OnceLock<Option<usize>> = OnceLock::new();
-    let threads = send_threads(format, true);
+fn overlap_copy_grid(o: &CudaOptions, format: Format, most: usize, tokens: usize) -> (u32, u32) {
+    let threads = send_threads(o, format, true);
     let (num, den) = match format {
         Format::Bf16 if tokens >= BF16_HALF_COPY_MIN_TOKENS => BF16_COPY_PER_SM,
         Format::Bf16 => (2, 3),
-        Format::Fp8 if places_own_rows(format, false) => FP8_PLACED_COPY_PER_SM,
+        Format::Fp8 if places_own_rows(o, format, false) => FP8_PLACED_COPY_PER_SM,
         Format::Fp8 => (2, 1),
         _ => (1, 3),
     };
-    let grid = setting_from_env(&BLOCKS, "EP_CUDA_OVERLAP_COPY_BLOCKS")
+    let grid = o
+        .overlap_copy_blocks
         .unwrap_or(most * num / den)
         .clamp(1, most * (512 / threads) as usize);
     (grid as u32, threads)
@@ -177,30 +167,33 @@ const BF16_HALF_COPY_MIN_TOKENS: usize = 2048;
 /// stores (measured at 6764582). Not BF16: its send is at the NVLink ceiling already, and four
 /// rows a token made its send blocks live longer, except in a lean round (`lean`, comm/path.rs
 /// `lean_dispatch`), whose send has the registers to spare and whose copy-out sets the pace
-/// (2d6de28). MXFP4 and NVFP4 not measured: not. `EP_CUDA_OWN_ROWS` overrides it (0: never, 1:
-/// every format).
-fn places_own_rows(format: Format, lean: bool) -> bool {
-    static SET: OnceLock<Option<usize>> = OnceLock::new();
-    setting_from_env(&SET, "EP_CUDA_OWN_ROWS").map_or(format == Format::Fp8 || lean, |n| n != 0)
+/// (2d6de28). MXFP4 and NVFP4 not measured: not. [`CudaOptions::own_rows`] overrides it (false:
+/// never, true: every format).
+fn places_own_rows(o: &CudaOptions, format: Format, lean: bool) -> bool {
+    o.own_rows.unwrap_or(format == Format::Fp8 || lean)
 }
 
 /// Whether an overlapped round launches the copy-out again after the send, on every SM, to take
 /// the messages the copy-out beside the send has not (dispatch/copy_out.cu,
-/// ep_dispatch_copy_messages). `EP_CUDA_COPY_HELPERS=0` turns it off.
-fn copy_helpers() -> bool {
-    static SET: OnceLock<Option<usize>> = OnceLock::new();
-    setting_from_env(&SET, "EP_CUDA_COPY_HELPERS").is_none_or(|n| n != 0)
+/// ep_dispatch_copy_messages). [`CudaOptions::copy_helpers`] turns it off.
+fn copy_helpers(o: &CudaOptions) -> bool {
+    o.copy_helpers
 }
 
 /// How long an overlapped round's send blocks wait for the layout before they send the rank's own
 /// messages as messages instead of writing their rows (dispatch/copy_out.cu, `ep_place_own_rows`):
 /// by default not at all, they look once, so the blocks that run before the layout is there lose no
-/// time; at small sizes every block may run before it. `EP_CUDA_OWN_ROWS_WAIT_NS` sets a wait, for
-/// tests that must take the rows path whatever the timing (the wait is bounded: a layout that never
-/// comes costs the time, then the message goes as a message).
-fn own_rows_wait_ns() -> u64 {
-    static WAIT: OnceLock<Option<usize>> = OnceLock::new();
-    setting_from_env(&WAIT, "EP_CUDA_OWN_ROWS_WAIT_NS").unwrap_or(0) as u64
+/// time; at small sizes every block may run before it. The test hook `TestHooks::own_rows_wait_ns`
+/// sets a wait, for tests that must take the rows path whatever the timing (the wait is bounded: a
+/// layout that never comes costs the time, then the message goes as a message).
+fn own_rows_wait_ns(o: &CudaOptions) -> u64 {
+    #[cfg(feature = "test-hooks")]
+    return o.hooks.own_rows_wait_ns;
+    #[cfg(not(feature = "test-hooks"))]
+    {
+        let _ = o;
+        0
+    }
 }
 
 /// The dispatch round after `seq`, from 1 up to 2^31 - 1 and round again: an overlapped round's
@@ -275,9 +268,12 @@ impl CudaComm {
             Some(v) => b.scales_in.upload(contiguous(&v).as_ref(), &self.stream)?,
             None => b.scales_in.upload(&vec![1.0f32; t], &self.stream)?,
         }
-        // (A test hook: a kernel that writes them late, EP_CUDA_LATE_INPUTS.)
-        self.late_inputs(&b.tokens, t * self.cfg.hidden / 2, Words::Bits)?;
-        self.late_inputs(&b.ids, t * self.cfg.top_k, Words::ExpertIds)?;
+        // (A test hook: a kernel that writes them late, `TestHooks::late_inputs_ns`.)
+        #[cfg(feature = "test-hooks")]
+        {
+            self.late_inputs(&b.tokens, t * self.cfg.hidden / 2, Words::Bits)?;
+            self.late_inputs(&b.ids, t * self.cfg.top_k, Words::ExpertIds)?;
+        }
         let shared = if self.cfg.fused_shared_expert {
             self.cfg.shared_token_range(self.rank, t)
         } else {
@@ -411,7 +407,7 @@ impl CudaComm {
             // The own rows' layout, written beside an overlapped send or before a layout-first
             // one (`ep_place_own_rows`).
             &self.layout_seq(path),
-            &own_rows_wait_ns(),
+            &own_rows_wait_ns(self.opts()),
             &b.row_offsets.ptr,
             &b.src_offsets.ptr,
             &self.shared_groups(),
@@ -422,14 +418,16 @@ impl CudaComm {
             &self.msg_rows(),
         ];
         // At least one block: a rank without tokens still signals.
-        let kernel = send_kernel(cfg.format, self.lean_dispatch());
+        let kernel = send_kernel(self.opts(), cfg.format, self.lean_dispatch());
         // Chained after the assign, except beside an overlapped copy-out: send blocks launched
         // early would take the SMs the copy-out's grid, launched after the assign on the copy
         // stream, needs (measured at d77baae).
         let threads = if overlap {
-            send_threads(cfg.format, true)
+            send_threads(self.opts(), cfg.format, true)
         } else {
-            chain_send_threads(cfg.format, t, |n| self.resident_blocks(kernel, n, smem))
+            chain_send_threads(self.opts(), cfg.format, t, |n| {
+                self.resident_blocks(kernel, n, smem)
+            })
         };
         let chain = if overlap { Chain::Plain } else { Chain::Prior };
         self.launch(chain, kernel, t.max(1) as u32, threads, smem, &send)?;
@@ -464,7 +462,7 @@ impl CudaComm {
         }
         if overlap {
             // What the copy stream has not taken yet, by every SM now that the send is done.
-            if copy_helpers() {
+            if copy_helpers(self.opts()) {
                 self.issue_copy(CopyOut::MessagesLeft, self.first_slice_ns())?;
             }
             // The main stream takes the copy stream back, then the rows no message fills.
@@ -638,7 +636,9 @@ impl CudaComm {
     fn layout_seq(&self, path: DispatchPath) -> u64 {
         let places = match path {
             DispatchPath::LayoutFirst => true,
-            DispatchPath::Overlapped => places_own_rows(self.cfg.format, self.lean_dispatch()),
+            DispatchPath::Overlapped => {
+                places_own_rows(self.opts(), self.cfg.format, self.lean_dispatch())
+            }
             _ => false,
         };
         if places {
@@ -664,12 +664,12 @@ impl CudaComm {
     /// the resident blocks divided among the senders, each block taking every `per_sender`-th
     /// message of its sender. A block per possible message makes a small round in a large world
     /// launch and retire many blocks with nothing to copy (measured at 5cdab6a).
-    /// `EP_CUDA_COPY_OUT_PER_SENDER` (at least 1) sets it, so that tests take the loop in small
-    /// worlds.
+    /// The test hook `TestHooks::copy_out_per_sender` (at least 1) sets it, so that tests take
+    /// the loop in small worlds.
     fn copy_out_per_sender(&self) -> usize {
-        static SET: OnceLock<Option<usize>> = OnceLock::new();
         let cfg = &self.cfg;
-        if let Some(n) = setting_from_env(&SET, "EP_CUDA_COPY_OUT_PER_SENDER") {
+        #[cfg(feature = "test-hooks")]
+        if let Some(n) = self.opts().hooks.copy_out_per_sender {
             return n.clamp(1, cfg.max_tokens_per_rank);
         }
         let resident = self.resident_blocks("ep_dispatch_copy_out", THREADS, 0);
@@ -727,7 +727,8 @@ impl CudaComm {
         ];
         if matches!(what, CopyOut::Messages | CopyOut::MessagesLeft) {
             let most = self.world.single_launch_blocks(self.rank) as usize;
-            let (grid, threads) = overlap_copy_grid(cfg.format, most, self.round.n_tokens);
+            let (grid, threads) =
+                overlap_copy_grid(self.opts(), cfg.format, most, self.round.n_tokens);
             let beside = what == CopyOut::Messages;
             // The helpers after the send: every block the rank's share of the GPU holds.
             let grid = if beside {
@@ -804,7 +805,7 @@ mod tests {
         let fp8 = |n: u32| if n == 256 { 6 * 132 } else { 9 * 132 };
         let bf16 = |n: u32| if n == 256 { 4 * 132 } else { 8 * 132 };
         let threads = |format, tokens, resident: &dyn Fn(u32) -> usize| {
-            chain_send_threads(format, tokens, resident)
+            chain_send_threads(&CudaOptions::default(), format, tokens, resident)
         };
         // One wave either way, or two either way: the wide blocks.
         for tokens in [0, 1, 256, 768, 792, 1536] {
@@ -828,23 +829,45 @@ mod tests {
     /// what is resident for its block size.
     #[test]
     fn block_shapes() {
-        assert_eq!(send_threads(Format::Bf16, true), 512);
-        assert_eq!(send_threads(Format::Fp8, true), 256);
-        assert_eq!(send_threads(Format::Bf16, false), 256);
-        assert_eq!(send_threads(Format::Nvfp4, false), SEND_THREADS);
-        assert!(places_own_rows(Format::Fp8, false) && !places_own_rows(Format::Bf16, false));
-        assert!(places_own_rows(Format::Bf16, true));
-        assert_eq!(overlap_copy_grid(Format::Fp8, 132, 4096), (66, 256));
-        assert_eq!(overlap_copy_grid(Format::Bf16, 132, 4096), (66, 512));
-        assert_eq!(overlap_copy_grid(Format::Bf16, 132, 1024), (88, 512));
+        let d = &CudaOptions::default();
+        assert_eq!(send_threads(d, Format::Bf16, true), 512);
+        assert_eq!(send_threads(d, Format::Fp8, true), 256);
+        assert_eq!(send_threads(d, Format::Bf16, false), 256);
+        assert_eq!(send_threads(d, Format::Nvfp4, false), SEND_THREADS);
+        assert!(places_own_rows(d, Format::Fp8, false) && !places_own_rows(d, Format::Bf16, false));
+        assert!(places_own_rows(d, Format::Bf16, true));
+        assert_eq!(overlap_copy_grid(d, Format::Fp8, 132, 4096), (66, 256));
+        assert_eq!(overlap_copy_grid(d, Format::Bf16, 132, 4096), (66, 512));
+        assert_eq!(overlap_copy_grid(d, Format::Bf16, 132, 1024), (88, 512));
         for format in [Format::Bf16, Format::Fp8, Format::Mxfp4, Format::Nvfp4] {
             for most in [1, 16, 132] {
-                let (grid, threads) = overlap_copy_grid(format, most, 4096);
+                let (grid, threads) = overlap_copy_grid(d, format, most, 4096);
                 assert!(
                     grid >= 1 && grid as usize <= most * (512 / threads) as usize,
                     "{format:?}"
                 );
             }
         }
+    }
+
+    /// The options override the shapes and switches, for every round.
+    #[test]
+    fn options_override_shapes() {
+        let o = CudaOptions::default()
+            .send_threads(128)
+            .own_rows(false)
+            .send_fp8(false)
+            .overlap_copy_blocks(10);
+        assert_eq!(send_threads(&o, Format::Bf16, true), 128);
+        assert_eq!(chain_send_threads(&o, Format::Fp8, 1024, |_| 1), 128);
+        assert!(!places_own_rows(&o, Format::Fp8, true));
+        assert_eq!(send_kernel(&o, Format::Fp8, false), "ep_dispatch_send");
+        assert_eq!(
+            send_kernel(&CudaOptions::default(), Format::Fp8, false),
+            "ep_dispatch_send_fp8"
+        );
+        assert_eq!(overlap_copy_grid(&o, Format::Bf16, 132, 4096), (10, 128));
+        assert!(!copy_helpers(&o.copy_helpers(false)));
+        assert_eq!(own_rows_wait_ns(&CudaOptions::default()), 0);
     }
 }

@@ -1,4 +1,5 @@
-//! `EP_CUDA_LATE_INPUTS=NS`, a test hook for the chained first kernel (`Chain::First`): after a
+//! `TestHooks::late_inputs_ns` (`EP_CUDA_LATE_INPUTS=NS`), a test hook for the chained first
+//! kernel (`Chain::First`): after a
 //! phase's inputs are uploaded, the kernel a caller's model could run there, one that lets its
 //! dependents launch at once and writes the phase's inputs last (bench.cu, `ep_late_inputs`: each
 //! word changed, then after NS nanoseconds put back). The conformance suite run with it set checks
@@ -8,7 +9,6 @@
 use cudarc::driver::CudaContext;
 use ep_core::{EpConfig, EpError, Result};
 
-use super::path::number_from_env;
 use super::CudaComm;
 use crate::kernels::launch;
 use crate::memory::DevBuf;
@@ -30,31 +30,32 @@ pub(crate) struct LateInputs {
 }
 
 impl LateInputs {
-    /// The hook where `EP_CUDA_LATE_INPUTS` is set, with room for the largest input it changes
-    /// (the tokens, the ids, the weights).
-    pub(crate) fn from_env(
+    /// The hook where `options` set it, with room for the largest input it changes (the tokens,
+    /// the ids, the weights).
+    pub(crate) fn from_options(
         cfg: &EpConfig,
+        options: &crate::CudaOptions,
         ctx: &std::sync::Arc<CudaContext>,
     ) -> Result<Option<Self>> {
-        let Some(hold_ns) = number_from_env("EP_CUDA_LATE_INPUTS") else {
+        let Some(hold_ns) = options.hooks.late_inputs_ns else {
             return Ok(None);
         };
         if hold_ns == 0 || hold_ns > 10_000_000 {
             return Err(EpError::Backend(format!(
-                "EP_CUDA_LATE_INPUTS={hold_ns}: expected nanoseconds from 1 to 10000000"
+                "hooks.late_inputs_ns = {hold_ns}: expected nanoseconds from 1 to 10000000"
             )));
         }
         let t = cfg.max_tokens_per_rank;
         let words = (t * cfg.hidden / 2).max(t * cfg.top_k).max(1);
         Ok(Some(LateInputs {
-            hold_ns: hold_ns as u64,
+            hold_ns,
             saved: DevBuf::new(ctx, words * 4)?,
         }))
     }
 }
 
 impl CudaComm {
-    /// Under `EP_CUDA_LATE_INPUTS`: `ep_late_inputs` on the rank's stream over the first `n`
+    /// Under the hook: `ep_late_inputs` on the rank's stream over the first `n`
     /// 4-byte words of `buf`, launched plain (as a caller's kernel after its own copies), and not
     /// marked as a kernel of the phase (`CudaComm::launch` would add it to a probed breakdown).
     pub(super) fn late_inputs(&self, buf: &DevBuf, n: usize, words: Words) -> Result<()> {

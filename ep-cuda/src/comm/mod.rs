@@ -8,7 +8,8 @@
 //! - `dispatch`: the dispatch's kernels, issued;
 //! - `combine`: the combine's kernels, issued;
 //! - `wait`: the sliced waits and what their status word means;
-//! - `late_inputs`: a test hook, the inputs written late by a kernel before the phase.
+//! - `late_inputs`: a test hook (feature `test-hooks`), the inputs written late by a kernel
+//!   before the phase.
 
 use std::sync::Arc;
 
@@ -30,13 +31,17 @@ use cudarc::driver::{CudaEvent, CudaFunction};
 
 mod combine;
 mod dispatch;
+#[cfg(feature = "test-hooks")]
 mod late_inputs;
 mod path;
 mod wait;
 
 pub(crate) use dispatch::assign_chunks;
 use dispatch::format_id;
-pub(crate) use path::ll_max_tokens;
+pub(crate) use path::{
+    CHUNKED_ASSIGN_MIN_TOKENS, LEAN_MIN_TOKENS_BF16, LL_MAX_TOKENS, MARKED_MIN_TOKENS,
+    SINGLE_MARKED_MIN_TOKENS,
+};
 
 /// How a kernel is launched behind the one before it on the rank's stream (`CudaComm::launch`).
 /// A chained launch (programmatic dependent launch, where the device takes it) may start while
@@ -142,7 +147,8 @@ pub struct CudaComm {
     probe: std::cell::RefCell<Option<Vec<(&'static str, CudaEvent)>>>,
     /// Blocks per SM by kernel, block size and shared memory (dispatch.rs, `resident_blocks`).
     resident: std::cell::RefCell<std::collections::HashMap<(&'static str, u32, u32), u32>>,
-    /// Under `EP_CUDA_LATE_INPUTS` (a test hook), the late writer's state.
+    /// Under the late-inputs test hook (`TestHooks::late_inputs_ns`), the late writer's state.
+    #[cfg(feature = "test-hooks")]
     late: Option<late_inputs::LateInputs>,
     /// Per phase (dispatch, combine): this rank's last call of the phase rejected its input, so
     /// its peers' counts hold its poison until its next call of the phase replaces it.
@@ -163,7 +169,8 @@ impl CudaComm {
             .map_err(cuda)
         };
         let (forked, joined) = (event()?, event()?);
-        let late = late_inputs::LateInputs::from_env(&world.cfg, ctx)?;
+        #[cfg(feature = "test-hooks")]
+        let late = late_inputs::LateInputs::from_options(&world.cfg, &world.options, ctx)?;
         Ok(CudaComm {
             rank,
             sc: Scalars::new(rank, &world.cfg),
@@ -179,6 +186,7 @@ impl CudaComm {
             round: RoundData::default(),
             probe: Default::default(),
             resident: Default::default(),
+            #[cfg(feature = "test-hooks")]
             late,
             poisoned: [false; 2],
         })
@@ -219,6 +227,11 @@ impl CudaComm {
     /// The rows the last dispatch produced on this rank, padding included.
     pub(crate) fn rows_received(&self) -> Result<usize> {
         Ok(self.row_offsets()?[self.cfg.n_groups()] as usize)
+    }
+
+    /// The backend's options ([`crate::CudaOptions`]), as the world was made with them.
+    pub(super) fn opts(&self) -> &crate::CudaOptions {
+        &self.world.options
     }
 
     pub(super) fn k(&self) -> &Kernels {
@@ -648,7 +661,7 @@ impl Drop for CudaComm {
     fn drop(&mut self) {
         // Nothing of this rank may still run when its buffers are freed.
         let _ = self.stream.synchronize();
-        // Under EP_CUDA_TRACE, the records (`ep bench` collects them between rounds; whatever
+        // Under `CudaOptions::trace`, the records (`ep bench` collects them between rounds; whatever
         // else ran, up to the buffer's size, now), printed.
         let kernels = &self.world.kernels[self.rank];
         if let Err(e) = kernels.collect_trace(&self.stream) {

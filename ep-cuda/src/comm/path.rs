@@ -1,9 +1,7 @@
 //! Which path a round takes: one launch at decode sizes, the overlapped copy-out at prefill
 //! sizes, LL combine rows for a rank with few tokens. Each choice has a threshold, measured where
-//! the commit cited beside it says (docs/perf.md has the current numbers), and an environment
-//! variable that overrides it.
-
-use std::sync::OnceLock;
+//! the commit cited beside it says (docs/perf.md has the current numbers), and a field of
+//! [`crate::CudaOptions`] that overrides it.
 
 use ep_core::{Epilogue, Format};
 
@@ -12,7 +10,8 @@ use super::CudaComm;
 /// Up to this many tokens on a rank, a combine inside one node is one launch
 /// (`ep_combine_single`): at decode sizes the launches of the three-kernel path, and the
 /// dependent loads each starts with, are much of the phase. As the tokens grow the saved launches
-/// weigh less against the work, and from 512 tokens one launch was slower (measured at 2f1782d). `EP_CUDA_SINGLE_COMBINE_MAX_TOKENS` overrides it (0: never).
+/// weigh less against the work, and from 512 tokens one launch was slower (measured at 2f1782d).
+/// `CudaOptions::single_combine_max_tokens` overrides it (0: never).
 const SINGLE_COMBINE_MAX_TOKENS: usize = 256;
 
 /// The same for a rank that shares its GPU with other ranks, whose persistent grid gets only a
@@ -21,7 +20,7 @@ const SINGLE_COMBINE_MAX_TOKENS_SHARED_GPU: usize = 128;
 
 /// The same for the dispatch (`ep_dispatch_single`, its counts published before the payload):
 /// one launch beats the four-kernel path up to 128 tokens, FP8 level from 32 (measured at
-/// cb55e0d). `EP_CUDA_SINGLE_DISPATCH_MAX_TOKENS` overrides it (0: never).
+/// cb55e0d). `CudaOptions::single_dispatch_max_tokens` overrides it (0: never).
 const SINGLE_DISPATCH_MAX_TOKENS: usize = 128;
 
 /// The same for a rank that shares its GPU with other ranks: its persistent grid gets a share of
@@ -37,7 +36,7 @@ const SINGLE_DISPATCH_MAX_TOKENS_SHARED_GPU: usize = 1;
 /// from 2048 (measured at 182b904 and b312990). On one GPU there is no NVLink transfer to hide,
 /// and the layout-first chain (`LAYOUT_FIRST_MIN_TOKENS`) beats the overlapped path above these
 /// thresholds too (9aabd44); they stay those of two GPUs over NVLink.
-/// `EP_CUDA_OVERLAP_MIN_TOKENS` overrides both (0: never).
+/// `CudaOptions::overlap_min_tokens` overrides both (0: never).
 const OVERLAP_MIN_TOKENS: usize = 2048;
 /// [`OVERLAP_MIN_TOKENS`] for BF16, whose send does not encode.
 const OVERLAP_MIN_TOKENS_BF16: usize = 1024;
@@ -45,17 +44,18 @@ const OVERLAP_MIN_TOKENS_BF16: usize = 1024;
 /// From this many tokens an overlapped BF16 round takes the lean kernels (`CudaComm::lean_dispatch`):
 /// they pay where the copy-out sets the pace, and were slower at 2048 tokens and below
 /// (measured between 2048 and 4096 tokens at 245d216).
-/// `EP_CUDA_LEAN_MIN_TOKENS` overrides it (0: never). BF16 only: the lean send has no encoder
+/// `CudaOptions::lean_min_tokens` overrides it (0: never). BF16 only: the lean send has no encoder
 /// (dispatch/send.cu), and FP8 was slower with it at every size.
-const LEAN_MIN_TOKENS_BF16: usize = 2560;
+pub(crate) const LEAN_MIN_TOKENS_BF16: usize = 2560;
 
 /// From this many tokens a multi-kernel dispatch assigns its slots per chunk of 128 tokens
 /// (`ep_assign_chunks`: each id read once, the chunks' starts laid out by the last block) rather
 /// than a block per expert and per rank that each read every id (`ep_assign_slots`), whose blocks'
 /// time grows with the tokens. The chunked kernel has a fixed cost (the chunks' layout) that the
 /// per-column one only exceeds at 4096 tokens; at 2048 the dispatch was slower with it (measured
-/// on one GPU, two ranks, at 84fc325). `EP_CUDA_CHUNKED_ASSIGN_MIN_TOKENS` overrides it (0: never).
-const CHUNKED_ASSIGN_MIN_TOKENS: usize = 4096;
+/// on one GPU, two ranks, at 84fc325). `CudaOptions::chunked_assign_min_tokens` overrides it
+/// (0: never).
+pub(crate) const CHUNKED_ASSIGN_MIN_TOKENS: usize = 4096;
 
 /// From this many tokens a multi-kernel dispatch that does not overlap lays out its groups before
 /// the send (`DispatchPath::LayoutFirst`), on a rank with a GPU of its own: every send block then
@@ -63,13 +63,14 @@ const CHUNKED_ASSIGN_MIN_TOKENS: usize = 4096;
 /// costs, on a rank alone and on ranks sharing a GPU alike (measured at 9aabd44). Not by default on a rank that shares
 /// its GPU: there the copy-out's blocks, each waiting for a peer's message, can hold the SMs that
 /// the peer's send needs until the wait slice runs out.
-/// `EP_CUDA_LAYOUT_FIRST_MIN_TOKENS` overrides it for every rank (0: never).
+/// `CudaOptions::layout_first_min_tokens` overrides it for every rank (0: never).
 const LAYOUT_FIRST_MIN_TOKENS: usize = 512;
 
 /// From this many tokens a rank takes its combine rows marked and reduces them beside the send
 /// (`CudaComm::marked_combine`): the reduce then overlaps the transfer, which pays once the
-/// transfer is long; at 512 tokens and below it was slower (measured at 0dbe4f5). `EP_CUDA_MARKED_MIN_TOKENS` overrides it (0: never).
-const MARKED_MIN_TOKENS: usize = 1024;
+/// transfer is long; at 512 tokens and below it was slower (measured at 0dbe4f5).
+/// `CudaOptions::marked_min_tokens` overrides it (0: never).
+pub(crate) const MARKED_MIN_TOKENS: usize = 1024;
 
 /// From this many tokens (and past the LL rows' [`LL_MAX_TOKENS`]) a rank whose combine may be
 /// one launch takes its rows marked too: each sending block marks its rows after one fence
@@ -77,42 +78,17 @@ const MARKED_MIN_TOKENS: usize = 1024;
 /// marks are there, with the counts published early (no fence), instead of after the grid's
 /// ticket, the counts' fenced publish and their poll. Faster from 16 tokens, on a rank alone and
 /// on ranks sharing a GPU (measured at acafc9d); 9-15 tokens not measured.
-/// `EP_CUDA_SINGLE_MARKED_MIN_TOKENS` overrides it (0: never).
-const SINGLE_MARKED_MIN_TOKENS: usize = 16;
-
-/// A number set by the environment variable `var` (a token count, a switch), read once into
-/// `cell` (`None` when unset, or with a warning when it is not a number): it overrides the
-/// tunable's default.
-pub(super) fn setting_from_env(cell: &OnceLock<Option<usize>>, var: &str) -> Option<usize> {
-    *cell.get_or_init(|| number_from_env(var))
-}
-
-/// The number in the environment variable `var`: `None` when unset, or with a warning when it is
-/// not a number. Read every call; the tunables cache it (`setting_from_env`).
-pub(super) fn number_from_env(var: &str) -> Option<usize> {
-    match std::env::var(var).as_deref().map(str::parse) {
-        Err(_) => None,
-        Ok(Ok(n)) => Some(n),
-        Ok(Err(_)) => {
-            eprintln!("ep-cuda: {var} is not a number; the default applies");
-            None
-        }
-    }
-}
+/// `CudaOptions::single_marked_min_tokens` overrides it (0: never).
+pub(crate) const SINGLE_MARKED_MIN_TOKENS: usize = 16;
 
 /// Up to this many tokens a rank takes its combine rows in LL form (common.cuh): each 8-byte word
 /// 4 bytes of the row and the combine's number, so the rows need no fence and the counts do not
 /// wait for them, at twice the bytes on the wire. The saved fence pays up to 8 tokens; at 16 it is
-/// level and from 32 the doubled bytes cost more (measured at 9341b99). `EP_CUDA_LL_MAX_TOKENS`
-/// overrides it (0: never); read once per process, compiled into the kernels (kernels.rs) and
-/// used to size the buffers (world.rs), so every rank of the node agrees.
-const LL_MAX_TOKENS: usize = 8;
-
-/// [`LL_MAX_TOKENS`] or its override.
-pub(crate) fn ll_max_tokens() -> usize {
-    static MAX: OnceLock<Option<usize>> = OnceLock::new();
-    setting_from_env(&MAX, "EP_CUDA_LL_MAX_TOKENS").unwrap_or(LL_MAX_TOKENS)
-}
+/// level and from 32 the doubled bytes cost more (measured at 9341b99). `CudaOptions::ll_max_tokens`
+/// overrides it (0: never); one value per world ([`crate::CudaOptions::ll_max_tokens`]),
+/// compiled into the kernels (kernels.rs) and used to size the buffers (world.rs), so every rank
+/// of the node agrees.
+pub(crate) const LL_MAX_TOKENS: usize = 8;
 
 /// The kernels a dispatch round takes on a rank, in order of precedence (`CudaComm::dispatch_path`).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -140,10 +116,9 @@ impl CudaComm {
     /// read the same answer; ranks decide for themselves (a receiver follows each sender's
     /// message count word, dispatch/wire.cu).
     pub(crate) fn dispatch_path(&self) -> DispatchPath {
-        static SINGLE_MAX: OnceLock<Option<usize>> = OnceLock::new();
-        static OVERLAP_MIN: OnceLock<Option<usize>> = OnceLock::new();
-        static FIRST_MIN: OnceLock<Option<usize>> = OnceLock::new();
-        let single_max = setting_from_env(&SINGLE_MAX, "EP_CUDA_SINGLE_DISPATCH_MAX_TOKENS")
+        let o = self.opts();
+        let single_max = o
+            .single_dispatch_max_tokens
             .unwrap_or(self.own_or_shared_gpu(
                 SINGLE_DISPATCH_MAX_TOKENS,
                 SINGLE_DISPATCH_MAX_TOKENS_SHARED_GPU,
@@ -152,8 +127,8 @@ impl CudaComm {
         if self.world.single_launch_blocks(self.rank) >= 2 && self.single_launch(single_max) {
             return DispatchPath::Single;
         }
-        let from = |cell: &OnceLock<Option<usize>>, var: &str, default: usize| {
-            let min = setting_from_env(cell, var).unwrap_or(default);
+        let from = |set: Option<usize>, default: usize| {
+            let min = set.unwrap_or(default);
             self.persistent_grids() && min > 0 && self.round.n_tokens >= min
         };
         let overlap_min = if self.cfg.format == Format::Bf16 {
@@ -163,9 +138,9 @@ impl CudaComm {
         };
         // Not by default on a rank that shares its GPU (`LAYOUT_FIRST_MIN_TOKENS` says why).
         let first_min = self.own_or_shared_gpu(LAYOUT_FIRST_MIN_TOKENS, 0);
-        if from(&OVERLAP_MIN, "EP_CUDA_OVERLAP_MIN_TOKENS", overlap_min) {
+        if from(o.overlap_min_tokens, overlap_min) {
             DispatchPath::Overlapped
-        } else if from(&FIRST_MIN, "EP_CUDA_LAYOUT_FIRST_MIN_TOKENS", first_min) {
+        } else if from(o.layout_first_min_tokens, first_min) {
             DispatchPath::LayoutFirst
         } else {
             DispatchPath::Chain
@@ -197,13 +172,13 @@ impl CudaComm {
     /// Whether a combine of this round may be one launch (`single_combine` but for the weights,
     /// which only the combine knows: a function of the round alone, so the dispatch can read it).
     fn single_combine_size(&self) -> bool {
-        static MAX: OnceLock<Option<usize>> = OnceLock::new();
-        let max = setting_from_env(&MAX, "EP_CUDA_SINGLE_COMBINE_MAX_TOKENS").unwrap_or(
-            self.own_or_shared_gpu(
+        let max = self
+            .opts()
+            .single_combine_max_tokens
+            .unwrap_or(self.own_or_shared_gpu(
                 SINGLE_COMBINE_MAX_TOKENS,
                 SINGLE_COMBINE_MAX_TOKENS_SHARED_GPU,
-            ),
-        );
+            ));
         self.single_launch(max)
     }
 
@@ -234,8 +209,7 @@ impl CudaComm {
     /// order from the rows the dispatch's copy-out recorded): one node, many tokens here
     /// (`MARKED_MIN_TOKENS`) and a multi-kernel dispatch.
     pub(super) fn marked_beside_send(&self) -> bool {
-        static MIN: OnceLock<Option<usize>> = OnceLock::new();
-        let min = setting_from_env(&MIN, "EP_CUDA_MARKED_MIN_TOKENS").unwrap_or(MARKED_MIN_TOKENS);
+        let min = self.opts().marked_min_tokens;
         self.persistent_grids()
             && min > 0
             && self.round.n_tokens >= min
@@ -247,9 +221,7 @@ impl CudaComm {
     /// without weights, which is never one launch, waits for the marks in a kernel of its own
     /// (`issue_combine_wait`), as a marked round's kernels after the send do.
     fn marked_single(&self) -> bool {
-        static MIN: OnceLock<Option<usize>> = OnceLock::new();
-        let min = setting_from_env(&MIN, "EP_CUDA_SINGLE_MARKED_MIN_TOKENS")
-            .unwrap_or(SINGLE_MARKED_MIN_TOKENS);
+        let min = self.opts().single_marked_min_tokens;
         min > 0
             && self.round.n_tokens >= min
             && self.single_combine_size()
@@ -260,7 +232,7 @@ impl CudaComm {
     /// This rank takes this round's combine rows in LL form (common.cuh): one node and few tokens
     /// here. The dispatch kernels tell every sender so (their `ll`, `EP_NMSG_LL`).
     pub(super) fn ll_combine(&self) -> bool {
-        self.cfg.n_nodes == 1 && self.round.n_tokens <= ll_max_tokens()
+        self.cfg.n_nodes == 1 && self.round.n_tokens <= self.opts().ll_max_tokens
     }
 
     /// This overlapped round's send and copy-out leave each other room (kernels/dispatch/:
@@ -270,8 +242,7 @@ impl CudaComm {
     /// copy-out, HBM-bound, sets the pace; writing the own rows at the sender takes 117 MB of HBM
     /// traffic off the copy-out at 4096 tokens BF16. BF16 from `LEAN_MIN_TOKENS_BF16`.
     pub(super) fn lean_dispatch(&self) -> bool {
-        static MIN: OnceLock<Option<usize>> = OnceLock::new();
-        let min = setting_from_env(&MIN, "EP_CUDA_LEAN_MIN_TOKENS").unwrap_or(LEAN_MIN_TOKENS_BF16);
+        let min = self.opts().lean_min_tokens;
         self.cfg.format == Format::Bf16
             && self.overlap_dispatch()
             && min > 0
@@ -280,26 +251,22 @@ impl CudaComm {
 
     /// This round's slots are assigned per chunk of tokens (`ep_assign_chunks`).
     pub(super) fn chunked_assign(&self) -> bool {
-        static MIN: OnceLock<Option<usize>> = OnceLock::new();
-        let min = setting_from_env(&MIN, "EP_CUDA_CHUNKED_ASSIGN_MIN_TOKENS")
-            .unwrap_or(CHUNKED_ASSIGN_MIN_TOKENS);
+        let min = self.opts().chunked_assign_min_tokens;
         min > 0 && self.round.n_tokens >= min
     }
 
     /// Whether the kernels after a phase's first launch go chained (programmatic dependent
     /// launch, `kernels::launch_ex`): each may start launching while the one before it
-    /// finishes. Hopper and later; `EP_CUDA_CHAINED_LAUNCH=0` turns it off.
+    /// finishes. Hopper and later; [`crate::CudaOptions::chained_launch`] turns it off.
     pub(super) fn chained_launches(&self) -> bool {
-        static OFF: OnceLock<Option<usize>> = OnceLock::new();
-        setting_from_env(&OFF, "EP_CUDA_CHAINED_LAUNCH") != Some(0) && self.k().chained_launches
+        self.opts().chained_launch && self.k().chained_launches
     }
 
     /// Whether a phase's first kernel goes chained to what the stream ran before the phase
-    /// (`Chain::First`); `EP_CUDA_CHAINED_FIRST=0` turns it off (and `EP_CUDA_CHAINED_LAUNCH=0`
-    /// every chained launch).
+    /// (`Chain::First`); [`crate::CudaOptions::chained_first`] turns it off (and
+    /// `chained_launch` every chained launch).
     pub(super) fn chained_first(&self) -> bool {
-        static OFF: OnceLock<Option<usize>> = OnceLock::new();
-        setting_from_env(&OFF, "EP_CUDA_CHAINED_FIRST") != Some(0) && self.chained_launches()
+        self.opts().chained_first && self.chained_launches()
     }
 
     fn single_launch(&self, max_tokens: usize) -> bool {

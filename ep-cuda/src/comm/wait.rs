@@ -73,7 +73,7 @@ impl CudaComm {
                 break;
             }
         }
-        if slices > 1 && std::env::var_os("EP_CUDA_LOG_WAITS").is_some() {
+        if slices > 1 && self.opts().log_waits {
             eprintln!(
                 "ep-cuda: rank {} {phase:?} wait took {slices} slices ({} ms)",
                 self.rank,
