@@ -192,7 +192,7 @@ impl PhaseBuffers for RankBuffers {
     }
 }
 
-/// What `EP_BENCH_REWARM` reads back after the evict ([`StartGate`]'s `rewarm`).
+/// What `EP_BENCH_REWARM` reads back after the evict (the start gate's `rewarm`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Rewarm {
     /// Nothing read back.
@@ -238,7 +238,7 @@ const EVICT_BYTES: usize = 256 << 20;
 /// The grid that reads the evict buffer: enough blocks to keep an H200's HBM busy.
 const EVICT_READ_BLOCKS: u32 = 1056;
 
-/// What `EP_BENCH_EVICT_L2` asks for: unset or `0`, nothing; `1`, [`EVICT_BYTES`] written; any
+/// What `EP_BENCH_EVICT_L2` asks for: unset or `0`, nothing; `1`, `EVICT_BYTES` written; any
 /// other number, that many MiB written (a model's weights between two phases touch gigabytes, and
 /// with them the address translations' caches, which 256 MiB may leave warm); `rN`, N MiB read,
 /// as a GEMM streams its weights: the L2 is then full of clean lines, where a write leaves it

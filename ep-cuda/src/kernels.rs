@@ -243,7 +243,7 @@ pub struct Kernels {
 
 impl Kernels {
     /// Every program of [`PROGRAMS`], compiled as `options` ask (their defines and NVRTC's
-    /// options: [`crate::CudaOptions::prelude`]) and loaded into `ctx`.
+    /// options: `CudaOptions::prelude`) and loaded into `ctx`.
     pub fn load(ctx: &Arc<CudaContext>, options: &crate::CudaOptions) -> Result<Kernels> {
         let (major, minor) = ctx.compute_capability().map_err(cuda)?;
         let arch = arch_name(major, minor);
