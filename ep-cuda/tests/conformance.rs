@@ -5,13 +5,59 @@
 //! the backend's options come from the `EP_CUDA_*` variables as the `ep` command reads them
 //! (`ep_cuda::options_from_env_vars`, docs/tuning.md). The test hooks' variables need
 //! `--features test-hooks`.
+//!
+//! The suite runs once per path policy ([`POLICIES`]: which kernels a round takes), each on a
+//! backend made with that policy's options in this one process; EP_POLICY names a subset
+//! (comma-separated), default all.
 
 use std::time::Instant;
 
 use ep_conformance::runner;
 use ep_cuda::CudaBackend;
 
+use ep_cuda::CudaOptions;
+
 const DEVICE_EPILOGUE: &str = "cuda::device_epilogue";
+
+/// A path policy: the options it sets over the run's own.
+type Policy = fn(CudaOptions) -> CudaOptions;
+
+/// The path policies, as `scripts/gpu-conformance.sh` names them: each forces one way through the
+/// phases at every size, so every kernel path meets every case.
+const POLICIES: [(&str, Policy); 7] = [
+    ("default", |o| o),
+    ("single", |o| CudaOptions {
+        single_dispatch_max_tokens: Some(1_000_000),
+        single_combine_max_tokens: Some(1_000_000),
+        ..o
+    }),
+    ("overlap", |o| CudaOptions {
+        overlap_min_tokens: Some(1),
+        ..o
+    }),
+    ("layout", |o| CudaOptions {
+        layout_first_min_tokens: Some(1),
+        single_dispatch_max_tokens: Some(0),
+        ..o
+    }),
+    ("marked", |o| CudaOptions {
+        single_dispatch_max_tokens: Some(1_000_000),
+        single_combine_max_tokens: Some(1_000_000),
+        single_marked_min_tokens: 1,
+        ll_max_tokens: 0,
+        ..o
+    }),
+    ("multi", |o| CudaOptions {
+        single_dispatch_max_tokens: Some(0),
+        single_combine_max_tokens: Some(0),
+        ..o
+    }),
+    ("beside", |o| CudaOptions {
+        marked_min_tokens: 1,
+        lean_min_tokens: 0,
+        ..o
+    }),
+];
 const OTHER_OPTIONS: &str = "cuda::device_epilogue_other_compiled_options";
 
 /// A device-code epilogue through every combine path (ep_cuda::epilogue_check), as one case
@@ -76,7 +122,23 @@ fn main() {
             o.time.as_secs_f64() * 1e3
         );
     };
-    let mut outcomes = runner::run_all(&backend, filter.as_deref(), report);
+    let chosen = std::env::var("EP_POLICY").ok();
+    let mut outcomes = Vec::new();
+    for (policy, apply) in POLICIES {
+        if chosen
+            .as_deref()
+            .is_some_and(|c| !c.split(',').any(|p| p == policy))
+        {
+            continue;
+        }
+        println!("policy {policy}");
+        let b = backend.clone().with_options(apply(backend.options.clone()));
+        for mut o in runner::run_all(&b, filter.as_deref(), |_| {}) {
+            o.name = format!("{policy}::{}", o.name);
+            report(&o);
+            outcomes.push(o);
+        }
+    }
     if filter
         .as_deref()
         .is_none_or(|f| DEVICE_EPILOGUE.contains(f))
