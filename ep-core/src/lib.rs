@@ -20,6 +20,7 @@
 
 pub mod backend;
 pub mod config;
+pub mod digest;
 pub mod epilogue;
 pub mod error;
 pub mod format;

@@ -13,7 +13,7 @@ use ep_core::{
 };
 use ndarray::{Array2, Array3, ArrayView2};
 
-use crate::memory::{digest, zeroed_vec};
+use crate::memory::zeroed_vec;
 use crate::transport::{GroupId, Transport, World};
 use crate::wait::{wait_for, Unfinished};
 
@@ -652,20 +652,16 @@ impl EpComm for SimComm {
 
     fn memory_digest(&self) -> Result<u64> {
         let world = &self.net.world;
-        let mut h = 0xcbf2_9ce4_8422_2325u64;
+        let mut h = ep_core::digest::EMPTY;
         for id in [GroupId::Dispatch, GroupId::Combine] {
             let g = world.group(self.net.rank, id);
             // SAFETY: tests call this while no round is in flight, so nothing writes these bytes.
-            digest(&mut h, unsafe { g.recv.slice(0, g.recv.len()) });
-            for c in g.counts.as_slice() {
-                digest(
-                    &mut h,
-                    &ep_core::error::poison::unpoisoned(
-                        c.load(std::sync::atomic::Ordering::Acquire),
-                    )
-                    .to_le_bytes(),
-                );
-            }
+            ep_core::digest::fold_bytes(&mut h, unsafe { g.recv.slice(0, g.recv.len()) });
+            let counts = g.counts.as_slice().iter();
+            ep_core::digest::fold_counts(
+                &mut h,
+                counts.map(|c| c.load(std::sync::atomic::Ordering::Acquire)),
+            );
         }
         Ok(h)
     }

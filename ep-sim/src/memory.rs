@@ -211,14 +211,3 @@ impl Geometry {
         })
     }
 }
-
-/// FNV-style hash over 8-byte words: fast enough for test-sized buffers, deterministic.
-pub fn digest(hash: &mut u64, bytes: &[u8]) {
-    for chunk in bytes.chunks(8) {
-        let mut w = [0u8; 8];
-        w[..chunk.len()].copy_from_slice(chunk);
-        *hash = (*hash ^ u64::from_le_bytes(w))
-            .wrapping_mul(0x100_0000_01b3)
-            .rotate_left(29);
-    }
-}

@@ -632,7 +632,7 @@ impl EpComm for CudaComm {
     fn memory_digest(&self) -> Result<u64> {
         self.bind()?;
         let b = self.bufs();
-        let mut h = 0xcbf2_9ce4_8422_2325u64;
+        let mut h = ep_core::digest::EMPTY;
         for (buf, counts) in [
             (&b.d_recv, false),
             (&b.d_nmsg, false),
@@ -643,14 +643,12 @@ impl EpComm for CudaComm {
         ] {
             let mut host = vec![0u8; buf.len];
             buf.download(&mut host, &self.stream)?;
-            for chunk in host.chunks(8) {
-                let mut w = [0u8; 8];
-                w[..chunk.len()].copy_from_slice(chunk);
-                let mut word = u64::from_le_bytes(w);
-                if counts {
-                    word = ep_core::error::poison::unpoisoned(word);
-                }
-                h = (h ^ word).wrapping_mul(0x100_0000_01b3).rotate_left(29);
+            if counts {
+                let words = host.chunks_exact(8);
+                let words = words.map(|w| u64::from_le_bytes(w.try_into().expect("8 bytes")));
+                ep_core::digest::fold_counts(&mut h, words);
+            } else {
+                ep_core::digest::fold_bytes(&mut h, &host);
             }
         }
         Ok(h)
