@@ -20,16 +20,9 @@ summary=$OUT/summary.txt
 T0=$(date +%s)
 note() { echo "$*" | tee -a "$summary"; }
 
-# Path modes, as the backend reads them (docs/tuning.md): which kernels a round takes.
-declare -A MODE_ENV=(
-  [default]=""
-  [single]="EP_CUDA_SINGLE_DISPATCH_MAX_TOKENS=1000000 EP_CUDA_SINGLE_COMBINE_MAX_TOKENS=1000000"
-  [overlap]="EP_CUDA_OVERLAP_MIN_TOKENS=1"
-  [layout]="EP_CUDA_LAYOUT_FIRST_MIN_TOKENS=1 EP_CUDA_SINGLE_DISPATCH_MAX_TOKENS=0"
-  [marked]="EP_CUDA_SINGLE_DISPATCH_MAX_TOKENS=1000000 EP_CUDA_SINGLE_COMBINE_MAX_TOKENS=1000000 EP_CUDA_SINGLE_MARKED_MIN_TOKENS=1 EP_CUDA_LL_MAX_TOKENS=0"
-  [multi]="EP_CUDA_SINGLE_DISPATCH_MAX_TOKENS=0 EP_CUDA_SINGLE_COMBINE_MAX_TOKENS=0"
-  [beside]="EP_CUDA_MARKED_MIN_TOKENS=1 EP_CUDA_LEAN_MIN_TOKENS=0"
-)
+# Path modes: ep-gpu sets each one's variables from EP_MODE (one table, in ep-gpu).
+read -r -a MODES <<< "$(./ep-gpu --modes)"
+is_mode() { local m; for m in "${MODES[@]}"; do [ "$m" = "$1" ] && return 0; done; return 1; }
 args=("$@")
 [ ${#args[@]} -eq 0 ] && args=(default single overlap layout marked multi beside one-gpu dumps errors)
 want() { local a; for a in "${args[@]}"; do [ "$a" = "$1" ] && return 0; done; return 1; }
@@ -49,9 +42,8 @@ suite() {
 }
 
 for m in "${args[@]}"; do
-  [ -n "${MODE_ENV[$m]+set}" ] || continue
-  # shellcheck disable=SC2086
-  suite "$m on $n_gpus GPUs" ${MODE_ENV[$m]}
+  is_mode "$m" || continue
+  suite "$m on $n_gpus GPUs" EP_MODE="$m"
 done
 if want one-gpu && [ "$n_gpus" -gt 1 ]; then
   suite "default, every rank on GPU 0" CUDA_VISIBLE_DEVICES=0

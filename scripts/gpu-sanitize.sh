@@ -33,25 +33,17 @@ done
 [ "${#tools[@]}" -eq 0 ] && tools=(memcheck racecheck)
 command -v compute-sanitizer > /dev/null || { echo "gpu-sanitize.sh: compute-sanitizer not on PATH" >&2; exit 2; }
 
-# Path modes, as in gpu-conformance.sh (docs/tuning.md): which kernels a round takes.
-declare -A MODE_ENV=(
-  [default]=""
-  [single]="EP_CUDA_SINGLE_DISPATCH_MAX_TOKENS=1000000 EP_CUDA_SINGLE_COMBINE_MAX_TOKENS=1000000"
-  [overlap]="EP_CUDA_OVERLAP_MIN_TOKENS=1"
-  [layout]="EP_CUDA_LAYOUT_FIRST_MIN_TOKENS=1 EP_CUDA_SINGLE_DISPATCH_MAX_TOKENS=0"
-  [marked]="EP_CUDA_SINGLE_DISPATCH_MAX_TOKENS=1000000 EP_CUDA_SINGLE_COMBINE_MAX_TOKENS=1000000 EP_CUDA_SINGLE_MARKED_MIN_TOKENS=1 EP_CUDA_LL_MAX_TOKENS=0"
-  [multi]="EP_CUDA_SINGLE_DISPATCH_MAX_TOKENS=0 EP_CUDA_SINGLE_COMBINE_MAX_TOKENS=0"
-  [beside]="EP_CUDA_MARKED_MIN_TOKENS=1 EP_CUDA_LEAN_MIN_TOKENS=0"
-)
+# Path modes: ep-gpu sets each one's variables from EP_MODE (one table, in ep-gpu).
+read -r -a MODES <<< "$(./ep-gpu --modes)"
+is_mode() { local m; for m in "${MODES[@]}"; do [ "$m" = "$1" ] && return 0; done; return 1; }
 for m in "${modes[@]}"; do
-  [ -n "${MODE_ENV[$m]+set}" ] || { echo "gpu-sanitize.sh: unknown mode $m" >&2; exit 2; }
+  is_mode "$m" || { echo "gpu-sanitize.sh: unknown mode $m; modes: ${MODES[*]}" >&2; exit 2; }
 done
 
 for m in "${modes[@]}"; do
   for tool in "${tools[@]}"; do
-    echo "=== $tool $m ${ranks}r $rounds rounds $format (${MODE_ENV[$m]})" >> "$log"
-    # shellcheck disable=SC2086
-    env ${MODE_ENV[$m]} EP_WRAP="compute-sanitizer --tool $tool --print-limit 10" timeout 600 \
+    echo "=== $tool $m ${ranks}r $rounds rounds $format (EP_MODE=$m)" >> "$log"
+    env EP_MODE="$m" EP_WRAP="compute-sanitizer --tool $tool --print-limit 10" timeout 600 \
       ./ep-gpu soak --backend cuda --ranks "$ranks" --rounds "$rounds" --format "$format" > /tmp/sanitize.txt 2>&1
     rc=$?
     cat /tmp/sanitize.txt >> "$log"
