@@ -13,8 +13,8 @@ use crate::round::{run_and_check, Calls, RoundOptions};
 use crate::scenario::WeightKind;
 
 /// Runs a good round, lets `bad` make a call on rank 0 that must fail as `expect` says, checks
-/// that rank 0's symmetric memory did not change (its peers' counts now hold its poison: a rank
-/// that rejects its input tells the ranks that would wait for it), then rank 0 dispatches good
+/// that no rank's symmetric memory changed (its peers' counts hold its poison, which digests read
+/// as the sentinel it replaced), then rank 0 dispatches good
 /// input, publishing real counts over the poison, and the round completes exactly.
 fn rejected_dispatch<B: EpBackend>(
     b: &B,
@@ -25,17 +25,7 @@ fn rejected_dispatch<B: EpBackend>(
     let mut comms = b.init_uniform(cfg).map_err(err)?;
     let opts = RoundOptions::new(Calls::Fused, WeightKind::F32);
     run_and_check(&mut comms, &good_inputs(cfg, 1), &opts)?;
-    let before = digests(&comms)?;
-    match bad(&mut comms[0]) {
-        Ok(()) => return Err("the bad call succeeded".into()),
-        Err(e) if expect(&e) => {}
-        Err(e) => return Err(format!("wrong error: {e}")),
-    }
-    if digests(&comms)? != before {
-        return Err(
-            "the rejected call changed symmetric memory (a peer's poisoned count aside)".into(),
-        );
-    }
+    super::refused_on_rank0(&mut comms, "call", expect, bad)?;
     let inputs = good_inputs(cfg, 2);
     comms[0]
         .dispatch_async(&inputs.dispatch_input(0))
@@ -207,8 +197,8 @@ pub fn config_mismatch<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
     .map(|_| ())
 }
 
-/// After a good dispatch, rank 0 hands combine something bad; nothing is written on rank 0 (its
-/// peers' combine counts hold its poison), and the right combine afterwards, issued by rank 0
+/// After a good dispatch, rank 0 hands combine something bad; nothing is written on any rank (its
+/// peers' combine counts hold its poison only), and the right combine afterwards, issued by rank 0
 /// first, completes the round exactly.
 fn rejected_combine<B: EpBackend>(
     b: &B,
@@ -219,17 +209,7 @@ fn rejected_combine<B: EpBackend>(
     let inputs = good_inputs(&cfg, 6);
     let mut comms = b.init_uniform(&cfg).map_err(err)?;
     let dispatched = super::dispatch_all(&mut comms, &inputs)?;
-    let before = digests(&comms)?;
-    match bad(&mut comms[0], &dispatched[0]) {
-        Ok(()) => return Err("the bad combine succeeded".into()),
-        Err(e) if expect(&e) => {}
-        Err(e) => return Err(format!("wrong error: {e}")),
-    }
-    if digests(&comms)? != before {
-        return Err(
-            "the rejected combine changed symmetric memory (a peer's poisoned count aside)".into(),
-        );
-    }
+    super::refused_on_rank0(&mut comms, "combine", expect, |c| bad(c, &dispatched[0]))?;
     let outs: Vec<_> = dispatched
         .iter()
         .map(crate::scenario::toy_experts)

@@ -158,6 +158,26 @@ pub(crate) fn routed_inputs(
     RoundInputs::with_random_values(cfg.hidden, ids, value_seed)
 }
 
+/// Rank 0's `call` must fail with an error `expect` accepts, and leave every rank's symmetric
+/// memory as it was (a peer's poisoned count reads as the sentinel it replaced).
+pub(crate) fn refused_on_rank0<C: EpComm>(
+    comms: &mut [C],
+    what: &str,
+    expect: impl Fn(&ep_core::EpError) -> bool,
+    call: impl FnOnce(&mut C) -> Result<(), ep_core::EpError>,
+) -> CaseResult {
+    let before = digests(comms)?;
+    match call(&mut comms[0]) {
+        Ok(()) => return Err(format!("the bad {what} succeeded")),
+        Err(e) if expect(&e) => {}
+        Err(e) => return Err(format!("{what}: wrong error: {e}")),
+    }
+    if digests(comms)? != before {
+        return Err(format!("the rejected {what} changed symmetric memory"));
+    }
+    Ok(())
+}
+
 pub(crate) fn digests<C: EpComm>(comms: &[C]) -> Result<Vec<u64>, String> {
     comms
         .iter()
