@@ -20,22 +20,9 @@ print(os.path.join(list(nvidia.cu13.__path__)[0], "lib"))
 PY
 }
 
-# EP_MODE names a path mode: the CudaOptions variables (docs/tuning.md) that make every round take
-# one way through the phases, the same set the GPU test runner's policies use. One table, read by
-# gpu-conformance.sh and gpu-sanitize.sh through EP_MODE; `ep-gpu --modes` lists the names.
-modes="default single overlap layout marked multi beside"
-if [ "${1:-}" = "--modes" ]; then echo "$modes"; exit 0; fi
-case "${EP_MODE:-default}" in
-  default) ;;
-  single) export EP_CUDA_SINGLE_DISPATCH_MAX_TOKENS=1000000 EP_CUDA_SINGLE_COMBINE_MAX_TOKENS=1000000 ;;
-  overlap) export EP_CUDA_OVERLAP_MIN_TOKENS=1 ;;
-  layout) export EP_CUDA_LAYOUT_FIRST_MIN_TOKENS=1 EP_CUDA_SINGLE_DISPATCH_MAX_TOKENS=0 ;;
-  marked) export EP_CUDA_SINGLE_DISPATCH_MAX_TOKENS=1000000 EP_CUDA_SINGLE_COMBINE_MAX_TOKENS=1000000 \
-                 EP_CUDA_SINGLE_MARKED_MIN_TOKENS=1 EP_CUDA_LL_MAX_TOKENS=0 ;;
-  multi) export EP_CUDA_SINGLE_DISPATCH_MAX_TOKENS=0 EP_CUDA_SINGLE_COMBINE_MAX_TOKENS=0 ;;
-  beside) export EP_CUDA_MARKED_MIN_TOKENS=1 EP_CUDA_LEAN_MIN_TOKENS=0 ;;
-  *) echo "ep-gpu: unknown EP_MODE ${EP_MODE}; modes: $modes" >&2; exit 2 ;;
-esac
+# EP_MODE names a path policy (ep_cuda::PathPolicy, the one list): `ep` reads it as
+# EP_CUDA_PATH_POLICY. `ep-gpu --modes` lists the names.
+if [ -n "${EP_MODE:-}" ]; then export EP_CUDA_PATH_POLICY=$EP_MODE; fi
 
 lib=$(find_nvrtc | head -n 1)
 if [ -z "$lib" ]; then
@@ -44,8 +31,10 @@ if [ -z "$lib" ]; then
 fi
 export LD_LIBRARY_PATH="$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export NCCL_NVLS_ENABLE=0
-# Spin-waiting kernels must never queue behind each other (see ep-cuda's driver.rs).
-export CUDA_MODULE_LOADING=${CUDA_MODULE_LOADING:-EAGER}
+# Spin-waiting kernels must never queue behind each other (ep-cuda's driver.rs,
+# DRIVER_ENVIRONMENT). Module loading is left to the driver's default: ep-cuda loads its kernels
+# at start whatever the mode.
 export CUDA_DEVICE_MAX_CONNECTIONS=${CUDA_DEVICE_MAX_CONNECTIONS:-32}
+if [ "${1:-}" = "--modes" ]; then exec "$here/ep" conformance --list-policies; fi
 # shellcheck disable=SC2086
 exec ${EP_WRAP:-} "$here/${EP_BIN:-ep}" "$@"

@@ -2,14 +2,15 @@
 # The GPU conformance matrix, run from a bundle on a GPU host (scripts/bundle-gpu.sh copies this
 # script and check_dump.py beside `ep`):
 # - the suite (`ep conformance --backend cuda`: the device self-checks, every case, the
-#   device-code epilogue) in each path mode, on every visible GPU, then with every rank on GPU 0;
+#   device-code epilogue) under each path policy asked for, in one process, on every visible GPU,
+#   then with every rank on GPU 0;
 # - `ep run --dump` in every format on the scenarios issue dumps were checked on, each dump
 #   checked by check_dump.py (payload, scales, decode with each row's source scale, combine
 #   recomputed from the dump alone);
 # - the user-facing error paths, run as a user would: a size that cannot be allocated is a typed
 #   error and the process survives.
-# Usage: ./gpu-conformance.sh [MODE ...] [one-gpu] [dumps] [errors]   (modes: default single
-# overlap layout marked multi beside; no argument: all of them). Writes $OUT/conformance.txt (every
+# Usage: ./gpu-conformance.sh [all | POLICY ...] [one-gpu] [dumps] [errors]   (policies:
+# `./ep-gpu --modes`; no argument: all of it). Writes $OUT/conformance.txt (every
 # line of every run) and $OUT/summary.txt (one line a run).
 set -uo pipefail
 cd "$(dirname "$0")"
@@ -20,31 +21,40 @@ summary=$OUT/summary.txt
 T0=$(date +%s)
 note() { echo "$*" | tee -a "$summary"; }
 
-# Path modes: ep-gpu sets each one's variables from EP_MODE (one table, in ep-gpu).
+# Path policies: ep-gpu lists them (ep conformance --list-policies).
 read -r -a MODES <<< "$(./ep-gpu --modes)"
 is_mode() { local m; for m in "${MODES[@]}"; do [ "$m" = "$1" ] && return 0; done; return 1; }
 args=("$@")
-[ ${#args[@]} -eq 0 ] && args=(default single overlap layout marked multi beside one-gpu dumps errors)
+[ ${#args[@]} -eq 0 ] && args=(all one-gpu dumps errors)
 want() { local a; for a in "${args[@]}"; do [ "$a" = "$1" ] && return 0; done; return 1; }
 
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | sort | uniq -c | sed 's/^ */gpus: /' | tee -a "$summary"
 n_gpus=$(nvidia-smi -L | wc -l)
 
-# suite LABEL [VAR=value ...]: one conformance run; its closing line into the summary.
+# suite LABEL [VAR=value ...] [-- ARG ...]: one conformance run; its closing line into the summary.
 suite() {
   local label=$1; shift
-  echo "=== conformance $label ($*)" >> "$log"
-  env "$@" timeout 300 ./ep-gpu conformance --backend cuda > /tmp/suite.txt 2>&1
+  local vars=() flags=()
+  while [ "$#" -gt 0 ]; do
+    if [ "$1" = "--" ]; then shift; flags=("$@"); break; fi
+    vars+=("$1"); shift
+  done
+  echo "=== conformance $label (${vars[*]} ${flags[*]})" >> "$log"
+  env "${vars[@]}" timeout 600 ./ep-gpu conformance --backend cuda "${flags[@]}" > /tmp/suite.txt 2>&1
   local rc=$?
   cat /tmp/suite.txt >> "$log"
   note "conformance $label: rc=$rc, $(grep -E '^[0-9]+ passed, [0-9]+ failed' /tmp/suite.txt | tail -n 1), $(grep -c '^skipped' /tmp/suite.txt) skipped, $(( $(date +%s) - T0 ))s"
   grep -E '^\[.*FAILED|^--- ' /tmp/suite.txt | head -n 10 | tee -a "$summary"
 }
 
+policies=()
 for m in "${args[@]}"; do
-  is_mode "$m" || continue
-  suite "$m on $n_gpus GPUs" EP_MODE="$m"
+  if [ "$m" = all ]; then policies=("${MODES[@]}"); elif is_mode "$m"; then policies+=("$m"); fi
 done
+if [ "${#policies[@]}" -gt 0 ]; then
+  list=$(IFS=,; echo "${policies[*]}")
+  suite "$list on $n_gpus GPUs" -- --policy "$list"
+fi
 if want one-gpu && [ "$n_gpus" -gt 1 ]; then
   suite "default, every rank on GPU 0" CUDA_VISIBLE_DEVICES=0
 fi

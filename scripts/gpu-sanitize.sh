@@ -4,8 +4,7 @@
 # against the oracle, in each path mode asked for. ep-gpu runs the binary under $EP_WRAP.
 # Usage: ./gpu-sanitize.sh [-r RANKS] [-n ROUNDS] [-f FORMAT] [MODE ...] [-- TOOL ...]
 #   RANKS default 2, ROUNDS default 6 (a sanitized round is slow), FORMAT default bf16.
-#   MODE: default single overlap layout marked multi beside (as gpu-conformance.sh; default:
-#   default single). TOOL default: memcheck racecheck.
+#   MODE: a path policy (`./ep-gpu --modes` lists them; default: default single). TOOL default: memcheck racecheck.
 #   e.g. ./gpu-sanitize.sh -f fp8 default single overlap -- memcheck racecheck synccheck
 #   Variables: OUT (default /tmp/gpu-sanitize).
 # Writes $OUT/sanitize.txt (every line of every run) and $OUT/summary.txt (a line a run: the
@@ -33,7 +32,7 @@ done
 [ "${#tools[@]}" -eq 0 ] && tools=(memcheck racecheck)
 command -v compute-sanitizer > /dev/null || { echo "gpu-sanitize.sh: compute-sanitizer not on PATH" >&2; exit 2; }
 
-# Path modes: ep-gpu sets each one's variables from EP_MODE (one table, in ep-gpu).
+# Path modes: ep-gpu passes EP_MODE on as EP_CUDA_PATH_POLICY (ep_cuda::PathPolicy).
 read -r -a MODES <<< "$(./ep-gpu --modes)"
 is_mode() { local m; for m in "${MODES[@]}"; do [ "$m" = "$1" ] && return 0; done; return 1; }
 for m in "${modes[@]}"; do

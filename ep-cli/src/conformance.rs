@@ -12,15 +12,30 @@ pub struct Args {
     /// Only cases whose name contains this (none matching is an error).
     #[arg(long)]
     filter: Option<String>,
+    /// CUDA: run the suite once per path policy named (comma-separated, or `all`), each forcing
+    /// one way through the phases at every size, in this one process. `--list-policies` names
+    /// them.
+    #[arg(long)]
+    policy: Option<String>,
+    /// Print the path policies' names, one a line, and exit.
+    #[arg(long)]
+    list_policies: bool,
 }
 
 pub fn main(args: Args) -> Result<ExitCode, String> {
-    let backend = args.target.backend()?;
+    if args.list_policies {
+        for name in policy_names() {
+            println!("{name}");
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let runs = policy_backends(&args)?;
     let device_ok = device_checks(args.target.backend)?;
-    let epilogue_case = applies_device_epilogue(&backend, args.filter.as_deref());
-    let total =
-        runner::cases_for(&backend, args.filter.as_deref()).len() + usize::from(epilogue_case);
-    let skipped = runner::skipped_for(&backend, args.filter.as_deref());
+    let backend = &runs[0].1;
+    let epilogue_case = applies_device_epilogue(backend, args.filter.as_deref());
+    let total = runs.len()
+        * (runner::cases_for(backend, args.filter.as_deref()).len() + usize::from(epilogue_case));
+    let skipped = runner::skipped_for(backend, args.filter.as_deref());
     let filter = args.filter.as_deref().unwrap_or_default();
     if total + skipped.len() == 0 {
         return Err(format!("no conformance case name contains `{filter}`"));
@@ -48,20 +63,31 @@ pub fn main(args: Args) -> Result<ExitCode, String> {
         println!("skipped {name}: {why}");
     }
     let mut done = 0;
-    let mut report = |o: &runner::Outcome| {
+    let mut report = |policy: Option<&str>, o: &runner::Outcome| {
         done += 1;
         let status = if o.result.is_ok() { "ok" } else { "FAILED" };
+        let prefix = policy.map(|p| format!("{p}::")).unwrap_or_default();
         println!(
-            "[{done:>3}/{total}] {status:<6} {} ({:.0} ms)",
+            "[{done:>3}/{total}] {status:<6} {prefix}{} ({:.0} ms)",
             o.name,
             o.time.as_secs_f64() * 1e3
         );
         let _ = std::io::stdout().flush();
     };
-    let mut outcomes = runner::run_all(&backend, args.filter.as_deref(), &mut report);
-    if let Some(o) = epilogue_case.then(|| device_epilogue(&backend)).flatten() {
-        report(&o);
-        outcomes.push(o);
+    let mut outcomes = Vec::new();
+    for (policy, backend) in &runs {
+        let policy = policy.as_deref();
+        let mut done = runner::run_all(backend, args.filter.as_deref(), |o| report(policy, o));
+        if let Some(o) = epilogue_case.then(|| device_epilogue(backend)).flatten() {
+            report(policy, &o);
+            done.push(o);
+        }
+        if let Some(p) = policy {
+            for o in &mut done {
+                o.name = format!("{p}::{}", o.name);
+            }
+        }
+        outcomes.extend(done);
     }
     let cases_ok = runner::print_summary(&outcomes);
     if !device_ok {
@@ -72,6 +98,50 @@ pub fn main(args: Args) -> Result<ExitCode, String> {
     } else {
         ExitCode::FAILURE
     })
+}
+
+/// The path policies' names (`--policy`); none without the CUDA backend compiled in.
+fn policy_names() -> Vec<&'static str> {
+    #[cfg(feature = "cuda")]
+    return ep::cuda::PathPolicy::ALL.map(|p| p.name()).to_vec();
+    #[cfg(not(feature = "cuda"))]
+    return Vec::new();
+}
+
+/// The backends to run the suite on: the one the command line names, or under `--policy` one
+/// per policy (CUDA only), each with the policy's options over the environment's.
+fn policy_backends(args: &Args) -> Result<Vec<(Option<String>, ep::Backend)>, String> {
+    let Some(list) = &args.policy else {
+        return Ok(vec![(None, args.target.backend()?)]);
+    };
+    if args.target.backend != ep::BackendKind::Cuda {
+        return Err("--policy applies to the cuda backend".into());
+    }
+    let names: Vec<&str> = match list.trim() {
+        "all" => policy_names(),
+        l => l.split(',').map(str::trim).collect(),
+    };
+    #[cfg(feature = "cuda")]
+    {
+        let options = crate::options::cuda_options_from_env()?;
+        names
+            .into_iter()
+            .map(|name| {
+                let policy: ep::cuda::PathPolicy = name.parse()?;
+                let backend = ep::Backend::cuda_with(
+                    args.target.ranks_per_gpu,
+                    policy.apply(options.clone()),
+                )
+                .map_err(|e| e.to_string())?;
+                Ok((Some(policy.name().to_string()), backend))
+            })
+            .collect()
+    }
+    #[cfg(not(feature = "cuda"))]
+    {
+        let _ = names;
+        Err("--policy: this `ep` was built without the cuda backend".into())
+    }
 }
 
 /// CUDA: the arithmetic the kernels take to be exact, checked on every visible GPU before the

@@ -41,6 +41,7 @@ enum Command {
 
 fn main() -> ExitCode {
     restore_sigpipe();
+    options::prepare_cuda_driver();
     let mut cli = Cli::parse();
     if cli.command.is_none() {
         // `ep` alone is `ep run` with every default.

@@ -9,3 +9,16 @@
 pub fn cuda_options_from_env() -> Result<ep::cuda::CudaOptions, String> {
     ep::cuda::options_from_env_vars(|k| std::env::var(k).ok())
 }
+
+/// Before the first CUDA call: the driver variables a process with several ranks on one GPU
+/// needs ([`ep::cuda::driver::DRIVER_ENVIRONMENT`]), each set unless the user set it.
+pub fn prepare_cuda_driver() {
+    #[cfg(feature = "cuda")]
+    for (var, value) in ep::cuda::driver::DRIVER_ENVIRONMENT {
+        if std::env::var_os(var).is_none() {
+            // SAFETY (std's: no other thread reads the environment): called first in `main`,
+            // before any thread starts.
+            std::env::set_var(var, value);
+        }
+    }
+}

@@ -12,32 +12,19 @@ fn unavailable(reason: impl Into<String>) -> EpError {
 }
 
 /// Ranks wait on each other in kernels, so nothing may stand between a rank's kernel and the
-/// hardware except its own stream. Two driver defaults break that, and both are read at cuInit,
-/// so they are set before it, once, unless the user chose otherwise:
-///
-/// - `CUDA_MODULE_LOADING=EAGER`: with lazy loading a kernel is loaded at its first launch, and
-///   that load may wait for the kernels running in the context, such as a peer's wait kernel
-///   spinning on this rank's signal, so a rank's first signals came far too late (5a3b5f2).
-/// - `CUDA_DEVICE_MAX_CONNECTIONS=32` (the maximum; default 8): streams share that many hardware
-///   work queues round-robin, so with several ranks on one GPU a rank's send or signal kernel can
-///   queue behind another rank's spinning wait kernel (seen with 4-8 ranks a GPU, e5ba2ef). With
-///   32 queues every rank stream has its own; [`MAX_RANKS_PER_GPU`] keeps it so.
-fn driver_settings() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        for (var, value) in [
-            ("CUDA_MODULE_LOADING", "EAGER"),
-            ("CUDA_DEVICE_MAX_CONNECTIONS", "32"),
-        ] {
-            if std::env::var_os(var).is_none() {
-                std::env::set_var(var, value);
-            }
-        }
-    });
-}
+/// hardware except its own stream. The driver shares `CUDA_DEVICE_MAX_CONNECTIONS` hardware work
+/// queues (default 8) among a context's streams round-robin, so with several ranks on one GPU a
+/// rank's send or signal kernel can queue behind another rank's spinning wait kernel (seen with
+/// 4-8 ranks a GPU, e5ba2ef). With 32 queues every rank stream has its own;
+/// [`MAX_RANKS_PER_GPU`] keeps it so. The driver reads the variable once, at its initialisation,
+/// and the library reads no environment: a program that places several ranks on one GPU sets it
+/// before its first CUDA call (the `ep` command and the GPU test runner do, unless it is set).
+/// One rank per GPU needs nothing. (Lazily loaded kernels, the other driver default that delays
+/// a rank, are loaded at start instead: [`crate::kernels::load_function`].)
+pub const DRIVER_ENVIRONMENT: &[(&str, &str)] = &[("CUDA_DEVICE_MAX_CONNECTIONS", "32")];
 
 /// The most ranks one GPU may hold: each needs a hardware work queue of its own (see
-/// `driver_settings`), and some of the 32 are left to the driver.
+/// [`DRIVER_ENVIRONMENT`]), and some of the 32 are left to the driver.
 pub const MAX_RANKS_PER_GPU: usize = 16;
 
 /// The number of GPUs visible, or why there are none to use.
@@ -48,7 +35,6 @@ pub fn device_count() -> Result<usize, EpError> {
             "no CUDA driver found (libcuda could not be loaded)",
         ));
     }
-    driver_settings();
     cudarc::driver::result::init()
         .map_err(|e| unavailable(format!("the CUDA driver failed to initialise: {e}")))?;
     let n = cudarc::driver::result::device::get_count().map_err(cuda)?;

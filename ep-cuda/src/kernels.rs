@@ -211,7 +211,7 @@ impl Program {
             .map_err(cuda)?;
         let functions = names
             .iter()
-            .map(|&name| Ok((name, module.load_function(name).map_err(cuda)?)))
+            .map(|&name| Ok((name, load_function(&module, name)?)))
             .collect::<Result<_>>()?;
         Ok(Program { module, functions })
     }
@@ -348,13 +348,26 @@ impl Kernels {
             .load_module(compile_with(&src, self.arch, self.lineinfo)?)
             .map_err(cuda)?;
         let f = EpilogueKernels {
-            reduce: module.load_function("ep_combine_reduce").map_err(cuda)?,
-            single: module.load_function("ep_combine_single").map_err(cuda)?,
-            single_ll: module.load_function("ep_combine_single_ll").map_err(cuda)?,
+            reduce: load_function(&module, "ep_combine_reduce")?,
+            single: load_function(&module, "ep_combine_single")?,
+            single_ll: load_function(&module, "ep_combine_single_ll")?,
         };
         cache.insert(key, (module, f.clone()));
         Ok(f)
     }
+}
+
+/// Kernel `name` of `module`, loaded now. Under lazy module loading (the driver's default, and
+/// what PyTorch asks for) a kernel would otherwise load at its first launch, and that load may
+/// wait for the kernels running in the context, such as a peer's wait kernel spinning on this
+/// rank's signal: a rank's first signals then came far too late (5a3b5f2).
+pub fn load_function(module: &Arc<CudaModule>, name: &str) -> Result<CudaFunction> {
+    let f = module.load_function(name).map_err(cuda)?;
+    // SAFETY: `f` is a live function of a loaded module; loading it has no other effect.
+    unsafe { cudarc::driver::sys::cuFuncLoad(f.cu_function()) }
+        .result()
+        .map_err(cuda)?;
+    Ok(f)
 }
 
 /// Trace records copied from the device (`Kernels::collect_trace`).

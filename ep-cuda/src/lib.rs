@@ -23,6 +23,7 @@ pub mod epilogue_check;
 pub mod kernels;
 mod memory;
 mod options;
+mod path_policy;
 pub mod probe;
 pub mod selfcheck;
 mod world;
@@ -37,6 +38,7 @@ pub use options::options_from_env_vars;
 #[cfg(feature = "test-hooks")]
 pub use options::TestHooks;
 pub use options::{CudaOptions, EvictL2, Rewarm, Trace};
+pub use path_policy::PathPolicy;
 
 /// The CUDA backend. `ranks_per_gpu: None` spreads ranks over the visible GPUs as evenly as
 /// possible (all on one GPU when only one is visible); `options`: its tunables and switches

@@ -284,7 +284,14 @@ impl CudaOptions {
 pub fn options_from_env_vars(
     get: impl Fn(&str) -> Option<String>,
 ) -> std::result::Result<CudaOptions, String> {
-    let mut o = CudaOptions::default();
+    // A path policy first, the single variables over it.
+    let mut o = match get("EP_CUDA_PATH_POLICY") {
+        None => CudaOptions::default(),
+        Some(v) => v
+            .parse::<crate::PathPolicy>()
+            .map_err(|e| format!("EP_CUDA_PATH_POLICY={v}: {e}"))?
+            .apply(CudaOptions::default()),
+    };
     let number = |var: &str| -> std::result::Result<Option<usize>, String> {
         match get(var) {
             None => Ok(None),
@@ -299,16 +306,31 @@ pub fn options_from_env_vars(
     let switch = |var: &str, default: bool| -> std::result::Result<bool, String> {
         Ok(number(var)?.map_or(default, |n| n != 0))
     };
-    o.single_dispatch_max_tokens = number("EP_CUDA_SINGLE_DISPATCH_MAX_TOKENS")?;
-    o.single_combine_max_tokens = number("EP_CUDA_SINGLE_COMBINE_MAX_TOKENS")?;
-    o.overlap_min_tokens = number("EP_CUDA_OVERLAP_MIN_TOKENS")?;
-    o.layout_first_min_tokens = number("EP_CUDA_LAYOUT_FIRST_MIN_TOKENS")?;
     let set = |field: &mut usize, var: &str| -> std::result::Result<(), String> {
         if let Some(n) = number(var)? {
             *field = n;
         }
         Ok(())
     };
+    let set_some = |field: &mut Option<usize>, var: &str| -> std::result::Result<(), String> {
+        if let Some(n) = number(var)? {
+            *field = Some(n);
+        }
+        Ok(())
+    };
+    set_some(
+        &mut o.single_dispatch_max_tokens,
+        "EP_CUDA_SINGLE_DISPATCH_MAX_TOKENS",
+    )?;
+    set_some(
+        &mut o.single_combine_max_tokens,
+        "EP_CUDA_SINGLE_COMBINE_MAX_TOKENS",
+    )?;
+    set_some(&mut o.overlap_min_tokens, "EP_CUDA_OVERLAP_MIN_TOKENS")?;
+    set_some(
+        &mut o.layout_first_min_tokens,
+        "EP_CUDA_LAYOUT_FIRST_MIN_TOKENS",
+    )?;
     set(&mut o.lean_min_tokens, "EP_CUDA_LEAN_MIN_TOKENS")?;
     set(
         &mut o.chunked_assign_min_tokens,
@@ -459,6 +481,24 @@ mod tests {
         };
         assert_eq!(o, want);
         assert_ne!(o.compile_key(), CudaOptions::default().compile_key());
+    }
+
+    #[test]
+    fn a_path_policy_sets_its_fields_and_single_variables_override_it() {
+        let o = from(&[("EP_CUDA_PATH_POLICY", "multi")]).unwrap();
+        assert_eq!(o, crate::PathPolicy::Multi.apply(CudaOptions::default()));
+        let o = from(&[
+            ("EP_CUDA_PATH_POLICY", "multi"),
+            ("EP_CUDA_SINGLE_COMBINE_MAX_TOKENS", "7"),
+        ])
+        .unwrap();
+        assert_eq!(o.single_dispatch_max_tokens, Some(0));
+        assert_eq!(o.single_combine_max_tokens, Some(7));
+        let e = from(&[("EP_CUDA_PATH_POLICY", "fast")]).unwrap_err();
+        assert!(
+            e.contains("EP_CUDA_PATH_POLICY") && e.contains("multi"),
+            "{e}"
+        );
     }
 
     #[test]

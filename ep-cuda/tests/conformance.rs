@@ -6,7 +6,7 @@
 //! (`ep_cuda::options_from_env_vars`, docs/tuning.md). The test hooks' variables need
 //! `--features test-hooks`.
 //!
-//! The suite runs once per path policy ([`POLICIES`]: which kernels a round takes), each on a
+//! The suite runs once per path policy (`ep_cuda::PathPolicy`: which kernels a round takes), each on a
 //! backend made with that policy's options in this one process; EP_POLICY names a subset
 //! (comma-separated), default all.
 
@@ -15,49 +15,8 @@ use std::time::Instant;
 use ep_conformance::runner;
 use ep_cuda::CudaBackend;
 
-use ep_cuda::CudaOptions;
-
 const DEVICE_EPILOGUE: &str = "cuda::device_epilogue";
 
-/// A path policy: the options it sets over the run's own.
-type Policy = fn(CudaOptions) -> CudaOptions;
-
-/// The path policies, as `scripts/gpu-conformance.sh` names them: each forces one way through the
-/// phases at every size, so every kernel path meets every case.
-const POLICIES: [(&str, Policy); 7] = [
-    ("default", |o| o),
-    ("single", |o| CudaOptions {
-        single_dispatch_max_tokens: Some(1_000_000),
-        single_combine_max_tokens: Some(1_000_000),
-        ..o
-    }),
-    ("overlap", |o| CudaOptions {
-        overlap_min_tokens: Some(1),
-        ..o
-    }),
-    ("layout", |o| CudaOptions {
-        layout_first_min_tokens: Some(1),
-        single_dispatch_max_tokens: Some(0),
-        ..o
-    }),
-    ("marked", |o| CudaOptions {
-        single_dispatch_max_tokens: Some(1_000_000),
-        single_combine_max_tokens: Some(1_000_000),
-        single_marked_min_tokens: 1,
-        ll_max_tokens: 0,
-        ..o
-    }),
-    ("multi", |o| CudaOptions {
-        single_dispatch_max_tokens: Some(0),
-        single_combine_max_tokens: Some(0),
-        ..o
-    }),
-    ("beside", |o| CudaOptions {
-        marked_min_tokens: 1,
-        lean_min_tokens: 0,
-        ..o
-    }),
-];
 const OTHER_OPTIONS: &str = "cuda::device_epilogue_other_compiled_options";
 
 /// A device-code epilogue through every combine path (ep_cuda::epilogue_check), as one case
@@ -79,6 +38,12 @@ fn device_epilogue(backend: &CudaBackend, name: &str) -> runner::Outcome {
 }
 
 fn main() {
+    // Several ranks share a GPU here: the driver variable that needs, before the first CUDA call.
+    for (var, value) in ep_cuda::driver::DRIVER_ENVIRONMENT {
+        if std::env::var_os(var).is_none() {
+            std::env::set_var(var, value);
+        }
+    }
     let gpus = match CudaBackend::probe() {
         Ok(g) => g,
         Err(e) => {
@@ -124,15 +89,17 @@ fn main() {
     };
     let chosen = std::env::var("EP_POLICY").ok();
     let mut outcomes = Vec::new();
-    for (policy, apply) in POLICIES {
+    for policy in ep_cuda::PathPolicy::ALL {
         if chosen
             .as_deref()
-            .is_some_and(|c| !c.split(',').any(|p| p == policy))
+            .is_some_and(|c| !c.split(',').any(|p| p == policy.name()))
         {
             continue;
         }
         println!("policy {policy}");
-        let b = backend.clone().with_options(apply(backend.options.clone()));
+        let b = backend
+            .clone()
+            .with_options(policy.apply(backend.options.clone()));
         for mut o in runner::run_all(&b, filter.as_deref(), |_| {}) {
             o.name = format!("{policy}::{}", o.name);
             report(&o);
