@@ -10,8 +10,9 @@ pub const MAX_EXPERTS: usize = u16::MAX as usize;
 /// Slots per token; generous, but bounded so a message's id field stays small.
 pub const MAX_TOP_K: usize = 64;
 
-/// Everything every rank must agree on. Build it with [`EpConfig::new`] and adjust fields; call
-/// [`EpConfig::validate`] (backends do at init) to get a typed error for a bad value.
+/// Everything every rank must agree on. Build it by name with [`EpConfig::builder`] (checked when
+/// built), or with [`EpConfig::new`] and the `with_*` methods; [`EpConfig::validate`] (backends
+/// call it at init) returns a typed error for a bad value.
 #[derive(Clone, Debug, PartialEq)]
 pub struct EpConfig {
     /// Elements per token row.
@@ -22,7 +23,9 @@ pub struct EpConfig {
     pub n_experts: usize,
     /// Upper bound on the tokens one rank brings to a round; buffers are sized for it.
     pub max_tokens_per_rank: usize,
+    /// Ranks (GPUs) per node.
     pub n_gpus_per_node: usize,
+    /// Nodes; ranks on different nodes reach each other through the inter-node transport.
     pub n_nodes: usize,
     /// How dispatched token rows are encoded.
     pub format: Format,
@@ -38,6 +41,25 @@ pub struct EpConfig {
 }
 
 impl EpConfig {
+    /// A config built by name; [`EpConfigBuilder::build`] validates it.
+    ///
+    /// ```
+    /// use ep_core::{EpConfig, Format};
+    /// let config = EpConfig::builder()
+    ///     .hidden(7168)
+    ///     .top_k(8)
+    ///     .experts(256)
+    ///     .max_tokens_per_rank(128)
+    ///     .gpus_per_node(8)
+    ///     .format(Format::Fp8)
+    ///     .build()
+    ///     .unwrap();
+    /// assert_eq!(config.n_local_experts(), 32);
+    /// ```
+    pub fn builder() -> EpConfigBuilder {
+        EpConfigBuilder(EpConfig::new(0, 0, 0, 0, 0))
+    }
+
     /// A single-node BF16 config with a 10 s deadline.
     pub fn new(
         hidden: usize,
@@ -60,35 +82,42 @@ impl EpConfig {
         }
     }
 
+    /// This config with the fused shared expert ([`EpConfig::fused_shared_expert`]).
     pub fn with_shared_expert(mut self) -> Self {
         self.fused_shared_expert = true;
         self
     }
 
+    /// This config without the all-to-all ([`EpConfig::skip_a2a`]).
     pub fn with_skip_a2a(mut self, allreduce_world_size: usize) -> Self {
         self.skip_a2a = Some(allreduce_world_size);
         self
     }
 
+    /// This config over `n_nodes` nodes.
     pub fn with_nodes(mut self, n_nodes: usize) -> Self {
         self.n_nodes = n_nodes;
         self
     }
 
+    /// This config with rows encoded as `format`.
     pub fn with_format(mut self, format: Format) -> Self {
         self.format = format;
         self
     }
 
+    /// This config with `timeout` as every wait's deadline.
     pub fn with_timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
         self
     }
 
+    /// Ranks in the world: nodes times GPUs per node.
     pub fn n_ranks(&self) -> usize {
         self.n_gpus_per_node * self.n_nodes
     }
 
+    /// Experts each rank holds.
     pub fn n_local_experts(&self) -> usize {
         self.n_experts / self.n_ranks()
     }
@@ -341,6 +370,34 @@ mod tests {
     }
 
     #[test]
+    fn the_builder_names_what_is_missing_and_matches_new() {
+        let built = EpConfig::builder()
+            .hidden(128)
+            .top_k(8)
+            .experts(256)
+            .max_tokens_per_rank(64)
+            .gpus_per_node(4)
+            .nodes(2)
+            .format(Format::Nvfp4)
+            .shared_expert(true)
+            .build()
+            .unwrap();
+        let want = EpConfig::new(128, 8, 256, 64, 4)
+            .with_nodes(2)
+            .with_format(Format::Nvfp4)
+            .with_shared_expert();
+        assert_eq!(built, want);
+        let e = EpConfig::builder()
+            .hidden(128)
+            .top_k(8)
+            .experts(256)
+            .gpus_per_node(4)
+            .build()
+            .unwrap_err();
+        assert!(e.to_string().contains("max_tokens_per_rank"), "{e}");
+    }
+
+    #[test]
     fn bad_fields_are_named() {
         let c = EpConfig::new(128, 8, 250, 64, 4);
         assert_eq!(
@@ -427,5 +484,71 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+}
+
+/// [`EpConfig`] by name ([`EpConfig::builder`]): the five sizes are required (one left out is
+/// reported as too small by [`EpConfigBuilder::build`]); the rest default as in
+/// [`EpConfig::new`].
+#[derive(Clone, Debug)]
+#[must_use]
+pub struct EpConfigBuilder(EpConfig);
+
+impl EpConfigBuilder {
+    /// Elements per token row.
+    pub fn hidden(mut self, hidden: usize) -> Self {
+        self.0.hidden = hidden;
+        self
+    }
+    /// Expert slots per token.
+    pub fn top_k(mut self, top_k: usize) -> Self {
+        self.0.top_k = top_k;
+        self
+    }
+    /// Experts across all ranks.
+    pub fn experts(mut self, n_experts: usize) -> Self {
+        self.0.n_experts = n_experts;
+        self
+    }
+    /// The most tokens one rank brings to a round.
+    pub fn max_tokens_per_rank(mut self, max_tokens: usize) -> Self {
+        self.0.max_tokens_per_rank = max_tokens;
+        self
+    }
+    /// Ranks per node.
+    pub fn gpus_per_node(mut self, n: usize) -> Self {
+        self.0.n_gpus_per_node = n;
+        self
+    }
+    /// Nodes (default 1).
+    pub fn nodes(mut self, n: usize) -> Self {
+        self.0.n_nodes = n;
+        self
+    }
+    /// How rows are encoded (default BF16).
+    pub fn format(mut self, format: Format) -> Self {
+        self.0.format = format;
+        self
+    }
+    /// Every wait's deadline (default 10 s).
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.0.timeout = timeout;
+        self
+    }
+    /// Dispatch also places the rank's own tokens as group 0 (default off).
+    pub fn shared_expert(mut self, on: bool) -> Self {
+        self.0.fused_shared_expert = on;
+        self
+    }
+    /// Skip the all-to-all; an all-reduce over `allreduce_world_size` ranks adds the partial
+    /// outputs (default off).
+    pub fn skip_a2a(mut self, allreduce_world_size: Option<usize>) -> Self {
+        self.0.skip_a2a = allreduce_world_size;
+        self
+    }
+    /// The config, or the first thing wrong with it ([`EpConfig::validate`]).
+    pub fn build(self) -> Result<EpConfig> {
+        self.0.validate()?;
+        Ok(self.0)
     }
 }

@@ -103,8 +103,9 @@ pub struct RoutingHandle {
     pub round: u64,
 }
 
-/// One rank's dispatch output: the rows its local experts received, grouped per expert.
-#[derive(Clone, Debug)]
+/// One rank's dispatch output: the rows its local experts received, grouped per expert. Equal
+/// means bit for bit (every field is bytes or integers).
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DispatchOutput {
     pub handle: RoutingHandle,
     pub format: Format,
@@ -325,7 +326,9 @@ fn first_byte_diff(a: &[u8], b: &[u8]) -> Option<usize> {
     a.iter().zip(b).position(|(x, y)| x != y)
 }
 
-/// One rank's combine output.
+/// One rank's combine output. Equal means bit for bit ([`CombineOutput::bit_diff`] finds
+/// nothing): the contract fixes every bit, so a NaN equals the same NaN and `-0` differs from
+/// `+0`.
 #[derive(Clone, Debug)]
 pub enum CombineOutput {
     /// `[T, hidden]`: the weighted sum over slots, rounded to bf16 once (then the epilogue).
@@ -340,6 +343,14 @@ pub enum CombineOutput {
     /// A host-closure epilogue took every chunk; nothing was stored.
     Consumed,
 }
+
+impl PartialEq for CombineOutput {
+    fn eq(&self, other: &Self) -> bool {
+        self.bit_diff(other).is_none()
+    }
+}
+
+impl Eq for CombineOutput {}
 
 impl CombineOutput {
     pub fn shape(&self) -> Vec<usize> {

@@ -33,7 +33,7 @@ pub mod swiglu;
 pub mod validate;
 
 pub use backend::{on_every_rank, EpBackend, EpComm};
-pub use config::EpConfig;
+pub use config::{EpConfig, EpConfigBuilder};
 pub use epilogue::{DeviceEpilogue, Epilogue};
 pub use error::{poison, ConfigError, EpError, MissingSignal, Phase, RejectReason, Result};
 pub use format::{Format, MessageLayout, TokenFormat};

@@ -54,8 +54,8 @@ impl SwigluOptions {
 }
 
 /// SwiGLU output: `[rows, payload_bytes(I)]` plus scales in the format's output layout, with
-/// `rows` = the input's row count (the capacity the caller allocated).
-#[derive(Clone, Debug)]
+/// `rows` = the input's row count (the capacity the caller allocated). Equal means bit for bit.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SwigluOutput {
     pub format: Format,
     /// `I`: elements per output row.

@@ -31,6 +31,9 @@ pub use ep_core::*;
 pub use ep_cuda as cuda;
 #[cfg(feature = "sim")]
 pub use ep_sim as sim;
+/// The half this crate's API takes and returns (`bf16` rows): use it (`ep::half`) so your
+/// element type is the same.
+pub use half;
 /// The ndarray this crate's API takes and returns: use it (`ep::ndarray`) so your arrays are of
 /// the same version.
 pub use ndarray;
