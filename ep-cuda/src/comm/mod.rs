@@ -192,11 +192,13 @@ impl CudaComm {
         })
     }
 
+    #[cfg(feature = "bench")]
     pub(crate) fn stream_ref(&self) -> &Arc<CudaStream> {
         &self.stream
     }
 
     /// The loaded round reduces with weights (device-resident benchmark rounds).
+    #[cfg(feature = "bench")]
     pub(crate) fn set_reduced(&mut self) {
         self.round.reduced = true;
     }
@@ -206,6 +208,7 @@ impl CudaComm {
         self.world.device_of[self.rank]
     }
 
+    #[cfg(feature = "bench")]
     pub(crate) fn world(&self) -> &World {
         &self.world
     }
@@ -225,6 +228,7 @@ impl CudaComm {
     }
 
     /// The rows the last dispatch produced on this rank, padding included.
+    #[cfg(feature = "bench")]
     pub(crate) fn rows_received(&self) -> Result<usize> {
         Ok(self.row_offsets()?[self.cfg.n_groups()] as usize)
     }
@@ -325,11 +329,13 @@ impl CudaComm {
     }
 
     /// Whether events are being recorded after every kernel (`set_probe`).
+    #[cfg(feature = "bench")]
     pub(crate) fn probing(&self) -> bool {
         self.probe.borrow().is_some()
     }
 
     /// Starts (`true`) or stops probing; stopping returns the events recorded since the start.
+    #[cfg(feature = "bench")]
     pub(crate) fn set_probe(&self, on: bool) -> Vec<(&'static str, CudaEvent)> {
         std::mem::replace(&mut *self.probe.borrow_mut(), on.then(Vec::new)).unwrap_or_default()
     }
