@@ -719,8 +719,8 @@ fn measure_cuda(
     let mut comms = backend.init_uniform(cfg).map_err(|e| e.to_string())?;
     // Each round's phases start behind the device-side gate across ranks (ep-cuda's bench.rs),
     // which is the only synchronisation between the rank threads.
-    let gate = ep::cuda::bench::StartGate::for_world(&comms, &bench_options)
-        .map_err(|e| e.to_string())?;
+    let gate =
+        ep::cuda::bench::StartGate::for_world(&comms, &bench_options).map_err(|e| e.to_string())?;
     let per_rank = ep::on_every_rank(&mut comms, |c| {
         let r = c.rank();
         let input = inputs.dispatch_input(r);

@@ -437,7 +437,9 @@ impl StartGate {
     /// the evict buffers) on the ranks' devices.
     pub fn for_world(comms: &[CudaComm], bench: &BenchOptions) -> Result<StartGate> {
         let Some(first) = comms.first() else {
-            return Err(EpError::Backend("ep bench: a start gate for no ranks".into()));
+            return Err(EpError::Backend(
+                "ep bench: a start gate for no ranks".into(),
+            ));
         };
         let world = first.world();
         let whole = comms.len() == world.cfg.n_ranks()
@@ -834,7 +836,12 @@ pub fn measure_ceilings(
     let floors = if placement.len() > 1 {
         let ranks: Vec<BenchKernels> = placement.iter().map(|&g| ks[g].clone()).collect();
         let row_bytes = row_bytes.div_ceil(16) * 16;
-        let a = AllToAll::new(&ranks, row_bytes.max(16) * (ranks.len() - 1), options, bench)?;
+        let a = AllToAll::new(
+            &ranks,
+            row_bytes.max(16) * (ranks.len() - 1),
+            options,
+            bench,
+        )?;
         let floor = |kernel: FloorKernel| -> Result<f64> {
             // Short and noisy next to the copies: more samples.
             let n = iters * 5;
