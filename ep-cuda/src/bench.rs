@@ -1541,6 +1541,40 @@ mod tests {
         }
     }
 
+    /// The variables map to the fields, unset is the default, and a bad value (or a rewarm with
+    /// no evict) is an error naming its variable.
+    #[test]
+    fn bench_options_from_env_vars() {
+        let from = |vars: &[(&str, &str)]| {
+            BenchOptions::from_env_vars(|k| {
+                vars.iter()
+                    .find(|(n, _)| *n == k)
+                    .map(|(_, v)| v.to_string())
+            })
+        };
+        assert_eq!(from(&[]).unwrap(), BenchOptions::default());
+        let o = from(&[("EP_BENCH_EVICT_L2", "r64"), ("EP_BENCH_REWARM", "inputs")]).unwrap();
+        let want = BenchOptions {
+            evict_l2: Some(EvictL2 {
+                bytes: 64 << 20,
+                reads: true,
+            }),
+            rewarm: Rewarm::Inputs,
+        };
+        assert_eq!(o, want);
+        o.validate().unwrap();
+        let e = from(&[("EP_BENCH_EVICT_L2", "2x")]).unwrap_err();
+        assert!(e.contains("EP_BENCH_EVICT_L2"), "{e}");
+        let e = from(&[("EP_BENCH_REWARM", "1")]).unwrap_err();
+        assert!(e.contains("EP_BENCH_EVICT_L2"), "{e}");
+        let unmatched = BenchOptions {
+            rewarm: Rewarm::All,
+            ..Default::default()
+        };
+        let e = unmatched.validate().unwrap_err().to_string();
+        assert!(e.contains("evict_l2"), "{e}");
+    }
+
     #[test]
     fn rewarm_setting_reads_the_setting() {
         assert_eq!(rewarm_setting(None, false).unwrap(), Rewarm::Nothing);
