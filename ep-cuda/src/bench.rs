@@ -197,7 +197,7 @@ const GATE_HOLD: Duration = Duration::from_micros(300);
 const GATE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The start of a timed phase on every rank (`ep_bench_gate` in bench.cu): each rank's stream
-/// holds until every rank has reached the gate, then [`GATE_HOLD`] longer. Each rank owns
+/// holds until every rank has reached the gate, then `GATE_HOLD` longer. Each rank owns
 /// `n + 5` u64 words on its device (a flag per peer, a "peer never came" word, the %globaltimer
 /// at which its last two gates let their phases go, then at which those phases ended under
 /// [`Timing::Step`]; by the gate's number, odd or even), and a table of every rank's flags.

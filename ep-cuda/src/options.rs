@@ -2,7 +2,7 @@
 //! (`CudaBackend::new().with_options(..)`). The library reads no environment variable for them;
 //! the `ep` command and the GPU test runner map the `EP_CUDA_*` variables onto these fields
 //! through [`options_from_env_vars`] (docs/tuning.md lists them; the benchmark's `EP_BENCH_*`
-//! variables set `bench::BenchOptions`, feature `bench`). Token thresholds compare with the tokens
+//! variables set its own `BenchOptions`, feature `bench`). Token thresholds compare with the tokens
 //! on the rank this round; `0` turns the path off. Paths and thresholds are explained in
 //! docs/architecture.md ("Paths a round takes").
 
