@@ -8,7 +8,7 @@
 //! compiled when a benchmark first needs them on a device) and its options ([`BenchOptions`]).
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
 use cudarc::driver::{sys, CudaContext, CudaEvent, CudaFunction, CudaStream};
@@ -208,9 +208,9 @@ pub struct StartGate {
     flags: Vec<DevBuf>,
     tables: Vec<DevBuf>,
     kernels: Vec<BenchKernels>,
-    /// The world whose comms it was made for (its address; `None`: the bench's own ranks), which
-    /// a round checks.
-    world: Option<usize>,
+    /// The world whose comms it was made for, which a round checks (`None`: the bench's own
+    /// ranks). Weak: the gate does not keep the world's buffers, only its address unused.
+    world: Option<Weak<World>>,
     /// Gates queued so far, per rank (each rank queues its own from one thread).
     queued: Vec<std::sync::atomic::AtomicU64>,
     /// With an evict ([`BenchOptions::evict_l2`]), per rank a buffer of its size written or read
@@ -218,8 +218,8 @@ pub struct StartGate {
     evict: Vec<Option<DevBuf>>,
     /// Whether the evict buffer is read (`rN`) rather than written.
     evict_reads: bool,
-    /// [`BenchOptions::rewarm`] (with an evict): after the evict, buffers of the rank's phases read back
-    /// into L2 ([`StartGate::launch`]'s `rewarm`). `1`: every one, which tells what a cold phase
+    /// [`BenchOptions::rewarm`] (with an evict): after the evict, buffers of the rank's phases
+    /// read back into L2 ([`StartGate::launch`]'s `rewarm`). `1`: every one, which tells what a cold phase
     /// waits on, its data (the time comes back) or its code (it does not); `inputs`: what the
     /// model's kernel before the phase has just written (`PhaseBuffers::inputs`), so that the
     /// phase is as cold as in a model's step and no colder.
@@ -446,7 +446,7 @@ impl StartGate {
             && comms
                 .iter()
                 .enumerate()
-                .all(|(r, c)| c.rank() == r && std::ptr::eq(c.world(), world));
+                .all(|(r, c)| c.rank() == r && Arc::ptr_eq(c.world(), world));
         if !whole {
             return Err(EpError::Backend(
                 "ep bench: a start gate is made for every rank of one world, in rank order".into(),
@@ -458,7 +458,7 @@ impl StartGate {
             .map(|k| BenchKernels::new(Arc::clone(k), &world.options))
             .collect::<Result<_>>()?;
         let mut gate = StartGate::new(kernels, &world.options, bench)?;
-        gate.world = Some(world as *const World as usize);
+        gate.world = Some(Arc::downgrade(world));
         Ok(gate)
     }
 
@@ -638,7 +638,8 @@ impl CudaComm {
     /// world's [`StartGate`], which every rank's round passes) and timed as `timing` says, so
     /// the times are the phase's device work.
     pub fn bench_round(&mut self, gate: &StartGate, timing: Timing) -> Result<PhaseTimes> {
-        if gate.world != Some(self.world() as *const World as usize) {
+        let own = |w: &Weak<World>| std::ptr::eq(w.as_ptr(), Arc::as_ptr(self.world()));
+        if !gate.world.as_ref().is_some_and(own) {
             return Err(EpError::Backend(
                 "ep bench: the start gate was made for another world's comms".into(),
             ));

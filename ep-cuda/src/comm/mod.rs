@@ -208,8 +208,9 @@ impl CudaComm {
         self.world.device_of[self.rank]
     }
 
+    /// The world this rank belongs to (shared by its ranks).
     #[cfg(feature = "bench")]
-    pub(crate) fn world(&self) -> &World {
+    pub(crate) fn world(&self) -> &Arc<World> {
         &self.world
     }
 
