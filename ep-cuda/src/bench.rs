@@ -219,10 +219,10 @@ pub struct StartGate {
     /// Whether the evict buffer is read (`rN`) rather than written.
     evict_reads: bool,
     /// [`BenchOptions::rewarm`] (with an evict): after the evict, buffers of the rank's phases
-    /// read back into L2 ([`StartGate::launch`]'s `rewarm`). `1`: every one, which tells what a cold phase
-    /// waits on, its data (the time comes back) or its code (it does not); `inputs`: what the
-    /// model's kernel before the phase has just written (`PhaseBuffers::inputs`), so that the
-    /// phase is as cold as in a model's step and no colder.
+    /// read back into L2 ([`StartGate::launch`]'s `rewarm`). `1`: every one, which tells what a
+    /// cold phase waits on, its data (the time comes back) or its code (it does not); `inputs`:
+    /// what the model's kernel before the phase has just written (`PhaseBuffers::inputs`), so
+    /// that the phase is as cold as in a model's step and no colder.
     rewarm: Rewarm,
     /// Under [`crate::CudaOptions::trace`]: each check prints when the rank's last gates ended.
     trace: bool,

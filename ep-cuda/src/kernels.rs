@@ -109,8 +109,8 @@ pub const BENCH_PROGRAM: (&str, &str, &[&str]) = (
 pub const LATE_INPUTS_PROGRAM: (&str, &str, &[&str]) =
     ("late_inputs", LATE_INPUTS, &["ep_late_inputs"]);
 
-/// The signal probes' program (probe.rs, feature `bench`): compiled only when a probe runs, not with PROGRAMS at
-/// every start (its 64 KB straight run of code makes it the slowest to compile).
+/// The signal probes' program (probe.rs, feature `bench`): compiled only when a probe runs, not
+/// with PROGRAMS at every start (its 64 KB straight run of code makes it the slowest to compile).
 pub const PROBE_PROGRAM: (&str, &str, &[&str]) = (
     "probe",
     PROBE,
