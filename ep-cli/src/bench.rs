@@ -565,6 +565,7 @@ fn measure_ceiling(
                 hidden * 2,
                 timing.cuda(),
                 &backend.options,
+                &crate::options::bench_options_from_env()?,
             )
             .map_err(|e| e.to_string())?;
             let mut v = json!({
@@ -714,9 +715,12 @@ fn measure_cuda(
 ) -> Result<Measured, String> {
     let warm = 3;
     let backend = world_backend(cfg.n_ranks(), ranks_per_gpu, n_gpus)?;
+    let bench_options = crate::options::bench_options_from_env()?;
     let mut comms = backend.init_uniform(cfg).map_err(|e| e.to_string())?;
     // Each round's phases start behind the device-side gate across ranks (ep-cuda's bench.rs),
     // which is the only synchronisation between the rank threads.
+    let gate =
+        ep::cuda::bench::StartGate::for_world(&comms, &bench_options).map_err(|e| e.to_string())?;
     let per_rank = ep::on_every_rank(&mut comms, |c| {
         let r = c.rank();
         let input = inputs.dispatch_input(r);
@@ -729,7 +733,7 @@ fn measure_cuda(
             .unwrap_or_else(|e| fail(e));
         let mut times = Vec::new();
         for i in 0..warm + rounds {
-            let t = c.bench_round(timing.cuda());
+            let t = c.bench_round(&gate, timing.cuda());
             let t = t.unwrap_or_else(|e| fail(e));
             if i >= warm {
                 times.push(t);
@@ -738,11 +742,12 @@ fn measure_cuda(
         // The probed rounds, with an event after every kernel, also time the async parts.
         let mut probed = Vec::new();
         for _ in 0..if probe { PROBED_ROUNDS } else { 0 } {
-            probed.push(c.bench_round_probed().unwrap_or_else(|e| fail(e)));
+            probed.push(c.bench_round_probed(&gate).unwrap_or_else(|e| fail(e)));
         }
         (times, probed)
     });
     let (per_rank, probed): (Vec<_>, Vec<_>) = per_rank.into_iter().unzip();
+    drop(gate);
     drop(comms);
     type Times = ep::cuda::bench::PhaseTimes;
     // Per round, the slowest rank's time (ms → µs); rounds where a rank has none are left out.
@@ -779,6 +784,7 @@ fn measure_cuda(
             &inputs.topk_ids,
             &inputs.weights,
             &backend.options,
+            &bench_options,
         )
         .map_err(|e| e.to_string())?;
         let (mut d, mut c) = (Vec::new(), Vec::new());

@@ -1,7 +1,8 @@
 //! The one place the `ep` command reads the environment for the backends' options: the
-//! `EP_CUDA_*` and `EP_BENCH_*` variables docs/tuning.md lists, mapped onto
-//! [`ep::cuda::CudaOptions`] by ep-cuda's `options_from_env_vars` (which the GPU test runner
-//! uses too, so the mapping exists once). The library itself reads none of them.
+//! `EP_CUDA_*` variables docs/tuning.md lists, mapped onto [`ep::cuda::CudaOptions`] by ep-cuda's
+//! `options_from_env_vars` (which the GPU test runner uses too, so the mapping exists once), and
+//! `ep bench`'s `EP_BENCH_*`, mapped onto its `BenchOptions` by ep-cuda's benchmark. The library
+//! itself reads none of them.
 
 /// The CUDA backend's options as the environment sets them; a value that does not parse is an
 /// error naming its variable.
@@ -21,4 +22,11 @@ pub fn prepare_cuda_driver() {
             std::env::set_var(var, value);
         }
     }
+}
+
+/// `ep bench`'s settings on the CUDA backend (the L2 evict and rewarm before each timed phase) as
+/// the environment sets them; a value that does not parse is an error naming its variable.
+#[cfg(feature = "cuda")]
+pub fn bench_options_from_env() -> Result<ep::cuda::bench::BenchOptions, String> {
+    ep::cuda::bench::BenchOptions::from_env_vars(|k| std::env::var(k).ok())
 }

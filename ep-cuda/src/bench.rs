@@ -2,21 +2,71 @@
 //! of this backend (inputs loaded once, no host copies inside the timed region), the copy ceiling
 //! between the same GPUs, and the baseline a user would otherwise pick: an all-to-all dispatcher
 //! built on NCCL grouped send/recv with its local permute and unpermute.
+//!
+//! Cargo feature `bench`. The backend knows nothing of it: the benchmark owns its start gate
+//! ([`StartGate`], made for a world's comms and passed to each round), its kernels (bench.cu,
+//! compiled when a benchmark first needs them on a device) and its options ([`BenchOptions`]).
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
-use cudarc::driver::{sys, CudaContext, CudaEvent, CudaStream};
+use cudarc::driver::{sys, CudaContext, CudaEvent, CudaFunction, CudaStream};
 use cudarc::nccl::result as nccl;
 use ep_core::{validate, DispatchInput, EpComm, EpConfig, EpError, Phase, Result};
 use ndarray::{Array2, ArrayView2};
 
 use crate::comm::CudaComm;
 use crate::driver::cuda;
-use crate::kernels::{launch, launch_ex, KernelArg, Kernels};
+use crate::kernels::{launch, launch_ex, KernelArg, Kernels, Program, BENCH_PROGRAM};
 use crate::memory::DevBuf;
-use crate::world::{buffers_of, RankBuffers};
+use crate::world::{RankBuffers, World};
+use crate::CudaOptions;
+
+/// One device's kernels as the benchmark launches them: the backend's (its context, whether it
+/// takes chained launches, its trace records) and bench.cu's, compiled with the same defines and
+/// NVRTC options.
+#[derive(Clone)]
+struct BenchKernels {
+    k: Arc<Kernels>,
+    bench: Arc<Program>,
+}
+
+impl BenchKernels {
+    /// bench.cu beside `k`, the kernels `options` compiled for a device: compiled and loaded once
+    /// per process for each device and value of the options that changes the programs, as
+    /// world.rs's `device_kernels` loads the backend's.
+    fn new(k: Arc<Kernels>, options: &CudaOptions) -> Result<BenchKernels> {
+        type Loaded = Mutex<HashMap<(usize, (String, bool)), Arc<Program>>>;
+        static LOADED: OnceLock<Loaded> = OnceLock::new();
+        let mut loaded = LOADED.get_or_init(Default::default).lock().unwrap();
+        let key = (k.ctx.ordinal(), options.compile_key());
+        let bench = match loaded.get(&key) {
+            Some(p) => Arc::clone(p),
+            None => {
+                let p = Program::load_with(
+                    &k.ctx,
+                    k.arch,
+                    &options.prelude(),
+                    options.lineinfo,
+                    BENCH_PROGRAM,
+                )?;
+                Arc::clone(loaded.entry(key).or_insert(Arc::new(p)))
+            }
+        };
+        Ok(BenchKernels { k, bench })
+    }
+
+    /// Device `d`'s kernels as `options` compile them, with bench.cu's.
+    fn of_device(d: usize, options: &CudaOptions) -> Result<BenchKernels> {
+        BenchKernels::new(crate::world::device_kernels(d, options)?, options)
+    }
+
+    /// A kernel of bench.cu.
+    fn get(&self, name: &str) -> &CudaFunction {
+        self.bench.get(name)
+    }
+}
 
 /// Device time of one round's phases on one rank, in milliseconds.
 #[derive(Clone, Copy, Debug, Default)]
@@ -147,28 +197,32 @@ const GATE_HOLD: Duration = Duration::from_micros(300);
 const GATE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The start of a timed phase on every rank (`ep_bench_gate` in bench.cu): each rank's stream
-/// holds until every rank has reached the gate, then [`GATE_HOLD`] longer. Each rank owns
+/// holds until every rank has reached the gate, then `GATE_HOLD` longer. Each rank owns
 /// `n + 5` u64 words on its device (a flag per peer, a "peer never came" word, the %globaltimer
 /// at which its last two gates let their phases go, then at which those phases ended under
 /// [`Timing::Step`]; by the gate's number, odd or even), and a table of every rank's flags.
 /// Each rank's gates are numbered 1, 2, ... here, so every rank's n-th gate meets every other
-/// rank's n-th.
-pub(crate) struct StartGate {
+/// rank's n-th. Made for a world's comms ([`StartGate::for_world`]) and passed to each of their
+/// rounds ([`CudaComm::bench_round`]); the NCCL baseline and the floors make their own.
+pub struct StartGate {
     flags: Vec<DevBuf>,
     tables: Vec<DevBuf>,
-    kernels: Vec<Arc<Kernels>>,
+    kernels: Vec<BenchKernels>,
+    /// The world whose comms it was made for, which a round checks (`None`: the bench's own
+    /// ranks). Weak: the gate does not keep the world's buffers, only its address unused.
+    world: Option<Weak<World>>,
     /// Gates queued so far, per rank (each rank queues its own from one thread).
     queued: Vec<std::sync::atomic::AtomicU64>,
-    /// With `EP_BENCH_EVICT_L2` set, per rank a buffer of its size ([`evict_setting`]) written
-    /// or read before each gate.
+    /// With an evict ([`BenchOptions::evict_l2`]), per rank a buffer of its size written or read
+    /// before each gate.
     evict: Vec<Option<DevBuf>>,
     /// Whether the evict buffer is read (`rN`) rather than written.
     evict_reads: bool,
-    /// `EP_BENCH_REWARM` (with an evict): after the evict, buffers of the rank's phases read back
-    /// into L2 ([`StartGate::launch`]'s `rewarm`). `1`: every one, which tells what a cold phase
-    /// waits on, its data (the time comes back) or its code (it does not); `inputs`: what the
-    /// model's kernel before the phase has just written (`RankBuffers::inputs`), so that the
-    /// phase is as cold as in a model's step and no colder.
+    /// [`BenchOptions::rewarm`] (with an evict): after the evict, buffers of the rank's phases
+    /// read back into L2 ([`StartGate::launch`]'s `rewarm`). `1`: every one, which tells what a
+    /// cold phase waits on, its data (the time comes back) or its code (it does not); `inputs`:
+    /// what the model's kernel before the phase has just written (`PhaseBuffers::inputs`), so
+    /// that the phase is as cold as in a model's step and no colder.
     rewarm: Rewarm,
     /// Under [`crate::CudaOptions::trace`]: each check prints when the rank's last gates ended.
     trace: bool,
@@ -183,16 +237,87 @@ pub(crate) trait PhaseBuffers {
     fn all(&self) -> Vec<&DevBuf>;
 }
 
+/// `buffers_of!(value, Struct { a, b, ... } except x, y)`: the fields a, b, ... of `value` (a
+/// reference) in a Vec, by an exhaustive destructuring that names every other field after
+/// `except`: a field added to the struct stops the build until it is listed on one side.
+macro_rules! buffers_of {
+    ($value:expr, $ty:ident { $($field:ident),* $(,)? } $(except $($skip:ident),*)?) => {{
+        let $ty { $($field,)* $($($skip: _,)*)? } = $value;
+        vec![$($field),*]
+    }};
+}
+
+/// A rank of the backend's world.
 impl PhaseBuffers for RankBuffers {
+    /// What a model's kernel before each phase has just written, and so finds in L2: the
+    /// dispatch's tokens, their scales, ids and router weights, the combine's expert outputs and
+    /// residual ([`Rewarm::Inputs`]).
     fn inputs(&self) -> Vec<&DevBuf> {
-        RankBuffers::inputs(self)
+        vec![
+            &self.tokens,
+            &self.scales_in,
+            &self.ids,
+            &self.weights,
+            &self.expert_out,
+            &self.residual,
+        ]
     }
+
+    /// Every buffer ([`Rewarm::All`] reads them all back), by [`buffers_of`]: a buffer added to
+    /// RankBuffers is listed here too or the crate does not compile with this feature.
     fn all(&self) -> Vec<&DevBuf> {
-        RankBuffers::all(self)
+        buffers_of!(
+            self,
+            RankBuffers {
+                d_recv,
+                d_nmsg,
+                d_counts,
+                c_recv,
+                c_counts,
+                c_ll,
+                c_marks,
+                d_staging,
+                c_staging,
+                shared_msgs,
+                tokens,
+                ids,
+                scales_in,
+                slots,
+                rank_slots,
+                chunk_base,
+                msgs_to,
+                sent,
+                status,
+                snapshot,
+                d_ticket,
+                c_ticket,
+                row_offsets,
+                src_offsets,
+                recv_tokens,
+                recv_scales,
+                src_info,
+                row_src,
+                msg_rows,
+                layout_seq,
+                expert_out,
+                weights,
+                residual,
+                out,
+                fp8_payload,
+                fp8_scales,
+                c_snapshot,
+                d_recv_ptrs,
+                d_count_ptrs,
+                c_recv_ptrs,
+                c_count_ptrs,
+                c_ll_ptrs,
+                c_mark_ptrs
+            }
+        )
     }
 }
 
-/// What `EP_BENCH_REWARM` reads back after the evict (the start gate's `rewarm`).
+/// What is read back after the evict ([`BenchOptions::rewarm`], `EP_BENCH_REWARM`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Rewarm {
     /// Nothing read back.
@@ -204,7 +329,7 @@ pub enum Rewarm {
     Inputs,
 }
 
-/// What the evict before each gate does (`EP_BENCH_EVICT_L2`, [`evict_setting`]).
+/// What the evict before each gate does ([`BenchOptions::evict_l2`], `EP_BENCH_EVICT_L2`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct EvictL2 {
     /// The evict buffer's size in bytes.
@@ -213,9 +338,48 @@ pub struct EvictL2 {
     pub reads: bool,
 }
 
+/// The benchmark's settings: what is done before each timed phase's start gate, untimed (ep's
+/// phases, the NCCL baseline's and the floors' alike). The default does nothing there: each
+/// phase finds the L2 as the phase before it left it. The `ep` command reads them from the
+/// environment ([`BenchOptions::from_env_vars`]; docs/tuning.md).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BenchOptions {
+    /// The L2 evicted as a model's weights would. `None` (default): nothing.
+    /// `EP_BENCH_EVICT_L2`.
+    pub evict_l2: Option<EvictL2>,
+    /// With `evict_l2`: buffers read back after the evict. Default [`Rewarm::Nothing`].
+    /// `EP_BENCH_REWARM`.
+    pub rewarm: Rewarm,
+}
+
+impl BenchOptions {
+    /// A typed error where the settings do not go together (a rewarm with no evict).
+    pub fn validate(&self) -> Result<()> {
+        if self.rewarm != Rewarm::Nothing && self.evict_l2.is_none() {
+            return Err(EpError::Backend(
+                "BenchOptions: rewarm reads back after an evict: set evict_l2 too".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The settings `EP_BENCH_EVICT_L2` and `EP_BENCH_REWARM` ask for, read through `get` (a
+    /// variable's value, `None` when unset), as `options_from_env_vars` reads the backend's; a
+    /// value that does not parse is an error naming the variable.
+    pub fn from_env_vars(
+        get: impl Fn(&str) -> Option<String>,
+    ) -> std::result::Result<BenchOptions, String> {
+        let evict_l2 =
+            evict_setting(get("EP_BENCH_EVICT_L2").as_deref()).map_err(|e| e.to_string())?;
+        let rewarm = rewarm_setting(get("EP_BENCH_REWARM").as_deref(), evict_l2.is_some())
+            .map_err(|e| e.to_string())?;
+        Ok(BenchOptions { evict_l2, rewarm })
+    }
+}
+
 /// `EP_BENCH_REWARM`'s value (`evicts`: whether EP_BENCH_EVICT_L2 asks for an evict, which it
 /// needs): unset or `0`, nothing; `1`, every buffer; `inputs`, the phases' inputs.
-pub fn rewarm_setting(value: Option<&str>, evicts: bool) -> Result<Rewarm> {
+fn rewarm_setting(value: Option<&str>, evicts: bool) -> Result<Rewarm> {
     match value.map(str::trim) {
         None | Some("0") => Ok(Rewarm::Nothing),
         Some("1" | "inputs") if !evicts => Err(EpError::Backend(
@@ -244,7 +408,7 @@ const EVICT_READ_BLOCKS: u32 = 1056;
 /// as a GEMM streams its weights: the L2 is then full of clean lines, where a write leaves it
 /// dirty, so that each line the phase brings in first writes one back. Returns the bytes and
 /// whether they are read.
-pub fn evict_setting(value: Option<&str>) -> Result<Option<EvictL2>> {
+fn evict_setting(value: Option<&str>) -> Result<Option<EvictL2>> {
     let Some(v) = value else { return Ok(None) };
     let (mib, reads) = match v.trim().strip_prefix('r') {
         Some(rest) => (rest, true),
@@ -268,17 +432,49 @@ pub fn evict_setting(value: Option<&str>) -> Result<Option<EvictL2>> {
 }
 
 impl StartGate {
+    /// The gate of `comms`' rounds: every rank of one world, in rank order (as `init` returns
+    /// them), with `bench`'s evict and rewarm before each gate. Allocates the gate's words (and
+    /// the evict buffers) on the ranks' devices.
+    pub fn for_world(comms: &[CudaComm], bench: &BenchOptions) -> Result<StartGate> {
+        let Some(first) = comms.first() else {
+            return Err(EpError::Backend(
+                "ep bench: a start gate for no ranks".into(),
+            ));
+        };
+        let world = first.world();
+        let whole = comms.len() == world.cfg.n_ranks()
+            && comms
+                .iter()
+                .enumerate()
+                .all(|(r, c)| c.rank() == r && Arc::ptr_eq(c.world(), world));
+        if !whole {
+            return Err(EpError::Backend(
+                "ep bench: a start gate is made for every rank of one world, in rank order".into(),
+            ));
+        }
+        let kernels = world
+            .kernels
+            .iter()
+            .map(|k| BenchKernels::new(Arc::clone(k), &world.options))
+            .collect::<Result<_>>()?;
+        let mut gate = StartGate::new(kernels, &world.options, bench)?;
+        gate.world = Some(Arc::downgrade(world));
+        Ok(gate)
+    }
+
     /// A gate for ranks whose devices' kernels are `kernels` (one entry per rank; the devices
-    /// reach each other peer-to-peer).
-    /// `options`' evict and rewarm ([`crate::CudaOptions::bench_evict_l2`]) apply before each gate.
-    pub(crate) fn new(
-        kernels: Vec<Arc<Kernels>>,
-        options: &crate::CudaOptions,
+    /// reach each other peer-to-peer), compiled as `options` ask; `bench`'s evict and rewarm
+    /// apply before each gate.
+    fn new(
+        kernels: Vec<BenchKernels>,
+        options: &CudaOptions,
+        bench: &BenchOptions,
     ) -> Result<StartGate> {
+        bench.validate()?;
         let n = kernels.len();
         let flags: Vec<DevBuf> = kernels
             .iter()
-            .map(|k| {
+            .map(|BenchKernels { k, .. }| {
                 let b = DevBuf::new(&k.ctx, (n + GATE_WORDS) * 8)?;
                 b.fill(0)?;
                 Ok(b)
@@ -287,7 +483,7 @@ impl StartGate {
         let table: Vec<u64> = flags.iter().map(|b| b.ptr).collect();
         let tables = kernels
             .iter()
-            .map(|k| {
+            .map(|BenchKernels { k, .. }| {
                 let b = DevBuf::new(&k.ctx, n * 8)?;
                 let stream = k.ctx.default_stream();
                 b.upload(&table, &stream)?;
@@ -295,10 +491,10 @@ impl StartGate {
                 Ok(b)
             })
             .collect::<Result<_>>()?;
-        let setting = options.bench_evict_l2;
+        let setting = bench.evict_l2;
         let evict = kernels
             .iter()
-            .map(|k| {
+            .map(|BenchKernels { k, .. }| {
                 let Some(EvictL2 { bytes, .. }) = setting else {
                     return Ok(None);
                 };
@@ -312,10 +508,11 @@ impl StartGate {
             tables,
             queued: (0..n).map(|_| Default::default()).collect(),
             kernels,
+            world: None,
             evict,
             evict_reads: setting.is_some_and(|e| e.reads),
             rewarm: if setting.is_some() {
-                options.bench_rewarm
+                bench.rewarm
             } else {
                 Rewarm::Nothing
             },
@@ -342,7 +539,7 @@ impl StartGate {
         let at = self.flags[rank].ptr + (n + 3 + self.last_epoch(rank) % 2) * 8;
         let k = &self.kernels[rank];
         let f = k.get("ep_bench_stamp");
-        launch_ex(stream, f, 1, 32, 0, &[&at], Timing::Step.chained(k))
+        launch_ex(stream, f, 1, 32, 0, &[&at], Timing::Step.chained(&k.k))
     }
 
     /// Queues rank `rank`'s next gate on `stream`, after the evict and, under EP_BENCH_REWARM,
@@ -407,7 +604,7 @@ impl StartGate {
                 let end = flags[n + 1 + (epoch % 2) as usize];
                 println!("trace gate rank {rank} epoch {epoch} end {end}");
             }
-            self.kernels[rank].collect_trace(stream)?;
+            self.kernels[rank].k.collect_trace(stream)?;
         }
         if flags[n] != 0 {
             return Err(EpError::Backend(format!(
@@ -437,18 +634,24 @@ impl CudaComm {
         self.stream_ref().synchronize().map_err(cuda)
     }
 
-    /// One dispatch and one combine on the loaded inputs, each phase started behind the
-    /// device-side gate (`StartGate`) and timed as `timing` says, so the times are the phase's
-    /// device work.
-    pub fn bench_round(&mut self, timing: Timing) -> Result<PhaseTimes> {
+    /// One dispatch and one combine on the loaded inputs, each phase started behind `gate` (the
+    /// world's [`StartGate`], which every rank's round passes) and timed as `timing` says, so
+    /// the times are the phase's device work.
+    pub fn bench_round(&mut self, gate: &StartGate, timing: Timing) -> Result<PhaseTimes> {
+        let own = |w: &Weak<World>| std::ptr::eq(w.as_ptr(), Arc::as_ptr(self.world()));
+        if !gate.world.as_ref().is_some_and(own) {
+            return Err(EpError::Backend(
+                "ep bench: the start gate was made for another world's comms".into(),
+            ));
+        }
         let s = Arc::clone(self.stream_ref());
         // The async parts' ends only in probed rounds: where the wait is a kernel of its own, the
         // event would sit between two of the phase's kernels and lengthen the gap between them
         // (7954f26), which a caller's dispatch_async + dispatch_wait never has.
         let time_async = self.probing() && timing == Timing::Events;
         let sent = [timing_event(s.context())?, timing_event(s.context())?];
-        self.start_gate()?;
-        let dispatch = PhaseClock::start(timing, &self.world().gate, self.rank(), &s)?;
+        self.start_gate(gate)?;
+        let dispatch = PhaseClock::start(timing, gate, self.rank(), &s)?;
         self.issue_dispatch_send()?;
         if time_async {
             sent[0].record(&s).map_err(cuda)?;
@@ -458,31 +661,31 @@ impl CudaComm {
         // with the send.
         let issued = self.dispatch_wait_issued();
         if issued {
-            dispatch.end(&self.world().gate, &s)?;
+            dispatch.end(gate, &s)?;
         }
         self.wait_sliced(Phase::Dispatch, issued, &mut |c, slice| {
             c.issue_dispatch_wait(slice)?;
-            dispatch.end(&c.world().gate, &s)
+            dispatch.end(gate, &s)
         })?;
         // The combine's grid from the rows the dispatch produced, as a caller's combine_async has
         // them from dispatch_wait (the wait synchronised: the read is outside both phases).
         let rows = self.rows_received()?;
-        self.start_gate()?;
-        let combine = PhaseClock::start(timing, &self.world().gate, self.rank(), &s)?;
+        self.start_gate(gate)?;
+        let combine = PhaseClock::start(timing, gate, self.rank(), &s)?;
         self.issue_combine_send(rows)?;
         if time_async {
             sent[1].record(&s).map_err(cuda)?;
         }
         let issued = self.combine_wait_issued();
         if issued {
-            combine.end(&self.world().gate, &s)?;
+            combine.end(gate, &s)?;
         }
         self.wait_sliced(Phase::Combine, issued, &mut |c, slice| {
             c.issue_combine_wait(slice)?;
             c.issue_combine_output()?;
-            combine.end(&c.world().gate, &s)
+            combine.end(gate, &s)
         })?;
-        let words = self.world().gate.check(self.rank(), &s)?;
+        let words = gate.check(self.rank(), &s)?;
         let sent_ms = |clock: &PhaseClock, i: usize| -> Result<Option<f32>> {
             time_async
                 .then(|| clock.start.elapsed_ms(&sent[i]).map_err(cuda))
@@ -496,20 +699,21 @@ impl CudaComm {
         })
     }
 
-    /// Queues this rank's [`StartGate`] for the next phase.
-    fn start_gate(&self) -> Result<()> {
-        self.world()
-            .gate
-            .launch(self.rank(), self.stream_ref(), Some(self.bufs()))?;
+    /// Queues this rank's gate of `gate` for the next phase.
+    fn start_gate(&self, gate: &StartGate) -> Result<()> {
+        gate.launch(self.rank(), self.stream_ref(), Some(self.bufs()))?;
         self.mark(GATE_MARK)
     }
 
     /// [`CudaComm::bench_round`] with an event after every kernel: the round's times and, per
     /// kernel in launch order, the µs from the previous event to its end (the probe's own event
     /// records lengthen host-bound rounds a little).
-    pub fn bench_round_probed(&mut self) -> Result<(PhaseTimes, Vec<(&'static str, f32)>)> {
+    pub fn bench_round_probed(
+        &mut self,
+        gate: &StartGate,
+    ) -> Result<(PhaseTimes, Vec<(&'static str, f32)>)> {
         self.set_probe(true);
-        let times = self.bench_round(Timing::Events);
+        let times = self.bench_round(gate, Timing::Events);
         let events = self.set_probe(false);
         let times = times?;
         // The gate's own span is not a step of the round.
@@ -565,15 +769,16 @@ pub(crate) fn median<T: Copy + PartialOrd>(mut v: Vec<T>) -> T {
 /// among the GPUs of `placement` (median of `iters` after a warm-up); and with two ranks or more
 /// the latency floors ([`Floors`]) among the ranks of `placement` (rank `r` on GPU
 /// `placement[r]`, as [`crate::CudaBackend::placement`] places a world), with a row of
-/// `row_bytes` (rounded up to 16), timed as `timing` times the phases, with the kernels and the
-/// L2 evict that `options` ask for (as the backend's own rounds).
+/// `row_bytes` (rounded up to 16), timed as `timing` times the phases, with the kernels that
+/// `options` ask for and the L2 evict that `bench` asks for (as the backend's own rounds).
 pub fn measure_ceilings(
     bytes: usize,
     iters: usize,
     placement: &[usize],
     row_bytes: usize,
     timing: Timing,
-    options: &crate::CudaOptions,
+    options: &CudaOptions,
+    bench: &BenchOptions,
 ) -> Result<Ceilings> {
     let n = placement.iter().max().map_or(1, |&g| g + 1);
     let visible = crate::driver::device_count()?;
@@ -583,10 +788,10 @@ pub fn measure_ceilings(
             n - 1
         )));
     }
-    let ks: Vec<Arc<Kernels>> = (0..n)
-        .map(|d| crate::world::device_kernels(d, options))
+    let ks: Vec<BenchKernels> = (0..n)
+        .map(|d| BenchKernels::of_device(d, options))
         .collect::<Result<_>>()?;
-    let ctxs: Vec<&Arc<CudaContext>> = ks.iter().map(|k| &k.ctx).collect();
+    let ctxs: Vec<&Arc<CudaContext>> = ks.iter().map(|k| &k.k.ctx).collect();
     let peers: HashMap<usize, Arc<CudaContext>> =
         ctxs.iter().map(|&c| Arc::clone(c)).enumerate().collect();
     crate::world::enable_peer_access(&peers)?;
@@ -625,14 +830,19 @@ pub fn measure_ceilings(
         None => None,
     };
     let all_to_all = if n > 1 {
-        Some(AllToAll::new(&ks, bytes, options)?.gbps(iters, sms)?)
+        Some(AllToAll::new(&ks, bytes, options, bench)?.gbps(iters, sms)?)
     } else {
         None
     };
     let floors = if placement.len() > 1 {
-        let ranks: Vec<Arc<Kernels>> = placement.iter().map(|&g| Arc::clone(&ks[g])).collect();
+        let ranks: Vec<BenchKernels> = placement.iter().map(|&g| ks[g].clone()).collect();
         let row_bytes = row_bytes.div_ceil(16) * 16;
-        let a = AllToAll::new(&ranks, row_bytes.max(16) * (ranks.len() - 1), options)?;
+        let a = AllToAll::new(
+            &ranks,
+            row_bytes.max(16) * (ranks.len() - 1),
+            options,
+            bench,
+        )?;
         let floor = |kernel: FloorKernel| -> Result<f64> {
             // Short and noisy next to the copies: more samples.
             let n = iters * 5;
@@ -672,7 +882,7 @@ enum FloorKernel {
 /// slice of its buffer to each of the others, each one's slot at a receiver laid out in sender
 /// order.
 struct AllToAll<'a> {
-    ks: &'a [Arc<Kernels>],
+    ks: &'a [BenchKernels],
     streams: Vec<Arc<CudaStream>>,
     srcs: Vec<DevBuf>,
     /// Kept alive for the tables' pointers into them.
@@ -685,26 +895,32 @@ struct AllToAll<'a> {
 }
 
 impl<'a> AllToAll<'a> {
-    /// Buffers for `bytes` sent by each GPU of `ks`, split evenly over the others.
-    fn new(ks: &'a [Arc<Kernels>], bytes: usize, options: &crate::CudaOptions) -> Result<Self> {
+    /// Buffers for `bytes` sent by each GPU of `ks`, split evenly over the others; its gates
+    /// evict as `bench` asks.
+    fn new(
+        ks: &'a [BenchKernels],
+        bytes: usize,
+        options: &CudaOptions,
+        bench: &BenchOptions,
+    ) -> Result<Self> {
         let n = ks.len();
         let peers = n - 1;
         let slice = bytes / peers / 16 * 16;
         let streams: Vec<Arc<CudaStream>> = ks
             .iter()
-            .map(|k| k.ctx.new_stream().map_err(cuda))
+            .map(|k| k.k.ctx.new_stream().map_err(cuda))
             .collect::<Result<_>>()?;
         let srcs: Vec<DevBuf> = ks
             .iter()
             .map(|k| {
-                let b = DevBuf::new(&k.ctx, slice * peers)?;
+                let b = DevBuf::new(&k.k.ctx, slice * peers)?;
                 b.fill(0x3C)?;
                 Ok(b)
             })
             .collect::<Result<_>>()?;
         let recvs: Vec<DevBuf> = ks
             .iter()
-            .map(|k| DevBuf::new(&k.ctx, slice * peers))
+            .map(|k| DevBuf::new(&k.k.ctx, slice * peers))
             .collect::<Result<_>>()?;
         // GPU g's slot in receiver r: the senders of r in order, r itself left out.
         let dst_tables: Vec<DevBuf> = (0..n)
@@ -713,7 +929,7 @@ impl<'a> AllToAll<'a> {
                     .filter(|&r| r != g)
                     .map(|r| recvs[r].ptr + ((if g < r { g } else { g - 1 }) * slice) as u64)
                     .collect();
-                let b = DevBuf::new(&ks[g].ctx, peers * 8)?;
+                let b = DevBuf::new(&ks[g].k.ctx, peers * 8)?;
                 b.upload(&table, &streams[g])?;
                 streams[g].synchronize().map_err(cuda)?;
                 Ok(b)
@@ -726,8 +942,8 @@ impl<'a> AllToAll<'a> {
             _recvs: recvs,
             dst_tables,
             slice,
-            gate: StartGate::new(ks.to_vec(), options)?,
-            flags: StartGate::new(ks.to_vec(), options)?,
+            gate: StartGate::new(ks.to_vec(), options, bench)?,
+            flags: StartGate::new(ks.to_vec(), options, bench)?,
         })
     }
 
@@ -797,7 +1013,7 @@ impl<'a> AllToAll<'a> {
         kernel: FloorKernel,
         timing: Timing,
     ) -> Result<()> {
-        let chained = timing.chained(&self.ks[g]);
+        let chained = timing.chained(&self.ks[g].k);
         let row_bytes = match kernel {
             FloorKernel::Nothing => {
                 let f = self.ks[g].get("ep_bench_nothing");
@@ -835,7 +1051,7 @@ impl<'a> AllToAll<'a> {
 /// One rank of the NCCL baseline: its buffers and the index arrays of its permutes.
 struct NcclRank {
     stream: Arc<CudaStream>,
-    k: Arc<Kernels>,
+    k: BenchKernels,
     tokens: DevBuf,
     send: DevBuf,
     recv: DevBuf,
@@ -899,13 +1115,14 @@ pub struct NcclBaseline {
 }
 
 impl NcclBaseline {
-    /// `options`: the kernels and the L2 evict of the ep rounds it is compared with, so that both
-    /// start equally cold.
+    /// `options` and `bench`: the kernels and the L2 evict of the ep rounds it is compared with,
+    /// so that both start equally cold.
     pub fn new(
         cfg: &EpConfig,
         topk_ids: &[Array2<i32>],
         weights: &[Array2<f32>],
-        options: &crate::CudaOptions,
+        options: &CudaOptions,
+        bench: &BenchOptions,
     ) -> Result<NcclBaseline> {
         let n = cfg.n_ranks();
         let n_dev = crate::driver::device_count()?;
@@ -968,8 +1185,8 @@ impl NcclBaseline {
 
         let mut ranks = Vec::new();
         for r in 0..n {
-            let k = crate::world::device_kernels(r, options)?;
-            let ctx = Arc::clone(&k.ctx);
+            let k = BenchKernels::of_device(r, options)?;
+            let ctx = Arc::clone(&k.k.ctx);
             let t_r = topk_ids[r].nrows();
             // Permute: tokens to per-destination chunks.
             let send_index: Vec<i32> = (0..n)
@@ -1067,16 +1284,16 @@ impl NcclBaseline {
             rank.stream.synchronize().map_err(cuda)?;
             ranks.push(rank);
         }
-        let kernels: Vec<Arc<Kernels>> = ranks.iter().map(|r| Arc::clone(&r.k)).collect();
+        let kernels: Vec<BenchKernels> = ranks.iter().map(|r| r.k.clone()).collect();
         let ctxs = kernels
             .iter()
-            .map(|k| Arc::clone(&k.ctx))
+            .map(|k| Arc::clone(&k.k.ctx))
             .enumerate()
             .collect();
         crate::world::enable_peer_access(&ctxs)?;
         Ok(NcclBaseline {
             comms,
-            gate: StartGate::new(kernels, options)?,
+            gate: StartGate::new(kernels, options, bench)?,
             ranks,
             row_bytes,
             hidden,
@@ -1149,7 +1366,7 @@ impl NcclBaseline {
             128,
             0,
             &[&src.ptr, &dst.ptr, &index.ptr, &rb],
-            timing.chained(&r.k),
+            timing.chained(&r.k.k),
         )
     }
 
@@ -1235,7 +1452,7 @@ impl NcclBaseline {
                 128,
                 0,
                 &args,
-                timing.chained(&r.k),
+                timing.chained(&r.k.k),
             )?;
             clock.end(&self.gate, &r.stream)?;
         }
@@ -1323,6 +1540,40 @@ mod tests {
             let e = evict_setting(Some(bad)).unwrap_err().to_string();
             assert!(e.contains("EP_BENCH_EVICT_L2"), "{bad}: {e}");
         }
+    }
+
+    /// The variables map to the fields, unset is the default, and a bad value (or a rewarm with
+    /// no evict) is an error naming its variable.
+    #[test]
+    fn bench_options_from_env_vars() {
+        let from = |vars: &[(&str, &str)]| {
+            BenchOptions::from_env_vars(|k| {
+                vars.iter()
+                    .find(|(n, _)| *n == k)
+                    .map(|(_, v)| v.to_string())
+            })
+        };
+        assert_eq!(from(&[]).unwrap(), BenchOptions::default());
+        let o = from(&[("EP_BENCH_EVICT_L2", "r64"), ("EP_BENCH_REWARM", "inputs")]).unwrap();
+        let want = BenchOptions {
+            evict_l2: Some(EvictL2 {
+                bytes: 64 << 20,
+                reads: true,
+            }),
+            rewarm: Rewarm::Inputs,
+        };
+        assert_eq!(o, want);
+        o.validate().unwrap();
+        let e = from(&[("EP_BENCH_EVICT_L2", "2x")]).unwrap_err();
+        assert!(e.contains("EP_BENCH_EVICT_L2"), "{e}");
+        let e = from(&[("EP_BENCH_REWARM", "1")]).unwrap_err();
+        assert!(e.contains("EP_BENCH_EVICT_L2"), "{e}");
+        let unmatched = BenchOptions {
+            rewarm: Rewarm::All,
+            ..Default::default()
+        };
+        let e = unmatched.validate().unwrap_err().to_string();
+        assert!(e.contains("evict_l2"), "{e}");
     }
 
     #[test]

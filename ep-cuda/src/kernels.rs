@@ -35,6 +35,7 @@ pub const SWIGLU: &str = include_str!("kernels/swiglu.cu");
 pub const BENCH: &str = include_str!("kernels/bench.cu");
 pub const PROBE: &str = include_str!("kernels/probe.cu");
 pub const SELFCHECK: &str = include_str!("kernels/selfcheck.cu");
+pub const LATE_INPUTS: &str = include_str!("kernels/late_inputs.cu");
 
 /// The kernels of each program, by entry point.
 pub const PROGRAMS: &[(&str, &str, &[&str])] = &[
@@ -82,26 +83,34 @@ pub const PROGRAMS: &[(&str, &str, &[&str])] = &[
         ],
     ),
     ("swiglu", SWIGLU, &["ep_swiglu"]),
-    (
-        "bench",
-        BENCH,
-        &[
-            "ep_copy",
-            "ep_copy_to_peers",
-            "ep_gather_rows",
-            "ep_weighted_rows",
-            "ep_bench_gate",
-            "ep_bench_stamp",
-            "ep_late_inputs",
-            "ep_bench_nothing",
-            "ep_bench_exchange",
-            "ep_bench_read",
-        ],
-    ),
 ];
 
-/// The signal probes' program (probe.rs): compiled only when a probe runs, not with PROGRAMS at
-/// every start (its 64 KB straight run of code makes it the slowest to compile).
+/// The benchmark's program (bench.rs, feature `bench`): compiled when `ep bench` first needs it on
+/// a device, not with PROGRAMS at every start. The source is here in every build, so that every
+/// build's kernels_compile test compiles it.
+pub const BENCH_PROGRAM: (&str, &str, &[&str]) = (
+    "bench",
+    BENCH,
+    &[
+        "ep_copy",
+        "ep_copy_to_peers",
+        "ep_gather_rows",
+        "ep_weighted_rows",
+        "ep_bench_gate",
+        "ep_bench_stamp",
+        "ep_bench_nothing",
+        "ep_bench_exchange",
+        "ep_bench_read",
+    ],
+);
+
+/// The late-inputs test hook's program (comm/late_inputs.rs, feature `test-hooks`): compiled only
+/// where the hook is set.
+pub const LATE_INPUTS_PROGRAM: (&str, &str, &[&str]) =
+    ("late_inputs", LATE_INPUTS, &["ep_late_inputs"]);
+
+/// The signal probes' program (probe.rs, feature `bench`): compiled only when a probe runs, not
+/// with PROGRAMS at every start (its 64 KB straight run of code makes it the slowest to compile).
 pub const PROBE_PROGRAM: (&str, &str, &[&str]) = (
     "probe",
     PROBE,

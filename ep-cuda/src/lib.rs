@@ -12,10 +12,15 @@
 //! - `memory`: plain device allocations peers can reach.
 //! - `world`: `ep_init`: placement, peer access, every rank's buffers.
 //! - `comm`: [`CudaComm`], one rank's dispatch, combine and SwiGLU.
-//! - [`mod@bench`]: device-resident timed rounds, the copy ceiling, the NCCL baseline.
-//! - [`probe`]: latency probes of the protocol's signals (publish and poll flavours).
 //! - [`selfcheck`]: arithmetic the kernels take to be exact, checked on the device.
+//!
+//! With the cargo feature `bench` (the `ep` command's; never in a default build), what
+//! `ep bench` measures, built on the modules above and used by none of them:
+//! - `bench`: device-resident timed rounds behind a start gate, the copy ceiling and latency
+//!   floors, the NCCL baseline, and their options (`bench::BenchOptions`).
+//! - `probe`: latency probes of the protocol's signals (publish and poll flavours).
 
+#[cfg(feature = "bench")]
 pub mod bench;
 mod comm;
 pub mod driver;
@@ -24,6 +29,7 @@ pub mod kernels;
 mod memory;
 mod options;
 mod path_policy;
+#[cfg(feature = "bench")]
 pub mod probe;
 pub mod selfcheck;
 mod world;
@@ -37,7 +43,7 @@ pub use comm::CudaComm;
 pub use options::options_from_env_vars;
 #[cfg(feature = "test-hooks")]
 pub use options::TestHooks;
-pub use options::{CudaOptions, EvictL2, Rewarm, Trace};
+pub use options::{CudaOptions, Trace};
 pub use path_policy::PathPolicy;
 
 /// The CUDA backend. `ranks_per_gpu: None` spreads ranks over the visible GPUs as evenly as

@@ -1,13 +1,12 @@
 //! [`CudaOptions`]: every tunable and switch of the CUDA backend, passed when the backend is made
 //! (`CudaBackend::new().with_options(..)`). The library reads no environment variable for them;
-//! the `ep` command and the GPU test runner map the `EP_CUDA_*` and `EP_BENCH_*` variables onto
-//! these fields through [`options_from_env_vars`] (docs/tuning.md lists them). Token thresholds
-//! compare with the tokens on the rank this round; `0` turns the path off. Paths and thresholds
-//! are explained in docs/architecture.md ("Paths a round takes").
+//! the `ep` command and the GPU test runner map the `EP_CUDA_*` variables onto these fields
+//! through [`options_from_env_vars`] (docs/tuning.md lists them; the benchmark's `EP_BENCH_*`
+//! variables set its own `BenchOptions`, feature `bench`). Token thresholds compare with the tokens
+//! on the rank this round; `0` turns the path off. Paths and thresholds are explained in
+//! docs/architecture.md ("Paths a round takes").
 
 use ep_core::{EpError, Result};
-
-pub use crate::bench::{EvictL2, Rewarm};
 
 /// The CUDA backend's options. `CudaOptions::default()` is the tuned behaviour; set fields with
 /// the builder methods or with `CudaOptions { field: .., ..Default::default() }`.
@@ -79,12 +78,6 @@ pub struct CudaOptions {
     /// NVRTC compiles with `-lineinfo` (source lines for a profiler); same machine code. Default
     /// off. `EP_CUDA_LINEINFO=1`.
     pub lineinfo: bool,
-    /// Before each of `ep bench`'s timed phases, the L2 evicted as a model's weights would.
-    /// `None`: nothing. `EP_BENCH_EVICT_L2`.
-    pub bench_evict_l2: Option<EvictL2>,
-    /// With `bench_evict_l2`: buffers read back after the evict. Default [`Rewarm::Nothing`].
-    /// `EP_BENCH_REWARM`.
-    pub bench_rewarm: Rewarm,
     /// Test hooks: they change behaviour or timing on purpose; never for production.
     #[cfg(feature = "test-hooks")]
     pub hooks: TestHooks,
@@ -146,8 +139,6 @@ impl Default for CudaOptions {
             trace_clock_mhz: None,
             log_waits: false,
             lineinfo: false,
-            bench_evict_l2: None,
-            bench_rewarm: Rewarm::Nothing,
             #[cfg(feature = "test-hooks")]
             hooks: TestHooks::default(),
         }
@@ -227,9 +218,6 @@ impl CudaOptions {
                 ));
             }
         }
-        if self.bench_rewarm != Rewarm::Nothing && self.bench_evict_l2.is_none() {
-            return bad("bench_rewarm reads back after an evict: set bench_evict_l2 too".into());
-        }
         #[cfg(feature = "test-hooks")]
         if let Some(ns) = self.hooks.late_inputs_ns {
             if ns == 0 || ns > 10_000_000 {
@@ -275,7 +263,7 @@ impl CudaOptions {
     }
 }
 
-/// The options that the environment variables docs/tuning.md lists ask for, read through `get`
+/// The options that the `EP_CUDA_*` variables docs/tuning.md lists ask for, read through `get`
 /// (a variable's value, `None` when unset): the one mapping from variable to field, used by the
 /// `ep` command and the GPU test runner with a lookup of the process's environment. A value
 /// that does not parse is an error naming the variable. Test hooks' variables are refused
@@ -382,13 +370,6 @@ pub fn options_from_env_vars(
         Some("1") => true,
         Some(v) => return Err(format!("EP_CUDA_LINEINFO={v}: expected 0 or 1")),
     };
-    o.bench_evict_l2 = crate::bench::evict_setting(get("EP_BENCH_EVICT_L2").as_deref())
-        .map_err(|e| e.to_string())?;
-    o.bench_rewarm = crate::bench::rewarm_setting(
-        get("EP_BENCH_REWARM").as_deref(),
-        o.bench_evict_l2.is_some(),
-    )
-    .map_err(|e| e.to_string())?;
     let hook_vars = [
         "EP_CUDA_COPY_OUT_PER_SENDER",
         "EP_CUDA_OWN_ROWS_WAIT_NS",
@@ -458,8 +439,6 @@ mod tests {
             ("EP_CUDA_TRACE", "all"),
             ("EP_CUDA_TRACE_RANK", "1"),
             ("EP_CUDA_LINEINFO", "1"),
-            ("EP_BENCH_EVICT_L2", "r64"),
-            ("EP_BENCH_REWARM", "inputs"),
         ])
         .unwrap();
         let want = CudaOptions::default()
@@ -471,14 +450,6 @@ mod tests {
             .trace(Trace::All)
             .trace_rank(1)
             .lineinfo(true);
-        let want = CudaOptions {
-            bench_evict_l2: Some(EvictL2 {
-                bytes: 64 << 20,
-                reads: true,
-            }),
-            bench_rewarm: Rewarm::Inputs,
-            ..want
-        };
         assert_eq!(o, want);
         assert_ne!(o.compile_key(), CudaOptions::default().compile_key());
     }
@@ -508,13 +479,10 @@ mod tests {
             ("EP_CUDA_SEND_THREADS", "100"),
             ("EP_CUDA_LINEINFO", "yes"),
             ("EP_CUDA_TRACE_RANK", "x"),
-            ("EP_BENCH_EVICT_L2", "2x"),
         ] {
             let e = from(&[(var, value)]).unwrap_err();
             assert!(e.contains(var), "{var}={value}: {e}");
         }
-        let e = from(&[("EP_BENCH_REWARM", "1")]).unwrap_err();
-        assert!(e.contains("EP_BENCH_EVICT_L2"), "{e}");
     }
 
     #[test]

@@ -12,17 +12,6 @@ use crate::driver::cuda;
 use crate::kernels::{Kernels, MsgLayout, Program};
 use crate::memory::DevBuf;
 
-/// `buffers_of!(value, Struct { a, b, ... } except x, y)`: the fields a, b, ... of `value` (a
-/// reference) in a Vec, by an exhaustive destructuring that names every other field after
-/// `except`: a field added to the struct stops the build until it is listed on one side.
-macro_rules! buffers_of {
-    ($value:expr, $ty:ident { $($field:ident),* $(,)? } $(except $($skip:ident),*)?) => {{
-        let $ty { $($field,)* $($($skip: _,)*)? } = $value;
-        vec![$($field),*]
-    }};
-}
-pub(crate) use buffers_of;
-
 /// One rank's device memory.
 pub struct RankBuffers {
     // Symmetric: peers write these. Dispatch: each sender's messages [n_ranks, max_tokens, wire
@@ -111,8 +100,6 @@ pub struct World {
     /// Loaded kernels of each rank's device.
     pub kernels: Vec<Arc<Kernels>>,
     pub ranks: Vec<RankBuffers>,
-    /// The start gate of `ep bench`'s timed phases.
-    pub gate: crate::bench::StartGate,
     /// The backend's options, which every rank reads (comm/path.rs, comm/dispatch.rs, ...).
     pub options: crate::CudaOptions,
     /// Per rank: the SMs of its GPU divided among the ranks that share it, the share its grids
@@ -233,7 +220,6 @@ impl World {
             shares_gpu,
             cfg: cfg.clone(),
             msg,
-            gate: crate::bench::StartGate::new(kernels.clone(), options)?,
             options: options.clone(),
             kernels,
             device_of,
@@ -352,74 +338,6 @@ pub(crate) fn enable_peer_access(ctxs: &HashMap<usize, Arc<CudaContext>>) -> Res
 }
 
 impl RankBuffers {
-    /// What a model's kernel before each phase has just written, and so finds in L2: the
-    /// dispatch's tokens, their scales, ids and router weights, the combine's expert outputs and
-    /// residual (`ep bench`'s EP_BENCH_REWARM=inputs).
-    pub fn inputs(&self) -> Vec<&DevBuf> {
-        vec![
-            &self.tokens,
-            &self.scales_in,
-            &self.ids,
-            &self.weights,
-            &self.expert_out,
-            &self.residual,
-        ]
-    }
-
-    /// Every buffer (`ep bench`'s EP_BENCH_REWARM=1 reads them all back), by
-    /// [`buffers_of`]: a buffer added to RankBuffers is listed here too or the crate does not
-    /// compile.
-    pub fn all(&self) -> Vec<&DevBuf> {
-        buffers_of!(
-            self,
-            RankBuffers {
-                d_recv,
-                d_nmsg,
-                d_counts,
-                c_recv,
-                c_counts,
-                c_ll,
-                c_marks,
-                d_staging,
-                c_staging,
-                shared_msgs,
-                tokens,
-                ids,
-                scales_in,
-                slots,
-                rank_slots,
-                chunk_base,
-                msgs_to,
-                sent,
-                status,
-                snapshot,
-                d_ticket,
-                c_ticket,
-                row_offsets,
-                src_offsets,
-                recv_tokens,
-                recv_scales,
-                src_info,
-                row_src,
-                msg_rows,
-                layout_seq,
-                expert_out,
-                weights,
-                residual,
-                out,
-                fp8_payload,
-                fp8_scales,
-                c_snapshot,
-                d_recv_ptrs,
-                d_count_ptrs,
-                c_recv_ptrs,
-                c_count_ptrs,
-                c_ll_ptrs,
-                c_mark_ptrs
-            }
-        )
-    }
-
     /// `ll_max_tokens`: [`crate::CudaOptions::ll_max_tokens`], which sizes the LL rows.
     fn new(
         cfg: &EpConfig,

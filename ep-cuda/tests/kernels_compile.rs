@@ -4,7 +4,10 @@
 //! EP_PTX_DUMP=DIR each program's PTX is also written there (`DIR/<name>.ptx`), for `ptxas -v`
 //! (registers, spills) and the SASS.
 
-use ep_cuda::kernels::{compile, source, COMBINE, PROBE_PROGRAM, PROGRAMS, SELFCHECK_PROGRAM};
+use ep_cuda::kernels::{
+    compile, source, BENCH_PROGRAM, COMBINE, LATE_INPUTS_PROGRAM, PROBE_PROGRAM, PROGRAMS,
+    SELFCHECK_PROGRAM,
+};
 
 fn main() {
     if let Err(e) = ep_cuda::driver::nvrtc_present() {
@@ -45,10 +48,19 @@ fn main() {
             failed += 1;
         }
     };
-    for (name, body, entries) in PROGRAMS {
+    // The programs compiled with the backend's options (their defines): every start's, then the
+    // benchmark's (ep-cuda's feature `bench`, compiled when `ep bench` runs) and the late-inputs
+    // test hook's (feature `test-hooks`). Their sources are in every build, so that every build
+    // compiles them here.
+    let with_options: Vec<_> = PROGRAMS
+        .iter()
+        .copied()
+        .chain([BENCH_PROGRAM, LATE_INPUTS_PROGRAM])
+        .collect();
+    for &(name, body, entries) in &with_options {
         check(name, source(body, ""), entries);
     }
-    // The probes' program, compiled when `ep bench --probe-signals` runs.
+    // The probes' program, compiled when `ep bench --probe-signals` runs (feature `bench`).
     let (name, body, entries) = PROBE_PROGRAM;
     check(name, source(body, ""), entries);
     // The device self-checks' program, compiled when a CUDA conformance run starts.
@@ -68,7 +80,7 @@ fn main() {
         &["ep_combine_reduce", "ep_combine_single"],
     );
     // With the single-launch kernels' timing stamps (EP_CUDA_TRACE, and =all).
-    for (name, body, entries) in PROGRAMS {
+    for &(name, body, entries) in &with_options {
         check(
             &format!("{name} + trace stamps"),
             source(body, "#define EP_TRACE 1\n"),

@@ -1,8 +1,8 @@
 //! `TestHooks::late_inputs_ns` (`EP_CUDA_LATE_INPUTS=NS`), a test hook for the chained first
 //! kernel (`Chain::First`): after a
 //! phase's inputs are uploaded, the kernel a caller's model could run there, one that lets its
-//! dependents launch at once and writes the phase's inputs last (bench.cu, `ep_late_inputs`: each
-//! word changed, then after NS nanoseconds put back). The conformance suite run with it set checks
+//! dependents launch at once and writes the phase's inputs last (late_inputs.cu, `ep_late_inputs`:
+//! each word changed, then after NS nanoseconds put back; compiled only where the hook is set). The conformance suite run with it set checks
 //! that every phase's first kernel waits for the kernel before it before it reads its inputs: one
 //! that did not would route or weigh the changed words and miss the oracle.
 
@@ -10,7 +10,8 @@ use cudarc::driver::CudaContext;
 use ep_core::{EpConfig, EpError, Result};
 
 use super::CudaComm;
-use crate::kernels::launch;
+use crate::driver::cuda;
+use crate::kernels::{arch_name, launch, Program, LATE_INPUTS_PROGRAM};
 use crate::memory::DevBuf;
 
 /// How `ep_late_inputs` changes a word while it holds it: an expert id (a non-negative one to
@@ -22,16 +23,17 @@ pub(super) enum Words {
     Bits = 1,
 }
 
-/// The hook's state on one rank: how long the late kernel holds the changed words, and where it
-/// keeps the words it changed.
+/// The hook's state on one rank: how long the late kernel holds the changed words, where it
+/// keeps the words it changed, and its program (compiled as the rank's kernels are).
 pub(crate) struct LateInputs {
     hold_ns: u64,
     saved: DevBuf,
+    program: Program,
 }
 
 impl LateInputs {
     /// The hook where `options` set it, with room for the largest input it changes (the tokens,
-    /// the ids, the weights).
+    /// the ids, the weights), and `ep_late_inputs` loaded into `ctx` with `options`' defines.
     pub(crate) fn from_options(
         cfg: &EpConfig,
         options: &crate::CudaOptions,
@@ -47,9 +49,18 @@ impl LateInputs {
         }
         let t = cfg.max_tokens_per_rank;
         let words = (t * cfg.hidden / 2).max(t * cfg.top_k).max(1);
+        let (major, minor) = ctx.compute_capability().map_err(cuda)?;
+        let program = Program::load_with(
+            ctx,
+            arch_name(major, minor),
+            &options.prelude(),
+            options.lineinfo,
+            LATE_INPUTS_PROGRAM,
+        )?;
         Ok(Some(LateInputs {
             hold_ns,
             saved: DevBuf::new(ctx, words * 4)?,
+            program,
         }))
     }
 }
@@ -63,7 +74,7 @@ impl CudaComm {
             return Ok(());
         };
         let n = n.min(buf.len / 4).min(late.saved.len / 4) as u64;
-        let k = self.k().get("ep_late_inputs");
+        let k = late.program.get("ep_late_inputs");
         let args: [&dyn crate::kernels::KernelArg; 5] = [
             &buf.ptr,
             &late.saved.ptr,

@@ -192,11 +192,13 @@ impl CudaComm {
         })
     }
 
+    #[cfg(feature = "bench")]
     pub(crate) fn stream_ref(&self) -> &Arc<CudaStream> {
         &self.stream
     }
 
     /// The loaded round reduces with weights (device-resident benchmark rounds).
+    #[cfg(feature = "bench")]
     pub(crate) fn set_reduced(&mut self) {
         self.round.reduced = true;
     }
@@ -206,7 +208,9 @@ impl CudaComm {
         self.world.device_of[self.rank]
     }
 
-    pub(crate) fn world(&self) -> &World {
+    /// The world this rank belongs to (shared by its ranks).
+    #[cfg(feature = "bench")]
+    pub(crate) fn world(&self) -> &Arc<World> {
         &self.world
     }
 
@@ -225,6 +229,7 @@ impl CudaComm {
     }
 
     /// The rows the last dispatch produced on this rank, padding included.
+    #[cfg(feature = "bench")]
     pub(crate) fn rows_received(&self) -> Result<usize> {
         Ok(self.row_offsets()?[self.cfg.n_groups()] as usize)
     }
@@ -325,11 +330,13 @@ impl CudaComm {
     }
 
     /// Whether events are being recorded after every kernel (`set_probe`).
+    #[cfg(feature = "bench")]
     pub(crate) fn probing(&self) -> bool {
         self.probe.borrow().is_some()
     }
 
     /// Starts (`true`) or stops probing; stopping returns the events recorded since the start.
+    #[cfg(feature = "bench")]
     pub(crate) fn set_probe(&self, on: bool) -> Vec<(&'static str, CudaEvent)> {
         std::mem::replace(&mut *self.probe.borrow_mut(), on.then(Vec::new)).unwrap_or_default()
     }
