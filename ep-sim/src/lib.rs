@@ -12,6 +12,8 @@
 //! - `wait`: acquire-waits with a deadline.
 //! - `comm`: [`SimComm`], one rank's dispatch and combine.
 
+#![warn(missing_docs)]
+
 mod comm;
 pub mod memory;
 mod transport;
