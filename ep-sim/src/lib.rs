@@ -31,6 +31,7 @@ use transport::{start_nics, Transport, World};
 pub struct SimBackend;
 
 impl SimBackend {
+    /// The backend (it holds nothing; worlds are built by `init`).
     pub fn new() -> Self {
         SimBackend
     }
