@@ -8,6 +8,8 @@
 
 use std::sync::{Condvar, Mutex, MutexGuard};
 
+/// A barrier for `n` rank threads that returns an error naming the rank whose thread panicked,
+/// instead of waiting forever.
 #[derive(Debug)]
 pub struct RankBarrier {
     n: usize,
@@ -31,6 +33,7 @@ pub struct PanicGuard<'a> {
 }
 
 impl RankBarrier {
+    /// A barrier for `n` threads, unbroken.
     pub fn new(n: usize) -> Self {
         RankBarrier {
             n,

@@ -15,18 +15,28 @@ mod embedded {
 /// The config fields a fixture sets (the rest take `EpConfig::new`'s defaults).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct FixtureConfig {
+    /// `EpConfig::hidden`.
     pub hidden: usize,
+    /// `EpConfig::top_k`.
     pub top_k: usize,
+    /// `EpConfig::n_experts`.
     pub n_experts: usize,
+    /// `EpConfig::max_tokens_per_rank`.
     pub max_tokens_per_rank: usize,
+    /// `EpConfig::n_gpus_per_node`.
     pub n_gpus_per_node: usize,
+    /// `EpConfig::n_nodes`.
     pub n_nodes: usize,
 }
 
+/// One routing scenario, as stored in `fixtures/NAME.json`.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Fixture {
+    /// The scenario's name; an embedded fixture's matches its file name, which `load` takes.
     pub name: String,
+    /// What the scenario exercises, for listings.
     pub description: String,
+    /// The world it runs in.
     pub config: FixtureConfig,
     /// Seed of the token values and router weights.
     pub seed: u64,
@@ -60,6 +70,8 @@ impl Fixture {
         Fixture::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
     }
 
+    /// A fixture from its JSON text, checked: a valid config, one `topk_ids` list per rank,
+    /// `top_k` ids per token, and token values that fit in memory.
     pub fn parse(text: &str) -> Result<Fixture, String> {
         let fx: Fixture = serde_json::from_str(text).map_err(|e| e.to_string())?;
         let cfg = fx.config(Format::Bf16);
@@ -97,6 +109,7 @@ impl Fixture {
         Ok(fx)
     }
 
+    /// The fixture's world as an [`EpConfig`] in token format `format`.
     pub fn config(&self, format: Format) -> EpConfig {
         let c = &self.config;
         EpConfig::new(

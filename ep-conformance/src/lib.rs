@@ -17,6 +17,8 @@
 //! - [`snapshot`]: routing snapshots shared by all backends (`fixtures/snapshots`).
 //! - [`cases`]: the cases; [`runner`]: the list of cases and a runner outside `cargo test`.
 
+#![warn(missing_docs)]
+
 pub mod barrier;
 pub mod cases;
 pub mod fixture;

@@ -2,14 +2,17 @@
 //! fixture means the same tokens on every machine and every version, with no dependency whose
 //! algorithm might change under us.
 
+/// SplitMix64: the state is one u64, each draw adds the golden-ratio constant and mixes it.
 #[derive(Clone, Debug)]
 pub struct Rng(u64);
 
 impl Rng {
+    /// The generator whose draws are fixed by `seed`.
     pub fn new(seed: u64) -> Self {
         Rng(seed)
     }
 
+    /// The next 64 uniform bits.
     pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
         let mut z = self.0;

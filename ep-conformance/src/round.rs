@@ -14,13 +14,18 @@ use crate::scenario::{toy_experts, RoundInputs, WeightKind};
 /// Fused calls (`dispatch`, `combine`) or the split `*_async` / `*_wait` pairs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Calls {
+    /// `dispatch` and `combine`.
     Fused,
+    /// `dispatch_async` + `dispatch_wait`, then `combine_async` + `combine_wait`.
     Split,
 }
 
+/// How a round is driven: which calls, which router weights, which experts and epilogues.
 #[derive(Clone, Debug)]
 pub struct RoundOptions {
+    /// Fused or split calls.
     pub calls: Calls,
+    /// The router weights combine gets (none gives the unreduced output).
     pub weights: WeightKind,
     /// The experts between dispatch and combine.
     pub experts: fn(&DispatchOutput) -> Array2<bf16>,
@@ -29,6 +34,7 @@ pub struct RoundOptions {
 }
 
 impl RoundOptions {
+    /// `calls` with `weights`, the toy experts ([`toy_experts`]) and no epilogue.
     pub fn new(calls: Calls, weights: WeightKind) -> Self {
         RoundOptions {
             calls,
@@ -38,6 +44,7 @@ impl RoundOptions {
         }
     }
 
+    /// One combine epilogue per rank, in rank order.
     pub fn with_epilogues(mut self, epilogues: Vec<Epilogue>) -> Self {
         self.epilogues = epilogues;
         self
@@ -58,9 +65,13 @@ impl RoundOptions {
 /// What one rank produced in a round, with the wall time of each phase on that rank.
 #[derive(Clone, Debug)]
 pub struct RankRound {
+    /// The rank's dispatch output.
     pub dispatch: DispatchOutput,
+    /// The rank's combine output.
     pub combine: CombineOutput,
+    /// From leaving the barrier to the dispatch output in hand, on this rank.
     pub dispatch_time: Duration,
+    /// From leaving the barrier to the combine output in hand, on this rank.
     pub combine_time: Duration,
 }
 

@@ -20,6 +20,7 @@ pub struct RoutingSpec {
 }
 
 impl RoutingSpec {
+    /// Distinct experts per token, drawn uniformly; nothing masked or duplicated.
     pub fn uniform() -> Self {
         RoutingSpec::default()
     }

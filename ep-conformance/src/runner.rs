@@ -11,6 +11,7 @@ use crate::snapshot::SnapshotMode;
 
 /// A named case, ready to run on backend `B`.
 pub struct Case<B: EpBackend> {
+    /// `fixtures::NAME::FORMAT::MODE` or `cases::NAME`; the filters of [`cases_for`] match it.
     pub name: String,
     /// Runs only on backends with host-closure epilogues (the simulator).
     pub needs_host_closures: bool,
@@ -57,8 +58,11 @@ crate::__with_cases!(__runner_list!());
 
 /// The outcome of one case.
 pub struct Outcome {
+    /// The case's [`Case::name`].
     pub name: String,
+    /// `Err` with the first broken rule, or the panic's message.
     pub result: CaseResult,
+    /// Wall time of the case.
     pub time: Duration,
 }
 
@@ -89,6 +93,7 @@ impl<B: EpBackend> Case<B> {
         )
     }
 
+    /// Runs the case on `backend`; a panic in it becomes an `Err` outcome.
     pub fn run(&self, backend: &B, cx: &Ctx) -> Outcome {
         let t0 = Instant::now();
         let result = catch_unwind(AssertUnwindSafe(|| match &self.run {

@@ -9,7 +9,9 @@ use crate::rng::Rng;
 /// Owned inputs of every rank for one round.
 #[derive(Clone, Debug)]
 pub struct RoundInputs {
+    /// Per rank, `[T_r, hidden]` token rows.
     pub tokens: Vec<Array2<bf16>>,
+    /// Per rank, `[T_r, top_k]` global expert ids (-1 masked).
     pub topk_ids: Vec<Array2<i32>>,
     /// f32 router weights `[T, top_k]`.
     pub weights: Vec<Array2<f32>>,
@@ -65,6 +67,7 @@ impl RoundInputs {
         }
     }
 
+    /// Ranks the inputs are for.
     pub fn n_ranks(&self) -> usize {
         self.tokens.len()
     }
@@ -80,6 +83,7 @@ impl RoundInputs {
         }
     }
 
+    /// Rank `rank`'s dispatch input, with its input scales.
     pub fn dispatch_input(&self, rank: usize) -> DispatchInput<'_> {
         DispatchInput {
             tokens: self.tokens[rank].view(),
@@ -88,12 +92,14 @@ impl RoundInputs {
         }
     }
 
+    /// Every rank's dispatch input, in rank order (what the oracle takes).
     pub fn dispatch_inputs(&self) -> Vec<DispatchInput<'_>> {
         (0..self.n_ranks())
             .map(|r| self.dispatch_input(r))
             .collect()
     }
 
+    /// Rank `rank`'s router weights of `kind` (`None` for [`WeightKind::None`]).
     pub fn router_weights(&self, rank: usize, kind: WeightKind) -> Option<RouterWeights<'_>> {
         match kind {
             WeightKind::None => None,
@@ -102,6 +108,7 @@ impl RoundInputs {
         }
     }
 
+    /// Rank `rank`'s combine input: `expert_out` with weights of `kind`, no epilogue.
     pub fn combine_input<'a>(
         &'a self,
         rank: usize,
@@ -148,7 +155,9 @@ impl RoundInputs {
 pub enum WeightKind {
     /// Unreduced output `[T, top_k, hidden]`.
     None,
+    /// Reduced with [`RouterWeights::F32`].
     F32,
+    /// Reduced with [`RouterWeights::Bf16`] (the f32 weights rounded to bf16).
     Bf16,
 }
 

@@ -13,6 +13,7 @@ use ndarray::ArrayView2;
 
 /// A way to build an expert-parallel world.
 pub trait EpBackend: Send + Sync {
+    /// One rank's communicator in a world of this backend.
     type Comm: EpComm + 'static;
 
     /// Short name for reports (`sim`, `cuda`).
@@ -52,7 +53,9 @@ pub trait EpBackend: Send + Sync {
 /// (from the first wait that met it): then `EpError::Timeout` naming the rejecting rank. The
 /// alternative is to initialise a new world on every rank.
 pub trait EpComm: Send {
+    /// This rank's index in the world, 0..n_ranks.
     fn rank(&self) -> usize;
+    /// The config the world was initialised with (the same on every rank).
     fn config(&self) -> &EpConfig;
 
     /// Issues this rank's sends and returns; the caller may overlap other work before

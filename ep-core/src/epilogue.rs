@@ -32,10 +32,14 @@ pub type HostFn = dyn Fn(usize, usize, &[bf16]) + Send + Sync;
 /// stores nothing ([`CombineOutput::Consumed`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DeviceEpilogue {
+    /// The `__device__` function's name in `source` (a C identifier).
     pub name: String,
+    /// CUDA C that defines the function `name`, compiled by NVRTC.
     pub source: String,
 }
 
+/// What combine does with each rounded output row instead of (or before) storing it; needs router
+/// weights ([`EpError::Incompatible`] otherwise).
 #[derive(Clone)]
 pub enum Epilogue {
     /// `out = bf16(f32(combined) + f32(residual))`; `residual` is `[T, hidden]`. (Arithmetic
@@ -112,6 +116,8 @@ pub struct EpilogueSink {
 }
 
 impl EpilogueSink {
+    /// A sink for `n_tokens` rows of `hidden` columns; with no epilogue it stores the rows as
+    /// they come.
     pub fn new(epilogue: Option<&Epilogue>, n_tokens: usize, hidden: usize) -> Self {
         let stores = !matches!(
             epilogue,
@@ -175,6 +181,9 @@ impl EpilogueSink {
         }
     }
 
+    /// The combine output once every row has been given: [`CombineOutput::Consumed`] for a host
+    /// closure, [`CombineOutput::Fp8`] for [`Epilogue::QuantizeFp8`], [`CombineOutput::Reduced`]
+    /// otherwise.
     pub fn finish(self) -> CombineOutput {
         match (self.epilogue, self.fp8) {
             (Some(Epilogue::Host(_)), _) => CombineOutput::Consumed,

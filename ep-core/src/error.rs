@@ -12,8 +12,11 @@ pub type Result<T, E = EpError> = std::result::Result<T, E>;
 /// Which operation of a round an error belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Phase {
+    /// `EpBackend::init`: building the world and its buffers.
     Init,
+    /// `dispatch_async` / `dispatch_wait`.
     Dispatch,
+    /// `combine_async` / `combine_wait`.
     Combine,
 }
 
@@ -31,46 +34,81 @@ impl fmt::Display for Phase {
 /// (for combine, `expert` is the expert whose outputs `src_rank` owed this rank).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MissingSignal {
+    /// The rank whose count never arrived, 0..n_ranks.
     pub src_rank: usize,
+    /// Global expert id, 0..n_experts.
     pub expert: usize,
 }
 
 /// Errors of config validation. Each names the field and the value that is wrong.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ConfigError {
+    /// A field below its minimum.
     #[error("`{field}` must be at least {min}, got {value}")]
     TooSmall {
+        /// The `EpConfig` field's name.
         field: &'static str,
+        /// The value given.
         value: usize,
+        /// The smallest value allowed.
         min: usize,
     },
+    /// A field above its maximum.
     #[error("`{field}` must be at most {max}, got {value}")]
     TooLarge {
+        /// The `EpConfig` field's name.
         field: &'static str,
+        /// The value given.
         value: usize,
+        /// The largest value allowed.
         max: usize,
     },
+    /// `n_experts` is not a multiple of `n_ranks`, so ranks would hold different numbers of
+    /// experts.
     #[error("n_experts = {n_experts} is not divisible by n_ranks = {n_ranks} (n_nodes x n_gpus_per_node): every rank must hold the same number of experts")]
-    ExpertsNotDivisible { n_experts: usize, n_ranks: usize },
+    ExpertsNotDivisible {
+        /// The config's `n_experts`.
+        n_experts: usize,
+        /// `n_gpus_per_node * n_nodes`.
+        n_ranks: usize,
+    },
+    /// `hidden` is not a multiple of the token format's block.
     #[error("format {format} cannot take hidden = {hidden}: it must be a multiple of {block}")]
     HiddenNotAllowed {
+        /// The format's name (`TokenFormat::NAME`).
         format: &'static str,
+        /// The config's `hidden`.
         hidden: usize,
+        /// The format's block, in elements.
         block: usize,
     },
+    /// `EpBackend::init` got a number of configs other than the topology's rank count.
     #[error("the config list has {got} entries but the topology has {expected} ranks")]
-    WrongRankCount { expected: usize, got: usize },
+    WrongRankCount {
+        /// `n_ranks` of the first config.
+        expected: usize,
+        /// Configs passed.
+        got: usize,
+    },
+    /// Options that do not go together (such as `skip_a2a` with several nodes).
     #[error("{what} is not allowed: {why}")]
     Incompatible {
+        /// The option, or combination of options, refused.
         what: &'static str,
+        /// The rule it breaks.
         why: &'static str,
     },
+    /// A valid config this backend cannot run; the message says what is missing.
     #[error("{0}")]
     Unsupported(String),
+    /// A buffer size that checked arithmetic found past `isize::MAX` bytes.
     #[error("`{field}` = {value} is too large: {what} would need more than isize::MAX bytes")]
     SizeOverflow {
+        /// The field whose value makes the size overflow.
         field: &'static str,
+        /// Its value.
         value: usize,
+        /// The buffer (or size) that would overflow.
         what: &'static str,
     },
 }
@@ -78,103 +116,177 @@ pub enum ConfigError {
 /// Everything a dispatch/combine call can return.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 pub enum EpError {
+    /// A config failed validation (at init).
     #[error("invalid config: {0}")]
     Config(#[from] ConfigError),
 
+    /// At init, rank `rank`'s config differs from rank 0's; `field` is the first that differs.
     #[error("rank {rank}'s config differs from rank 0's in `{field}`: rank 0 has {expected}, rank {rank} has {got}")]
     ConfigMismatch {
+        /// The rank whose config differs, 1..n_ranks.
         rank: usize,
+        /// The `EpConfig` field's name.
         field: &'static str,
+        /// Rank 0's value, formatted.
         expected: String,
+        /// Rank `rank`'s value, formatted.
         got: String,
     },
 
+    /// A `topk_ids` entry outside `[-1, n_experts)`.
     #[error("rank {rank}: token {token} slot {slot} names expert {id}, outside [-1, {n_experts})")]
     ExpertIdOutOfRange {
+        /// The rank whose input holds it.
         rank: usize,
+        /// Token index on that rank (row of `topk_ids`).
         token: usize,
+        /// Slot, 0..top_k (column of `topk_ids`).
         slot: usize,
+        /// The id found.
         id: i32,
+        /// The config's `n_experts`.
         n_experts: usize,
     },
 
+    /// A dispatch input with more than `max_tokens_per_rank` tokens.
     #[error("rank {rank}: {tokens} tokens exceed max_tokens_per_rank = {max}")]
     TooManyTokens {
+        /// The rank that passed them.
         rank: usize,
+        /// Tokens passed (`T_r`).
         tokens: usize,
+        /// The config's `max_tokens_per_rank`.
         max: usize,
     },
 
+    /// An input array of the wrong shape.
     #[error("rank {rank}: `{what}` has shape {got:?}, expected {expected:?}")]
     Shape {
+        /// The rank that passed it.
         rank: usize,
+        /// The array's name (`tokens`, `topk_ids`, `expert_out`, ...).
         what: &'static str,
+        /// The shape the call needs.
         expected: Vec<usize>,
+        /// The shape passed.
         got: Vec<usize>,
     },
 
+    /// A per-token input scale (NVFP4) that is not finite and positive.
     #[error("rank {rank}: token {token}'s input scale is {value}; it must be finite and positive")]
     InvalidInputScale {
+        /// The rank that passed it.
         rank: usize,
+        /// Token index on that rank.
         token: usize,
+        /// The scale found.
         value: f32,
     },
 
+    /// Call options that do not go together (an epilogue without router weights, a host epilogue
+    /// on a GPU backend, ...).
     #[error("rank {rank}: {what} is not allowed: {why}")]
     Incompatible {
+        /// The rank that made the call.
         rank: usize,
+        /// The option, or combination of options, refused.
         what: &'static str,
+        /// The rule it breaks.
         why: &'static str,
     },
 
+    /// An input array not in standard (row-major, contiguous) layout.
     #[error("rank {rank}: `{what}` must be in standard (row-major, contiguous) layout")]
-    NotContiguous { rank: usize, what: &'static str },
+    NotContiguous {
+        /// The rank that passed it.
+        rank: usize,
+        /// The array's name.
+        what: &'static str,
+    },
 
+    /// A call outside the order `dispatch_async, dispatch_wait, combine_async, combine_wait`;
+    /// nothing was written and no peer is told.
     #[error("rank {rank}: {call} called out of order: {state}")]
     OutOfOrder {
+        /// The rank that made the call.
         rank: usize,
+        /// The call refused (`dispatch_async`, ...).
         call: &'static str,
+        /// Where the round stands and what to call instead.
         state: String,
     },
 
+    /// A routing handle that is not from this rank's latest finished dispatch.
     #[error("rank {rank}: the routing handle is from {handle}, not from this rank's latest dispatch ({current})")]
     StaleHandle {
+        /// The rank that made the call.
         rank: usize,
+        /// The handle passed, as `rank R round N`.
         handle: String,
+        /// The handle the call needs, or that there is no finished dispatch.
         current: String,
     },
 
+    /// A wait missed the config's deadline; the world must be initialised again.
     #[error(
         "rank {rank}: {phase} timed out after {waited_ms} ms waiting for {}",
         describe_missing(missing)
     )]
     Timeout {
+        /// The rank that waited.
         rank: usize,
+        /// The phase it waited in.
         phase: Phase,
+        /// Milliseconds it waited.
         waited_ms: u64,
+        /// Every (source rank, expert) count that had not arrived.
         missing: Vec<MissingSignal>,
     },
 
+    /// Any call on a rank after its timeout; the world must be initialised again.
     #[error("rank {rank}: an earlier round failed ({cause}); initialise the backend again")]
-    Poisoned { rank: usize, cause: String },
+    Poisoned {
+        /// The rank that made the call.
+        rank: usize,
+        /// The error that poisoned it, formatted.
+        cause: String,
+    },
 
     /// A peer rejected its own input for this phase and told this rank at once (a poisoned count
     /// where its count would be). Nothing was lost: this rank's call may be repeated. Once `peer`
     /// calls the phase again with good input, this rank's `*_wait` completes the round.
     #[error("rank {rank}: rank {peer} rejected its {phase} input ({reason}); the round resumes when rank {peer} issues {phase} again with good input: call {phase}_wait again (or initialise the backend again)")]
     PeerRejected {
+        /// The rank whose wait met the poisoned count.
         rank: usize,
+        /// The rank that rejected its input.
         peer: usize,
+        /// The phase `peer` rejected.
         phase: Phase,
+        /// Why `peer` rejected it.
         reason: RejectReason,
     },
 
+    /// A host or device allocation failed; the process survives.
     #[error("out of memory: {what} needs {bytes} bytes")]
-    OutOfMemory { bytes: usize, what: String },
+    OutOfMemory {
+        /// Bytes asked for.
+        bytes: usize,
+        /// The buffer asked for.
+        what: String,
+    },
 
+    /// The backend cannot run on this machine (no driver, no GPU, not built in).
     #[error("backend `{backend}` is not available: {reason}")]
-    BackendUnavailable { backend: String, reason: String },
+    BackendUnavailable {
+        /// The backend's name (`sim`, `cuda`).
+        backend: String,
+        /// What is missing.
+        reason: String,
+    },
 
+    /// Any other failure inside a backend (a driver call, a kernel compile); the message says
+    /// which.
     #[error("{0}")]
     Backend(String),
 }
@@ -183,12 +295,19 @@ pub enum EpError {
 /// count ([`poison`]), since a string cannot.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum RejectReason {
+    /// [`EpError::ExpertIdOutOfRange`].
     ExpertIdOutOfRange,
+    /// [`EpError::TooManyTokens`].
     TooManyTokens,
+    /// [`EpError::Shape`].
     Shape,
+    /// [`EpError::InvalidInputScale`].
     InvalidInputScale,
+    /// [`EpError::Incompatible`].
     Incompatible,
+    /// [`EpError::NotContiguous`].
     NotContiguous,
+    /// [`EpError::OutOfMemory`].
     OutOfMemory,
     /// Any other error of the call (a failed compile of a device epilogue, a failed copy).
     Other,
@@ -225,6 +344,7 @@ impl RejectReason {
         Self::ALL.iter().position(|&r| r == self).unwrap() as u16 + 1
     }
 
+    /// The reason for a code from [`RejectReason::code`]; an unknown code is [`RejectReason::Other`].
     pub fn from_code(code: u16) -> RejectReason {
         (code as usize)
             .checked_sub(1)
@@ -260,6 +380,7 @@ pub mod poison {
 
     const TAG: u64 = 0xFFFF_FFFF_FFFF_0000;
 
+    /// The poisoned count that carries `reason`.
     pub fn encode(reason: RejectReason) -> u64 {
         TAG | u64::from(reason.code())
     }

@@ -20,6 +20,7 @@ pub struct DispatchInput<'a> {
 }
 
 impl<'a> DispatchInput<'a> {
+    /// An input without input scales (every token's scale is 1.0).
     pub fn new(tokens: ArrayView2<'a, bf16>, topk_ids: ArrayView2<'a, i32>) -> Self {
         DispatchInput {
             tokens,
@@ -28,6 +29,7 @@ impl<'a> DispatchInput<'a> {
         }
     }
 
+    /// `T`, the rows of `tokens`.
     pub fn n_tokens(&self) -> usize {
         self.tokens.nrows()
     }
@@ -40,11 +42,14 @@ impl<'a> DispatchInput<'a> {
 /// Router weights `[T, top_k]`, f32 or bf16; both are read as f32.
 #[derive(Clone, Copy, Debug)]
 pub enum RouterWeights<'a> {
+    /// f32 weights, read as they are.
     F32(ArrayView2<'a, f32>),
+    /// bf16 weights, widened to f32 exactly.
     Bf16(ArrayView2<'a, bf16>),
 }
 
 impl RouterWeights<'_> {
+    /// `(T, top_k)` as passed (checked against the call by validation).
     pub fn dim(&self) -> (usize, usize) {
         match self {
             RouterWeights::F32(w) => w.dim(),
@@ -89,6 +94,7 @@ impl<'a> CombineInput<'a> {
         self
     }
 
+    /// Apply `epilogue` to the reduced output (needs [`CombineInput::weighted`]).
     pub fn with_epilogue(mut self, epilogue: &'a Epilogue) -> Self {
         self.epilogue = Some(epilogue);
         self
@@ -98,6 +104,7 @@ impl<'a> CombineInput<'a> {
 /// Ties a combine to the dispatch whose rows it sends back.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct RoutingHandle {
+    /// The rank whose dispatch it is.
     pub rank: usize,
     /// Counts dispatches on this rank since init, from 0.
     pub round: u64,
@@ -107,8 +114,11 @@ pub struct RoutingHandle {
 /// means bit for bit (every field is bytes or integers).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DispatchOutput {
+    /// The handle combine (and SwiGLU) must present for these rows.
     pub handle: RoutingHandle,
+    /// The token format of `recv_tokens` and `recv_scales`.
     pub format: Format,
+    /// Elements per token row before encoding.
     pub hidden: usize,
     /// `[rows, payload_bytes]` encoded payloads (for BF16, the little-endian bf16 row).
     pub recv_tokens: Array2<u8>,
@@ -126,14 +136,17 @@ pub struct DispatchOutput {
 }
 
 impl DispatchOutput {
+    /// Rows received, padding included.
     pub fn rows(&self) -> usize {
         self.recv_tokens.nrows()
     }
 
+    /// Groups: the local experts, plus the shared expert when it is fused.
     pub fn n_groups(&self) -> usize {
         self.expert_ids.len()
     }
 
+    /// Ranks in the world (source ranks of the rows).
     pub fn n_ranks(&self) -> usize {
         self.src_offsets.ncols() - 1
     }
@@ -337,7 +350,9 @@ pub enum CombineOutput {
     Unreduced(Array3<bf16>),
     /// The quantize-to-FP8 epilogue: e4m3fn `[T, hidden]` and f32 scales `[T, hidden / 128]`.
     Fp8 {
+        /// `[T, hidden]` e4m3fn bytes.
         payload: Array2<u8>,
+        /// `[T, hidden / 128]`, one scale per block of 128 elements.
         scales: Array2<f32>,
     },
     /// A host-closure epilogue took every chunk; nothing was stored.
@@ -353,6 +368,7 @@ impl PartialEq for CombineOutput {
 impl Eq for CombineOutput {}
 
 impl CombineOutput {
+    /// The output array's shape (the payload's for FP8); empty for [`CombineOutput::Consumed`].
     pub fn shape(&self) -> Vec<usize> {
         match self {
             CombineOutput::Reduced(a) => a.shape().to_vec(),
@@ -371,6 +387,7 @@ impl CombineOutput {
         }
     }
 
+    /// The `[T, hidden]` array of a [`CombineOutput::Reduced`] output.
     pub fn reduced(&self) -> Option<&Array2<bf16>> {
         match self {
             CombineOutput::Reduced(a) => Some(a),

@@ -18,6 +18,8 @@
 //! `*` and `+` rounded separately, masked slots skipped, then rounded to bf16 once (a NaN result
 //! is the canonical bf16 NaN `0x7FC0`).
 
+#![warn(missing_docs)]
+
 pub mod backend;
 pub mod config;
 pub mod digest;

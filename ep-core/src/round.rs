@@ -26,6 +26,7 @@ pub struct RoundTracker {
 }
 
 impl RoundTracker {
+    /// A fresh rank `rank`: no dispatch yet, the next call must be `dispatch_async`.
     pub fn new(rank: usize) -> Self {
         RoundTracker {
             rank,
@@ -55,13 +56,16 @@ impl RoundTracker {
         }
     }
 
+    /// `dispatch_async` may be called: no round in flight.
     pub fn check_dispatch_async(&self) -> Result<()> {
         self.expect("dispatch_async", State::Idle)
     }
+    /// `dispatch_async` succeeded: a new round starts.
     pub fn dispatch_sent(&mut self) {
         self.round += 1;
         self.state = State::DispatchSent;
     }
+    /// `dispatch_wait` may be called: a `dispatch_async` is outstanding.
     pub fn check_dispatch_wait(&self) -> Result<()> {
         self.expect("dispatch_wait", State::DispatchSent)
     }
@@ -70,6 +74,7 @@ impl RoundTracker {
         self.state = State::Dispatched;
         self.handle()
     }
+    /// `combine_async` may be called: dispatch finished and `handle` is its handle.
     pub fn check_combine_async(&self, handle: &RoutingHandle) -> Result<()> {
         self.expect("combine_async", State::Dispatched)?;
         self.check_routing(handle)
@@ -91,12 +96,15 @@ impl RoundTracker {
             }),
         }
     }
+    /// `combine_async` succeeded.
     pub fn combine_sent(&mut self) {
         self.state = State::CombineSent;
     }
+    /// `combine_wait` may be called: a `combine_async` is outstanding.
     pub fn check_combine_wait(&self) -> Result<()> {
         self.expect("combine_wait", State::CombineSent)
     }
+    /// `combine_wait` succeeded: the round is over and the buffers are free.
     pub fn combined(&mut self) {
         self.state = State::Idle;
     }

@@ -28,13 +28,18 @@ pub enum GateUp {
 /// `h = (up + 1) * gate * sigmoid(alpha * gate)`.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct SwigluClamp {
+    /// Multiplies `gate` inside the sigmoid.
     pub alpha: f32,
+    /// Upper bound of `gate`, and bound of `|up|`.
     pub limit: f32,
 }
 
+/// How `EpComm::swiglu` reads its input and writes `h`.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct SwigluOptions {
+    /// Where gate and up sit in an input row.
     pub layout: GateUp,
+    /// The clamped variant; `None` is plain `silu(gate) * up`.
     pub clamp: Option<SwigluClamp>,
     /// The format `h` is written in.
     pub format: Format,
@@ -43,6 +48,7 @@ pub struct SwigluOptions {
 }
 
 impl SwigluOptions {
+    /// Plain SwiGLU, gate and up split, written in `format` with input scale 1.0.
     pub fn new(format: Format) -> Self {
         SwigluOptions {
             layout: GateUp::Split,
@@ -57,10 +63,13 @@ impl SwigluOptions {
 /// `rows` = the input's row count (the capacity the caller allocated). Equal means bit for bit.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SwigluOutput {
+    /// The format `payload` and `scales` are in.
     pub format: Format,
     /// `I`: elements per output row.
     pub width: usize,
+    /// `[rows, payload_bytes(I)]` encoded rows; padding rows are zero.
     pub payload: Array2<u8>,
+    /// The scales in the format's output layout (empty for BF16).
     pub scales: Vec<u8>,
 }
 

@@ -12,6 +12,8 @@
 //! - `wait`: acquire-waits with a deadline.
 //! - `comm`: [`SimComm`], one rank's dispatch and combine.
 
+#![warn(missing_docs)]
+
 mod comm;
 pub mod memory;
 mod transport;
@@ -29,6 +31,7 @@ use transport::{start_nics, Transport, World};
 pub struct SimBackend;
 
 impl SimBackend {
+    /// The backend (it holds nothing; worlds are built by `init`).
     pub fn new() -> Self {
         SimBackend
     }

@@ -54,10 +54,12 @@ impl SymmetricBuffer {
         Ok(SymmetricBuffer { ptr, len })
     }
 
+    /// Size in bytes.
     pub fn len(&self) -> usize {
         self.len
     }
 
+    /// Whether the buffer has no bytes (nothing was allocated).
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
@@ -113,6 +115,7 @@ impl Counts {
         Counts((0..n).map(|_| AtomicU64::new(SENTINEL)).collect())
     }
 
+    /// Every count, at `count_index(g, src)`; `u64::MAX` means not arrived.
     pub fn as_slice(&self) -> &[AtomicU64] {
         &self.0
     }
@@ -135,29 +138,39 @@ impl Counts {
 pub struct BufferGroup {
     /// Staging for puts to other nodes (a NIC reads from here).
     pub send: SymmetricBuffer,
+    /// Where peers write this rank's incoming messages or rows, at the [`Geometry`] slots.
     pub recv: SymmetricBuffer,
+    /// The counts peers publish once their writes into `recv` are done.
     pub counts: Counts,
 }
 
 /// Everything one rank owns.
 pub struct RankMemory {
+    /// Tokens on their way to the experts.
     pub dispatch: BufferGroup,
+    /// Expert outputs on their way back to the tokens.
     pub combine: BufferGroup,
 }
 
 /// Buffer geometry derived from the config, shared by every rank.
 #[derive(Clone, Debug)]
 pub struct Geometry {
+    /// Layout of one dispatch message.
     pub msg: MessageLayout,
+    /// Ranks in the world.
     pub n_ranks: usize,
+    /// Experts per rank (`n_local_experts`).
     pub n_local: usize,
+    /// The config's `max_tokens_per_rank`.
     pub max_tokens: usize,
+    /// Expert slots per token.
     pub top_k: usize,
     /// Bytes of one combine row (`hidden` bf16 values).
     pub row_bytes: usize,
 }
 
 impl Geometry {
+    /// The geometry of `cfg`'s world.
     pub fn new(cfg: &EpConfig) -> Self {
         Geometry {
             msg: MessageLayout::new(cfg.format, cfg.hidden, cfg.top_k),
@@ -180,6 +193,7 @@ impl Geometry {
         (t * self.top_k + k) * self.row_bytes
     }
 
+    /// Index in [`Counts`] of the count from `src` for local expert `g`.
     pub fn count_index(&self, g: usize, src: usize) -> usize {
         g * self.n_ranks + src
     }

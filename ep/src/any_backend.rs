@@ -16,8 +16,10 @@ pub enum BackendKind {
 }
 
 impl BackendKind {
+    /// Every kind, compiled in or not.
     pub const ALL: [BackendKind; 2] = [BackendKind::Sim, BackendKind::Cuda];
 
+    /// The name `ep --backend` and [`FromStr`] take (`sim`, `cuda`).
     pub fn name(self) -> &'static str {
         match self {
             BackendKind::Sim => "sim",
@@ -45,6 +47,7 @@ impl FromStr for BackendKind {
 /// Any compiled-in backend, behind one type. Its communicators are `Box<dyn EpComm>`.
 #[derive(Clone, Debug)]
 pub enum Backend {
+    /// The CPU simulator.
     #[cfg(feature = "sim")]
     Sim(ep_sim::SimBackend),
     /// Boxed: its options ([`ep_cuda::CudaOptions`]) make it much larger than the simulator.
@@ -88,6 +91,7 @@ impl Backend {
         )))
     }
 
+    /// Which backend this is.
     pub fn kind(&self) -> BackendKind {
         match self {
             #[cfg(feature = "sim")]

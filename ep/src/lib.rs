@@ -23,6 +23,8 @@
 //! `testgen!`); the `ep` command (`cargo install --path ep-cli`) runs scenarios, the suite and
 //! benchmarks.
 
+#![warn(missing_docs)]
+
 mod any_backend;
 
 pub use any_backend::{Backend, BackendKind};

@@ -46,6 +46,8 @@ fn rejected_dispatch<B: EpBackend>(
     super::combine_all_and_check(&mut comms, cfg, &inputs, dispatched, &outs)
 }
 
+/// An id equal to `n_experts` on rank 0's last token is `ExpertIdOutOfRange` naming the token
+/// and slot; nothing is written and the round then completes.
 pub fn expert_id_too_large<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
     let cfg = small_config();
     let mut inputs = good_inputs(&cfg, 3);
@@ -62,6 +64,7 @@ pub fn expert_id_too_large<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
     )
 }
 
+/// An id of -2 (below the masked -1) is `ExpertIdOutOfRange`, through the fused `dispatch`.
 pub fn expert_id_below_minus_one<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
     let cfg = small_config();
     let mut inputs = good_inputs(&cfg, 4);
@@ -84,6 +87,7 @@ pub fn expert_id_below_minus_one<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
     )
 }
 
+/// `max_tokens_per_rank + 1` tokens are `TooManyTokens` naming the count and the maximum.
 pub fn too_many_tokens<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
     let cfg = small_config();
     let t = cfg.max_tokens_per_rank + 1;
@@ -106,6 +110,7 @@ pub fn too_many_tokens<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
     )
 }
 
+/// Token rows wider than `hidden` are a `Shape` error on `tokens`.
 pub fn tokens_wrong_shape<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
     let cfg = small_config();
     let tokens = Array2::<bf16>::zeros((4, cfg.hidden + 8));
@@ -118,6 +123,7 @@ pub fn tokens_wrong_shape<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
     )
 }
 
+/// `topk_ids` with a column too many, or a row too few, is a `Shape` error on `topk_ids`.
 pub fn topk_ids_wrong_shape<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
     let cfg = small_config();
     let tokens = Array2::<bf16>::zeros((4, cfg.hidden));
@@ -143,6 +149,7 @@ pub fn topk_ids_wrong_shape<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
     Ok(())
 }
 
+/// Init refuses 18 experts on 4 ranks with `ConfigError::ExpertsNotDivisible`.
 pub fn experts_not_divisible<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
     let cfg = EpConfig::new(32, 4, 18, 8, 4);
     match b.init_uniform(&cfg) {
@@ -432,6 +439,7 @@ pub fn peer_rejects_combine<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
     run_and_check(&mut comms, &good_inputs(&cfg, 15), &opts).map(|_| ())
 }
 
+/// Router weights with a row too many are a `Shape` error on `router weights` in combine.
 pub fn weights_wrong_shape<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
     rejected_combine(
         b,
@@ -453,6 +461,7 @@ pub fn weights_wrong_shape<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
     )
 }
 
+/// `expert_out` with a row more than the dispatch delivered is a `Shape` error on `expert_out`.
 pub fn expert_out_wrong_rows<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
     rejected_combine(
         b,
@@ -473,6 +482,7 @@ pub fn expert_out_wrong_rows<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
     )
 }
 
+/// Combine with a handle from a round that never happened is `StaleHandle` on rank 0.
 pub fn stale_routing_handle<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
     rejected_combine(
         b,

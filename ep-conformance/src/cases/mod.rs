@@ -33,9 +33,11 @@ use crate::snapshot::{self, SnapshotMode};
 /// What a case needs besides the backend.
 #[derive(Clone, Copy, Debug)]
 pub struct Ctx {
+    /// How fixture cases check their routing snapshots.
     pub snapshots: SnapshotMode,
 }
 
+/// What a case returns: `Err` with a description of the first thing that breaks the contract.
 pub type CaseResult = Result<(), String>;
 
 fn err<E: std::fmt::Display>(e: E) -> String {
@@ -45,13 +47,18 @@ fn err<E: std::fmt::Display>(e: E) -> String {
 /// The four ways each fixture is run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FixtureMode {
+    /// Fused calls, f32 router weights.
     FusedWeighted,
+    /// Fused calls, no router weights.
     FusedUnreduced,
+    /// Split calls, bf16 router weights.
     SplitWeighted,
+    /// Split calls, no router weights.
     SplitUnreduced,
 }
 
 impl FixtureMode {
+    /// Every mode, in the order cases are listed.
     pub const ALL: [FixtureMode; 4] = [
         FixtureMode::FusedWeighted,
         FixtureMode::FusedUnreduced,
@@ -59,6 +66,7 @@ impl FixtureMode {
         FixtureMode::SplitUnreduced,
     ];
 
+    /// The mode's part of a case name (`fused_weighted`, ...).
     pub fn name(self) -> &'static str {
         match self {
             FixtureMode::FusedWeighted => "fused_weighted",

@@ -17,6 +17,7 @@ const BLOCK: usize = 128;
 /// The floor under amax, so an all-zero (or tiny) block still has a finite, non-zero scale.
 pub const FP8_AMAX_FLOOR: f32 = 1e-4;
 
+/// The blockwise FP8 format (e4m3fn, one f32 scale per 128 elements).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Fp8Block;
 

@@ -17,16 +17,23 @@ const fn pad16(n: usize) -> usize {
 /// Byte offsets of the parts of one message.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MessageLayout {
+    /// The encoded row, `TokenFormat::payload_bytes(hidden)` bytes from 0.
     pub payload: Range<usize>,
+    /// The row's scales in plain order, `TokenFormat::scale_bytes(hidden)` bytes (empty for
+    /// BF16).
     pub scales: Range<usize>,
+    /// Offset of the source token index (i32, little-endian).
     pub src_token: usize,
+    /// Offset of the `top_k` expert ids (u16, little-endian, masked = [`MASKED_ID_U16`]).
     pub ids: usize,
+    /// Id fields in a message.
     pub top_k: usize,
     /// Total bytes of one message (a multiple of 16).
     pub bytes: usize,
 }
 
 impl MessageLayout {
+    /// The layout of a message carrying a `hidden`-element row in `format` with `top_k` ids.
     pub fn new(format: Format, hidden: usize, top_k: usize) -> Self {
         let payload = 0..format.payload_bytes(hidden);
         let s0 = pad16(payload.end);
@@ -70,6 +77,7 @@ impl MessageLayout {
         }
     }
 
+    /// The source token index (on the sending rank) written in `msg`.
     pub fn src_token(&self, msg: &[u8]) -> i32 {
         i32::from_le_bytes(msg[self.src_token..self.src_token + 4].try_into().unwrap())
     }

@@ -19,6 +19,7 @@ use super::{finite_amax, TokenFormat};
 
 const BLOCK: usize = 32;
 
+/// The OCP MXFP4 format (e2m1, one e8m0 scale byte per 32 elements).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Mxfp4;
 

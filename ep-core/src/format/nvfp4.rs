@@ -25,6 +25,8 @@ use super::{finite_amax, TokenFormat};
 
 const BLOCK: usize = 16;
 
+/// The NVFP4 format (e2m1, one e4m3fn scale byte per 16 elements, divided by the token's input
+/// scale).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Nvfp4;
 
