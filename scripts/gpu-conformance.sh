@@ -9,8 +9,10 @@
 #   recomputed from the dump alone);
 # - the user-facing error paths, run as a user would: a size that cannot be allocated is a typed
 #   error and the process survives.
-# Usage: ./gpu-conformance.sh [all | POLICY ...] [one-gpu] [dumps] [errors]   (policies:
-# `./ep-gpu --modes`; no argument: all of it). Writes $OUT/conformance.txt (every
+# Usage: ./gpu-conformance.sh [all | POLICY ...] [every-gpu] [one-gpu] [dumps] [errors]
+#   POLICY: `./ep-gpu --modes` (default: default); every-gpu / one-gpu: the suite under those
+#   policies in one process with ranks spread over every visible GPU / all on GPU 0. No
+#   argument: all of it. Writes $OUT/conformance.txt (every
 # line of every run) and $OUT/summary.txt (one line a run).
 set -uo pipefail
 cd "$(dirname "$0")"
@@ -25,7 +27,7 @@ note() { echo "$*" | tee -a "$summary"; }
 read -r -a MODES <<< "$(./ep-gpu --modes)"
 is_mode() { local m; for m in "${MODES[@]}"; do [ "$m" = "$1" ] && return 0; done; return 1; }
 args=("$@")
-[ ${#args[@]} -eq 0 ] && args=(all one-gpu dumps errors)
+[ ${#args[@]} -eq 0 ] && args=(all every-gpu one-gpu dumps errors)
 want() { local a; for a in "${args[@]}"; do [ "$a" = "$1" ] && return 0; done; return 1; }
 
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | sort | uniq -c | sed 's/^ */gpus: /' | tee -a "$summary"
@@ -51,12 +53,13 @@ policies=()
 for m in "${args[@]}"; do
   if [ "$m" = all ]; then policies=("${MODES[@]}"); elif is_mode "$m"; then policies+=("$m"); fi
 done
-if [ "${#policies[@]}" -gt 0 ]; then
-  list=$(IFS=,; echo "${policies[*]}")
+[ "${#policies[@]}" -eq 0 ] && policies=(default)
+list=$(IFS=,; echo "${policies[*]}")
+if want every-gpu; then
   suite "$list on $n_gpus GPUs" -- --policy "$list"
 fi
 if want one-gpu && [ "$n_gpus" -gt 1 ]; then
-  suite "default, every rank on GPU 0" CUDA_VISIBLE_DEVICES=0
+  suite "$list, every rank on GPU 0" CUDA_VISIBLE_DEVICES=0 -- --policy "$list"
 fi
 
 # Dumps: every format, two scenarios, and the modes a dump must record; each checked from the
