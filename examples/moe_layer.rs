@@ -77,8 +77,7 @@ fn moe_forward<B: EpBackend>(
             y.slice_mut(s![rows, ..]).assign(&out.mapv(bf16::from_f32));
         }
 
-        let combine_input =
-            CombineInput::new(y.view()).weighted(RouterWeights::F32(weights.view()));
+        let combine_input = CombineInput::weighted(y.view(), RouterWeights::F32(weights.view()));
         let combined = c.combine(&dispatched.handle, &combine_input)?;
         Ok(combined.reduced().expect("weights given").clone())
     });

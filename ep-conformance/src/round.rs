@@ -99,7 +99,9 @@ pub fn run_round<C: EpComm>(
         let t0 = Instant::now();
         let dispatch = match opts.calls {
             Calls::Fused => c.dispatch(&input),
-            Calls::Split => c.dispatch_async(&input).and_then(|()| c.dispatch_wait()),
+            Calls::Split => c
+                .dispatch_async(&input)
+                .and_then(|pending| c.dispatch_wait(pending)),
         };
         let dispatch_time = t0.elapsed();
         let expert_out = dispatch.as_ref().ok().map(opts.experts);
@@ -111,8 +113,8 @@ pub fn run_round<C: EpComm>(
         let combine = match opts.calls {
             Calls::Fused => c.combine(&dispatch.handle, &cin)?,
             Calls::Split => {
-                c.combine_async(&dispatch.handle, &cin)?;
-                c.combine_wait()?
+                let pending = c.combine_async(&dispatch.handle, &cin)?;
+                c.combine_wait(pending)?
             }
         };
         Ok(RankRound {

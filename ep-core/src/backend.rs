@@ -7,6 +7,7 @@
 use crate::config::EpConfig;
 use crate::error::Result;
 use crate::io::{CombineInput, CombineOutput, DispatchInput, DispatchOutput, RoutingHandle};
+use crate::round::{PendingCombine, PendingDispatch};
 use crate::swiglu::{SwigluOptions, SwigluOutput};
 use half::bf16;
 use ndarray::ArrayView2;
@@ -58,20 +59,32 @@ pub trait EpComm: Send {
     /// The config the world was initialised with (the same on every rank).
     fn config(&self) -> &EpConfig;
 
-    /// Issues this rank's sends and returns; the caller may overlap other work before
-    /// [`EpComm::dispatch_wait`].
-    fn dispatch_async(&mut self, input: &DispatchInput<'_>) -> Result<()>;
+    /// Issues this rank's sends and returns the dispatch in flight; the caller may overlap other
+    /// work before [`EpComm::dispatch_wait`].
+    fn dispatch_async(&mut self, input: &DispatchInput<'_>) -> Result<PendingDispatch>;
     /// Waits for every peer's rows for this rank's experts and lays them out per expert.
-    fn dispatch_wait(&mut self) -> Result<DispatchOutput>;
-    /// Sends the expert outputs of the dispatch identified by `handle` back to their tokens.
-    fn combine_async(&mut self, handle: &RoutingHandle, input: &CombineInput<'_>) -> Result<()>;
-    /// Waits for every returned row and reduces (or lays out, without weights) per token.
-    fn combine_wait(&mut self) -> Result<CombineOutput>;
+    fn dispatch_wait(&mut self, pending: PendingDispatch) -> Result<DispatchOutput>;
+    /// Sends the expert outputs of the dispatch identified by `handle` back to their tokens,
+    /// reduced with router weights or not, as `input` was made ([`CombineInput::weighted`],
+    /// [`CombineInput::unreduced`]).
+    fn combine_async(
+        &mut self,
+        handle: &RoutingHandle,
+        input: &CombineInput<'_>,
+    ) -> Result<PendingCombine>;
+    /// Waits for every returned row and reduces (or lays out, unreduced) per token.
+    fn combine_wait(&mut self, pending: PendingCombine) -> Result<CombineOutput>;
+    /// The dispatch in flight on this rank, again: after `dispatch_wait` returned
+    /// [`crate::EpError::PeerRejected`] the round is still in flight, and this is how to wait
+    /// again. An error when no dispatch is in flight.
+    fn pending_dispatch(&self) -> Result<PendingDispatch>;
+    /// The combine in flight on this rank, again (as [`EpComm::pending_dispatch`]).
+    fn pending_combine(&self) -> Result<PendingCombine>;
 
     /// `dispatch_async` then `dispatch_wait`.
     fn dispatch(&mut self, input: &DispatchInput<'_>) -> Result<DispatchOutput> {
-        self.dispatch_async(input)?;
-        self.dispatch_wait()
+        let pending = self.dispatch_async(input)?;
+        self.dispatch_wait(pending)
     }
     /// `combine_async` then `combine_wait`.
     fn combine(
@@ -79,8 +92,8 @@ pub trait EpComm: Send {
         handle: &RoutingHandle,
         input: &CombineInput<'_>,
     ) -> Result<CombineOutput> {
-        self.combine_async(handle, input)?;
-        self.combine_wait()
+        let pending = self.combine_async(handle, input)?;
+        self.combine_wait(pending)
     }
 
     /// Fused SwiGLU over the rows `routing` (this rank's latest dispatch output) delivered:
@@ -92,11 +105,16 @@ pub trait EpComm: Send {
         opts: &SwigluOptions,
     ) -> Result<SwigluOutput>;
 
-    /// A hash of the symmetric memory this rank owns (receive buffers and receive counts), for
-    /// tests that prove a rejected call wrote nothing. A peer's poisoned count hashes as the
-    /// sentinel it replaced (`error::poison::unpoisoned`): the poison is the one write a rejected
-    /// call makes, and it is undone when the rejecting rank calls again. Not for hot paths.
-    fn memory_digest(&self) -> Result<u64>;
+    /// Test support, not a required method: a hash of the symmetric memory this rank owns
+    /// (receive buffers and receive counts), for tests that prove a rejected call wrote nothing.
+    /// A peer's poisoned count hashes as the sentinel it replaced (`error::poison::unpoisoned`):
+    /// the poison is the one write a rejected call makes, and it is undone when the rejecting
+    /// rank calls again. Slow. The default says the backend has none.
+    fn memory_digest(&self) -> Result<u64> {
+        Err(crate::EpError::Backend(
+            "memory_digest: this backend offers no memory digest (test support)".into(),
+        ))
+    }
 }
 
 impl<C: EpComm + ?Sized> EpComm for Box<C> {
@@ -106,17 +124,27 @@ impl<C: EpComm + ?Sized> EpComm for Box<C> {
     fn config(&self) -> &EpConfig {
         (**self).config()
     }
-    fn dispatch_async(&mut self, input: &DispatchInput<'_>) -> Result<()> {
+    fn dispatch_async(&mut self, input: &DispatchInput<'_>) -> Result<PendingDispatch> {
         (**self).dispatch_async(input)
     }
-    fn dispatch_wait(&mut self) -> Result<DispatchOutput> {
-        (**self).dispatch_wait()
+    fn dispatch_wait(&mut self, pending: PendingDispatch) -> Result<DispatchOutput> {
+        (**self).dispatch_wait(pending)
     }
-    fn combine_async(&mut self, handle: &RoutingHandle, input: &CombineInput<'_>) -> Result<()> {
+    fn combine_async(
+        &mut self,
+        handle: &RoutingHandle,
+        input: &CombineInput<'_>,
+    ) -> Result<PendingCombine> {
         (**self).combine_async(handle, input)
     }
-    fn combine_wait(&mut self) -> Result<CombineOutput> {
-        (**self).combine_wait()
+    fn combine_wait(&mut self, pending: PendingCombine) -> Result<CombineOutput> {
+        (**self).combine_wait(pending)
+    }
+    fn pending_dispatch(&self) -> Result<PendingDispatch> {
+        (**self).pending_dispatch()
+    }
+    fn pending_combine(&self) -> Result<PendingCombine> {
+        (**self).pending_combine()
     }
     fn swiglu(
         &mut self,

@@ -66,21 +66,32 @@ impl RouterWeights<'_> {
     }
 }
 
-/// One rank's combine input.
+/// One rank's combine input, made as what it asks for: [`CombineInput::weighted`] (reduced per
+/// token) or [`CombineInput::unreduced`] (each slot's output).
 #[derive(Clone, Copy, Debug)]
 pub struct CombineInput<'a> {
     /// `[rows, hidden]` expert outputs, in the row order dispatch produced. With the fused shared
     /// expert, group 0's rows are the shared expert's outputs.
     pub expert_out: ArrayView2<'a, bf16>,
-    /// With weights the output is reduced to `[T, hidden]`; without, it is `[T, top_k, hidden]`.
+    /// With weights the output is reduced to `[T, hidden]`; without, it is `[T, top_k, hidden]`
+    /// (set by the constructor that names the kind).
     pub weights: Option<RouterWeights<'a>>,
     /// What to do with each finished output chunk (reduced outputs only).
     pub epilogue: Option<&'a Epilogue>,
 }
 
 impl<'a> CombineInput<'a> {
-    /// Unreduced combine of `expert_out`.
-    pub fn new(expert_out: ArrayView2<'a, bf16>) -> Self {
+    /// A combine that reduces each token's slots with its router weights to `[T, hidden]`.
+    pub fn weighted(expert_out: ArrayView2<'a, bf16>, weights: RouterWeights<'a>) -> Self {
+        CombineInput {
+            expert_out,
+            weights: Some(weights),
+            epilogue: None,
+        }
+    }
+
+    /// A combine that returns each slot's expert output as it is, `[T, top_k, hidden]`.
+    pub fn unreduced(expert_out: ArrayView2<'a, bf16>) -> Self {
         CombineInput {
             expert_out,
             weights: None,
@@ -88,13 +99,7 @@ impl<'a> CombineInput<'a> {
         }
     }
 
-    /// Reduce with router weights.
-    pub fn weighted(mut self, weights: RouterWeights<'a>) -> Self {
-        self.weights = Some(weights);
-        self
-    }
-
-    /// Apply `epilogue` to the reduced output (needs [`CombineInput::weighted`]).
+    /// Apply `epilogue` to the reduced output (a weighted combine only).
     pub fn with_epilogue(mut self, epilogue: &'a Epilogue) -> Self {
         self.epilogue = Some(epilogue);
         self

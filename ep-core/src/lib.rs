@@ -43,4 +43,5 @@ pub use half::bf16;
 pub use io::{
     CombineInput, CombineOutput, DispatchInput, DispatchOutput, RouterWeights, RoutingHandle,
 };
+pub use round::{PendingCombine, PendingDispatch};
 pub use swiglu::{GateUp, SwigluClamp, SwigluOptions, SwigluOutput};

@@ -297,8 +297,8 @@ mod tests {
         let w0 = array![[0.25f32, 0.5], [0.5, 0.25], [100.0, 1.0]];
         let w1 = array![[1.0f32, 1.0]];
         let cin = [
-            CombineInput::new(y[0].view()).weighted(RouterWeights::F32(w0.view())),
-            CombineInput::new(y[1].view()).weighted(RouterWeights::F32(w1.view())),
+            CombineInput::weighted(y[0].view(), RouterWeights::F32(w0.view())),
+            CombineInput::weighted(y[1].view(), RouterWeights::F32(w1.view())),
         ];
         let got = combine(&cfg, &inputs, &out, &cin).unwrap();
         let r0 = got[0].reduced().unwrap();
@@ -311,8 +311,8 @@ mod tests {
 
         // Unreduced: the duplicate's output is in both of its slots, the masked slot is zero.
         let cin = [
-            CombineInput::new(y[0].view()),
-            CombineInput::new(y[1].view()),
+            CombineInput::unreduced(y[0].view()),
+            CombineInput::unreduced(y[1].view()),
         ];
         let got = combine(&cfg, &inputs, &out, &cin).unwrap();
         let CombineOutput::Unreduced(u) = &got[0] else {

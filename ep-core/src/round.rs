@@ -6,6 +6,27 @@
 use crate::error::{EpError, Result};
 use crate::io::RoutingHandle;
 
+/// A dispatch in flight on one rank: what [`crate::EpComm::dispatch_async`] returns and
+/// [`crate::EpComm::dispatch_wait`] consumes, so a dispatch is waited for once. Not `Clone`:
+/// after a wait that returned [`EpError::PeerRejected`] the dispatch is still in flight, and
+/// [`crate::EpComm::pending_dispatch`] gives it back to wait again.
+#[must_use = "a dispatch in flight must be waited for with dispatch_wait"]
+#[derive(Debug, PartialEq, Eq)]
+pub struct PendingDispatch {
+    rank: usize,
+    round: u64,
+}
+
+/// A combine in flight on one rank: what [`crate::EpComm::combine_async`] returns and
+/// [`crate::EpComm::combine_wait`] consumes (as [`PendingDispatch`];
+/// [`crate::EpComm::pending_combine`] gives it back after `PeerRejected`).
+#[must_use = "a combine in flight must be waited for with combine_wait"]
+#[derive(Debug, PartialEq, Eq)]
+pub struct PendingCombine {
+    rank: usize,
+    round: u64,
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum State {
     Idle,
@@ -60,14 +81,24 @@ impl RoundTracker {
     pub fn check_dispatch_async(&self) -> Result<()> {
         self.expect("dispatch_async", State::Idle)
     }
-    /// `dispatch_async` succeeded: a new round starts.
-    pub fn dispatch_sent(&mut self) {
+    /// `dispatch_async` succeeded: a new round starts; its pending dispatch.
+    pub fn dispatch_sent(&mut self) -> PendingDispatch {
         self.round += 1;
         self.state = State::DispatchSent;
+        self.pending_dispatch().expect("just sent")
     }
-    /// `dispatch_wait` may be called: a `dispatch_async` is outstanding.
-    pub fn check_dispatch_wait(&self) -> Result<()> {
-        self.expect("dispatch_wait", State::DispatchSent)
+    /// `dispatch_wait` may be called with `pending`: it is this rank's outstanding dispatch.
+    pub fn check_dispatch_wait(&self, pending: &PendingDispatch) -> Result<()> {
+        self.expect("dispatch_wait", State::DispatchSent)?;
+        self.check_pending("dispatch", pending.rank, pending.round)
+    }
+    /// The outstanding dispatch again (a wait that met a peer's rejection left it in flight).
+    pub fn pending_dispatch(&self) -> Result<PendingDispatch> {
+        self.expect("pending_dispatch", State::DispatchSent)?;
+        Ok(PendingDispatch {
+            rank: self.rank,
+            round: self.handle().round,
+        })
     }
     /// Dispatch finished; returns the handle combine must present.
     pub fn dispatched(&mut self) -> RoutingHandle {
@@ -96,13 +127,37 @@ impl RoundTracker {
             }),
         }
     }
-    /// `combine_async` succeeded.
-    pub fn combine_sent(&mut self) {
+    /// `combine_async` succeeded; its pending combine.
+    pub fn combine_sent(&mut self) -> PendingCombine {
         self.state = State::CombineSent;
+        self.pending_combine().expect("just sent")
     }
-    /// `combine_wait` may be called: a `combine_async` is outstanding.
-    pub fn check_combine_wait(&self) -> Result<()> {
-        self.expect("combine_wait", State::CombineSent)
+    /// `combine_wait` may be called with `pending`: it is this rank's outstanding combine.
+    pub fn check_combine_wait(&self, pending: &PendingCombine) -> Result<()> {
+        self.expect("combine_wait", State::CombineSent)?;
+        self.check_pending("combine", pending.rank, pending.round)
+    }
+    /// The outstanding combine again (a wait that met a peer's rejection left it in flight).
+    pub fn pending_combine(&self) -> Result<PendingCombine> {
+        self.expect("pending_combine", State::CombineSent)?;
+        Ok(PendingCombine {
+            rank: self.rank,
+            round: self.handle().round,
+        })
+    }
+
+    /// A pending phase from another rank (or, through `pending_*`, an earlier round) is not
+    /// this rank's.
+    fn check_pending(&self, phase: &str, rank: usize, round: u64) -> Result<()> {
+        let current = self.handle();
+        if (rank, round) == (current.rank, current.round) {
+            return Ok(());
+        }
+        Err(EpError::StaleHandle {
+            rank: self.rank,
+            handle: format!("the pending {phase} of rank {rank} round {round}"),
+            current: format!("rank {} round {}", current.rank, current.round),
+        })
     }
     /// `combine_wait` succeeded: the round is over and the buffers are free.
     pub fn combined(&mut self) {
@@ -130,14 +185,21 @@ mod tests {
     fn enforces_the_round_order() {
         let mut t = RoundTracker::new(3);
         assert!(matches!(
-            t.check_dispatch_wait(),
+            t.pending_dispatch(),
             Err(EpError::OutOfOrder { rank: 3, .. })
         ));
         t.check_dispatch_async().unwrap();
-        t.dispatch_sent();
+        let pending = t.dispatch_sent();
         assert!(t.check_dispatch_async().is_err());
-        t.check_dispatch_wait().unwrap();
+        t.check_dispatch_wait(&pending).unwrap();
+        assert_eq!(t.pending_dispatch().unwrap(), pending);
+        let other = RoundTracker::new(2).dispatch_sent();
+        assert!(matches!(
+            t.check_dispatch_wait(&other),
+            Err(EpError::StaleHandle { rank: 3, .. })
+        ));
         let h = t.dispatched();
+        assert!(t.pending_dispatch().is_err());
         let stale = RoutingHandle { rank: 3, round: 7 };
         assert!(matches!(
             t.check_combine_async(&stale),
@@ -146,12 +208,13 @@ mod tests {
         t.check_combine_async(&h).unwrap();
         t.check_routing(&h).unwrap();
         assert!(t.check_routing(&stale).is_err());
-        t.combine_sent();
-        t.check_combine_wait().unwrap();
+        let pending = t.combine_sent();
+        t.check_combine_wait(&pending).unwrap();
         t.combined();
         t.check_routing(&h).unwrap(); // still the latest dispatch after its combine
+        assert!(t.check_combine_wait(&pending).is_err());
         t.check_dispatch_async().unwrap();
-        t.dispatch_sent();
+        let _ = t.dispatch_sent();
         assert!(t.check_routing(&h).is_err()); // a newer dispatch is in flight
         t.poison(&EpError::Backend("x".into()));
         assert!(matches!(

@@ -119,9 +119,11 @@ fn check_round(backend: &CudaBackend, sinks: &[Sink], tokens: usize) -> Result<E
     let elements = tokens * HIDDEN;
     let combine_inputs: Vec<CombineInput<'_>> = (0..N_RANKS)
         .map(|r| {
-            CombineInput::new(expert_out[r].view())
-                .weighted(RouterWeights::F32(inputs[r].weights.view()))
-                .with_epilogue(&sinks[r].epilogue)
+            CombineInput::weighted(
+                expert_out[r].view(),
+                RouterWeights::F32(inputs[r].weights.view()),
+            )
+            .with_epilogue(&sinks[r].epilogue)
         })
         .collect();
     on_every_rank(&mut comms, |c| {
@@ -133,8 +135,10 @@ fn check_round(backend: &CudaBackend, sinks: &[Sink], tokens: usize) -> Result<E
     // The oracle's plain weighted combine: the values a device epilogue is handed.
     let plain: Vec<CombineInput<'_>> = (0..N_RANKS)
         .map(|r| {
-            CombineInput::new(expert_out[r].view())
-                .weighted(RouterWeights::F32(inputs[r].weights.view()))
+            CombineInput::weighted(
+                expert_out[r].view(),
+                RouterWeights::F32(inputs[r].weights.view()),
+            )
         })
         .collect();
     let want = oracle::combine(&cfg, &dispatch_inputs, &dispatched, &plain)?;

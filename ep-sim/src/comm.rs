@@ -8,8 +8,8 @@ use ep_core::format::TokenFormat;
 use ep_core::round::RoundTracker;
 use ep_core::{
     bf16, poison, swiglu, validate, CombineInput, CombineOutput, DispatchInput, DispatchOutput,
-    EpComm, EpConfig, EpError, Epilogue, MissingSignal, Phase, RejectReason, Result, RoutingHandle,
-    SwigluOptions, SwigluOutput,
+    EpComm, EpConfig, EpError, Epilogue, MissingSignal, PendingCombine, PendingDispatch, Phase,
+    RejectReason, Result, RoutingHandle, SwigluOptions, SwigluOutput,
 };
 use ndarray::{Array2, Array3, ArrayView2};
 
@@ -194,7 +194,7 @@ impl EpComm for SimComm {
         &self.cfg
     }
 
-    fn dispatch_async(&mut self, input: &DispatchInput<'_>) -> Result<()> {
+    fn dispatch_async(&mut self, input: &DispatchInput<'_>) -> Result<PendingDispatch> {
         self.tracker.check_dispatch_async()?;
         if let Err(e) = validate::dispatch_input(&self.cfg, self.net.rank, input) {
             return Err(self.reject(GroupId::Dispatch, e));
@@ -289,12 +289,11 @@ impl EpComm for SimComm {
             epilogue: None,
         });
         self.replaced_poison(GroupId::Dispatch);
-        self.tracker.dispatch_sent();
-        Ok(())
+        Ok(self.tracker.dispatch_sent())
     }
 
-    fn dispatch_wait(&mut self) -> Result<DispatchOutput> {
-        self.tracker.check_dispatch_wait()?;
+    fn dispatch_wait(&mut self, pending: PendingDispatch) -> Result<DispatchOutput> {
+        self.tracker.check_dispatch_wait(&pending)?;
         let (rank, world) = (self.net.rank, self.world());
         let geo = &world.geo;
         let (n_ranks, n_local) = (geo.n_ranks, geo.n_local);
@@ -428,7 +427,11 @@ impl EpComm for SimComm {
         })
     }
 
-    fn combine_async(&mut self, handle: &RoutingHandle, input: &CombineInput<'_>) -> Result<()> {
+    fn combine_async(
+        &mut self,
+        handle: &RoutingHandle,
+        input: &CombineInput<'_>,
+    ) -> Result<PendingCombine> {
         match self.tracker.check_combine_async(handle) {
             // A handle from another round is bad input to this round's combine.
             Err(e @ EpError::StaleHandle { .. }) => return Err(self.reject(GroupId::Combine, e)),
@@ -511,12 +514,11 @@ impl EpComm for SimComm {
         data.shared_out = shared_out;
         data.epilogue = input.epilogue.cloned();
         self.replaced_poison(GroupId::Combine);
-        self.tracker.combine_sent();
-        Ok(())
+        Ok(self.tracker.combine_sent())
     }
 
-    fn combine_wait(&mut self) -> Result<CombineOutput> {
-        self.tracker.check_combine_wait()?;
+    fn combine_wait(&mut self, pending: PendingCombine) -> Result<CombineOutput> {
+        self.tracker.check_combine_wait(&pending)?;
         let (rank, world) = (self.net.rank, self.world());
         let geo = &world.geo;
         let (n_ranks, n_local, top_k) = (geo.n_ranks, geo.n_local, geo.top_k);
@@ -638,6 +640,14 @@ impl EpComm for SimComm {
         };
         self.tracker.combined();
         Ok(output)
+    }
+
+    fn pending_dispatch(&self) -> Result<PendingDispatch> {
+        self.tracker.pending_dispatch()
+    }
+
+    fn pending_combine(&self) -> Result<PendingCombine> {
+        self.tracker.pending_combine()
     }
 
     fn swiglu(

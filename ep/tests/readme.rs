@@ -2,9 +2,9 @@
 //! README's first `rust` block under "Using it", verbatim (the last test checks it).
 
 // README-SNIPPET-BEGIN
+use ep::ndarray::Array2;
 use ep::{bf16, CombineInput, CombineOutput, DispatchInput, DispatchOutput, EpBackend, EpComm};
 use ep::{EpConfig, RouterWeights};
-use ndarray::Array2;
 
 /// One MoE layer's communication on any backend: dispatch, the experts, combine.
 fn layer<B: EpBackend>(backend: &B) -> ep::Result<Vec<CombineOutput>> {
@@ -16,7 +16,7 @@ fn layer<B: EpBackend>(backend: &B) -> ep::Result<Vec<CombineOutput>> {
         let d = rank.dispatch(&DispatchInput::new(tokens.view(), topk_ids.view()))?;
         // d.recv_tokens, d.row_offsets, d.expert_ids: one group per local expert
         let y = my_experts(&d);
-        let input = CombineInput::new(y.view()).weighted(RouterWeights::F32(weights.view()));
+        let input = CombineInput::weighted(y.view(), RouterWeights::F32(weights.view()));
         rank.combine(&d.handle, &input)
     });
     // One result per rank: the first error, if any rank had one, or every rank's output.

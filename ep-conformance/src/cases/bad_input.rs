@@ -16,10 +16,10 @@ use crate::scenario::WeightKind;
 /// that no rank's symmetric memory changed (its peers' counts hold its poison, which digests read
 /// as the sentinel it replaced), then rank 0 dispatches good
 /// input, publishing real counts over the poison, and the round completes exactly.
-fn rejected_dispatch<B: EpBackend>(
+fn rejected_dispatch<B: EpBackend, T>(
     b: &B,
     cfg: &EpConfig,
-    bad: impl FnOnce(&mut B::Comm) -> Result<(), EpError>,
+    bad: impl FnOnce(&mut B::Comm) -> Result<T, EpError>,
     expect: impl Fn(&EpError) -> bool,
 ) -> CaseResult {
     let mut comms = b.init_uniform(cfg).map_err(err)?;
@@ -27,14 +27,19 @@ fn rejected_dispatch<B: EpBackend>(
     run_and_check(&mut comms, &good_inputs(cfg, 1), &opts)?;
     super::refused_on_rank0(&mut comms, "call", expect, bad)?;
     let inputs = good_inputs(cfg, 2);
-    comms[0]
-        .dispatch_async(&inputs.dispatch_input(0))
-        .map_err(err)?;
+    // Rank 0 sends first (its peers' counts hold its poison); its thread below takes the
+    // dispatch up again.
+    drop(
+        comms[0]
+            .dispatch_async(&inputs.dispatch_input(0))
+            .map_err(err)?,
+    );
     let dispatched = ep_core::on_every_rank(&mut comms, |c| {
-        if c.rank() != 0 {
-            c.dispatch_async(&inputs.dispatch_input(c.rank()))?;
-        }
-        c.dispatch_wait()
+        let pending = match c.rank() {
+            0 => c.pending_dispatch()?,
+            r => c.dispatch_async(&inputs.dispatch_input(r))?,
+        };
+        c.dispatch_wait(pending)
     })
     .into_iter()
     .collect::<Result<Vec<_>, _>>()
@@ -207,9 +212,9 @@ pub fn config_mismatch<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
 /// After a good dispatch, rank 0 hands combine something bad; nothing is written on any rank (its
 /// peers' combine counts hold its poison only), and the right combine afterwards, issued by rank 0
 /// first, completes the round exactly.
-fn rejected_combine<B: EpBackend>(
+fn rejected_combine<B: EpBackend, T>(
     b: &B,
-    bad: impl Fn(&mut B::Comm, &ep_core::DispatchOutput) -> Result<(), EpError> + Sync,
+    bad: impl Fn(&mut B::Comm, &ep_core::DispatchOutput) -> Result<T, EpError> + Sync,
     expect: impl Fn(&EpError) -> bool + Sync,
 ) -> CaseResult {
     let cfg = small_config();
@@ -237,21 +242,26 @@ pub(crate) fn combine_resumed<C: EpComm>(
     first: usize,
     peers_issued: bool,
 ) -> CaseResult {
-    comms[first]
-        .combine_async(
-            &dispatched[first].handle,
-            &inputs.combine_input(first, &outs[first], WeightKind::F32),
-        )
-        .map_err(err)?;
+    // Its thread below takes the combine up again.
+    drop(
+        comms[first]
+            .combine_async(
+                &dispatched[first].handle,
+                &inputs.combine_input(first, &outs[first], WeightKind::F32),
+            )
+            .map_err(err)?,
+    );
     let combined = ep_core::on_every_rank(comms, |c| {
         let r = c.rank();
-        if r != first && !peers_issued {
+        let pending = if r != first && !peers_issued {
             c.combine_async(
                 &dispatched[r].handle,
                 &inputs.combine_input(r, &outs[r], WeightKind::F32),
-            )?;
-        }
-        c.combine_wait()
+            )?
+        } else {
+            c.pending_combine()?
+        };
+        c.combine_wait(pending)
     });
     let rounds = super::rank_rounds(dispatched, combined)?;
     crate::round::check_against_oracle(
@@ -340,7 +350,7 @@ pub fn peer_rejects_dispatch<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
         let r = c.rank();
         timed(|| {
             if r == 1 {
-                c.dispatch_async(&bad.dispatch_input(r))
+                c.dispatch_async(&bad.dispatch_input(r)).map(drop)
             } else {
                 c.dispatch(&inputs.dispatch_input(r)).map(|_| ())
             }
@@ -364,7 +374,11 @@ pub fn peer_rejects_dispatch<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
     )?;
     // The peers may ask again before rank 1 has sent: the same answer, at once.
     let start = Instant::now();
-    let again = comms[0].dispatch_wait().map(|_| start.elapsed());
+    // The wait met the rejection; the dispatch is still in flight, and waiting again needs it.
+    let again = comms[0]
+        .pending_dispatch()
+        .and_then(|pending| comms[0].dispatch_wait(pending))
+        .map(|_| start.elapsed());
     expect_peer_rejected(
         0,
         &again,
@@ -374,13 +388,18 @@ pub fn peer_rejects_dispatch<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
     )?;
     within_a_second(0, start.elapsed())?;
     // Rank 1 sends good input; the others take up their waits.
-    comms[1]
-        .dispatch_async(&inputs.dispatch_input(1))
-        .map_err(err)?;
-    let dispatched = ep_core::on_every_rank(&mut comms, |c| c.dispatch_wait())
-        .into_iter()
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(err)?;
+    drop(
+        comms[1]
+            .dispatch_async(&inputs.dispatch_input(1))
+            .map_err(err)?,
+    );
+    let dispatched = ep_core::on_every_rank(&mut comms, |c| {
+        let pending = c.pending_dispatch()?;
+        c.dispatch_wait(pending)
+    })
+    .into_iter()
+    .collect::<Result<Vec<_>, _>>()
+    .map_err(err)?;
     let outs: Vec<_> = dispatched
         .iter()
         .map(crate::scenario::toy_experts)
@@ -411,6 +430,7 @@ pub fn peer_rejects_combine<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
                     &dispatched[r].handle,
                     &inputs.combine_input(r, &too_many, WeightKind::F32),
                 )
+                .map(drop)
             } else {
                 c.combine(
                     &dispatched[r].handle,
@@ -446,7 +466,7 @@ pub fn weights_wrong_shape<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
         |c, d| {
             let out = Array2::<bf16>::zeros((d.rows(), c.config().hidden));
             let w = Array2::<f32>::zeros((d.rows() + 1, c.config().top_k));
-            let cin = CombineInput::new(out.view()).weighted(RouterWeights::F32(w.view()));
+            let cin = CombineInput::weighted(out.view(), RouterWeights::F32(w.view()));
             c.combine_async(&d.handle, &cin)
         },
         |e| {
@@ -467,7 +487,7 @@ pub fn expert_out_wrong_rows<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
         b,
         |c, d| {
             let out = Array2::<bf16>::zeros((d.rows() + 1, c.config().hidden));
-            let cin = CombineInput::new(out.view());
+            let cin = CombineInput::unreduced(out.view());
             c.combine(&d.handle, &cin).map(|_| ())
         },
         |e| {
@@ -490,7 +510,7 @@ pub fn stale_routing_handle<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
             let mut stale = d.handle;
             stale.round += 1;
             let out = Array2::<bf16>::zeros((d.rows(), c.config().hidden));
-            c.combine_async(&stale, &CombineInput::new(out.view()))
+            c.combine_async(&stale, &CombineInput::unreduced(out.view()))
         },
         |e| matches!(e, EpError::StaleHandle { rank: 0, .. }),
     )
@@ -512,7 +532,8 @@ pub fn stale_swiglu_routing<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
     }
 }
 
-/// combine before any dispatch, and dispatch_wait before dispatch_async, are refused.
+/// combine before any dispatch, and a wait with nothing in flight, are refused; a wait takes only
+/// its own rank's pending phase.
 pub fn calls_out_of_order<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
     let cfg = small_config();
     let mut comms = b.init_uniform(&cfg).map_err(err)?;
@@ -520,7 +541,7 @@ pub fn calls_out_of_order<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
     let out = Array2::<bf16>::zeros((0, cfg.hidden));
     let handle = ep_core::RoutingHandle { rank: 0, round: 0 };
     let c = &mut comms[0];
-    let cin = CombineInput::new(out.view());
+    let cin = CombineInput::unreduced(out.view());
     if !matches!(
         c.combine_async(&handle, &cin),
         Err(EpError::OutOfOrder {
@@ -531,26 +552,53 @@ pub fn calls_out_of_order<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
         return Err("combine without a dispatch was not refused".into());
     }
     if !matches!(
-        c.dispatch_wait(),
+        c.pending_dispatch(),
         Err(EpError::OutOfOrder {
-            call: "dispatch_wait",
+            call: "pending_dispatch",
             ..
         })
     ) {
-        return Err("dispatch_wait without dispatch_async was not refused".into());
+        return Err("a pending dispatch with none in flight was given".into());
     }
     if !matches!(
-        c.combine_wait(),
+        c.pending_combine(),
         Err(EpError::OutOfOrder {
-            call: "combine_wait",
+            call: "pending_combine",
             ..
         })
     ) {
-        return Err("combine_wait without combine_async was not refused".into());
+        return Err("a pending combine with none in flight was given".into());
     }
     if digests(&comms)? != before {
         return Err("a refused call changed symmetric memory".into());
     }
+    // Rank 0 handed rank 1's pending dispatch: refused, nothing taken; rank 1 takes its
+    // dispatch up again and the round completes.
+    let inputs = good_inputs(&cfg, 9);
+    let mut pending: Vec<_> = ep_core::on_every_rank(&mut comms, |c| {
+        c.dispatch_async(&inputs.dispatch_input(c.rank()))
+    })
+    .into_iter()
+    .collect::<Result<_, _>>()
+    .map_err(err)?;
+    match comms[0].dispatch_wait(pending.remove(1)) {
+        Err(EpError::StaleHandle { rank: 0, .. }) => {}
+        Err(e) => return Err(format!("another rank's pending dispatch: wrong error: {e}")),
+        Ok(_) => return Err("rank 0 waited with rank 1's pending dispatch".into()),
+    }
+    drop(pending);
+    let dispatched = ep_core::on_every_rank(&mut comms, |c| {
+        let pending = c.pending_dispatch()?;
+        c.dispatch_wait(pending)
+    })
+    .into_iter()
+    .collect::<Result<Vec<_>, _>>()
+    .map_err(err)?;
+    let outs: Vec<_> = dispatched
+        .iter()
+        .map(crate::scenario::toy_experts)
+        .collect();
+    super::combine_all_and_check(&mut comms, &cfg, &inputs, dispatched, &outs)?;
     run_and_check(
         &mut comms,
         &good_inputs(&cfg, 8),

@@ -168,15 +168,15 @@ pub(crate) fn routed_inputs(
 
 /// Rank 0's `call` must fail with an error `expect` accepts, and leave every rank's symmetric
 /// memory as it was (a peer's poisoned count reads as the sentinel it replaced).
-pub(crate) fn refused_on_rank0<C: EpComm>(
+pub(crate) fn refused_on_rank0<C: EpComm, T>(
     comms: &mut [C],
     what: &str,
     expect: impl Fn(&ep_core::EpError) -> bool,
-    call: impl FnOnce(&mut C) -> Result<(), ep_core::EpError>,
+    call: impl FnOnce(&mut C) -> Result<T, ep_core::EpError>,
 ) -> CaseResult {
     let before = digests(comms)?;
     match call(&mut comms[0]) {
-        Ok(()) => return Err(format!("the bad {what} succeeded")),
+        Ok(_) => return Err(format!("the bad {what} succeeded")),
         Err(e) if expect(&e) => {}
         Err(e) => return Err(format!("{what}: wrong error: {e}")),
     }

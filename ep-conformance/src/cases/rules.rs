@@ -22,7 +22,7 @@ fn weighted_combine<C: EpComm>(
     outs: &[Array2<bf16>],
 ) -> Result<Vec<Array2<bf16>>, String> {
     let combine_input = |r: usize| {
-        CombineInput::new(outs[r].view()).weighted(RouterWeights::F32(inputs.weights[r].view()))
+        CombineInput::weighted(outs[r].view(), RouterWeights::F32(inputs.weights[r].view()))
     };
     let got = ep_core::on_every_rank(comms, |c| {
         c.combine(&dispatched[c.rank()].handle, &combine_input(c.rank()))

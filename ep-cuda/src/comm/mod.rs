@@ -19,7 +19,8 @@ use ep_core::host_memory::zeroed_vec;
 use ep_core::round::RoundTracker;
 use ep_core::{
     bf16, swiglu, validate, CombineInput, CombineOutput, DispatchInput, DispatchOutput, EpComm,
-    EpConfig, EpError, Epilogue, Phase, Result, RoutingHandle, SwigluOptions, SwigluOutput,
+    EpConfig, EpError, Epilogue, PendingCombine, PendingDispatch, Phase, Result, RoutingHandle,
+    SwigluOptions, SwigluOutput,
 };
 use ndarray::{Array2, Array3, ArrayView2};
 
@@ -437,7 +438,7 @@ impl EpComm for CudaComm {
         &self.cfg
     }
 
-    fn dispatch_async(&mut self, input: &DispatchInput<'_>) -> Result<()> {
+    fn dispatch_async(&mut self, input: &DispatchInput<'_>) -> Result<PendingDispatch> {
         self.tracker.check_dispatch_async()?;
         if let Err(e) = validate::dispatch_input(&self.cfg, self.rank, input)
             .and_then(|()| self.upload_dispatch(input))
@@ -447,12 +448,11 @@ impl EpComm for CudaComm {
         self.issue_dispatch_send()?;
         self.round.resume = false;
         self.replaced_poison(Phase::Dispatch)?;
-        self.tracker.dispatch_sent();
-        Ok(())
+        Ok(self.tracker.dispatch_sent())
     }
 
-    fn dispatch_wait(&mut self) -> Result<DispatchOutput> {
-        self.tracker.check_dispatch_wait()?;
+    fn dispatch_wait(&mut self, pending: PendingDispatch) -> Result<DispatchOutput> {
+        self.tracker.check_dispatch_wait(&pending)?;
         let issued = !std::mem::take(&mut self.round.resume) && self.dispatch_wait_issued();
         self.wait_sliced(Phase::Dispatch, issued, &mut |c, slice| {
             c.issue_dispatch_wait(slice)
@@ -494,7 +494,11 @@ impl EpComm for CudaComm {
         })
     }
 
-    fn combine_async(&mut self, handle: &RoutingHandle, input: &CombineInput<'_>) -> Result<()> {
+    fn combine_async(
+        &mut self,
+        handle: &RoutingHandle,
+        input: &CombineInput<'_>,
+    ) -> Result<PendingCombine> {
         match self.tracker.check_combine_async(handle) {
             // A handle from another round is bad input to this round's combine.
             Err(e @ EpError::StaleHandle { .. }) => return Err(self.reject(Phase::Combine, e)),
@@ -525,12 +529,19 @@ impl EpComm for CudaComm {
         self.issue_combine_send(self.round.rows)?;
         self.round.resume = false;
         self.replaced_poison(Phase::Combine)?;
-        self.tracker.combine_sent();
-        Ok(())
+        Ok(self.tracker.combine_sent())
     }
 
-    fn combine_wait(&mut self) -> Result<CombineOutput> {
-        self.tracker.check_combine_wait()?;
+    fn pending_dispatch(&self) -> Result<PendingDispatch> {
+        self.tracker.pending_dispatch()
+    }
+
+    fn pending_combine(&self) -> Result<PendingCombine> {
+        self.tracker.pending_combine()
+    }
+
+    fn combine_wait(&mut self, pending: PendingCombine) -> Result<CombineOutput> {
+        self.tracker.check_combine_wait(&pending)?;
         let issued = !std::mem::take(&mut self.round.resume) && self.combine_wait_issued();
         self.wait_sliced(Phase::Combine, issued, &mut |c, slice| {
             c.issue_combine_wait(slice)?;
