@@ -12,6 +12,9 @@ use ep_core::{EpError, Result};
 
 use crate::driver::cuda;
 
+pub mod params;
+pub use params::KernelParams;
+
 pub const COMMON: &str = include_str!("kernels/common.cuh");
 /// A program joined from the files of `kernels/<dir>/`, in the order given, each after a `#line`
 /// naming it, so that NVRTC's messages and `-lineinfo` point at the file and line.
@@ -120,9 +123,10 @@ pub const SELFCHECK_PROGRAM: (&str, &str, &[&str]) = (
     &["ep_check_fp8_division_bf16", "ep_check_fp8_division_f32"],
 );
 
-/// Every program is the shared header plus its file, after an optional prelude of defines.
+/// Every program is the shared header and the parameter structs plus its file, after an optional
+/// prelude of defines.
 pub fn source(body: &str, prelude: &str) -> String {
-    format!("{prelude}{COMMON}\n{body}")
+    format!("{prelude}{COMMON}\n{}\n{body}", params::PARAMS)
 }
 
 /// Compiles `src` for `arch` (`sm_90`), once per process: exact IEEE arithmetic, no fused
@@ -423,7 +427,7 @@ kernel_arg!(u64, i32, u32, f32, MsgLayout);
 /// [`ep_core::MessageLayout`], then each top-k slot's row slot at the receiver (i32), padded to
 /// 16 bytes; `bytes` is the whole.
 #[repr(C)]
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Default)]
 pub struct MsgLayout {
     pub payload_bytes: i32,
     pub scales_off: i32,
@@ -475,6 +479,48 @@ pub fn launch_ex(
     args: &[&dyn KernelArg],
     chained: bool,
 ) -> Result<()> {
+    let mut ptrs: Vec<*mut c_void> = args.iter().map(|a| a.as_arg()).collect();
+    // SAFETY: the tool kernels' (bench, probe, selfcheck) parameter lists are matched by their one
+    // call site; every pointer argument is a live device allocation of the size the kernel indexes.
+    unsafe { launch_raw(stream, f, grid, block, smem, &mut ptrs, chained) }
+}
+
+/// Launches `f` as [`launch_ex`] does, with `params` as its one parameter (the dispatch, combine
+/// and swiglu kernels, `kernels/params.cuh`). The driver copies `params` during the call.
+///
+/// # Safety
+/// `f` declares `P`'s CUDA struct as its one parameter ([`KernelParams`]), and every device
+/// pointer in `params` is null where the kernel allows it or else a live allocation of at least
+/// the size the kernel indexes with the other fields.
+pub unsafe fn launch_params<P: KernelParams>(
+    stream: &CudaStream,
+    f: &CudaFunction,
+    grid: u32,
+    block: u32,
+    smem: u32,
+    params: &P,
+    chained: bool,
+) -> Result<()> {
+    let mut ptrs = [params as *const P as *mut c_void];
+    // SAFETY: the caller's contract; `params` outlives the call.
+    unsafe { launch_raw(stream, f, grid, block, smem, &mut ptrs, chained) }
+}
+
+/// `cuLaunchKernel` (or, `chained`, `cuLaunchKernelEx`) of `f` with `ptrs`, one pointer per
+/// parameter; nothing for an empty grid; shared memory past 48 KB allowed first.
+///
+/// # Safety
+/// `ptrs` points at values of `f`'s parameters' types, in order, whose device pointers are live
+/// allocations of the sizes the kernel indexes.
+unsafe fn launch_raw(
+    stream: &CudaStream,
+    f: &CudaFunction,
+    grid: u32,
+    block: u32,
+    smem: u32,
+    ptrs: &mut [*mut c_void],
+    chained: bool,
+) -> Result<()> {
     if grid == 0 {
         return Ok(());
     }
@@ -486,7 +532,6 @@ pub fn launch_ex(
         )
         .map_err(cuda)?;
     }
-    let mut ptrs: Vec<*mut c_void> = args.iter().map(|a| a.as_arg()).collect();
     let cfg = LaunchConfig {
         grid_dim: (grid, 1, 1),
         block_dim: (block, 1, 1),
@@ -494,10 +539,9 @@ pub fn launch_ex(
     };
     stream.context().bind_to_thread().map_err(cuda)?;
     if chained {
-        return launch_chained(stream, f, &cfg, &mut ptrs);
+        return launch_chained(stream, f, &cfg, ptrs);
     }
-    // SAFETY: each kernel's parameter list is matched by its one call site in comm/; every
-    // pointer argument is a live device allocation of the size the kernel indexes.
+    // SAFETY: the caller's contract.
     unsafe {
         result::launch_kernel(
             f.cu_function(),
@@ -505,7 +549,7 @@ pub fn launch_ex(
             cfg.block_dim,
             cfg.shared_mem_bytes,
             stream.cu_stream(),
-            &mut ptrs,
+            ptrs,
         )
     }
     .map_err(cuda)
@@ -536,7 +580,7 @@ fn launch_chained(
         attrs: &mut attr,
         numAttrs: 1,
     };
-    // SAFETY: as in `launch_ex`; `config` and `attr` outlive the call, which copies them.
+    // SAFETY: as in `launch_raw`; `config` and `attr` outlive the call, which copies them.
     unsafe {
         sys::cuLaunchKernelEx(
             &config,
@@ -594,6 +638,25 @@ pub(crate) mod tests {
         }
     }
 
+    /// Every kernel of the dispatch, combine and swiglu programs takes one parameter struct of
+    /// kernels/params.cuh, in place (`__grid_constant__`: not copied to local memory).
+    #[test]
+    fn kernels_take_one_parameter_struct() {
+        for program in [super::DISPATCH, super::COMBINE, super::SWIGLU] {
+            let kernels = program.matches("__global__ void").count();
+            assert!(kernels > 0);
+            let takes = program.matches("(const __grid_constant__ Ep").count();
+            assert_eq!(takes, kernels);
+            for decl in program.split("(const __grid_constant__ ").skip(1) {
+                let ty = decl.split(' ').next().unwrap();
+                assert!(
+                    super::params::layouts().iter().any(|l| l.name == ty),
+                    "{ty} is not a struct of params.rs"
+                );
+            }
+        }
+    }
+
     /// The number `#define NAME <number>` gives in `source` (a kernel constant the host repeats).
     pub(crate) fn defined(source: &str, name: &str) -> u64 {
         let line = source
@@ -604,75 +667,6 @@ pub(crate) mod tests {
         value
             .parse()
             .unwrap_or_else(|_| panic!("#define {name} {value}: not a number"))
-    }
-
-    /// The parameter names `kernel` declares in `source`, in order.
-    pub(crate) fn parameter_names(source: &str, kernel: &str) -> Vec<String> {
-        // The declaration: the name after `void` or after `__launch_bounds__(..)`, on the same
-        // line or the next.
-        let call = format!("{kernel}(");
-        let at = source
-            .match_indices(&call)
-            .map(|(i, _)| i)
-            .find(|&i| {
-                let before = source[..i].trim_end();
-                source[..i].ends_with(char::is_whitespace)
-                    && (before.ends_with("void") || before.ends_with(')'))
-            })
-            .unwrap_or_else(|| panic!("{kernel} not found"));
-        let open = at + source[at..].find('(').unwrap();
-        let close = open + source[open..].find(')').unwrap();
-        source[open + 1..close]
-            .split(',')
-            .map(declared_name)
-            .collect()
-    }
-
-    /// The name in one entry of a parameter or argument list: its last word (`const u8 *b`: `b`).
-    fn declared_name(entry: &str) -> String {
-        let entry = entry.trim();
-        entry
-            .rsplit([' ', '*', '&'])
-            .next()
-            .unwrap_or(entry)
-            .to_string()
-    }
-
-    /// The names of a list a macro spells out, `#define NAME a, const u8 *b, \` and its
-    /// continuation lines: parameters (the last word of each) or arguments.
-    pub(crate) fn macro_list(source: &str, name: &str) -> Vec<String> {
-        let head = format!("#define {name}");
-        // The name whole: `#define L` is not `#define L_ARGS`.
-        let starts = |l: &&str| {
-            l.strip_prefix(head.as_str())
-                .is_some_and(|rest| rest.is_empty() || rest.starts_with([' ', '\\']))
-        };
-        let mut text = String::new();
-        for l in source.lines().skip_while(|l| !starts(l)) {
-            let l = l.trim_end();
-            let more = l.ends_with('\\');
-            text += l.trim_end_matches('\\');
-            text.push(' ');
-            if !more {
-                break;
-            }
-        }
-        assert!(!text.is_empty(), "no #define {name}");
-        text[head.len()..].split(',').map(declared_name).collect()
-    }
-
-    #[test]
-    fn macro_list_reads_a_define() {
-        let src =
-            "#define L_ARGS x, y\n#define L \\\n    const u8 *a, int b, \\\n  MsgLayout m\nint y;";
-        assert_eq!(macro_list(src, "L"), ["a", "b", "m"]);
-        assert_eq!(macro_list(src, "L_ARGS"), ["x", "y"]);
-    }
-
-    #[test]
-    fn parameter_names_reads_a_signature() {
-        let src = "extern \"C\" __global__ void k(int a, const u8* b,\n  MsgLayout m) {}";
-        assert_eq!(parameter_names(src, "k"), ["a", "b", "m"]);
     }
 
     /// A trace record prints as the line scripts/trace_summary.py parses: the name from its

@@ -4,7 +4,9 @@
 //! EP_PTX_DUMP=DIR each program's PTX is also written there (`DIR/<name>.ptx`), for `ptxas -v`
 //! (registers, spills) and the SASS.
 
-use ep_cuda::kernels::{compile, source, COMBINE, PROBE_PROGRAM, PROGRAMS, SELFCHECK_PROGRAM};
+use ep_cuda::kernels::{
+    compile, params, source, COMBINE, PROBE_PROGRAM, PROGRAMS, SELFCHECK_PROGRAM,
+};
 
 fn main() {
     if let Err(e) = ep_cuda::driver::nvrtc_present() {
@@ -79,6 +81,17 @@ fn main() {
             source(body, "#define EP_TRACE 1\n#define EP_TRACE_ALL 1\n"),
             entries,
         );
+    }
+    // The parameter structs of kernels/params.cuh against their Rust twins (kernels::params).
+    match params::check_layouts() {
+        Ok(()) => {
+            println!("ok     params.cuh laid out as params.rs");
+            passed += 1;
+        }
+        Err(e) => {
+            println!("FAILED params.cuh against params.rs: {e}");
+            failed += 1;
+        }
     }
     println!("\n{passed} passed, {failed} failed");
     if failed > 0 {

@@ -245,16 +245,13 @@ __device__ void ep_reduce_token(int t, int part, int parts, const EpSlots& sl, f
 // One block per token (ep_reduce_token). Dynamic shared memory (the row in f32) is only given for
 // the FP8 and device epilogues.
 // Launched with up to 1024 threads (comm/combine.rs): the bound keeps registers within what that allows.
-extern "C" __global__ void __launch_bounds__(1024) ep_combine_reduce(const u16* recv, const int* ids, const float* weights, int top_k,
-                                             int hidden, int rank, int n_local, int skip_a2a,
-                                             const u16* shared_rows, int shared_start, int shared_end,
-                                             int epilogue, const u16* residual, float scale, u16* out,
-                                             u8* fp8_payload, float* fp8_scales, const u32* status) {
-    if (!ep_wait_completed(status)) return;
+extern "C" __global__ void __launch_bounds__(1024) ep_combine_reduce(const __grid_constant__ EpCombineReduceParams p) {
+    if (!ep_wait_completed(p.status)) return;
     extern __shared__ float smem_f[];
     __shared__ EpSlots sl;
-    ep_list_slots(sl, blockIdx.x, ids, weights, top_k, rank, n_local, skip_a2a);
-    ep_reduce_token<4, false>(blockIdx.x, 0, 1, sl, smem_f, recv, top_k, hidden, shared_rows, shared_start,
-                              shared_end, epilogue, residual, scale, out, fp8_payload, fp8_scales, EpLlWait{});
+    ep_list_slots(sl, blockIdx.x, p.ids, p.weights, p.top_k, p.rank, p.n_local, p.skip_a2a);
+    ep_reduce_token<4, false>(blockIdx.x, 0, 1, sl, smem_f, p.recv, p.top_k, p.hidden, p.shared_rows, p.shared_start,
+                              p.shared_end, p.epilogue, p.residual, p.scale, p.out, p.fp8_payload, p.fp8_scales,
+                              EpLlWait{});
 }
 
