@@ -5,7 +5,8 @@
 //! (registers, spills) and the SASS.
 
 use ep_cuda::kernels::{
-    compile, params, source, COMBINE, PROBE_PROGRAM, PROGRAMS, SELFCHECK_PROGRAM,
+    compile, file_source, params, source, COMBINE, FILES, PROBE_PROGRAM, PROGRAMS,
+    SELFCHECK_PROGRAM,
 };
 
 fn main() {
@@ -81,6 +82,13 @@ fn main() {
             source(body, "#define EP_TRACE 1\n#define EP_TRACE_ALL 1\n"),
             entries,
         );
+    }
+    // Each kernel file alone, its includes expanded: it includes all it uses.
+    for (path, _) in FILES {
+        if let Err(e) = compile(&file_source(path), "sm_90") {
+            println!("FAILED {path} alone: {e}");
+            failed += 1;
+        }
     }
     // The parameter structs of kernels/params.cuh against their Rust twins (kernels::params).
     match params::check_layouts() {

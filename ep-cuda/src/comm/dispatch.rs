@@ -806,7 +806,8 @@ mod tests {
     /// memory the host gives it follow from these.
     #[test]
     fn assign_shape_matches_dispatch_cu() {
-        let defined = |name: &str| crate::kernels::tests::defined(crate::kernels::DISPATCH, name);
+        let dispatch = crate::kernels::source(crate::kernels::DISPATCH, "");
+        let defined = |name: &str| crate::kernels::tests::defined(&dispatch, name);
         assert_eq!(defined("EP_ASSIGN_CHUNK"), ASSIGN_CHUNK as u64);
         assert_eq!(defined("EP_ASSIGN_THREADS"), ASSIGN_THREADS as u64);
         assert_eq!(defined("EP_ASSIGN_COLS"), ASSIGN_COLS as u64);

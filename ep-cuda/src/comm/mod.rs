@@ -139,7 +139,7 @@ pub struct CudaComm {
     /// messages landed with it. Flags start at 0, so it starts at 1; it stays below the mark's
     /// placed bit (dispatch/wire.cu, EP_LANDED_PLACED; `next_seq`).
     seq: u32,
-    /// The combine's number, the same on every rank: the word an LL row carries (common.cuh).
+    /// The combine's number, the same on every rank: the word an LL row carries (common/protocol.cuh).
     /// The LL rows start at 0, so it starts at 1.
     cseq: u32,
     tracker: RoundTracker,

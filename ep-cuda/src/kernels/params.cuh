@@ -1,9 +1,11 @@
 // The kernels' parameters: each kernel of the dispatch, combine and swiglu programs takes one of
 // these structs by value (`const __grid_constant__ EpXxxParams p`: read where the launch put it, in
-// the parameter space, not copied to local memory). ep-cuda/src/kernels/params.rs mirrors each with a
-// #[repr(C)] struct; a test compiles this header with the sizes and offsets of those (kernels_compile,
-// `params::layout_checks`), so a field changed on one side alone fails. Device pointers are u64 there.
-// Field names are the kernels' former parameter names.
+// the parameter space, not copied to local memory). kernels/params.rs declares each struct's
+// #[repr(C)] twin; kernels_compile has NVRTC compile this header against their layouts
+// (`params::check_layouts`), so a field changed on one side alone fails. Device pointers are u64
+// there.
+
+#include "common/types.cuh"
 
 // ep_assign_slots and ep_assign_chunks (dispatch/assign.cu): the row and message slots of the
 // round's tokens, and the counts published after them.

@@ -431,16 +431,13 @@ EpSwigluParams {
     scales: u64,
 }}
 
-/// The CUDA header of the parameter structs.
-pub const PARAMS: &str = include_str!("params.cuh");
-
 /// A program that NVRTC compiles (as C++20) only where each struct of `params.cuh` is laid out as
 /// Rust lays out its twin: as many fields (a structured binding of exactly that many), the same
 /// names in the same order (designated initializers, which C++20 holds to the declaration order),
 /// each of the same size and alignment, and the same size in all; the offsets then agree. (NVRTC
 /// has no `offsetof` to compare them directly.)
 pub fn layout_check_source() -> String {
-    let mut s = format!("{}\n{PARAMS}\n", super::COMMON);
+    let mut s = super::file_source("params.cuh");
     for l in layouts() {
         let n = l.name;
         let inits: Vec<_> = l
@@ -484,6 +481,8 @@ pub fn check_layouts() -> ep_core::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const PARAMS: &str = include_str!("params.cuh");
 
     /// The fields `params.cuh` declares for `name`, in order, as (type, field).
     fn cuda_fields(name: &str) -> Vec<(String, String)> {
@@ -540,7 +539,7 @@ mod tests {
     #[test]
     fn layout_check_covers_every_field() {
         let src = layout_check_source();
-        let src = &src[src.find(PARAMS).unwrap() + PARAMS.len()..];
+        let src = &src[super::super::file_source("params.cuh").len()..];
         let fields: usize = layouts().iter().map(|l| l.fields.len()).sum();
         assert_eq!(
             src.matches("static_assert(").count(),

@@ -2,6 +2,11 @@
 // the dispatch did not deliver (padding, past the last group) are written as zeros; the host
 // zeroed the scale array. Which rows are live is read from row_offsets/src_offsets on the device.
 
+#include "common/types.cuh"
+#include "common/numerics.cuh"
+#include "common/formats.cuh"
+#include "params.cuh"
+
 extern "C" __global__ void ep_swiglu(const __grid_constant__ EpSwigluParams p) {
     extern __shared__ float smem_h[];
     float* h = smem_h;

@@ -1,6 +1,14 @@
 // Marked rows (part of the combine program: send.cu): the reduce beside the send at prefill
 // sizes, and the wait for the marks before the kernels that read the rows otherwise.
 
+#include "common/types.cuh"
+#include "common/numerics.cuh"
+#include "common/formats.cuh"
+#include "common/ordering.cuh"
+#include "common/protocol.cuh"
+#include "params.cuh"
+#include "combine/reduce.cu"
+
 // ---- marked rows (prefill sizes, one node) ----------------------------------------------------
 //
 // A rank with many tokens (EP_NMSG_MARKED, comm/path.rs) reduces its tokens while their rows

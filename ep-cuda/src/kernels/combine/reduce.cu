@@ -2,6 +2,14 @@
 // slots listed once, its returned rows summed in f32 in ascending slot order with the router
 // weights and rounded once, then the epilogue (ep_reduce_token, ep_combine_reduce).
 
+#include "common/types.cuh"
+#include "common/numerics.cuh"
+#include "common/formats.cuh"
+#include "common/protocol.cuh"
+#include "common/trace.cuh"
+#include "params.cuh"
+#include "combine/send.cu"
+
 // The first slot of the token naming ids[k], or -1 when the slot is masked or (skip_a2a) names
 // another device's expert.
 __device__ __forceinline__ int ep_routed_slot(const int* ids, int k, int rank, int n_local, int skip_a2a) {
@@ -166,7 +174,7 @@ __device__ void ep_reduce_token_ll_staged(int t, int part, int per, const EpSlot
 // row in f32) is only needed by the epilogues that take the whole row (ep_whole_row; `part` 0 of
 // 1). Otherwise the row may be cut into `parts` column ranges of whole 8-column groups, this block
 // reducing range `part` (at decode sizes, several blocks to a token: one pass of loads each).
-// With `Ll` the rows are read from the rank's LL rows (`ll`, common.cuh) instead of `recv`, each
+// With `Ll` the rows are read from the rank's LL rows (`ll`, common/protocol.cuh) instead of `recv`, each
 // piece polled until it is there; one that does not come within the slice leaves its value
 // undefined and the status EP_MESSAGES_PENDING, so the host reduces again. Returns with a barrier
 // passed.

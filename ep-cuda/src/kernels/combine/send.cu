@@ -1,10 +1,10 @@
 // Combine: expert outputs back to their tokens, reduced with the router weights.
 //
-// The combine program is this folder's files in the order kernels.rs joins them, each using what
-// the ones before it define: send.cu (the launch order, the rows' way back, the send kernels and
-// the wait), reduce.cu (the weighted sum), marked.cu (reduced as the rows land, prefill sizes),
-// unreduced.cu (without weights; LL rows unpacked) and single.cu (the whole phase in one launch
-// at decode sizes).
+// The combine program (kernels/combine.cu) includes this folder's files in this order, each
+// including what it uses of the ones before it: send.cu (the launch order, the rows' way back, the
+// send kernels and the wait), reduce.cu (the weighted sum), marked.cu (reduced as the rows land,
+// prefill sizes), unreduced.cu (without weights; LL rows unpacked) and single.cu (the whole phase
+// in one launch at decode sizes).
 //
 // Launch order: ep_combine_send (which also signals, from its last block, inside one node) or,
 // between nodes, ep_combine_send -> ep_combine_put -> ep_combine_signal; then
@@ -12,6 +12,13 @@
 // ep_combine_reduce or ep_combine_unreduced, again while the wait's slice runs out before the
 // counts (or the LL rows) are all there. At decode sizes inside one node, ep_combine_single or
 // ep_combine_single_ll instead (below).
+
+#include "common/types.cuh"
+#include "common/numerics.cuh"
+#include "common/formats.cuh"
+#include "common/ordering.cuh"
+#include "common/protocol.cuh"
+#include "params.cuh"
 
 #define EP_EPI_NONE 0
 #define EP_EPI_RESIDUAL 1
@@ -43,7 +50,7 @@ __device__ __forceinline__ u32 ep_nmsg_of(int p, u32 lane_nmsg, const u32* nmsg)
 // which are exactly the rows going back. Published at index g * n_ranks + rank of the
 // destination's combine counts, like the dispatch counts (ep_publish): only the destinations
 // whose counts go out early (`early`: LL rows or marked rows, ep_counts_early, from `nmsg`, this
-// rank's dispatch message count words, common.cuh, and `lane_nmsg` from ep_lane_nmsg), or only
+// rank's dispatch message count words, common/protocol.cuh, and `lane_nmsg` from ep_lane_nmsg), or only
 // the others. An early destination's counts do not vouch for the rows, so they go out with plain
 // stores, no fence. Between nodes no destination is early (both forms need one node).
 __device__ void ep_publish_rows(const u64* dispatch_counts, int n_local, int n_ranks, int rank, int skip_a2a,
@@ -81,12 +88,12 @@ __device__ __forceinline__ u32* ep_return_mark(u64 row, int s, const int* src_in
     return (u32*)mark_ptrs[s] + ep_return_index(row, src_info, top_k);
 }
 
-// Slot k of token t's row in a rank's LL rows `base` (rows of 2 * n16 lines: common.cuh).
+// Slot k of token t's row in a rank's LL rows `base` (rows of 2 * n16 lines: common/protocol.cuh).
 __device__ __forceinline__ ulonglong2* ep_ll_row(u64 base, int t, int k, int top_k, u64 n16) {
     return (ulonglong2*)base + ((u64)t * top_k + k) * 2 * n16;
 }
 
-// A row to a rank that takes its rows in LL form (common.cuh), by the block: `n16` pieces of 16
+// A row to a rank that takes its rows in LL form (common/protocol.cuh), by the block: `n16` pieces of 16
 // bytes, up to 4 loads per thread before their stores: with 8, as ep_copy_to, ep_combine_send
 // took 64 registers instead of 56, fewer blocks an SM, and its prefill combine read slower
 // (9341b99).
@@ -190,7 +197,7 @@ __device__ void ep_send_row_loaded(u64 row, const u16* expert_out, const int* sr
 }
 
 // The forms the destination ranks take this combine in, from their dispatch message count words
-// (common.cuh). A destination is every rank, or with skip_a2a this rank alone (its rows go to no
+// (common/protocol.cuh). A destination is every rank, or with skip_a2a this rank alone (its rows go to no
 // other). Up to 32 ranks from the lanes' words (ep_lane_nmsg), which every warp holds alike: no
 // barrier, no load; beyond, a loop over `nmsg` and block-wide votes. Every thread calls it.
 struct EpDestForms {
@@ -295,7 +302,7 @@ struct EpRowsMatch {
     __device__ u32 operator()(int, u64 v, u64 expected) const { return v != expected ? EP_COUNT_MISMATCH : EP_OK; }
 };
 
-// Waits for every expert's rows (EpRowsMatch). Launched chained after the send (common.cuh); the
+// Waits for every expert's rows (EpRowsMatch). Launched chained after the send (common/ordering.cuh); the
 // kernels after it may launch once the counts are in.
 extern "C" __global__ void ep_combine_wait(const __grid_constant__ EpCombineWaitParams p) {
     ep_await_prior_grid();

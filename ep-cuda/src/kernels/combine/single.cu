@@ -1,5 +1,16 @@
 // The single-launch combine (part of the combine program: send.cu), and its batched row send.
 
+#include "common/types.cuh"
+#include "common/numerics.cuh"
+#include "common/formats.cuh"
+#include "common/ordering.cuh"
+#include "common/protocol.cuh"
+#include "common/trace.cuh"
+#include "params.cuh"
+#include "combine/send.cu"
+#include "combine/reduce.cu"
+#include "combine/marked.cu"
+
 // The block's rows (row blockIdx.x, then every gridDim.x-th, of `rows`) back to their ranks inside
 // the node (a single-launch combine's), as ep_send_row sends them, up to EP_SEND_ROWS at a time:
 // each thread loads its pieces of all of them (EP_SEND_PIECES at most) while warps 0 and 1 find
@@ -67,7 +78,7 @@ __device__ bool ep_send_rows_batched(u64 rows, const u16* expert_out, const int*
 // blocks are all resident. Each block sends its share of the rows back (a few at a time,
 // ep_send_rows_batched, unless every rank takes LL rows), then every block waits for every count,
 // checks it, and reduces its share of the tokens (with weights; the unreduced output takes the
-// kernels above). A destination that takes its rows in LL form (common.cuh) or marked (from
+// kernels above). A destination that takes its rows in LL form (common/protocol.cuh) or marked (from
 // SINGLE_MARKED_MIN_TOKENS, comm/path.rs) gets its counts from the grid's last block before its
 // rows, with no fence: LL rows carry their number, and a block marks its marked rows after one
 // fence for them all (ep_mark_rows_sent), so a reducer of a marked rank awaits its token's marks

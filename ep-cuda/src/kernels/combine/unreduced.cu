@@ -1,5 +1,14 @@
 // The unreduced combine and the LL rows unpacked for it (part of the combine program: send.cu).
 
+#include "common/types.cuh"
+#include "common/numerics.cuh"
+#include "common/formats.cuh"
+#include "common/ordering.cuh"
+#include "common/protocol.cuh"
+#include "params.cuh"
+#include "combine/send.cu"
+#include "combine/reduce.cu"
+
 // Without weights: each slot's returned row, masked and off-device slots zero. One block per token.
 extern "C" __global__ void ep_combine_unreduced(const __grid_constant__ EpCombineUnreducedParams p) {
     if (!ep_wait_completed(p.status)) return;
@@ -13,7 +22,7 @@ extern "C" __global__ void ep_combine_unreduced(const __grid_constant__ EpCombin
     }
 }
 
-// A rank that takes its rows in LL form (common.cuh), for the kernels above, which read the
+// A rank that takes its rows in LL form (common/protocol.cuh), for the kernels above, which read the
 // combine receive buffer: each row of its tokens, polled for up to `slice_ns`, into that buffer
 // (the unreduced combine, and a reduction launched again after the single-launch kernel's slice
 // ran out before every row came, EP_MESSAGES_PENDING). One block per token; nothing unless the

@@ -4,6 +4,15 @@
 // words (ep_publish_counts), published after the send or, in an overlapped or layout-first round,
 // by the assign before it.
 
+#include "common/types.cuh"
+#include "common/numerics.cuh"
+#include "common/formats.cuh"
+#include "common/ordering.cuh"
+#include "common/protocol.cuh"
+#include "common/trace.cuh"
+#include "params.cuh"
+#include "dispatch/wire.cu"
+
 // Inclusive prefix sum of `v` over the calling warp's lanes, by shuffles. Every lane calls it.
 template <typename T>
 __device__ __forceinline__ T ep_warp_scan(T v) {
@@ -312,7 +321,7 @@ __device__ void ep_assign_starts(u32* chunk_base, int n_chunks, int n_experts, i
     __syncthreads();
 }
 
-// The flags of this rank's message count words (common.cuh): `early` from the publishing kernel,
+// The flags of this rank's message count words (common/protocol.cuh): `early` from the publishing kernel,
 // `ll` and `marked` as the host chose this round's combine form (comm/path.rs).
 __device__ __forceinline__ u32 ep_nmsg_flags(int early, int ll, int marked) {
     return (early ? EP_NMSG_EARLY : 0u) | (ll ? EP_NMSG_LL : 0u) | (marked ? EP_NMSG_MARKED : 0u);

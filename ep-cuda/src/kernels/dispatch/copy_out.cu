@@ -3,6 +3,19 @@
 // (ep_dispatch_copy_out), beside an overlapped send (ep_dispatch_copy_messages), and the pieces
 // the single-launch dispatch takes (single.cu).
 
+#include "common/types.cuh"
+#include "common/numerics.cuh"
+#include "common/formats.cuh"
+#include "common/ordering.cuh"
+#include "common/protocol.cuh"
+#include "common/trace.cuh"
+#include "params.cuh"
+#include "dispatch/wire.cu"
+#include "dispatch/assign.cu"
+#include "dispatch/route.cu"
+#include "dispatch/layout.cu"
+#include "dispatch/send.cu"
+
 // Whether the threads of a team copying a message load its first payload pieces (EP_COPY_FIRST
 // each: a thread's share of a 7168-wide BF16 row in a 512-thread block) and their first FP8 scale
 // word with its header (EpMsgHead). A block's do; a warp's (the overlapped copy-out) do not: its

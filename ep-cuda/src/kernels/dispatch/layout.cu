@@ -2,6 +2,14 @@
 // then lay out the groups (ep_poll_layout), shared by ep_dispatch_wait and the single-launch
 // dispatch.
 
+#include "common/types.cuh"
+#include "common/numerics.cuh"
+#include "common/formats.cuh"
+#include "common/ordering.cuh"
+#include "common/protocol.cuh"
+#include "params.cuh"
+#include "dispatch/assign.cu"
+
 // Inclusive prefix sum of `v` over the block's threads in thread order, from registers: each
 // warp's by shuffles, then the warps' totals (through `warp_sums`, shared, one barrier) scanned by
 // shuffles in every warp; `total` gets the block's sum. Every thread calls it (blockDim.x a

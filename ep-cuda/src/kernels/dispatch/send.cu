@@ -2,6 +2,18 @@
 // (EP_DISPATCH_SEND's kernels), its messages marked landed, the rank's own rows written by the
 // block that encodes them once the layout is known; and between nodes the put and the signal.
 
+#include "common/types.cuh"
+#include "common/numerics.cuh"
+#include "common/formats.cuh"
+#include "common/ordering.cuh"
+#include "common/protocol.cuh"
+#include "common/trace.cuh"
+#include "params.cuh"
+#include "dispatch/wire.cu"
+#include "dispatch/assign.cu"
+#include "dispatch/route.cu"
+#include "dispatch/layout.cu"
+
 // Marks token t's messages inside this node (r.at, from ep_send_token), and its shared-expert
 // message (`shared_msg`, null when it has none), landed for round `seq` (a sender that published
 // early, above): the block's stores are ordered before one fence, then a system-scope store per
@@ -133,7 +145,7 @@ __device__ __forceinline__ void ep_dispatch_send_body(const EpDispatchSendParams
     int t = blockIdx.x;
     // Launched chained after the assign, or after a layout-first round's wait, which awaits the
     // assign (comm/dispatch.rs): the row, the round's input, is there before the assign starts;
-    // the slots are not until it ends. No early release (common.cuh).
+    // the slots are not until it ends. No early release (common/ordering.cuh).
     if (t < p.n_tokens) {
         EP_STAMPS
         ep_fetch_row(t, p.tokens, p.hidden, fmt, p.targets.m);
@@ -226,3 +238,5 @@ extern "C" __global__ void ep_dispatch_signal(const __grid_constant__ EpDispatch
     ep_publish_counts(p.sent, p.msgs_to, p.n_experts, p.n_local, p.n_ranks, p.rank, p.skip_a2a, p.count_ptrs, 0u);
 }
 
+// ep_find_own_rows, declared above for the send body, is the copy-out's (it reads the layout).
+#include "dispatch/copy_out.cu"

@@ -1,5 +1,18 @@
 // The single-launch dispatch (part of the dispatch program: wire.cu).
 
+#include "common/types.cuh"
+#include "common/numerics.cuh"
+#include "common/formats.cuh"
+#include "common/ordering.cuh"
+#include "common/protocol.cuh"
+#include "common/trace.cuh"
+#include "params.cuh"
+#include "dispatch/assign.cu"
+#include "dispatch/route.cu"
+#include "dispatch/layout.cu"
+#include "dispatch/send.cu"
+#include "dispatch/copy_out.cu"
+
 // ---- the single-launch dispatch (decode sizes) ------------------------------------------------
 //
 // At decode sizes every kernel of the path above does almost no work, and the chain of dependent
