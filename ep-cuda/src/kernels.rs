@@ -103,7 +103,7 @@ fn included(line: &str) -> Option<&str> {
 }
 
 /// `kernels/<path>` alone, its includes expanded: it compiles only where the file includes all it
-/// uses (kernels_compile compiles each file so).
+/// uses (kernels_compile checks each file so, [`check_syntax`]).
 pub fn file_source(path: &str) -> String {
     let (path, text) = FILES
         .iter()
@@ -254,6 +254,20 @@ pub fn compile_with(src: &str, arch: &'static str, lineinfo: bool) -> Result<Ptx
     })?;
     cache.lock().unwrap().insert(key, ptx.to_src());
     Ok(ptx)
+}
+
+/// Checks `src` with NVRTC's front end alone (`-fdevice-syntax-only`, no code generated): what
+/// kernels_compile asks of each kernel file alone, that it includes all it uses.
+pub fn check_syntax(src: &str, arch: &'static str) -> Result<()> {
+    crate::driver::nvrtc_present()?;
+    let opts = CompileOptions {
+        arch: Some(arch),
+        options: vec!["-fdevice-syntax-only".into()],
+        ..Default::default()
+    };
+    cudarc::nvrtc::compile_ptx_with_opts(src, opts)
+        .map(|_| ())
+        .map_err(|e| EpError::Backend(format!("NVRTC rejects the source for {arch}: {e}")))
 }
 
 /// `sm_XY` for a compute capability, as the `'static` string NVRTC's options want.
