@@ -12,30 +12,112 @@ use ep_core::{EpError, Result};
 
 use crate::driver::cuda;
 
-pub const COMMON: &str = include_str!("kernels/common.cuh");
-/// A program joined from the files of `kernels/<dir>/`, in the order given, each after a `#line`
-/// naming it, so that NVRTC's messages and `-lineinfo` point at the file and line.
-macro_rules! joined {
-    ($dir:literal: $($file:literal),+ $(,)?) => {
-        concat!($(
-            "#line 1 \"", $dir, "/", $file, "\"\n",
-            include_str!(concat!("kernels/", $dir, "/", $file)),
-        )+)
+pub mod params;
+pub use params::KernelParams;
+
+/// Every kernel source file, by its path under `kernels/`, the name `#include "path"` gives it
+/// (a test checks that the folder holds no other).
+macro_rules! kernel_files {
+    ($($path:literal),+ $(,)?) => {
+        &[$(($path, include_str!(concat!("kernels/", $path)))),+]
     };
 }
+pub const FILES: &[(&str, &str)] = kernel_files!(
+    "common.cuh",
+    "common/types.cuh",
+    "common/numerics.cuh",
+    "common/formats.cuh",
+    "common/ordering.cuh",
+    "common/protocol.cuh",
+    "common/trace.cuh",
+    "params.cuh",
+    "dispatch.cu",
+    "dispatch/wire.cu",
+    "dispatch/assign.cu",
+    "dispatch/route.cu",
+    "dispatch/layout.cu",
+    "dispatch/send.cu",
+    "dispatch/copy_out.cu",
+    "dispatch/single.cu",
+    "combine.cu",
+    "combine/send.cu",
+    "combine/reduce.cu",
+    "combine/marked.cu",
+    "combine/unreduced.cu",
+    "combine/single.cu",
+    "swiglu.cu",
+    "bench.cu",
+    "probe.cu",
+    "selfcheck.cu",
+    "late_inputs.cu",
+);
 
-/// The dispatch program: `kernels/dispatch/`'s files in this order, each using what the ones
-/// before it define (`wire.cu` says what each holds).
-pub const DISPATCH: &str = joined!("dispatch": "wire.cu", "assign.cu", "route.cu", "layout.cu", "send.cu",
-    "copy_out.cu", "single.cu");
-/// The combine program, joined as the dispatch's (`combine/send.cu` says what each file holds).
-pub const COMBINE: &str =
-    joined!("combine": "send.cu", "reduce.cu", "marked.cu", "unreduced.cu", "single.cu");
+/// What every program is compiled after: the shared headers and the parameter structs.
+pub const COMMON: &str = include_str!("kernels/common.cuh");
+/// The dispatch program (`kernels/dispatch.cu`, which includes `kernels/dispatch/`'s files).
+pub const DISPATCH: &str = include_str!("kernels/dispatch.cu");
+/// The combine program (`kernels/combine.cu`, which includes `kernels/combine/`'s files).
+pub const COMBINE: &str = include_str!("kernels/combine.cu");
 pub const SWIGLU: &str = include_str!("kernels/swiglu.cu");
 pub const BENCH: &str = include_str!("kernels/bench.cu");
 pub const PROBE: &str = include_str!("kernels/probe.cu");
 pub const SELFCHECK: &str = include_str!("kernels/selfcheck.cu");
 pub const LATE_INPUTS: &str = include_str!("kernels/late_inputs.cu");
+
+/// A program's source as NVRTC takes it, being built: each `#include "path"` line replaced by
+/// that file of [`FILES`] the first time a path is named (each file once, as an include guard
+/// would), after a `#line` naming it, and followed by a `#line` back to the including file, so
+/// that NVRTC's messages and `-lineinfo` point at the file and line. Includes are plain lines,
+/// never inside an `#if`. (cudarc's NVRTC wrapper takes no headers, hence this.)
+#[derive(Default)]
+struct Includes {
+    out: String,
+    seen: Vec<&'static str>,
+}
+
+impl Includes {
+    fn text(&mut self, name: &str, text: &str) {
+        self.out += &format!("#line 1 \"{name}\"\n");
+        for (i, line) in text.lines().enumerate() {
+            let Some(path) = included(line) else {
+                self.out += line;
+                self.out.push('\n');
+                continue;
+            };
+            let &(path, body) = FILES
+                .iter()
+                .find(|(p, _)| *p == path)
+                .unwrap_or_else(|| panic!("{name}:{}: no kernel file {path:?}", i + 1));
+            if self.seen.contains(&path) {
+                self.out.push('\n');
+            } else {
+                self.seen.push(path);
+                self.text(path, body);
+                self.out += &format!("#line {} \"{name}\"\n", i + 2);
+            }
+        }
+    }
+}
+
+/// The path of an `#include "path"` line.
+fn included(line: &str) -> Option<&str> {
+    line.strip_prefix("#include \"")?.strip_suffix('"')
+}
+
+/// `kernels/<path>` alone, its includes expanded: it compiles only where the file includes all it
+/// uses (kernels_compile checks each file so, [`check_syntax`]).
+pub fn file_source(path: &str) -> String {
+    let (path, text) = FILES
+        .iter()
+        .find(|(p, _)| *p == path)
+        .unwrap_or_else(|| panic!("no kernel file {path:?} (kernels.rs, FILES)"));
+    let mut inc = Includes {
+        seen: vec![path],
+        ..Default::default()
+    };
+    inc.text(path, text);
+    inc.out
+}
 
 /// The kernels of each program, by entry point.
 pub const PROGRAMS: &[(&str, &str, &[&str])] = &[
@@ -129,9 +211,16 @@ pub const SELFCHECK_PROGRAM: (&str, &str, &[&str]) = (
     &["ep_check_fp8_division_bf16", "ep_check_fp8_division_f32"],
 );
 
-/// Every program is the shared header plus its file, after an optional prelude of defines.
+/// Every program is the shared headers and the parameter structs ([`COMMON`]) and then `body`
+/// (its top file), after an optional prelude of defines, each `#include` expanded (`Includes`).
 pub fn source(body: &str, prelude: &str) -> String {
-    format!("{prelude}{COMMON}\n{body}")
+    let mut inc = Includes {
+        out: prelude.to_string(),
+        ..Default::default()
+    };
+    inc.text("common.cuh", COMMON);
+    inc.text("program", body);
+    inc.out
 }
 
 /// Compiles `src` for `arch` (`sm_90`), once per process: exact IEEE arithmetic, no fused
@@ -177,6 +266,20 @@ pub fn compile_with(src: &str, arch: &'static str, lineinfo: bool) -> Result<Ptx
     Ok(ptx)
 }
 
+/// Checks `src` with NVRTC's front end alone (`-fdevice-syntax-only`, no code generated): what
+/// kernels_compile asks of each kernel file alone, that it includes all it uses.
+pub fn check_syntax(src: &str, arch: &'static str) -> Result<()> {
+    crate::driver::nvrtc_present()?;
+    let opts = CompileOptions {
+        arch: Some(arch),
+        options: vec!["-fdevice-syntax-only".into()],
+        ..Default::default()
+    };
+    cudarc::nvrtc::compile_ptx_with_opts(src, opts)
+        .map(|_| ())
+        .map_err(|e| EpError::Backend(format!("NVRTC rejects the source for {arch}: {e}")))
+}
+
 /// `sm_XY` for a compute capability, as the `'static` string NVRTC's options want.
 pub fn arch_name(major: i32, minor: i32) -> &'static str {
     static NAMES: OnceLock<Mutex<HashMap<(i32, i32), &'static str>>> = OnceLock::new();
@@ -186,7 +289,7 @@ pub fn arch_name(major: i32, minor: i32) -> &'static str {
         .or_insert_with(|| Box::leak(format!("sm_{major}{minor}").into_boxed_str()))
 }
 
-/// Words of one trace record (common.cuh's EP_TRACE_WORDS): name, (rank, block), (sm,
+/// Words of one trace record (common/trace.cuh's EP_TRACE_WORDS): name, (rank, block), (sm,
 /// published), 32 stamps.
 const TRACE_RECORD_WORDS: usize = 3 + 32;
 
@@ -445,7 +548,7 @@ kernel_arg!(u64, i32, u32, f32, MsgLayout);
 /// [`ep_core::MessageLayout`], then each top-k slot's row slot at the receiver (i32), padded to
 /// 16 bytes; `bytes` is the whole.
 #[repr(C)]
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Default)]
 pub struct MsgLayout {
     pub payload_bytes: i32,
     pub scales_off: i32,
@@ -487,7 +590,7 @@ pub fn launch(
 
 /// [`launch`], and with `chained` as a programmatic dependent launch (sm_90): the kernel may
 /// start while the kernel before it on the stream finishes, and waits for it on the device
-/// (`ep_await_prior_grid`, common.cuh). Only for kernels that call that wait.
+/// (`ep_await_prior_grid`, common/ordering.cuh). Only for kernels that call that wait.
 pub fn launch_ex(
     stream: &CudaStream,
     f: &CudaFunction,
@@ -495,6 +598,48 @@ pub fn launch_ex(
     block: u32,
     smem: u32,
     args: &[&dyn KernelArg],
+    chained: bool,
+) -> Result<()> {
+    let mut ptrs: Vec<*mut c_void> = args.iter().map(|a| a.as_arg()).collect();
+    // SAFETY: the tool kernels' (bench, probe, selfcheck) parameter lists are matched by their one
+    // call site; every pointer argument is a live device allocation of the size the kernel indexes.
+    unsafe { launch_raw(stream, f, grid, block, smem, &mut ptrs, chained) }
+}
+
+/// Launches `f` as [`launch_ex`] does, with `params` as its one parameter (the dispatch, combine
+/// and swiglu kernels, `kernels/params.cuh`). The driver copies `params` during the call.
+///
+/// # Safety
+/// `f` declares `P`'s CUDA struct as its one parameter ([`KernelParams`]), and every device
+/// pointer in `params` is null where the kernel allows it or else a live allocation of at least
+/// the size the kernel indexes with the other fields.
+pub unsafe fn launch_params<P: KernelParams>(
+    stream: &CudaStream,
+    f: &CudaFunction,
+    grid: u32,
+    block: u32,
+    smem: u32,
+    params: &P,
+    chained: bool,
+) -> Result<()> {
+    let mut ptrs = [params as *const P as *mut c_void];
+    // SAFETY: the caller's contract; `params` outlives the call.
+    unsafe { launch_raw(stream, f, grid, block, smem, &mut ptrs, chained) }
+}
+
+/// `cuLaunchKernel` (or, `chained`, `cuLaunchKernelEx`) of `f` with `ptrs`, one pointer per
+/// parameter; nothing for an empty grid; shared memory past 48 KB allowed first.
+///
+/// # Safety
+/// `ptrs` points at values of `f`'s parameters' types, in order, whose device pointers are live
+/// allocations of the sizes the kernel indexes.
+unsafe fn launch_raw(
+    stream: &CudaStream,
+    f: &CudaFunction,
+    grid: u32,
+    block: u32,
+    smem: u32,
+    ptrs: &mut [*mut c_void],
     chained: bool,
 ) -> Result<()> {
     if grid == 0 {
@@ -508,7 +653,6 @@ pub fn launch_ex(
         )
         .map_err(cuda)?;
     }
-    let mut ptrs: Vec<*mut c_void> = args.iter().map(|a| a.as_arg()).collect();
     let cfg = LaunchConfig {
         grid_dim: (grid, 1, 1),
         block_dim: (block, 1, 1),
@@ -516,10 +660,9 @@ pub fn launch_ex(
     };
     stream.context().bind_to_thread().map_err(cuda)?;
     if chained {
-        return launch_chained(stream, f, &cfg, &mut ptrs);
+        return launch_chained(stream, f, &cfg, ptrs);
     }
-    // SAFETY: each kernel's parameter list is matched by its one call site in comm/; every
-    // pointer argument is a live device allocation of the size the kernel indexes.
+    // SAFETY: the caller's contract.
     unsafe {
         result::launch_kernel(
             f.cu_function(),
@@ -527,7 +670,7 @@ pub fn launch_ex(
             cfg.block_dim,
             cfg.shared_mem_bytes,
             stream.cu_stream(),
-            &mut ptrs,
+            ptrs,
         )
     }
     .map_err(cuda)
@@ -558,7 +701,7 @@ fn launch_chained(
         attrs: &mut attr,
         numAttrs: 1,
     };
-    // SAFETY: as in `launch_ex`; `config` and `attr` outlive the call, which copies them.
+    // SAFETY: as in `launch_raw`; `config` and `attr` outlive the call, which copies them.
     unsafe {
         sys::cuLaunchKernelEx(
             &config,
@@ -591,28 +734,112 @@ pub(crate) mod tests {
         }
     }
 
-    /// Every `.cu` file of a program's folder is joined into the program, once, after a `#line`
-    /// naming it (a file added to the folder but not to the `concat!` would compile nowhere).
+    /// `kernels/` holds the files of FILES and no other, so a file added there is named here.
     #[test]
-    fn joined_programs_take_every_file_of_their_folder() {
-        for (folder, program) in [("dispatch", super::DISPATCH), ("combine", super::COMBINE)] {
-            let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("src/kernels")
-                .join(folder);
-            let mut files: Vec<String> = std::fs::read_dir(&dir)
-                .unwrap()
-                .map(|e| e.unwrap().file_name().into_string().unwrap())
-                .filter(|f| f.ends_with(".cu"))
-                .collect();
-            files.sort();
-            assert!(!files.is_empty(), "{folder}");
-            for f in &files {
-                let marker = format!("#line 1 \"{folder}/{f}\"\n");
-                assert_eq!(program.matches(&marker).count(), 1, "{folder}/{f}");
-                let text = std::fs::read_to_string(dir.join(f)).unwrap();
-                assert!(program.contains(&format!("{marker}{text}")), "{folder}/{f}");
+    fn files_are_the_kernels_folder() {
+        fn walk(dir: &std::path::Path, root: &std::path::Path, found: &mut Vec<String>) {
+            for e in std::fs::read_dir(dir).unwrap() {
+                let path = e.unwrap().path();
+                if path.is_dir() {
+                    walk(&path, root, found);
+                } else if path.extension().is_some_and(|x| x == "cu" || x == "cuh") {
+                    let rel = path.strip_prefix(root).unwrap();
+                    found.push(rel.to_str().unwrap().replace('\\', "/"));
+                }
             }
-            assert_eq!(program.matches("#line 1 ").count(), files.len(), "{folder}");
+        }
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/kernels");
+        let mut found = Vec::new();
+        walk(&root, &root, &mut found);
+        found.sort();
+        let mut named: Vec<_> = super::FILES.iter().map(|(p, _)| p.to_string()).collect();
+        named.sort();
+        assert_eq!(found, named);
+    }
+
+    /// Every file is compiled into some program, once, whole, after a `#line` naming it; and each
+    /// file of a program's folder is in that program (a part not included would compile nowhere).
+    #[test]
+    fn programs_take_every_file_once() {
+        let bodies: Vec<&str> = super::PROGRAMS
+            .iter()
+            .chain([&super::PROBE_PROGRAM, &super::SELFCHECK_PROGRAM])
+            .map(|(_, body, _)| *body)
+            .collect();
+        let programs: Vec<String> = bodies.iter().map(|b| super::source(b, "")).collect();
+        for (path, text) in super::FILES {
+            // A program's top file is its body.
+            if bodies.contains(text) {
+                continue;
+            }
+            let marker = format!("#line 1 \"{path}\"\n");
+            let mut reached = false;
+            for program in &programs {
+                let n = program.matches(&marker).count();
+                assert!(n <= 1, "{path} twice in a program");
+                reached |= n == 1;
+            }
+            assert!(reached, "{path} is in no program");
+            // Its text up to its first include, and its last lines after them.
+            let head: String = text
+                .lines()
+                .take_while(|l| !l.starts_with("#include"))
+                .map(|l| format!("{l}\n"))
+                .collect();
+            let tail: String = text
+                .lines()
+                .rev()
+                .take_while(|l| !l.starts_with("#include"))
+                .collect::<Vec<_>>()
+                .into_iter()
+                .rev()
+                .map(|l| format!("{l}\n"))
+                .collect();
+            assert!(
+                programs
+                    .iter()
+                    .any(|p| p.contains(&format!("{marker}{head}")) && p.contains(&tail)),
+                "{path}"
+            );
+        }
+        for (folder, program) in [("dispatch/", super::DISPATCH), ("combine/", super::COMBINE)] {
+            let program = super::source(program, "");
+            for (path, _) in super::FILES.iter().filter(|(p, _)| p.starts_with(folder)) {
+                assert!(program.contains(&format!("#line 1 \"{path}\"\n")), "{path}");
+            }
+        }
+    }
+
+    /// An include expands in place, once, and the including file's lines go on numbered after it.
+    #[test]
+    fn includes_expand_once_in_place() {
+        let body = "#include \"common/types.cuh\"\nint x;\n#include \"params.cuh\"\n";
+        let src = super::source(body, "#define A 1\n");
+        assert!(src.starts_with("#define A 1\n#line 1 \"common.cuh\"\n"));
+        assert_eq!(src.matches("#line 1 \"common/types.cuh\"").count(), 1);
+        assert!(src.ends_with("#line 1 \"program\"\n\nint x;\n\n"));
+        let alone = super::file_source("params.cuh");
+        assert!(alone.contains("#line 1 \"common/types.cuh\"\n"));
+        assert!(alone.contains("\n#line 9 \"params.cuh\"\n"));
+    }
+
+    /// Every kernel of the dispatch, combine and swiglu programs takes one parameter struct of
+    /// kernels/params.cuh, in place (`__grid_constant__`: not copied to local memory).
+    #[test]
+    fn kernels_take_one_parameter_struct() {
+        for program in [super::DISPATCH, super::COMBINE, super::SWIGLU] {
+            let program = &super::source(program, "");
+            let kernels = program.matches("__global__ void").count();
+            assert!(kernels > 0);
+            let takes = program.matches("(const __grid_constant__ Ep").count();
+            assert_eq!(takes, kernels);
+            for decl in program.split("(const __grid_constant__ ").skip(1) {
+                let ty = decl.split(' ').next().unwrap();
+                assert!(
+                    super::params::layouts().iter().any(|l| l.name == ty),
+                    "{ty} is not a struct of params.rs"
+                );
+            }
         }
     }
 
@@ -628,78 +855,9 @@ pub(crate) mod tests {
             .unwrap_or_else(|_| panic!("#define {name} {value}: not a number"))
     }
 
-    /// The parameter names `kernel` declares in `source`, in order.
-    pub(crate) fn parameter_names(source: &str, kernel: &str) -> Vec<String> {
-        // The declaration: the name after `void` or after `__launch_bounds__(..)`, on the same
-        // line or the next.
-        let call = format!("{kernel}(");
-        let at = source
-            .match_indices(&call)
-            .map(|(i, _)| i)
-            .find(|&i| {
-                let before = source[..i].trim_end();
-                source[..i].ends_with(char::is_whitespace)
-                    && (before.ends_with("void") || before.ends_with(')'))
-            })
-            .unwrap_or_else(|| panic!("{kernel} not found"));
-        let open = at + source[at..].find('(').unwrap();
-        let close = open + source[open..].find(')').unwrap();
-        source[open + 1..close]
-            .split(',')
-            .map(declared_name)
-            .collect()
-    }
-
-    /// The name in one entry of a parameter or argument list: its last word (`const u8 *b`: `b`).
-    fn declared_name(entry: &str) -> String {
-        let entry = entry.trim();
-        entry
-            .rsplit([' ', '*', '&'])
-            .next()
-            .unwrap_or(entry)
-            .to_string()
-    }
-
-    /// The names of a list a macro spells out, `#define NAME a, const u8 *b, \` and its
-    /// continuation lines: parameters (the last word of each) or arguments.
-    pub(crate) fn macro_list(source: &str, name: &str) -> Vec<String> {
-        let head = format!("#define {name}");
-        // The name whole: `#define L` is not `#define L_ARGS`.
-        let starts = |l: &&str| {
-            l.strip_prefix(head.as_str())
-                .is_some_and(|rest| rest.is_empty() || rest.starts_with([' ', '\\']))
-        };
-        let mut text = String::new();
-        for l in source.lines().skip_while(|l| !starts(l)) {
-            let l = l.trim_end();
-            let more = l.ends_with('\\');
-            text += l.trim_end_matches('\\');
-            text.push(' ');
-            if !more {
-                break;
-            }
-        }
-        assert!(!text.is_empty(), "no #define {name}");
-        text[head.len()..].split(',').map(declared_name).collect()
-    }
-
-    #[test]
-    fn macro_list_reads_a_define() {
-        let src =
-            "#define L_ARGS x, y\n#define L \\\n    const u8 *a, int b, \\\n  MsgLayout m\nint y;";
-        assert_eq!(macro_list(src, "L"), ["a", "b", "m"]);
-        assert_eq!(macro_list(src, "L_ARGS"), ["x", "y"]);
-    }
-
-    #[test]
-    fn parameter_names_reads_a_signature() {
-        let src = "extern \"C\" __global__ void k(int a, const u8* b,\n  MsgLayout m) {}";
-        assert_eq!(parameter_names(src, "k"), ["a", "b", "m"]);
-    }
-
     /// A trace record prints as the line scripts/trace_summary.py parses: the name from its
     /// bytes, the stamps as µs from the start, -1 for one not reached; and the record's size is
-    /// common.cuh's.
+    /// common/trace.cuh's.
     #[test]
     fn trace_record_prints_as_a_trace_line() {
         let mut rec = vec![0u64; super::TRACE_RECORD_WORDS];
@@ -725,8 +883,9 @@ pub(crate) mod tests {
         let line = super::trace_line(&rec);
         let want = format!("start {start}: 0.03 -1.00 1.31 ");
         assert!(line.contains(&want), "{line}");
-        assert!(super::COMMON.contains("#define EP_TRACE_WORDS (3 + EP_N_STAMPS)"));
-        assert!(super::COMMON.contains("#define EP_N_STAMPS 32"));
+        let common = super::source("", "");
+        assert!(common.contains("#define EP_TRACE_WORDS (3 + EP_N_STAMPS)"));
+        assert!(common.contains("#define EP_N_STAMPS 32"));
     }
 
     /// The kernels size per-token arrays by EP_MAX_TOP_K; the config admits up to MAX_TOP_K.
@@ -734,8 +893,8 @@ pub(crate) mod tests {
     fn kernel_top_k_bound_matches_the_config() {
         let define = format!("#define EP_MAX_TOP_K {}\n", ep_core::config::MAX_TOP_K);
         assert!(
-            super::COMMON.contains(&define),
-            "common.cuh lacks {define:?}"
+            super::source("", "").contains(&define),
+            "common/types.cuh lacks {define:?}"
         );
     }
 }

@@ -1,6 +1,6 @@
 //! Device self-checks (kernels in `kernels/selfcheck.cu`): arithmetic the kernels take to be
 //! exact, checked on the GPU that runs them. The FP8 encode divides through a reciprocal
-//! (`ep_div_normal`, common.cuh) where the contract says `x / scale`; it must give
+//! (`ep_div_normal`, common/numerics.cuh) where the contract says `x / scale`; it must give
 //! `__fdiv_rn`'s e4m3 bytes, which depends on the device's reciprocal instruction, so the CUDA
 //! conformance run checks it first (`ep conformance --backend cuda`, `tests/conformance.rs`).
 

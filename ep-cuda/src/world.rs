@@ -24,7 +24,7 @@ pub struct RankBuffers {
     pub d_nmsg: DevBuf,
     pub c_recv: DevBuf,
     pub c_counts: DevBuf,
-    /// Combine rows in LL form (common.cuh), for a rank with few tokens inside one node:
+    /// Combine rows in LL form (common/protocol.cuh), for a rank with few tokens inside one node:
     /// [min(max_tokens, LL bound), top_k, hidden] words of 4 bytes of the row and the combine's
     /// number (8 bytes each).
     pub c_ll: DevBuf,

@@ -5,8 +5,8 @@
 //! (registers, spills) and the SASS.
 
 use ep_cuda::kernels::{
-    compile, source, BENCH_PROGRAM, COMBINE, LATE_INPUTS_PROGRAM, PROBE_PROGRAM, PROGRAMS,
-    SELFCHECK_PROGRAM,
+    check_syntax, compile, file_source, params, source, BENCH_PROGRAM, COMBINE, FILES,
+    LATE_INPUTS_PROGRAM, PROBE_PROGRAM, PROGRAMS, SELFCHECK_PROGRAM,
 };
 
 fn main() {
@@ -91,6 +91,25 @@ fn main() {
             source(body, "#define EP_TRACE 1\n#define EP_TRACE_ALL 1\n"),
             entries,
         );
+    }
+    // Each kernel file alone, its includes expanded, through NVRTC's front end: it includes all
+    // it uses.
+    for (path, _) in FILES {
+        if let Err(e) = check_syntax(&file_source(path), "sm_90") {
+            println!("FAILED {path} alone: {e}");
+            failed += 1;
+        }
+    }
+    // The parameter structs of kernels/params.cuh against their Rust twins (kernels::params).
+    match params::check_layouts() {
+        Ok(()) => {
+            println!("ok     params.cuh laid out as params.rs");
+            passed += 1;
+        }
+        Err(e) => {
+            println!("FAILED params.cuh against params.rs: {e}");
+            failed += 1;
+        }
     }
     println!("\n{passed} passed, {failed} failed");
     if failed > 0 {

@@ -6,17 +6,18 @@ use ep_core::{CombineInput, Epilogue, Result, RouterWeights};
 #[cfg(feature = "test-hooks")]
 use super::late_inputs::Words;
 use super::{contiguous, Chain, CudaComm, SEND_THREADS, THREADS, WAIT_THREADS};
-use crate::kernels::KernelArg;
+use crate::kernels::params::{
+    EpCombineAwaitMarksParams, EpCombineLlUnpackParams, EpCombineReduceMarkedParams,
+    EpCombineReduceParams, EpCombineSendOrderedParams, EpCombineSendParams, EpCombineSignalParams,
+    EpCombineSingleParams, EpCombineTargets, EpCombineUnreducedParams, EpCombineWaitParams,
+};
 
 /// Up to this many tokens the combine reduce gives each token a block as wide as its row.
 const REDUCE_WIDE_MAX_TOKENS: usize = 256;
 /// Threads of a block of the reduce beside the send (a marked round): its launch bounds.
 const MARKED_REDUCE_THREADS: u32 = 512;
 
-/// Parameters of `ep_combine_reduce` (a test in mod.rs checks them against its declaration).
-pub(super) const REDUCE_ARGS: usize = 18;
-
-/// The reduce's parameters that are worked out per round (`CudaComm::reduce_args`).
+/// The reduce's parameters that are worked out per round (`CudaComm::reduce_params`).
 struct ReduceScalars {
     shared_rows: u64,
     shared_start: i32,
@@ -36,11 +37,6 @@ impl ReduceScalars {
         }
     }
 }
-
-/// Parameters of the kernels whose argument lists are built as arrays here (a test in mod.rs
-/// checks them against the kernels' declarations).
-pub(super) const COMBINE_SEND_ARGS: usize = 21;
-pub(super) const COMBINE_SINGLE_ARGS: usize = 35;
 
 impl CudaComm {
     /// Where the dispatch left its row count on the device (`row_offsets[n_groups]`), which the
@@ -88,29 +84,31 @@ impl CudaComm {
         let b = self.bufs();
         let sc = &self.sc;
         let one_node = (cfg.n_nodes == 1) as i32;
-        let send: [&dyn crate::kernels::KernelArg; COMBINE_SEND_ARGS] = [
-            &b.expert_out.ptr,
-            &b.src_info.ptr,
-            &b.row_src.ptr,
-            &self.rows_end(),
-            &sc.hidden,
-            &sc.top_k,
-            &b.c_recv_ptrs.ptr,
-            &sc.rank,
-            &sc.gpn,
-            &b.c_staging.ptr,
-            &one_node,
-            &b.c_ticket.ptr,
-            &b.snapshot.ptr,
-            &sc.l,
-            &sc.n,
-            &sc.skip,
-            &b.c_count_ptrs.ptr,
-            &b.d_nmsg.ptr,
-            &b.c_ll_ptrs.ptr,
-            &self.cseq,
-            &b.c_mark_ptrs.ptr,
-        ];
+        let send = EpCombineSendParams {
+            expert_out: b.expert_out.ptr,
+            targets: EpCombineTargets {
+                src_info: b.src_info.ptr,
+                row_src: b.row_src.ptr,
+                rows_end: self.rows_end(),
+                hidden: sc.hidden,
+                top_k: sc.top_k,
+                recv_ptrs: b.c_recv_ptrs.ptr,
+                rank: sc.rank,
+                gpus_per_node: sc.gpn,
+                staging: b.c_staging.ptr,
+            },
+            signal: one_node,
+            ticket: b.c_ticket.ptr,
+            dispatch_counts: b.snapshot.ptr,
+            n_local: sc.l,
+            n_ranks: sc.n,
+            skip_a2a: sc.skip,
+            count_ptrs: b.c_count_ptrs.ptr,
+            nmsg: b.d_nmsg.ptr,
+            ll_ptrs: b.c_ll_ptrs.ptr,
+            seq: self.cseq,
+            mark_ptrs: b.c_mark_ptrs.ptr,
+        };
         // At least one block: a rank that received no rows still signals.
         let grid = grid_rows.max(1) as u32;
         // A marked round (combine/marked.cu) reduces beside the send, on the copy stream: forked
@@ -126,51 +124,61 @@ impl CudaComm {
         }
         if marked {
             // The rows in token order (the dispatch's copy-out wrote each message's rows).
-            let mut ordered: Vec<&dyn crate::kernels::KernelArg> = send.to_vec();
-            ordered.push(&b.msg_rows.ptr);
-            ordered.push(&sc.max_t);
+            let ordered = EpCombineSendOrderedParams {
+                send,
+                msg_rows: b.msg_rows.ptr,
+                max_tokens: sc.max_t,
+            };
             let most = (cfg.n_ranks() * cfg.max_tokens_per_rank).max(1) as u32;
-            self.launch(
-                Chain::First,
-                "ep_combine_send_ordered",
-                grid.min(most),
-                THREADS,
-                0,
-                &ordered,
-            )?;
+            // SAFETY: the rank's buffers and the world's receive buffers, allocated for its
+            // config; the rows stop at the device's row count (`rows_end`).
+            unsafe {
+                self.launch(
+                    Chain::First,
+                    "ep_combine_send_ordered",
+                    grid.min(most),
+                    THREADS,
+                    0,
+                    &ordered,
+                )?
+            };
         } else {
-            self.launch(Chain::First, "ep_combine_send", grid, THREADS, 0, &send)?;
+            // SAFETY: as the ordered send's.
+            unsafe { self.launch(Chain::First, "ep_combine_send", grid, THREADS, 0, &send)? };
         }
         if reduce_beside {
             self.join_copy_stream()?;
         }
         if cfg.n_nodes > 1 {
-            // ep_combine_put's parameters are ep_combine_send's from src_info to staging (a test
-            // checks them name for name).
-            self.launch(
-                Chain::Plain,
-                "ep_combine_put",
-                grid,
-                THREADS,
-                0,
-                &send[1..10],
-            )?;
-            self.launch(
-                Chain::Plain,
-                "ep_combine_signal",
-                1,
-                WAIT_THREADS,
-                0,
-                &[
-                    &b.snapshot.ptr,
-                    &sc.l,
-                    &sc.n,
-                    &sc.rank,
-                    &sc.skip,
-                    &b.c_count_ptrs.ptr,
-                    &b.d_nmsg.ptr,
-                ],
-            )?;
+            // The puts take the send's targets.
+            let signal = EpCombineSignalParams {
+                dispatch_counts: b.snapshot.ptr,
+                n_local: sc.l,
+                n_ranks: sc.n,
+                rank: sc.rank,
+                skip_a2a: sc.skip,
+                count_ptrs: b.c_count_ptrs.ptr,
+                nmsg: b.d_nmsg.ptr,
+            };
+            // SAFETY: as the send's.
+            unsafe {
+                self.launch(
+                    Chain::Plain,
+                    "ep_combine_put",
+                    grid,
+                    THREADS,
+                    0,
+                    &send.targets,
+                )?;
+                self.launch(
+                    Chain::Plain,
+                    "ep_combine_signal",
+                    1,
+                    WAIT_THREADS,
+                    0,
+                    &signal,
+                )?;
+            }
         }
         Ok(())
     }
@@ -186,48 +194,56 @@ impl CudaComm {
         self.wait_counts_unless_taken(|c| c.launch_combine_wait(false, slice_ns))?;
         if self.marked_combine() {
             // The kernels after this one read the rows: their marks first (combine/marked.cu).
-            self.launch(
-                Chain::Prior,
-                "ep_combine_await_marks",
-                self.round.n_tokens as u32,
-                THREADS,
-                0,
-                &[
-                    &b.ids.ptr,
-                    &sc.top_k,
-                    &sc.rank,
-                    &sc.l,
-                    &sc.n,
-                    &sc.skip,
-                    &b.c_marks.ptr,
-                    &self.cseq,
-                    &slice_ns,
-                    &b.status.ptr,
-                ],
-            )?;
+            let params = EpCombineAwaitMarksParams {
+                ids: b.ids.ptr,
+                top_k: sc.top_k,
+                rank: sc.rank,
+                n_local: sc.l,
+                n_ranks: sc.n,
+                skip_a2a: sc.skip,
+                marks: b.c_marks.ptr,
+                seq: self.cseq,
+                slice_ns,
+                status: b.status.ptr,
+            };
+            // SAFETY: the rank's buffers, allocated for the world's config.
+            unsafe {
+                self.launch(
+                    Chain::Prior,
+                    "ep_combine_await_marks",
+                    self.round.n_tokens as u32,
+                    THREADS,
+                    0,
+                    &params,
+                )?
+            };
         }
         if self.ll_combine() {
-            self.launch(
-                Chain::Prior,
-                "ep_combine_ll_unpack",
-                self.round.n_tokens as u32,
-                THREADS,
-                0,
-                &[
-                    &b.c_ll_ptrs.ptr,
-                    &self.cseq,
-                    &slice_ns,
-                    &b.ids.ptr,
-                    &sc.top_k,
-                    &sc.hidden,
-                    &sc.rank,
-                    &sc.l,
-                    &sc.n,
-                    &sc.skip,
-                    &b.c_recv.ptr,
-                    &b.status.ptr,
-                ],
-            )?;
+            let params = EpCombineLlUnpackParams {
+                ll_ptrs: b.c_ll_ptrs.ptr,
+                seq: self.cseq,
+                slice_ns,
+                ids: b.ids.ptr,
+                top_k: sc.top_k,
+                hidden: sc.hidden,
+                rank: sc.rank,
+                n_local: sc.l,
+                n_ranks: sc.n,
+                skip_a2a: sc.skip,
+                recv: b.c_recv.ptr,
+                status: b.status.ptr,
+            };
+            // SAFETY: the rank's buffers and LL buffers, allocated for the world's config.
+            unsafe {
+                self.launch(
+                    Chain::Prior,
+                    "ep_combine_ll_unpack",
+                    self.round.n_tokens as u32,
+                    THREADS,
+                    0,
+                    &params,
+                )?
+            };
         }
         Ok(())
     }
@@ -237,21 +253,24 @@ impl CudaComm {
     fn launch_combine_wait(&self, beside_send: bool, slice_ns: u64) -> Result<()> {
         let b = self.bufs();
         let sc = &self.sc;
-        let args: [&dyn crate::kernels::KernelArg; 9] = [
-            &b.c_counts.ptr,
-            &sc.l,
-            &sc.n,
-            &sc.rank,
-            &sc.skip,
-            &slice_ns,
-            &b.sent.ptr,
-            &b.status.ptr,
-            &b.c_snapshot.ptr,
-        ];
-        if beside_send {
-            return self.launch_on(true, "ep_combine_wait", 1, WAIT_THREADS, 0, &args);
+        let params = EpCombineWaitParams {
+            counts: b.c_counts.ptr,
+            n_local: sc.l,
+            n_ranks: sc.n,
+            rank: sc.rank,
+            skip_a2a: sc.skip,
+            slice_ns,
+            sent: b.sent.ptr,
+            status: b.status.ptr,
+            snapshot: b.c_snapshot.ptr,
+        };
+        // SAFETY: the rank's buffers, allocated for the world's config.
+        unsafe {
+            if beside_send {
+                return self.launch_on(true, "ep_combine_wait", 1, WAIT_THREADS, 0, &params);
+            }
+            self.launch(Chain::Prior, "ep_combine_wait", 1, WAIT_THREADS, 0, &params)
         }
-        self.launch(Chain::Prior, "ep_combine_wait", 1, WAIT_THREADS, 0, &args)
     }
 
     /// `ep_combine_reduce_marked` on the copy stream, beside the send: a persistent grid on a
@@ -269,43 +288,51 @@ impl CudaComm {
             .marked_reduce_blocks
             .unwrap_or(most * 2 / 3)
             .clamp(1, most.max(1));
-        let n_tokens = self.round.n_tokens as i32;
-        let mut args = self.reduce_args(&r).to_vec();
-        args.extend_from_slice(&[&n_tokens, &self.sc.n, &b.c_marks.ptr, &self.cseq, &slice_ns]);
-        self.launch_on(
-            true,
-            "ep_combine_reduce_marked",
-            grid as u32,
-            MARKED_REDUCE_THREADS,
-            self.whole_row_smem(),
-            &args,
-        )
+        let params = EpCombineReduceMarkedParams {
+            reduce: self.reduce_params(&r),
+            n_tokens: self.round.n_tokens as i32,
+            n_ranks: self.sc.n,
+            marks: b.c_marks.ptr,
+            seq: self.cseq,
+            slice_ns,
+        };
+        // SAFETY: the rank's buffers, allocated for the world's config.
+        unsafe {
+            self.launch_on(
+                true,
+                "ep_combine_reduce_marked",
+                grid as u32,
+                MARKED_REDUCE_THREADS,
+                self.whole_row_smem(),
+                &params,
+            )
+        }
     }
 
     /// `ep_combine_reduce`'s parameters, which `ep_combine_reduce_marked` takes first.
-    fn reduce_args<'a>(&'a self, r: &'a ReduceScalars) -> [&'a dyn KernelArg; REDUCE_ARGS] {
+    fn reduce_params(&self, r: &ReduceScalars) -> EpCombineReduceParams {
         let b = self.bufs();
         let sc = &self.sc;
-        [
-            &b.c_recv.ptr,
-            &b.ids.ptr,
-            &b.weights.ptr,
-            &sc.top_k,
-            &sc.hidden,
-            &sc.rank,
-            &sc.l,
-            &sc.skip,
-            &r.shared_rows,
-            &r.shared_start,
-            &r.shared_end,
-            &r.epilogue,
-            &b.residual.ptr,
-            &r.scale,
-            &b.out.ptr,
-            &b.fp8_payload.ptr,
-            &b.fp8_scales.ptr,
-            &b.status.ptr,
-        ]
+        EpCombineReduceParams {
+            recv: b.c_recv.ptr,
+            ids: b.ids.ptr,
+            weights: b.weights.ptr,
+            top_k: sc.top_k,
+            hidden: sc.hidden,
+            rank: sc.rank,
+            n_local: sc.l,
+            skip_a2a: sc.skip,
+            shared_rows: r.shared_rows,
+            shared_start: r.shared_start,
+            shared_end: r.shared_end,
+            epilogue: r.epilogue,
+            residual: b.residual.ptr,
+            scale: r.scale,
+            out: b.out.ptr,
+            fp8_payload: b.fp8_payload.ptr,
+            fp8_scales: b.fp8_scales.ptr,
+            status: b.status.ptr,
+        }
     }
 
     /// The reducing kernels' epilogue arguments: its code, the scale, and the kernels compiled
@@ -378,44 +405,46 @@ impl CudaComm {
         let counts = cfg.n_local_experts() * cfg.n_ranks();
         let smem = self.whole_row_smem().max(8 * counts as u32);
         let grid = self.world.single_launch_blocks(self.rank).max(1);
-        let args: [&dyn crate::kernels::KernelArg; COMBINE_SINGLE_ARGS] = [
-            &b.expert_out.ptr,
-            &b.src_info.ptr,
-            &b.row_src.ptr,
-            &self.rows_end(),
-            &sc.hidden,
-            &sc.top_k,
-            &b.c_recv_ptrs.ptr,
-            &sc.rank,
-            &b.c_ticket.ptr,
-            &b.snapshot.ptr,
-            &sc.l,
-            &sc.n,
-            &sc.skip,
-            &b.c_count_ptrs.ptr,
-            &b.c_counts.ptr,
-            &self.first_slice_ns(),
-            &b.sent.ptr,
-            &b.status.ptr,
-            &b.c_recv.ptr,
-            &b.ids.ptr,
-            &b.weights.ptr,
-            &(t as i32),
-            &self.shared_rows(),
-            &(self.round.shared.start as i32),
-            &(self.round.shared.end as i32),
-            &epi,
-            &b.residual.ptr,
-            &scale,
-            &b.out.ptr,
-            &b.fp8_payload.ptr,
-            &b.fp8_scales.ptr,
-            &b.d_nmsg.ptr,
-            &b.c_ll_ptrs.ptr,
-            &self.cseq,
-            &b.c_mark_ptrs.ptr,
-        ];
-        self.launch_fn(name, f, Chain::First, grid, SEND_THREADS, smem, &args)
+        let params = EpCombineSingleParams {
+            expert_out: b.expert_out.ptr,
+            src_info: b.src_info.ptr,
+            row_src: b.row_src.ptr,
+            rows_end: self.rows_end(),
+            hidden: sc.hidden,
+            top_k: sc.top_k,
+            recv_ptrs: b.c_recv_ptrs.ptr,
+            rank: sc.rank,
+            ticket: b.c_ticket.ptr,
+            dispatch_counts: b.snapshot.ptr,
+            n_local: sc.l,
+            n_ranks: sc.n,
+            skip_a2a: sc.skip,
+            count_ptrs: b.c_count_ptrs.ptr,
+            counts: b.c_counts.ptr,
+            slice_ns: self.first_slice_ns(),
+            sent: b.sent.ptr,
+            status: b.status.ptr,
+            recv: b.c_recv.ptr,
+            ids: b.ids.ptr,
+            weights: b.weights.ptr,
+            n_tokens: t as i32,
+            shared_rows: self.shared_rows(),
+            shared_start: self.round.shared.start as i32,
+            shared_end: self.round.shared.end as i32,
+            epilogue: epi,
+            residual: b.residual.ptr,
+            scale,
+            out: b.out.ptr,
+            fp8_payload: b.fp8_payload.ptr,
+            fp8_scales: b.fp8_scales.ptr,
+            nmsg: b.d_nmsg.ptr,
+            ll_ptrs: b.c_ll_ptrs.ptr,
+            seq: self.cseq,
+            mark_ptrs: b.c_mark_ptrs.ptr,
+        };
+        // SAFETY: the rank's buffers and the world's receive and LL buffers, allocated for its
+        // config; `f` is `name` or its device-epilogue variant, which takes the same struct.
+        unsafe { self.launch_fn(name, f, Chain::First, grid, SEND_THREADS, smem, &params) }
     }
 
     /// The reduction (or unreduced layout) and the epilogue, into the device output buffers;
@@ -427,25 +456,28 @@ impl CudaComm {
         let b = self.bufs();
         let k = self.k();
         if !self.round.reduced {
-            let args: [&dyn crate::kernels::KernelArg; 9] = [
-                &b.c_recv.ptr,
-                &b.ids.ptr,
-                &sc.top_k,
-                &(hidden as i32),
-                &sc.rank,
-                &sc.l,
-                &sc.skip,
-                &b.out.ptr,
-                &b.status.ptr,
-            ];
-            return self.launch(
-                Chain::Prior,
-                "ep_combine_unreduced",
-                t as u32,
-                THREADS,
-                0,
-                &args,
-            );
+            let params = EpCombineUnreducedParams {
+                recv: b.c_recv.ptr,
+                ids: b.ids.ptr,
+                top_k: sc.top_k,
+                hidden: hidden as i32,
+                rank: sc.rank,
+                n_local: sc.l,
+                skip_a2a: sc.skip,
+                out: b.out.ptr,
+                status: b.status.ptr,
+            };
+            // SAFETY: the rank's buffers, allocated for the world's config.
+            return unsafe {
+                self.launch(
+                    Chain::Prior,
+                    "ep_combine_unreduced",
+                    t as u32,
+                    THREADS,
+                    0,
+                    &params,
+                )
+            };
         }
         let (epi, scale, device) = self.epilogue_args()?;
         let r = ReduceScalars::new(self, epi, scale);
@@ -461,14 +493,18 @@ impl CudaComm {
         } else {
             THREADS
         };
-        self.launch_fn(
-            "ep_combine_reduce",
-            f,
-            Chain::Prior,
-            t as u32,
-            reduce_threads,
-            smem,
-            &self.reduce_args(&r),
-        )
+        // SAFETY: the rank's buffers, allocated for the world's config; `f` is the reduce or its
+        // device-epilogue variant, which takes the same struct.
+        unsafe {
+            self.launch_fn(
+                "ep_combine_reduce",
+                f,
+                Chain::Prior,
+                t as u32,
+                reduce_threads,
+                smem,
+                &self.reduce_params(&r),
+            )
+        }
     }
 }

@@ -8,6 +8,11 @@ use ep_core::{DispatchInput, Format, Result};
 use super::late_inputs::Words;
 use super::path::DispatchPath;
 use super::{contiguous, Chain, CudaComm, RoundData, SEND_THREADS, THREADS, WAIT_THREADS};
+use crate::kernels::params::{
+    EpAssignParams, EpDispatchCopy, EpDispatchCopyMessagesParams, EpDispatchCopyOutParams,
+    EpDispatchSendParams, EpDispatchSignalParams, EpDispatchSingleParams, EpDispatchTargets,
+    EpDispatchWaitParams,
+};
 use crate::kernels::MsgLayout;
 use crate::CudaOptions;
 
@@ -203,16 +208,8 @@ fn next_seq(seq: u32) -> u32 {
     seq % 0x7fff_ffff + 1
 }
 
-/// Parameters of the kernels whose argument lists are built as arrays here (a test in mod.rs
-/// checks them against the kernels' declarations).
-pub(super) const SEND_ARGS: usize = 42;
-pub(super) const WAIT_ARGS: usize = 17;
-pub(super) const COPY_OUT_ARGS: usize = 25;
 // ep_dispatch_copy_out's launch bounds (dispatch/copy_out.cu) take at most 128 threads.
 const _: () = assert!(THREADS <= 128);
-/// `ep_dispatch_copy_messages` takes the first of `ep_dispatch_copy_out`'s, then two of its own.
-pub(super) const COPY_MESSAGES_ARGS: usize = 21;
-pub(super) const DISPATCH_SINGLE_ARGS: usize = 38;
 
 /// Where `ep_dispatch_wait` runs in a round, against the send: after it (the counts come with
 /// its last block), beside an overlapped send on the copy stream, or before a layout-first send.
@@ -331,33 +328,38 @@ impl CudaComm {
             self.fork_copy_stream()?;
             self.launch_dispatch_wait(LayoutWait::Beside, self.first_slice_ns())?;
         }
-        self.launch(
-            Chain::First,
-            assign,
-            grid as u32,
-            threads,
-            smem as u32,
-            &[
-                &b.ids.ptr,
-                &(t as i32),
-                &sc.top_k,
-                &sc.experts,
-                &sc.l,
-                &sc.n,
-                &sc.rank,
-                &sc.skip,
-                &b.slots.ptr,
-                &b.rank_slots.ptr,
-                &chunk_base,
-                &b.sent.ptr,
-                &b.msgs_to.ptr,
-                &early,
-                &b.d_ticket.ptr,
-                &b.d_count_ptrs.ptr,
-                &marked,
-                &ll,
-            ],
-        )?;
+        let params = EpAssignParams {
+            ids: b.ids.ptr,
+            n_tokens: t as i32,
+            top_k: sc.top_k,
+            n_experts: sc.experts,
+            n_local: sc.l,
+            n_ranks: sc.n,
+            rank: sc.rank,
+            skip_a2a: sc.skip,
+            slots: b.slots.ptr,
+            rank_slots: b.rank_slots.ptr,
+            chunk_base,
+            sent: b.sent.ptr,
+            msgs_to: b.msgs_to.ptr,
+            early,
+            ticket: b.d_ticket.ptr,
+            count_ptrs: b.d_count_ptrs.ptr,
+            marked,
+            ll,
+        };
+        // SAFETY: the rank's buffers (`RankBuffers`), allocated for the world's config; the
+        // round's tokens are within them (`upload_dispatch`).
+        unsafe {
+            self.launch(
+                Chain::First,
+                assign,
+                grid as u32,
+                threads,
+                smem as u32,
+                &params,
+            )?
+        };
         if overlap {
             // The messages' copy-out as they land, after the assign. Launched before it too, its
             // blocks would hold their share of the SMs from the start, which slowed a rank alone
@@ -370,53 +372,56 @@ impl CudaComm {
             self.launch_dispatch_wait(LayoutWait::Before, self.first_slice_ns())?;
         }
         let smem = send_smem(cfg.format, &m, cfg.hidden) as u32;
-        let send: [&dyn crate::kernels::KernelArg; SEND_ARGS] = [
-            &b.tokens.ptr,
-            &b.scales_in.ptr,
-            &(t as i32),
-            &sc.hidden,
-            &format_id(cfg.format),
-            &b.ids.ptr,
-            &b.slots.ptr,
-            &b.rank_slots.ptr,
+        let targets = EpDispatchTargets {
+            ids: b.ids.ptr,
+            slots: b.slots.ptr,
+            rank_slots: b.rank_slots.ptr,
             // Null after the per-column assign, whose slots are whole.
-            &chunk_base,
-            &sc.top_k,
-            &m,
-            &b.d_recv_ptrs.ptr,
-            &sc.rank,
-            &sc.n,
-            &sc.l,
-            &sc.gpn,
-            &sc.max_t,
-            &b.d_staging.ptr,
-            &(shared.start as i32),
-            &(shared.end as i32),
-            &b.shared_msgs.ptr,
-            &one_node,
-            &b.d_ticket.ptr,
-            &b.sent.ptr,
-            &b.msgs_to.ptr,
-            &sc.experts,
-            &sc.skip,
-            &b.d_count_ptrs.ptr,
-            &early,
-            &self.seq,
-            &marked,
-            &ll,
+            chunk_base,
+            top_k: sc.top_k,
+            m,
+            recv_ptrs: b.d_recv_ptrs.ptr,
+            rank: sc.rank,
+            n_ranks: sc.n,
+            n_local: sc.l,
+            gpus_per_node: sc.gpn,
+            max_tokens: sc.max_t,
+            staging: b.d_staging.ptr,
+        };
+        let send = EpDispatchSendParams {
+            tokens: b.tokens.ptr,
+            input_scales: b.scales_in.ptr,
+            n_tokens: t as i32,
+            hidden: sc.hidden,
+            fmt: format_id(cfg.format),
+            targets,
+            shared_start: shared.start as i32,
+            shared_end: shared.end as i32,
+            shared_msgs: b.shared_msgs.ptr,
+            signal: one_node,
+            ticket: b.d_ticket.ptr,
+            sent: b.sent.ptr,
+            msgs_to: b.msgs_to.ptr,
+            n_experts: sc.experts,
+            skip_a2a: sc.skip,
+            count_ptrs: b.d_count_ptrs.ptr,
+            early,
+            seq: self.seq,
+            marked,
+            ll,
             // The own rows' layout, written beside an overlapped send or before a layout-first
             // one (`ep_place_own_rows`).
-            &self.layout_seq(path),
-            &own_rows_wait_ns(self.opts()),
-            &b.row_offsets.ptr,
-            &b.src_offsets.ptr,
-            &self.shared_groups(),
-            &b.recv_tokens.ptr,
-            &b.recv_scales.ptr,
-            &b.src_info.ptr,
-            &b.row_src.ptr,
-            &self.msg_rows(),
-        ];
+            layout_seq: self.layout_seq(path),
+            layout_wait_ns: own_rows_wait_ns(self.opts()),
+            row_offsets: b.row_offsets.ptr,
+            src_offsets: b.src_offsets.ptr,
+            shared_groups: self.shared_groups(),
+            recv_tokens: b.recv_tokens.ptr,
+            recv_scales: b.recv_scales.ptr,
+            src_info: b.src_info.ptr,
+            row_src: b.row_src.ptr,
+            msg_rows: self.msg_rows(),
+        };
         // At least one block: a rank without tokens still signals.
         let kernel = send_kernel(self.opts(), cfg.format, self.lean_dispatch());
         // Chained after the assign, except beside an overlapped copy-out: send blocks launched
@@ -430,35 +435,40 @@ impl CudaComm {
             })
         };
         let chain = if overlap { Chain::Plain } else { Chain::Prior };
-        self.launch(chain, kernel, t.max(1) as u32, threads, smem, &send)?;
+        // SAFETY: the rank's buffers, allocated for the world's config; the receivers' buffers
+        // (`recv_ptrs`) and the staging are the world's, for `max_tokens` messages of `m` a rank.
+        unsafe { self.launch(chain, kernel, t.max(1) as u32, threads, smem, &send)? };
         if cfg.n_nodes > 1 {
-            // ep_dispatch_put's parameters are ep_dispatch_send's from ids to staging (a test
-            // checks them name for name).
-            self.launch(
-                Chain::Plain,
-                "ep_dispatch_put",
-                t as u32,
-                THREADS,
-                0,
-                &send[5..18],
-            )?;
-            self.launch(
-                Chain::Plain,
-                "ep_dispatch_signal",
-                1,
-                WAIT_THREADS,
-                0,
-                &[
-                    &b.sent.ptr,
-                    &b.msgs_to.ptr,
-                    &sc.experts,
-                    &sc.l,
-                    &sc.n,
-                    &sc.rank,
-                    &sc.skip,
-                    &b.d_count_ptrs.ptr,
-                ],
-            )?;
+            // The puts take the send's targets.
+            let signal = EpDispatchSignalParams {
+                sent: b.sent.ptr,
+                msgs_to: b.msgs_to.ptr,
+                n_experts: sc.experts,
+                n_local: sc.l,
+                n_ranks: sc.n,
+                rank: sc.rank,
+                skip_a2a: sc.skip,
+                count_ptrs: b.d_count_ptrs.ptr,
+            };
+            // SAFETY: as the send's.
+            unsafe {
+                self.launch(
+                    Chain::Plain,
+                    "ep_dispatch_put",
+                    t as u32,
+                    THREADS,
+                    0,
+                    &send.targets,
+                )?;
+                self.launch(
+                    Chain::Plain,
+                    "ep_dispatch_signal",
+                    1,
+                    WAIT_THREADS,
+                    0,
+                    &signal,
+                )?;
+            }
         }
         if overlap {
             // What the copy stream has not taken yet, by every SM now that the send is done.
@@ -522,47 +532,48 @@ impl CudaComm {
             (false, _) => "ep_dispatch_single",
             (true, _) => "ep_dispatch_single_spread",
         };
-        let args: [&dyn crate::kernels::KernelArg; DISPATCH_SINGLE_ARGS] = [
-            &b.tokens.ptr,
-            &b.scales_in.ptr,
-            &(t as i32),
-            &sc.hidden,
-            &format_id(cfg.format),
-            &b.ids.ptr,
-            &sc.top_k,
-            &m,
-            &b.d_recv_ptrs.ptr,
-            &sc.rank,
-            &sc.n,
-            &sc.l,
-            &sc.max_t,
-            &(shared.start as i32),
-            &(shared.end as i32),
-            &b.shared_msgs.ptr,
-            &b.d_ticket.ptr,
-            &b.sent.ptr,
-            &sc.experts,
-            &sc.skip,
-            &b.d_count_ptrs.ptr,
-            &b.d_counts.ptr,
-            &self.first_slice_ns(),
-            &self.shared_groups(),
-            &row_multiple,
-            &b.status.ptr,
-            &b.snapshot.ptr,
-            &b.row_offsets.ptr,
-            &b.src_offsets.ptr,
-            &b.d_recv.ptr,
-            &b.d_nmsg.ptr,
-            &b.recv_tokens.ptr,
-            &b.recv_scales.ptr,
-            &b.src_info.ptr,
-            &b.row_src.ptr,
-            &self.seq,
-            &(self.ll_combine() as i32),
-            &(self.marked_combine() as i32),
-        ];
-        self.launch(Chain::First, kernel, grid, SEND_THREADS, smem, &args)
+        let params = EpDispatchSingleParams {
+            tokens: b.tokens.ptr,
+            input_scales: b.scales_in.ptr,
+            n_tokens: t as i32,
+            hidden: sc.hidden,
+            fmt: format_id(cfg.format),
+            ids: b.ids.ptr,
+            top_k: sc.top_k,
+            m,
+            recv_ptrs: b.d_recv_ptrs.ptr,
+            rank: sc.rank,
+            n_ranks: sc.n,
+            n_local: sc.l,
+            max_tokens: sc.max_t,
+            shared_start: shared.start as i32,
+            shared_end: shared.end as i32,
+            shared_msgs: b.shared_msgs.ptr,
+            ticket: b.d_ticket.ptr,
+            sent: b.sent.ptr,
+            n_experts: sc.experts,
+            skip_a2a: sc.skip,
+            count_ptrs: b.d_count_ptrs.ptr,
+            counts: b.d_counts.ptr,
+            slice_ns: self.first_slice_ns(),
+            shared_groups: self.shared_groups(),
+            row_multiple,
+            status: b.status.ptr,
+            snapshot: b.snapshot.ptr,
+            row_offsets: b.row_offsets.ptr,
+            src_offsets: b.src_offsets.ptr,
+            recv: b.d_recv.ptr,
+            nmsg: b.d_nmsg.ptr,
+            recv_tokens: b.recv_tokens.ptr,
+            recv_scales: b.recv_scales.ptr,
+            src_info: b.src_info.ptr,
+            row_src: b.row_src.ptr,
+            seq: self.seq,
+            ll: self.ll_combine() as i32,
+            marked: self.marked_combine() as i32,
+        };
+        // SAFETY: the rank's buffers and the world's receive buffers, allocated for its config.
+        unsafe { self.launch(Chain::First, kernel, grid, SEND_THREADS, smem, &params) }
     }
 
     /// One slice of the wait and the copy-out into the per-expert layout (which does nothing
@@ -585,49 +596,52 @@ impl CudaComm {
         let row_multiple = cfg.format.group_row_multiple() as i32;
         // The group starts (dispatch/layout.cu, ep_dispatch_wait).
         let layout_smem = (4 * (cfg.n_groups() + 1)) as u32;
-        let wait: [&dyn crate::kernels::KernelArg; WAIT_ARGS] = [
-            &b.d_counts.ptr,
-            &sc.l,
-            &sc.n,
-            &sc.rank,
-            &sc.skip,
-            &slice_ns,
-            &sc.max_t,
-            &self.shared_groups(),
-            &(self.round.shared.len() as i32),
-            &row_multiple,
-            &b.status.ptr,
-            &b.snapshot.ptr,
-            &b.d_nmsg.ptr,
-            &b.row_offsets.ptr,
-            &b.src_offsets.ptr,
+        let wait = EpDispatchWaitParams {
+            counts: b.d_counts.ptr,
+            n_local: sc.l,
+            n_ranks: sc.n,
+            rank: sc.rank,
+            skip_a2a: sc.skip,
+            slice_ns,
+            max_tokens: sc.max_t,
+            shared_groups: self.shared_groups(),
+            shared_len: self.round.shared.len() as i32,
+            row_multiple,
+            status: b.status.ptr,
+            snapshot: b.snapshot.ptr,
+            nmsg: b.d_nmsg.ptr,
+            row_offsets: b.row_offsets.ptr,
+            src_offsets: b.src_offsets.ptr,
             // The layout released to the send blocks, and an overlapped copy-out's count of
             // messages taken zeroed.
-            &if at == LayoutWait::After {
+            layout_seq: if at == LayoutWait::After {
                 0
             } else {
                 b.layout_seq.ptr
             },
-            &self.seq,
-        ];
-        if at == LayoutWait::Beside {
-            return self.launch_on(
-                true,
+            seq: self.seq,
+        };
+        // SAFETY: the rank's buffers, allocated for the world's config.
+        unsafe {
+            if at == LayoutWait::Beside {
+                return self.launch_on(
+                    true,
+                    "ep_dispatch_wait",
+                    1,
+                    WAIT_THREADS,
+                    layout_smem,
+                    &wait,
+                );
+            }
+            self.launch(
+                Chain::Prior,
                 "ep_dispatch_wait",
                 1,
                 WAIT_THREADS,
                 layout_smem,
                 &wait,
-            );
+            )
         }
-        self.launch(
-            Chain::Prior,
-            "ep_dispatch_wait",
-            1,
-            WAIT_THREADS,
-            layout_smem,
-            &wait,
-        )
     }
 
     /// The word that tells the send blocks the layout is there: a layout-first round's, and an
@@ -698,33 +712,29 @@ impl CudaComm {
             0
         };
         let msg_rows = self.msg_rows();
-        let args: [&dyn crate::kernels::KernelArg; COPY_OUT_ARGS] = [
-            &b.d_recv.ptr,
-            &b.d_nmsg.ptr,
-            &b.row_offsets.ptr,
-            &b.src_offsets.ptr,
-            &sc.l,
-            &sc.n,
-            &sc.rank,
-            &sc.skip,
-            &self.shared_groups(),
-            &sc.max_t,
-            &sc.hidden,
-            &format_id(cfg.format),
-            &self.world.msg,
-            &b.recv_tokens.ptr,
-            &b.recv_scales.ptr,
-            &b.src_info.ptr,
-            &b.row_src.ptr,
-            &msg_rows,
-            &b.status.ptr,
-            &self.seq,
-            &slice_ns,
-            &b.shared_msgs.ptr,
-            &row_multiple,
-            &first_block,
-            &(per_sender as u32),
-        ];
+        let copy = EpDispatchCopy {
+            recv: b.d_recv.ptr,
+            nmsg: b.d_nmsg.ptr,
+            row_offsets: b.row_offsets.ptr,
+            src_offsets: b.src_offsets.ptr,
+            n_local: sc.l,
+            n_ranks: sc.n,
+            rank: sc.rank,
+            skip_a2a: sc.skip,
+            shared_groups: self.shared_groups(),
+            max_tokens: sc.max_t,
+            hidden: sc.hidden,
+            fmt: format_id(cfg.format),
+            m: self.world.msg,
+            recv_tokens: b.recv_tokens.ptr,
+            recv_scales: b.recv_scales.ptr,
+            src_info: b.src_info.ptr,
+            row_src: b.row_src.ptr,
+            msg_rows,
+            status: b.status.ptr,
+            seq: self.seq,
+            slice_ns,
+        };
         if matches!(what, CopyOut::Messages | CopyOut::MessagesLeft) {
             let most = self.world.single_launch_blocks(self.rank) as usize;
             let (grid, threads) =
@@ -736,9 +746,11 @@ impl CudaComm {
             } else {
                 (most * (512 / threads as usize)) as u32
             };
-            let helper = !beside as i32;
-            let mut messages = args[..COPY_MESSAGES_ARGS].to_vec();
-            messages.extend_from_slice(&[&b.layout_seq.ptr, &helper]);
+            let messages = EpDispatchCopyMessagesParams {
+                copy,
+                layout_seq: b.layout_seq.ptr,
+                helper: !beside as i32,
+            };
             // The helpers after a lean send take the lean copy-out too: on the full-batch kernel
             // they were no faster, skewed slower (measured at 993a406).
             let kernel = if self.lean_dispatch() {
@@ -746,7 +758,8 @@ impl CudaComm {
             } else {
                 "ep_dispatch_copy_messages"
             };
-            return self.launch_on(beside, kernel, grid, threads, 0, &messages);
+            // SAFETY: the rank's buffers and receive buffer, allocated for the world's config.
+            return unsafe { self.launch_on(beside, kernel, grid, threads, 0, &messages) };
         }
         let grid = messages - first_block as usize
             + cfg.n_groups() * (row_multiple as usize - 1)
@@ -764,14 +777,24 @@ impl CudaComm {
         } else {
             Chain::Prior
         };
-        self.launch(
-            chain,
-            "ep_dispatch_copy_out",
-            grid as u32,
-            THREADS,
-            0,
-            &args,
-        )
+        let params = EpDispatchCopyOutParams {
+            copy,
+            shared_msgs: b.shared_msgs.ptr,
+            row_multiple,
+            first_block,
+            per_sender: per_sender as u32,
+        };
+        // SAFETY: the rank's buffers and receive buffer, allocated for the world's config.
+        unsafe {
+            self.launch(
+                chain,
+                "ep_dispatch_copy_out",
+                grid as u32,
+                THREADS,
+                0,
+                &params,
+            )
+        }
     }
 }
 
@@ -783,7 +806,8 @@ mod tests {
     /// memory the host gives it follow from these.
     #[test]
     fn assign_shape_matches_dispatch_cu() {
-        let defined = |name: &str| crate::kernels::tests::defined(crate::kernels::DISPATCH, name);
+        let dispatch = crate::kernels::source(crate::kernels::DISPATCH, "");
+        let defined = |name: &str| crate::kernels::tests::defined(&dispatch, name);
         assert_eq!(defined("EP_ASSIGN_CHUNK"), ASSIGN_CHUNK as u64);
         assert_eq!(defined("EP_ASSIGN_THREADS"), ASSIGN_THREADS as u64);
         assert_eq!(defined("EP_ASSIGN_COLS"), ASSIGN_COLS as u64);

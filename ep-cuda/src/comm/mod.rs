@@ -25,7 +25,8 @@ use ep_core::{
 use ndarray::{Array2, Array3, ArrayView2};
 
 use crate::driver::cuda;
-use crate::kernels::{launch, launch_ex, Kernels};
+use crate::kernels::params::EpSwigluParams;
+use crate::kernels::{launch_params, KernelParams, Kernels};
 use crate::memory::DevBuf;
 use crate::world::{RankBuffers, World};
 use cudarc::driver::{CudaEvent, CudaFunction};
@@ -139,7 +140,7 @@ pub struct CudaComm {
     /// messages landed with it. Flags start at 0, so it starts at 1; it stays below the mark's
     /// placed bit (dispatch/wire.cu, EP_LANDED_PLACED; `next_seq`).
     seq: u32,
-    /// The combine's number, the same on every rank: the word an LL row carries (common.cuh).
+    /// The combine's number, the same on every rank: the word an LL row carries (common/protocol.cuh).
     /// The LL rows start at 0, so it starts at 1.
     cseq: u32,
     tracker: RoundTracker,
@@ -245,23 +246,31 @@ impl CudaComm {
     }
 
     /// Launches kernel `name` of this rank's device on its stream, behind the kernel before it as
-    /// `chain` says (`Chain`).
-    fn launch(
+    /// `chain` says (`Chain`), with `params` as its one parameter.
+    ///
+    /// # Safety
+    /// As [`launch_params`]: `name` takes `P`, and every pointer in `params` is null where the
+    /// kernel allows it or a live allocation of the size the kernel indexes.
+    unsafe fn launch<P: KernelParams>(
         &self,
         chain: Chain,
         name: &'static str,
         grid: u32,
         block: u32,
         smem: u32,
-        args: &[&dyn crate::kernels::KernelArg],
+        params: &P,
     ) -> Result<()> {
-        self.launch_fn(name, self.k().get(name), chain, grid, block, smem, args)
+        // SAFETY: the caller's contract.
+        unsafe { self.launch_fn(name, self.k().get(name), chain, grid, block, smem, params) }
     }
 
     /// Launches `f` (kernel `name`, or a variant of it) on this rank's stream, behind the kernel
     /// before it as `chain` says (where the device and the environment allow a chained launch).
+    ///
+    /// # Safety
+    /// As [`CudaComm::launch`], for `f`.
     #[allow(clippy::too_many_arguments)]
-    fn launch_fn(
+    unsafe fn launch_fn<P: KernelParams>(
         &self,
         name: &'static str,
         f: &CudaFunction,
@@ -269,39 +278,47 @@ impl CudaComm {
         grid: u32,
         block: u32,
         smem: u32,
-        args: &[&dyn crate::kernels::KernelArg],
+        params: &P,
     ) -> Result<()> {
         let chained = match chain {
             Chain::Plain => false,
             Chain::Prior => self.chained_launches(),
             Chain::First => self.chained_first(),
         };
-        launch_ex(&self.stream, f, grid, block, smem, args, chained)?;
+        // SAFETY: the caller's contract.
+        unsafe { launch_params(&self.stream, f, grid, block, smem, params, chained)? };
         self.mark(name)
     }
 
     /// Launches kernel `name` on the copy stream, beside what the rank's stream runs (`beside`;
     /// not probed: the breakdown times the rank's stream), or else on the rank's stream.
-    fn launch_on(
+    ///
+    /// # Safety
+    /// As [`CudaComm::launch`].
+    unsafe fn launch_on<P: KernelParams>(
         &self,
         beside: bool,
         name: &'static str,
         grid: u32,
         block: u32,
         smem: u32,
-        args: &[&dyn crate::kernels::KernelArg],
+        params: &P,
     ) -> Result<()> {
-        if !beside {
-            return self.launch(Chain::Plain, name, grid, block, smem, args);
+        // SAFETY: the caller's contract.
+        unsafe {
+            if !beside {
+                return self.launch(Chain::Plain, name, grid, block, smem, params);
+            }
+            launch_params(
+                &self.copy_stream,
+                self.k().get(name),
+                grid,
+                block,
+                smem,
+                params,
+                false,
+            )
         }
-        launch(
-            &self.copy_stream,
-            self.k().get(name),
-            grid,
-            block,
-            smem,
-            args,
-        )
     }
 
     /// Lets the copy stream start on what the rank's stream has issued so far (a round's inputs).
@@ -611,30 +628,35 @@ impl EpComm for CudaComm {
         let interleaved = (opts.layout == ep_core::GateUp::Interleaved) as i32;
         let smem = (width * 4 + fmt.scale_bytes(width) + 16) as u32;
         let b = self.bufs();
-        self.launch(
-            Chain::Plain,
-            "ep_swiglu",
-            rows as u32,
-            THREADS,
-            smem,
-            &[
-                &x.ptr,
-                &(rows as u64),
-                &(width as i32),
-                &b.src_offsets.ptr,
-                &(self.cfg.n_groups() as i32),
-                &(self.cfg.n_ranks() as i32),
-                &interleaved,
-                &clamp,
-                &alpha,
-                &limit,
-                &format_id(fmt),
-                &opts.input_scale,
-                &(payload_bytes as i32),
-                &payload.ptr,
-                &scales.ptr,
-            ],
-        )?;
+        let params = EpSwigluParams {
+            x: x.ptr,
+            rows: rows as u64,
+            width: width as i32,
+            src_offsets: b.src_offsets.ptr,
+            n_groups: self.cfg.n_groups() as i32,
+            n_ranks: self.cfg.n_ranks() as i32,
+            interleaved,
+            clamp,
+            alpha,
+            limit,
+            fmt: format_id(fmt),
+            input_scale: opts.input_scale,
+            payload_bytes: payload_bytes as i32,
+            payload: payload.ptr,
+            scales: scales.ptr,
+        };
+        // SAFETY: `x`, `payload` and `scales` are allocated above for `rows` rows of `width`;
+        // `src_offsets` is the round's layout, `n_groups + 1` entries.
+        unsafe {
+            self.launch(
+                Chain::Plain,
+                "ep_swiglu",
+                rows as u32,
+                THREADS,
+                smem,
+                &params,
+            )?
+        };
         let mut out = vec![0u8; rows * payload_bytes];
         let mut sc = vec![0u8; scale_len];
         payload.download(&mut out, s)?;
@@ -684,97 +706,5 @@ impl Drop for CudaComm {
             eprintln!("trace: {e}");
         }
         kernels.print_trace();
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use crate::kernels::tests::{macro_list, parameter_names};
-    use crate::kernels::{COMBINE, DISPATCH};
-
-    /// The argument lists built here have as many entries as the kernels declare, and the put
-    /// kernels take a slice of their send kernel's list (dispatch.rs and combine.rs pass `send[a..b]`), so their
-    /// parameters must be that slice, name for name.
-    #[test]
-    fn argument_lists_match_the_kernels() {
-        use super::combine::{COMBINE_SEND_ARGS, COMBINE_SINGLE_ARGS, REDUCE_ARGS};
-        use super::dispatch::{
-            COPY_MESSAGES_ARGS, COPY_OUT_ARGS, DISPATCH_SINGLE_ARGS, SEND_ARGS, WAIT_ARGS,
-        };
-        // The send kernels are one macro's (dispatch/send.cu, EP_DISPATCH_SEND).
-        let send = parameter_names(DISPATCH, "ep_dispatch_send_body");
-        assert_eq!(send.len(), SEND_ARGS);
-        assert_eq!(
-            macro_list(DISPATCH, "EP_DISPATCH_SEND_PARAMS"),
-            send,
-            "EP_DISPATCH_SEND_PARAMS"
-        );
-        assert_eq!(
-            macro_list(DISPATCH, "EP_DISPATCH_SEND_ARGS"),
-            send,
-            "EP_DISPATCH_SEND_ARGS"
-        );
-        assert_eq!(
-            parameter_names(DISPATCH, "ep_dispatch_wait").len(),
-            WAIT_ARGS
-        );
-        assert_eq!(parameter_names(DISPATCH, "ep_dispatch_put"), send[5..18]);
-        // dispatch.rs passes one list to either assign kernel.
-        assert_eq!(
-            parameter_names(DISPATCH, "ep_assign_chunks"),
-            parameter_names(DISPATCH, "ep_assign_slots")
-        );
-        let copy = parameter_names(DISPATCH, "ep_dispatch_copy_out");
-        assert_eq!(copy.len(), COPY_OUT_ARGS);
-        // dispatch.rs passes the copy-out's first arguments and two more to the copy beside the
-        // send; both copy kernels (and the lean one) are one macro's (dispatch/copy_out.cu,
-        // EP_DISPATCH_COPY_MESSAGES).
-        let messages = parameter_names(DISPATCH, "ep_dispatch_copy_messages_body");
-        assert_eq!(messages[..COPY_MESSAGES_ARGS], copy[..COPY_MESSAGES_ARGS]);
-        assert_eq!(messages[COPY_MESSAGES_ARGS..], ["layout_seq", "helper"]);
-        for list in ["EP_COPY_MESSAGES_PARAMS", "EP_COPY_MESSAGES_ARGS"] {
-            assert_eq!(macro_list(DISPATCH, list), messages, "{list}");
-        }
-        let send = parameter_names(COMBINE, "ep_combine_send");
-        assert_eq!(send.len(), COMBINE_SEND_ARGS);
-        assert_eq!(parameter_names(COMBINE, "ep_combine_put"), send[1..10]);
-        // combine.rs passes the send's list and two more to the ordered send, and the reduce's
-        // list and four more to the reduce beside the send.
-        let ordered = parameter_names(COMBINE, "ep_combine_send_ordered");
-        assert_eq!(ordered[..COMBINE_SEND_ARGS], send[..]);
-        assert_eq!(ordered[COMBINE_SEND_ARGS..], ["msg_rows", "max_tokens"]);
-        let reduce = parameter_names(COMBINE, "ep_combine_reduce");
-        assert_eq!(reduce.len(), REDUCE_ARGS);
-        let marked = parameter_names(COMBINE, "ep_combine_reduce_marked");
-        assert_eq!(marked[..reduce.len()], reduce[..]);
-        assert_eq!(
-            marked[reduce.len()..],
-            ["n_tokens", "n_ranks", "marks", "seq", "slice_ns"]
-        );
-        // The single-launch dispatch's kernels are one macro over the body's parameters.
-        let single = parameter_names(DISPATCH, "ep_dispatch_single_body");
-        assert_eq!(single.len(), DISPATCH_SINGLE_ARGS);
-        assert_eq!(
-            macro_list(DISPATCH, "EP_DISPATCH_SINGLE_PARAMS"),
-            single,
-            "EP_DISPATCH_SINGLE_PARAMS"
-        );
-        assert_eq!(
-            macro_list(DISPATCH, "EP_DISPATCH_SINGLE_ARGS"),
-            single,
-            "EP_DISPATCH_SINGLE_ARGS"
-        );
-        let single = parameter_names(COMBINE, "ep_combine_single_body");
-        assert_eq!(single.len(), COMBINE_SINGLE_ARGS);
-        assert_eq!(
-            macro_list(COMBINE, "EP_COMBINE_SINGLE_PARAMS"),
-            single,
-            "EP_COMBINE_SINGLE_PARAMS"
-        );
-        assert_eq!(
-            macro_list(COMBINE, "EP_COMBINE_SINGLE_ARGS"),
-            single,
-            "EP_COMBINE_SINGLE_ARGS"
-        );
     }
 }

@@ -81,7 +81,7 @@ pub(crate) const MARKED_MIN_TOKENS: usize = 1024;
 /// `CudaOptions::single_marked_min_tokens` overrides it (0: never).
 pub(crate) const SINGLE_MARKED_MIN_TOKENS: usize = 16;
 
-/// Up to this many tokens a rank takes its combine rows in LL form (common.cuh): each 8-byte word
+/// Up to this many tokens a rank takes its combine rows in LL form (common/protocol.cuh): each 8-byte word
 /// 4 bytes of the row and the combine's number, so the rows need no fence and the counts do not
 /// wait for them, at twice the bytes on the wire. The saved fence pays up to 8 tokens; at 16 it is
 /// level and from 32 the doubled bytes cost more (measured at 9341b99). `CudaOptions::ll_max_tokens`
@@ -214,7 +214,7 @@ impl CudaComm {
             && min > 0
             && self.round.n_tokens >= min
             && !self.single_dispatch()
-            && !self.ll_combine() // LL rows carry their number: no marks (common.cuh)
+            && !self.ll_combine() // LL rows carry their number: no marks (common/protocol.cuh)
     }
 
     /// Marked rows for a combine that may be one launch (`SINGLE_MARKED_MIN_TOKENS`). A combine
@@ -229,7 +229,7 @@ impl CudaComm {
             && !self.ll_combine()
     }
 
-    /// This rank takes this round's combine rows in LL form (common.cuh): one node and few tokens
+    /// This rank takes this round's combine rows in LL form (common/protocol.cuh): one node and few tokens
     /// here. The dispatch kernels tell every sender so (their `ll`, `EP_NMSG_LL`).
     pub(super) fn ll_combine(&self) -> bool {
         self.cfg.n_nodes == 1 && self.round.n_tokens <= self.opts().ll_max_tokens

@@ -9,11 +9,11 @@ use ep_core::{EpError, MissingSignal, Phase, Result};
 use super::CudaComm;
 
 /// How long one launch of a wait kernel spins before the host launches it again, until the
-/// deadline (`ep_wait_counts` in common.cuh says why waits are sliced). A rank held up behind a
+/// deadline (`ep_wait_counts` in common/protocol.cuh says why waits are sliced). A rank held up behind a
 /// peer's wait loses at most this; a relaunch (one launch and a status read) costs microseconds.
 const WAIT_SLICE: Duration = Duration::from_millis(10);
 
-/// The status word the wait and copy-out kernels leave: common.cuh's `EP_*` codes (a test checks
+/// The status word the wait and copy-out kernels leave: common/protocol.cuh's `EP_*` codes (a test checks
 /// that they agree).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 #[repr(u32)]
@@ -233,10 +233,11 @@ impl CudaComm {
 
 #[cfg(test)]
 mod tests {
-    /// Each status code is common.cuh's `EP_` + the variant's name in upper snake case.
+    /// Each status code is common/protocol.cuh's `EP_` + the variant's name in upper snake case.
     #[test]
     fn status_codes_match_common_cuh() {
-        let defined = |name: &str| crate::kernels::tests::defined(crate::kernels::COMMON, name);
+        let common = crate::kernels::source("", "");
+        let defined = |name: &str| crate::kernels::tests::defined(&common, name);
         for status in super::WaitStatus::ALL {
             let mut name = String::from("EP");
             for c in format!("{status:?}").chars() {

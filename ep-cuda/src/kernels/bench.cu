@@ -2,6 +2,12 @@
 // start): the copy that measures the ceiling, the local permute/unpermute and reduction an
 // NCCL-based all-to-all dispatcher needs around its send/recv, the start gate and the floors.
 
+#include "common/types.cuh"
+#include "common/numerics.cuh"
+#include "common/formats.cuh"
+#include "common/ordering.cuh"
+#include "common/protocol.cuh"
+
 // Grid-stride 16-byte copy (peer-to-peer when dst lives on another GPU).
 extern "C" __global__ void ep_copy(const uint4* src, uint4* dst, u64 n16) {
     for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n16; i += (u64)gridDim.x * blockDim.x) dst[i] = src[i];

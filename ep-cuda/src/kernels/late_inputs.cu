@@ -3,6 +3,10 @@
 // last. Each of the n words is saved, changed (`ids`: a non-negative expert id to its neighbour, a
 // masked one kept; else the low bit of each half flipped) and, `hold_ns` later, put back. A
 // phase's first kernel that read them before its ep_await_prior_grid would see the changed ones.
+
+#include "common/types.cuh"
+#include "common/ordering.cuh"
+
 extern "C" __global__ void ep_late_inputs(u32* words, u32* saved, u64 n, int ids, u64 hold_ns) {
     ep_release_dependents();
     u64 stride = (u64)gridDim.x * blockDim.x;

@@ -4,6 +4,12 @@
 // The decode traces showed a count's publish seen late with every block of the grid polling
 // every count (6b658bb); these probes tell the publish's cost from the pollers'.
 
+#include "common/types.cuh"
+#include "common/numerics.cuh"
+#include "common/formats.cuh"
+#include "common/ordering.cuh"
+#include "common/protocol.cuh"
+
 // How block 0 publishes a word (probe.rs' Publish, in that order).
 #define EP_PROBE_PUB_FENCE 0       // ep_publish: fence.acq_rel.sys, then st.relaxed.sys
 #define EP_PROBE_PUB_RELEASE 1     // st.release.sys

@@ -1,6 +1,11 @@
 // Device self-checks (selfcheck.rs): arithmetic the kernels take to be exact, checked on the
 // device that runs them, against the plain code the contract's definitions translate to.
 
+#include "common/types.cuh"
+#include "common/numerics.cuh"
+#include "common/formats.cuh"
+#include "common/protocol.cuh"
+
 // Tallies of one check (selfcheck.rs's DivisionCounts, in order): pairs tried, scales whose f32
 // bits differ, e4m3 bytes that differ, quotients of at least 2^-10 whose f32 bits differ; then
 // one differing pair (amax bits << 32 | x bits; ~0 while none).

@@ -1,6 +1,14 @@
 // Marked rows (part of the combine program: send.cu): the reduce beside the send at prefill
 // sizes, and the wait for the marks before the kernels that read the rows otherwise.
 
+#include "common/types.cuh"
+#include "common/numerics.cuh"
+#include "common/formats.cuh"
+#include "common/ordering.cuh"
+#include "common/protocol.cuh"
+#include "params.cuh"
+#include "combine/reduce.cu"
+
 // ---- marked rows (prefill sizes, one node) ----------------------------------------------------
 //
 // A rank with many tokens (EP_NMSG_MARKED, comm/path.rs) reduces its tokens while their rows
@@ -31,39 +39,39 @@ __device__ bool ep_await_marks(int t, const int* rows, int n, const u32* marks, 
 // that send blocks, then unable to start, were to write), each block taking tokens in order (the
 // order ep_combine_send_ordered sends them), waiting for each one's marks. Nothing unless the
 // counts' wait before it completed. Parameters: ep_combine_reduce's, then the marks.
-extern "C" __global__ void __launch_bounds__(512) ep_combine_reduce_marked(
-    const u16* recv, const int* ids, const float* weights, int top_k, int hidden, int rank, int n_local,
-    int skip_a2a, const u16* shared_rows, int shared_start, int shared_end, int epilogue, const u16* residual,
-    float scale, u16* out, u8* fp8_payload, float* fp8_scales, u32* status, int n_tokens, int n_ranks,
-    const u32* marks, u32 seq, u64 slice_ns) {
-    if (status[0] != EP_OK) return;
+extern "C" __global__ void __launch_bounds__(512)
+    ep_combine_reduce_marked(const __grid_constant__ EpCombineReduceMarkedParams p) {
+    if (p.reduce.status[0] != EP_OK) return;
     extern __shared__ float smem_f[];
     __shared__ EpSlots sl;
-    u64 deadline = ep_globaltimer() + slice_ns;
-    for (int t = blockIdx.x; t < n_tokens; t += gridDim.x) {
-        ep_list_slots(sl, t, ids, weights, top_k, rank, n_local, skip_a2a);
-        if (!ep_await_marks(t, sl.row, sl.n, marks, ids, top_k, n_local, n_ranks, seq, deadline, status)) return;
-        ep_reduce_token<4, false>(t, 0, 1, sl, smem_f, recv, top_k, hidden, shared_rows, shared_start, shared_end,
-                                  epilogue, residual, scale, out, fp8_payload, fp8_scales, EpLlWait{});
+    u64 deadline = ep_globaltimer() + p.slice_ns;
+    for (int t = blockIdx.x; t < p.n_tokens; t += gridDim.x) {
+        ep_list_slots(sl, t, p.reduce.ids, p.reduce.weights, p.reduce.top_k, p.reduce.rank, p.reduce.n_local,
+                      p.reduce.skip_a2a);
+        if (!ep_await_marks(t, sl.row, sl.n, p.marks, p.reduce.ids, p.reduce.top_k, p.reduce.n_local, p.n_ranks, p.seq,
+                            deadline, p.reduce.status)) return;
+        ep_reduce_token<4, false>(t, 0, 1, sl, smem_f, p.reduce.recv, p.reduce.top_k, p.reduce.hidden,
+                                  p.reduce.shared_rows, p.reduce.shared_start, p.reduce.shared_end,
+                                  p.reduce.epilogue, p.reduce.residual, p.reduce.scale, p.reduce.out,
+                                  p.reduce.fp8_payload, p.reduce.fp8_scales, EpLlWait{});
     }
 }
 
 // Every token's marks, for the kernels after it that read the rows (above). One block per token;
 // nothing unless the counts' wait completed.
-extern "C" __global__ void ep_combine_await_marks(const int* ids, int top_k, int rank, int n_local, int n_ranks,
-                                                  int skip_a2a, const u32* marks, u32 seq, u64 slice_ns,
-                                                  u32* status) {
+extern "C" __global__ void ep_combine_await_marks(const __grid_constant__ EpCombineAwaitMarksParams p) {
     __shared__ int rows[EP_MAX_TOP_K];
     __shared__ int n;
-    if (!ep_wait_completed(status)) return;
+    if (!ep_wait_completed(p.status)) return;
     int t = blockIdx.x;
     if (threadIdx.x == 0) {
-        const int* tid = ids + (u64)t * top_k;
+        const int* tid = p.ids + (u64)t * p.top_k;
         n = 0;
-        for (int k = 0; k < top_k; k++)
-            if (ep_routed_slot(tid, k, rank, n_local, skip_a2a) == k) rows[n++] = k;
+        for (int k = 0; k < p.top_k; k++)
+            if (ep_routed_slot(tid, k, p.rank, p.n_local, p.skip_a2a) == k) rows[n++] = k;
     }
     __syncthreads();
-    ep_await_marks(t, rows, n, marks, ids, top_k, n_local, n_ranks, seq, ep_globaltimer() + slice_ns, status);
+    ep_await_marks(t, rows, n, p.marks, p.ids, p.top_k, p.n_local, p.n_ranks, p.seq, ep_globaltimer() + p.slice_ns,
+                   p.status);
 }
 

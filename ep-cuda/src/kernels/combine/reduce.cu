@@ -2,6 +2,14 @@
 // slots listed once, its returned rows summed in f32 in ascending slot order with the router
 // weights and rounded once, then the epilogue (ep_reduce_token, ep_combine_reduce).
 
+#include "common/types.cuh"
+#include "common/numerics.cuh"
+#include "common/formats.cuh"
+#include "common/protocol.cuh"
+#include "common/trace.cuh"
+#include "params.cuh"
+#include "combine/send.cu"
+
 // The first slot of the token naming ids[k], or -1 when the slot is masked or (skip_a2a) names
 // another device's expert.
 __device__ __forceinline__ int ep_routed_slot(const int* ids, int k, int rank, int n_local, int skip_a2a) {
@@ -166,7 +174,7 @@ __device__ void ep_reduce_token_ll_staged(int t, int part, int per, const EpSlot
 // row in f32) is only needed by the epilogues that take the whole row (ep_whole_row; `part` 0 of
 // 1). Otherwise the row may be cut into `parts` column ranges of whole 8-column groups, this block
 // reducing range `part` (at decode sizes, several blocks to a token: one pass of loads each).
-// With `Ll` the rows are read from the rank's LL rows (`ll`, common.cuh) instead of `recv`, each
+// With `Ll` the rows are read from the rank's LL rows (`ll`, common/protocol.cuh) instead of `recv`, each
 // piece polled until it is there; one that does not come within the slice leaves its value
 // undefined and the status EP_MESSAGES_PENDING, so the host reduces again. Returns with a barrier
 // passed.
@@ -245,16 +253,13 @@ __device__ void ep_reduce_token(int t, int part, int parts, const EpSlots& sl, f
 // One block per token (ep_reduce_token). Dynamic shared memory (the row in f32) is only given for
 // the FP8 and device epilogues.
 // Launched with up to 1024 threads (comm/combine.rs): the bound keeps registers within what that allows.
-extern "C" __global__ void __launch_bounds__(1024) ep_combine_reduce(const u16* recv, const int* ids, const float* weights, int top_k,
-                                             int hidden, int rank, int n_local, int skip_a2a,
-                                             const u16* shared_rows, int shared_start, int shared_end,
-                                             int epilogue, const u16* residual, float scale, u16* out,
-                                             u8* fp8_payload, float* fp8_scales, const u32* status) {
-    if (!ep_wait_completed(status)) return;
+extern "C" __global__ void __launch_bounds__(1024) ep_combine_reduce(const __grid_constant__ EpCombineReduceParams p) {
+    if (!ep_wait_completed(p.status)) return;
     extern __shared__ float smem_f[];
     __shared__ EpSlots sl;
-    ep_list_slots(sl, blockIdx.x, ids, weights, top_k, rank, n_local, skip_a2a);
-    ep_reduce_token<4, false>(blockIdx.x, 0, 1, sl, smem_f, recv, top_k, hidden, shared_rows, shared_start,
-                              shared_end, epilogue, residual, scale, out, fp8_payload, fp8_scales, EpLlWait{});
+    ep_list_slots(sl, blockIdx.x, p.ids, p.weights, p.top_k, p.rank, p.n_local, p.skip_a2a);
+    ep_reduce_token<4, false>(blockIdx.x, 0, 1, sl, smem_f, p.recv, p.top_k, p.hidden, p.shared_rows, p.shared_start,
+                              p.shared_end, p.epilogue, p.residual, p.scale, p.out, p.fp8_payload, p.fp8_scales,
+                              EpLlWait{});
 }
 

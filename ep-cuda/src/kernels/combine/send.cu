@@ -1,10 +1,10 @@
 // Combine: expert outputs back to their tokens, reduced with the router weights.
 //
-// The combine program is this folder's files in the order kernels.rs joins them, each using what
-// the ones before it define: send.cu (the launch order, the rows' way back, the send kernels and
-// the wait), reduce.cu (the weighted sum), marked.cu (reduced as the rows land, prefill sizes),
-// unreduced.cu (without weights; LL rows unpacked) and single.cu (the whole phase in one launch
-// at decode sizes).
+// The combine program (kernels/combine.cu) includes this folder's files in this order, each
+// including what it uses of the ones before it: send.cu (the launch order, the rows' way back, the
+// send kernels and the wait), reduce.cu (the weighted sum), marked.cu (reduced as the rows land,
+// prefill sizes), unreduced.cu (without weights; LL rows unpacked) and single.cu (the whole phase
+// in one launch at decode sizes).
 //
 // Launch order: ep_combine_send (which also signals, from its last block, inside one node) or,
 // between nodes, ep_combine_send -> ep_combine_put -> ep_combine_signal; then
@@ -12,6 +12,13 @@
 // ep_combine_reduce or ep_combine_unreduced, again while the wait's slice runs out before the
 // counts (or the LL rows) are all there. At decode sizes inside one node, ep_combine_single or
 // ep_combine_single_ll instead (below).
+
+#include "common/types.cuh"
+#include "common/numerics.cuh"
+#include "common/formats.cuh"
+#include "common/ordering.cuh"
+#include "common/protocol.cuh"
+#include "params.cuh"
 
 #define EP_EPI_NONE 0
 #define EP_EPI_RESIDUAL 1
@@ -43,7 +50,7 @@ __device__ __forceinline__ u32 ep_nmsg_of(int p, u32 lane_nmsg, const u32* nmsg)
 // which are exactly the rows going back. Published at index g * n_ranks + rank of the
 // destination's combine counts, like the dispatch counts (ep_publish): only the destinations
 // whose counts go out early (`early`: LL rows or marked rows, ep_counts_early, from `nmsg`, this
-// rank's dispatch message count words, common.cuh, and `lane_nmsg` from ep_lane_nmsg), or only
+// rank's dispatch message count words, common/protocol.cuh, and `lane_nmsg` from ep_lane_nmsg), or only
 // the others. An early destination's counts do not vouch for the rows, so they go out with plain
 // stores, no fence. Between nodes no destination is early (both forms need one node).
 __device__ void ep_publish_rows(const u64* dispatch_counts, int n_local, int n_ranks, int rank, int skip_a2a,
@@ -81,12 +88,12 @@ __device__ __forceinline__ u32* ep_return_mark(u64 row, int s, const int* src_in
     return (u32*)mark_ptrs[s] + ep_return_index(row, src_info, top_k);
 }
 
-// Slot k of token t's row in a rank's LL rows `base` (rows of 2 * n16 lines: common.cuh).
+// Slot k of token t's row in a rank's LL rows `base` (rows of 2 * n16 lines: common/protocol.cuh).
 __device__ __forceinline__ ulonglong2* ep_ll_row(u64 base, int t, int k, int top_k, u64 n16) {
     return (ulonglong2*)base + ((u64)t * top_k + k) * 2 * n16;
 }
 
-// A row to a rank that takes its rows in LL form (common.cuh), by the block: `n16` pieces of 16
+// A row to a rank that takes its rows in LL form (common/protocol.cuh), by the block: `n16` pieces of 16
 // bytes, up to 4 loads per thread before their stores: with 8, as ep_copy_to, ep_combine_send
 // took 64 registers instead of 56, fewer blocks an SM, and its prefill combine read slower
 // (9341b99).
@@ -190,7 +197,7 @@ __device__ void ep_send_row_loaded(u64 row, const u16* expert_out, const int* sr
 }
 
 // The forms the destination ranks take this combine in, from their dispatch message count words
-// (common.cuh). A destination is every rank, or with skip_a2a this rank alone (its rows go to no
+// (common/protocol.cuh). A destination is every rank, or with skip_a2a this rank alone (its rows go to no
 // other). Up to 32 ranks from the lanes' words (ep_lane_nmsg), which every warp holds alike: no
 // barrier, no load; beyond, a loop over `nmsg` and block-wide votes. Every thread calls it.
 struct EpDestForms {
@@ -295,13 +302,12 @@ struct EpRowsMatch {
     __device__ u32 operator()(int, u64 v, u64 expected) const { return v != expected ? EP_COUNT_MISMATCH : EP_OK; }
 };
 
-// Waits for every expert's rows (EpRowsMatch). Launched chained after the send (common.cuh); the
+// Waits for every expert's rows (EpRowsMatch). Launched chained after the send (common/ordering.cuh); the
 // kernels after it may launch once the counts are in.
-extern "C" __global__ void ep_combine_wait(u64* counts, int n_local, int n_ranks, int rank, int skip_a2a,
-                                           u64 slice_ns, const u64* sent, u32* status, u64* snapshot) {
+extern "C" __global__ void ep_combine_wait(const __grid_constant__ EpCombineWaitParams p) {
     ep_await_prior_grid();
-    if (ep_wait_counts(counts, n_local * n_ranks, rank, n_ranks, skip_a2a, slice_ns, status, snapshot,
-                       EpRowsMatch{sent, n_local, n_ranks}))
+    if (ep_wait_counts(p.counts, p.n_local * p.n_ranks, p.rank, p.n_ranks, p.skip_a2a, p.slice_ns, p.status, p.snapshot,
+                       EpRowsMatch{p.sent, p.n_local, p.n_ranks}))
         ep_release_dependents();
 }
 
@@ -310,23 +316,21 @@ extern "C" __global__ void ep_combine_wait(u64* counts, int n_local, int n_ranks
 // to a rank that takes it so (ep_send_row). With `signal` (one node) block 0 publishes the counts
 // of the destinations whose counts go out early (ep_counts_early) and the last block to finish
 // the others', behind the fence; between nodes ep_combine_signal publishes them all.
-extern "C" __global__ void ep_combine_send(const u16* expert_out, const int* src_info, const int* row_src,
-                                           const u32* rows_end, int hidden, int top_k, const u64* recv_ptrs, int rank,
-                                           int gpus_per_node, u8* staging, int signal, u32* ticket,
-                                           const u64* dispatch_counts, int n_local, int n_ranks, int skip_a2a,
-                                           const u64* count_ptrs, const u32* nmsg, const u64* ll_ptrs, u32 seq,
-                                           const u64* mark_ptrs) {
+extern "C" __global__ void ep_combine_send(const __grid_constant__ EpCombineSendParams p) {
     ep_await_prior_grid(); // a phase's first kernel, launched chained (comm/mod.rs, `Chain::First`)
     ep_release_dependents(); // the wait (one block) may wait beside the send
     u64 row = blockIdx.x;
-    u32 lane_nmsg = ep_lane_nmsg(nmsg, n_ranks);
-    if (signal && row == 0)
-        ep_publish_rows(dispatch_counts, n_local, n_ranks, rank, skip_a2a, count_ptrs, nmsg, lane_nmsg, true);
-    if (row < *rows_end)
-        ep_send_row(row, expert_out, src_info, row_src, hidden, top_k, recv_ptrs, rank, gpus_per_node, staging, nmsg,
-                    lane_nmsg, ll_ptrs, seq, mark_ptrs);
-    if (signal && ep_last_block(ticket))
-        ep_publish_rows(dispatch_counts, n_local, n_ranks, rank, skip_a2a, count_ptrs, nmsg, lane_nmsg, false);
+    u32 lane_nmsg = ep_lane_nmsg(p.nmsg, p.n_ranks);
+    if (p.signal && row == 0)
+        ep_publish_rows(p.dispatch_counts, p.n_local, p.n_ranks, p.targets.rank, p.skip_a2a, p.count_ptrs, p.nmsg,
+                        lane_nmsg, true);
+    if (row < *p.targets.rows_end)
+        ep_send_row(row, p.expert_out, p.targets.src_info, p.targets.row_src, p.targets.hidden, p.targets.top_k,
+                    p.targets.recv_ptrs, p.targets.rank, p.targets.gpus_per_node, p.targets.staging, p.nmsg,
+                    lane_nmsg, p.ll_ptrs, p.seq, p.mark_ptrs);
+    if (p.signal && ep_last_block(p.ticket))
+        ep_publish_rows(p.dispatch_counts, p.n_local, p.n_ranks, p.targets.rank, p.skip_a2a, p.count_ptrs, p.nmsg,
+                        lane_nmsg, false);
 }
 
 // The messages this rank received, in the dispatch (message j of rank s: s's j-th token that
@@ -337,52 +341,51 @@ extern "C" __global__ void ep_combine_send(const u16* expert_out, const int* src
 // laid out (ep_combine_send) complete a token at ~0.8 of the send on average (worked out at
 // 28d822d). `msg_rows` ([n_ranks, max_tokens, top_k], row or -1) is written by the dispatch's
 // copy-out; only inside one node. Counts as ep_combine_send's.
-extern "C" __global__ void ep_combine_send_ordered(const u16* expert_out, const int* src_info, const int* row_src,
-                                                   const u32* rows_end, int hidden, int top_k, const u64* recv_ptrs,
-                                                   int rank, int gpus_per_node, u8* staging, int signal, u32* ticket,
-                                                   const u64* dispatch_counts, int n_local, int n_ranks, int skip_a2a,
-                                                   const u64* count_ptrs, const u32* nmsg, const u64* ll_ptrs,
-                                                   u32 seq, const u64* mark_ptrs, const int* msg_rows,
-                                                   int max_tokens) {
+extern "C" __global__ void ep_combine_send_ordered(const __grid_constant__ EpCombineSendOrderedParams p) {
     ep_await_prior_grid(); // a phase's first kernel, launched chained (comm/mod.rs, `Chain::First`)
     __shared__ int rows[EP_MAX_TOP_K];
-    u32 lane_nmsg = ep_lane_nmsg(nmsg, n_ranks);
-    if (signal && blockIdx.x == 0)
-        ep_publish_rows(dispatch_counts, n_local, n_ranks, rank, skip_a2a, count_ptrs, nmsg, lane_nmsg, true);
+    u32 lane_nmsg = ep_lane_nmsg(p.send.nmsg, p.send.n_ranks);
+    if (p.send.signal && blockIdx.x == 0)
+        ep_publish_rows(p.send.dispatch_counts, p.send.n_local, p.send.n_ranks, p.send.targets.rank, p.send.skip_a2a,
+                        p.send.count_ptrs, p.send.nmsg, lane_nmsg, true);
     u32 most = 0;
-    for (int s = 0; s < n_ranks; s++)
-        most = max(most, ep_messages_from(ep_nmsg_of(s, lane_nmsg, nmsg), s, rank, skip_a2a, max_tokens));
-    for (u64 w = blockIdx.x; w < (u64)most * n_ranks; w += gridDim.x) {
-        int s = w % n_ranks;
-        u32 j = w / n_ranks, nm = ep_nmsg_of(s, lane_nmsg, nmsg);
-        if (j >= ep_messages_from(nm, s, rank, skip_a2a, max_tokens)) continue;
-        for (int k = threadIdx.x; k < top_k; k += blockDim.x) rows[k] = msg_rows[((u64)s * max_tokens + j) * top_k + k];
+    for (int s = 0; s < p.send.n_ranks; s++)
+        most = max(most, ep_messages_from(ep_nmsg_of(s, lane_nmsg, p.send.nmsg), s, p.send.targets.rank,
+                                          p.send.skip_a2a, p.max_tokens));
+    for (u64 w = blockIdx.x; w < (u64)most * p.send.n_ranks; w += gridDim.x) {
+        int s = w % p.send.n_ranks;
+        u32 j = w / p.send.n_ranks, nm = ep_nmsg_of(s, lane_nmsg, p.send.nmsg);
+        if (j >= ep_messages_from(nm, s, p.send.targets.rank, p.send.skip_a2a, p.max_tokens)) continue;
+        for (int k = threadIdx.x; k < p.send.targets.top_k; k += blockDim.x)
+            rows[k] = p.msg_rows[((u64)s * p.max_tokens + j) * p.send.targets.top_k + k];
         __syncthreads();
-        for (int k = 0; k < top_k; k++)
+        for (int k = 0; k < p.send.targets.top_k; k++)
             if (rows[k] >= 0)
-                ep_send_row(rows[k], expert_out, src_info, row_src, hidden, top_k, recv_ptrs, rank, gpus_per_node,
-                            staging, nmsg, lane_nmsg, ll_ptrs, seq, mark_ptrs);
+                ep_send_row(rows[k], p.send.expert_out, p.send.targets.src_info, p.send.targets.row_src,
+                            p.send.targets.hidden, p.send.targets.top_k, p.send.targets.recv_ptrs, p.send.targets.rank,
+                            p.send.targets.gpus_per_node,
+                            p.send.targets.staging, p.send.nmsg, lane_nmsg, p.send.ll_ptrs, p.send.seq,
+                            p.send.mark_ptrs);
         __syncthreads(); // `rows` is the next message's
     }
-    if (signal && ep_last_block(ticket))
-        ep_publish_rows(dispatch_counts, n_local, n_ranks, rank, skip_a2a, count_ptrs, nmsg, lane_nmsg, false);
+    if (p.send.signal && ep_last_block(p.send.ticket))
+        ep_publish_rows(p.send.dispatch_counts, p.send.n_local, p.send.n_ranks, p.send.targets.rank, p.send.skip_a2a,
+                        p.send.count_ptrs, p.send.nmsg, lane_nmsg, false);
 }
 
-extern "C" __global__ void ep_combine_put(const int* src_info, const int* row_src, const u32* rows_end, int hidden,
-                                          int top_k, const u64* recv_ptrs, int rank, int gpus_per_node,
-                                          const u8* staging) {
+extern "C" __global__ void ep_combine_put(const __grid_constant__ EpCombineTargets p) {
     u64 row = blockIdx.x;
-    if (row >= *rows_end) return;
-    int s = row_src[row];
-    if (s < 0 || s / gpus_per_node == rank / gpus_per_node) return;
-    u64 row_bytes = (u64)hidden * 2;
-    ep_block_copy(ep_return_slot(row, s, src_info, recv_ptrs, top_k, row_bytes), staging + row * row_bytes, row_bytes);
+    if (row >= *p.rows_end) return;
+    int s = p.row_src[row];
+    if (s < 0 || s / p.gpus_per_node == p.rank / p.gpus_per_node) return;
+    u64 row_bytes = (u64)p.hidden * 2;
+    ep_block_copy(ep_return_slot(row, s, p.src_info, p.recv_ptrs, p.top_k, row_bytes), p.staging + row * row_bytes,
+                  row_bytes);
 }
 
 // The row counts, after the inter-node puts (between nodes the send kernel does not signal).
-extern "C" __global__ void ep_combine_signal(const u64* dispatch_counts, int n_local, int n_ranks, int rank,
-                                             int skip_a2a, const u64* count_ptrs, const u32* nmsg) {
-    ep_publish_rows(dispatch_counts, n_local, n_ranks, rank, skip_a2a, count_ptrs, nmsg, ep_lane_nmsg(nmsg, n_ranks),
-                    false);
+extern "C" __global__ void ep_combine_signal(const __grid_constant__ EpCombineSignalParams p) {
+    ep_publish_rows(p.dispatch_counts, p.n_local, p.n_ranks, p.rank, p.skip_a2a, p.count_ptrs, p.nmsg,
+                    ep_lane_nmsg(p.nmsg, p.n_ranks), false);
 }
 

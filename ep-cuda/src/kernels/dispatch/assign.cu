@@ -4,6 +4,15 @@
 // words (ep_publish_counts), published after the send or, in an overlapped or layout-first round,
 // by the assign before it.
 
+#include "common/types.cuh"
+#include "common/numerics.cuh"
+#include "common/formats.cuh"
+#include "common/ordering.cuh"
+#include "common/protocol.cuh"
+#include "common/trace.cuh"
+#include "params.cuh"
+#include "dispatch/wire.cu"
+
 // Inclusive prefix sum of `v` over the calling warp's lanes, by shuffles. Every lane calls it.
 template <typename T>
 __device__ __forceinline__ T ep_warp_scan(T v) {
@@ -312,7 +321,7 @@ __device__ void ep_assign_starts(u32* chunk_base, int n_chunks, int n_experts, i
     __syncthreads();
 }
 
-// The flags of this rank's message count words (common.cuh): `early` from the publishing kernel,
+// The flags of this rank's message count words (common/protocol.cuh): `early` from the publishing kernel,
 // `ll` and `marked` as the host chose this round's combine form (comm/path.rs).
 __device__ __forceinline__ u32 ep_nmsg_flags(int early, int ll, int marked) {
     return (early ? EP_NMSG_EARLY : 0u) | (ll ? EP_NMSG_LL : 0u) | (marked ? EP_NMSG_MARKED : 0u);
@@ -366,21 +375,18 @@ __device__ void ep_assign_publish(const u64* sent, const u32* msgs_to, int n_exp
 // send, with `ll` and `marked` (this rank's combine form, ep_nmsg_flags). The slots are whole: the
 // route reads no chunk_base (ep_assign_chunks' parameters, which this kernel shares, name one it
 // leaves alone).
-extern "C" __global__ void ep_assign_slots(const int* ids, int n_tokens, int top_k, int n_experts, int n_local,
-                                           int n_ranks, int rank, int skip_a2a, int* slots, int* rank_slots,
-                                           u32* chunk_base, u64* sent, u32* msgs_to, int early, u32* ticket,
-                                           const u64* count_ptrs, int marked, int ll) {
+extern "C" __global__ void ep_assign_slots(const __grid_constant__ EpAssignParams p) {
     ep_await_prior_grid(); // a phase's first kernel, launched chained (comm/mod.rs, `Chain::First`)
     ep_release_dependents(); // the send blocks may fetch their rows meanwhile (ep_dispatch_send_body)
     EP_STAMPS
-    ep_assign_block(ids, n_tokens, top_k, n_experts, n_local, n_ranks, rank, skip_a2a, slots, rank_slots, sent,
-                    msgs_to);
+    ep_assign_block(p.ids, p.n_tokens, p.top_k, p.n_experts, p.n_local, p.n_ranks, p.rank, p.skip_a2a, p.slots,
+                    p.rank_slots, p.sent, p.msgs_to);
     EP_STAMP(1);
-    bool publisher = early && ep_last_block(ticket, true);
+    bool publisher = p.early && ep_last_block(p.ticket, true);
     if (publisher)
-        ep_assign_publish(sent, msgs_to, n_experts, n_local, n_ranks, rank, skip_a2a, count_ptrs, marked,
-                          ll);
-    EP_STAMPS_PRINT("assign", rank, publisher);
+        ep_assign_publish(p.sent, p.msgs_to, p.n_experts, p.n_local, p.n_ranks, p.rank, p.skip_a2a, p.count_ptrs,
+                          p.marked, p.ll);
+    EP_STAMPS_PRINT("assign", p.rank, publisher);
 }
 
 // Row and message slots, a block per chunk of tokens (ep_assign_chunk); the last block to finish
@@ -389,23 +395,22 @@ extern "C" __global__ void ep_assign_slots(const int* ids, int n_tokens, int top
 // rank's combine form, ep_nmsg_flags). Every entry of slots, rank_slots and chunk_base is written
 // by exactly one block, so no memset comes first.
 extern "C" __global__ void __launch_bounds__(EP_ASSIGN_THREADS)
-    ep_assign_chunks(const int* ids, int n_tokens, int top_k, int n_experts, int n_local, int n_ranks, int rank,
-                    int skip_a2a, int* slots, int* rank_slots, u32* chunk_base, u64* sent, u32* msgs_to, int early,
-                    u32* ticket, const u64* count_ptrs, int marked, int ll) {
+    ep_assign_chunks(const __grid_constant__ EpAssignParams p) {
     ep_await_prior_grid();   // as ep_assign_slots
     ep_release_dependents(); // as ep_assign_slots
     EP_STAMPS
-    ep_assign_chunk(ids, n_tokens, top_k, n_experts, n_local, n_ranks, rank, skip_a2a, slots, rank_slots, chunk_base);
+    ep_assign_chunk(p.ids, p.n_tokens, p.top_k, p.n_experts, p.n_local, p.n_ranks, p.rank, p.skip_a2a, p.slots,
+                    p.rank_slots, p.chunk_base);
     EP_STAMP(1);
-    bool publisher = ep_last_block(ticket, true);
+    bool publisher = ep_last_block(p.ticket, true);
     EP_STAMP(7);
     if (publisher) {
-        ep_assign_starts(chunk_base, gridDim.x, n_experts, n_ranks, sent, msgs_to);
+        ep_assign_starts(p.chunk_base, gridDim.x, p.n_experts, p.n_ranks, p.sent, p.msgs_to);
         EP_STAMP(8);
-        if (early)
-            ep_assign_publish(sent, msgs_to, n_experts, n_local, n_ranks, rank, skip_a2a, count_ptrs,
-                              marked, ll);
+        if (p.early)
+            ep_assign_publish(p.sent, p.msgs_to, p.n_experts, p.n_local, p.n_ranks, p.rank, p.skip_a2a, p.count_ptrs,
+                              p.marked, p.ll);
     }
-    EP_STAMPS_PRINT("chunks", rank, publisher);
+    EP_STAMPS_PRINT("chunks", p.rank, publisher);
 }
 

@@ -3,6 +3,19 @@
 // (ep_dispatch_copy_out), beside an overlapped send (ep_dispatch_copy_messages), and the pieces
 // the single-launch dispatch takes (single.cu).
 
+#include "common/types.cuh"
+#include "common/numerics.cuh"
+#include "common/formats.cuh"
+#include "common/ordering.cuh"
+#include "common/protocol.cuh"
+#include "common/trace.cuh"
+#include "params.cuh"
+#include "dispatch/wire.cu"
+#include "dispatch/assign.cu"
+#include "dispatch/route.cu"
+#include "dispatch/layout.cu"
+#include "dispatch/send.cu"
+
 // Whether the threads of a team copying a message load its first payload pieces (EP_COPY_FIRST
 // each: a thread's share of a 7168-wide BF16 row in a 512-thread block) and their first FP8 scale
 // word with its header (EpMsgHead). A block's do; a warp's (the overlapped copy-out) do not: its
@@ -399,42 +412,44 @@ __device__ bool ep_copy_shared_row(u64 first, u64 i, u64 rows, const u8* shared_
 // 128 threads (comm/mod.rs, THREADS); held to 48 registers, ten blocks an SM, as before its loop
 // over a sender's messages (which took it to 56).
 extern "C" __global__ void __launch_bounds__(128, 10)
-        ep_dispatch_copy_out(const u8* recv, const u32* nmsg, const u32* row_offsets, const u32* src_offsets,
-                             int n_local, int n_ranks, int rank, int skip_a2a, int shared_groups, int max_tokens,
-                             int hidden, int fmt, MsgLayout m, u8* recv_tokens, u8* recv_scales, int* src_info,
-                             int* row_src, int* msg_rows, u32* status, u32 seq, u64 slice_ns, const u8* shared_msgs,
-                             int row_multiple, u64 first_block, u32 per_sender) {
+        ep_dispatch_copy_out(const __grid_constant__ EpDispatchCopyOutParams p) {
     ep_await_prior_grid(); // launched chained after the wait (comm/dispatch.rs)
-    int n_groups = n_local + shared_groups;
-    u32 done = status[0];
-    u64 rows = row_offsets[n_groups];
+    int n_groups = p.copy.n_local + p.copy.shared_groups;
+    u32 done = p.copy.status[0];
+    u64 rows = p.copy.row_offsets[n_groups];
     if (done != EP_OK) return;
-    u64 b = blockIdx.x + first_block;
-    u64 message_blocks = (u64)n_ranks * per_sender;
+    u64 b = blockIdx.x + p.first_block;
+    u64 message_blocks = (u64)p.copy.n_ranks * p.per_sender;
     if (b < message_blocks) {
-        int s = b / per_sender;
-        u32 nm = nmsg[s], count = ep_messages_from(nm, s, rank, skip_a2a, max_tokens);
+        int s = b / p.per_sender;
+        u32 nm = p.copy.nmsg[s], count = ep_messages_from(nm, s, p.copy.rank, p.copy.skip_a2a, p.copy.max_tokens);
 #pragma unroll 1
-        for (u32 j = b % per_sender; j < count; j += per_sender)
-            if (!ep_block_copy_message<true>(s, j, 0, 1, nm, EpLanding{seq, slice_ns}, recv, src_offsets, rows,
-                                             n_local, n_ranks, rank, shared_groups, max_tokens, hidden, fmt, m,
-                                             recv_tokens, recv_scales, src_info, row_src, status, msg_rows))
+        for (u32 j = b % p.per_sender; j < count; j += p.per_sender)
+            if (!ep_block_copy_message<true>(s, j, 0, 1, nm, EpLanding{p.copy.seq, p.copy.slice_ns}, p.copy.recv,
+                                             p.copy.src_offsets, rows,
+                                             p.copy.n_local, p.copy.n_ranks, p.copy.rank, p.copy.shared_groups,
+                                             p.copy.max_tokens, p.copy.hidden, p.copy.fmt, p.copy.m,
+                                             p.copy.recv_tokens, p.copy.recv_scales, p.copy.src_info, p.copy.row_src,
+                                             p.copy.status, p.copy.msg_rows))
                 return;
         return;
     }
     b -= message_blocks;
-    u64 padding_blocks = (u64)n_groups * (row_multiple - 1);
+    u64 padding_blocks = (u64)n_groups * (p.row_multiple - 1);
     if (b < padding_blocks) {
-        long long row = ep_padding_row((u32)b, n_groups, src_offsets, row_offsets, n_ranks);
-        if (row >= 0) ep_pad_row<false>(row, rows, hidden, fmt, m, recv_tokens, recv_scales, src_info, row_src);
+        long long row = ep_padding_row((u32)b, n_groups, p.copy.src_offsets, p.copy.row_offsets, p.copy.n_ranks);
+        if (row >= 0) ep_pad_row<false>(row, rows, p.copy.hidden, p.copy.fmt, p.copy.m, p.copy.recv_tokens,
+                                        p.copy.recv_scales, p.copy.src_info, p.copy.row_src);
         return;
     }
     b -= padding_blocks;
-    if (shared_groups == 0) return;
-    u64 first = src_offsets[rank], end = src_offsets[rank + 1];
+    if (p.copy.shared_groups == 0) return;
+    u64 first = p.copy.src_offsets[p.copy.rank], end = p.copy.src_offsets[p.copy.rank + 1];
     if (first + b < end)
-        ep_copy_shared_row(first, b, rows, shared_msgs, nmsg[rank], EpLanding{seq, slice_ns}, rank, n_local, n_ranks,
-                           hidden, fmt, m, recv_tokens, recv_scales, src_info, row_src, status);
+        ep_copy_shared_row(first, b, rows, p.shared_msgs, p.copy.nmsg[p.copy.rank], EpLanding{p.copy.seq,
+                           p.copy.slice_ns}, p.copy.rank, p.copy.n_local, p.copy.n_ranks,
+                           p.copy.hidden, p.copy.fmt, p.copy.m, p.copy.recv_tokens, p.copy.recv_scales, p.copy.src_info,
+                           p.copy.row_src, p.copy.status);
 }
 
 // The next item of a walk shared by every warp that takes from `claimed` (one atomic by lane 0).
@@ -511,46 +526,34 @@ __device__ bool ep_copy_messages(u32 first, u32 step, const u8* recv, const u32*
 // shared-expert rows follow on the main stream (ep_dispatch_copy_out with first_block past the
 // messages).
 template <int WarpBatch>
-__device__ __forceinline__ void ep_dispatch_copy_messages_body(
-        const u8* recv, const u32* nmsg, const u32* row_offsets, const u32* src_offsets, int n_local, int n_ranks,
-        int rank, int skip_a2a, int shared_groups, int max_tokens, int hidden, int fmt, MsgLayout m, u8* recv_tokens,
-        u8* recv_scales, int* src_info, int* row_src, int* msg_rows, u32* status, u32 seq, u64 slice_ns,
-        u32* layout_seq, int helper) {
+__device__ __forceinline__ void ep_dispatch_copy_messages_body(const EpDispatchCopyMessagesParams& p) {
     __shared__ EpRows scratch[EP_COPY_WARPS];
     __shared__ bool laid_out;
-    if (helper) {
-        if (threadIdx.x == 0) laid_out = ep_layout_released(layout_seq, seq, slice_ns, status);
+    if (p.helper) {
+        if (threadIdx.x == 0) laid_out = ep_layout_released(p.layout_seq, p.copy.seq, p.copy.slice_ns, p.copy.status);
         __syncthreads();
         if (!laid_out) return;
     }
-    if (status[0] != EP_OK) return;
+    if (p.copy.status[0] != EP_OK) return;
     EP_STAMPS
-    u64 rows = row_offsets[n_local + shared_groups];
+    u64 rows = p.copy.row_offsets[p.copy.n_local + p.copy.shared_groups];
     int warp = threadIdx.x >> 5;
     ep_copy_messages<true, false, true, true, WarpBatch>(
-        0, 0, recv, nmsg, src_offsets, rows, n_local, n_ranks, rank, skip_a2a, shared_groups, max_tokens, hidden, fmt,
-        m, recv_tokens, recv_scales, src_info, row_src, status, EpLanding{seq, slice_ns}, &scratch[warp], msg_rows,
-        layout_seq + 1);
+        0, 0, p.copy.recv, p.copy.nmsg, p.copy.src_offsets, rows, p.copy.n_local, p.copy.n_ranks, p.copy.rank,
+        p.copy.skip_a2a, p.copy.shared_groups, p.copy.max_tokens, p.copy.hidden, p.copy.fmt,
+        p.copy.m, p.copy.recv_tokens, p.copy.recv_scales, p.copy.src_info, p.copy.row_src, p.copy.status,
+        EpLanding{p.copy.seq, p.copy.slice_ns}, &scratch[warp], p.copy.msg_rows, p.layout_seq + 1);
 #ifdef EP_TRACE
     __syncthreads();
     EP_STAMP(2);
-    EP_STAMPS_PRINT(helper ? "helper" : "copy", rank, 0);
+    EP_STAMPS_PRINT(p.helper ? "helper" : "copy", p.copy.rank, 0);
 #endif
 }
 
-// The copy kernels' parameters and arguments, ep_dispatch_copy_messages_body's (comm/mod.rs checks
-// that the three lists agree), and a kernel of `name` with `bounds` and the body's `batch`.
-#define EP_COPY_MESSAGES_PARAMS                                                                                 \
-    const u8 *recv, const u32 *nmsg, const u32 *row_offsets, const u32 *src_offsets, int n_local, int n_ranks,  \
-        int rank, int skip_a2a, int shared_groups, int max_tokens, int hidden, int fmt, MsgLayout m,            \
-        u8 *recv_tokens, u8 *recv_scales, int *src_info, int *row_src, int *msg_rows, u32 *status, u32 seq,     \
-        u64 slice_ns, u32 *layout_seq, int helper
-#define EP_COPY_MESSAGES_ARGS                                                                                   \
-    recv, nmsg, row_offsets, src_offsets, n_local, n_ranks, rank, skip_a2a, shared_groups, max_tokens, hidden,  \
-        fmt, m, recv_tokens, recv_scales, src_info, row_src, msg_rows, status, seq, slice_ns, layout_seq, helper
-#define EP_DISPATCH_COPY_MESSAGES(name, bounds, batch)                                                          \
-    extern "C" __global__ void bounds name(EP_COPY_MESSAGES_PARAMS) {                                           \
-        ep_dispatch_copy_messages_body<batch>(EP_COPY_MESSAGES_ARGS);                                           \
+// A copy kernel of `name` with `bounds` and the body's `batch` (params.cuh: EpDispatchCopyMessagesParams).
+#define EP_DISPATCH_COPY_MESSAGES(name, bounds, batch)                                                                 \
+    extern "C" __global__ void bounds name(const __grid_constant__ EpDispatchCopyMessagesParams p) {                   \
+        ep_dispatch_copy_messages_body<batch>(p);                                                                      \
     }
 
 // ep_dispatch_copy_messages_body's kernel: 8 pieces a lane at a time, 64 registers a thread.

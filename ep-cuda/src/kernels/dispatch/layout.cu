@@ -2,6 +2,14 @@
 // then lay out the groups (ep_poll_layout), shared by ep_dispatch_wait and the single-launch
 // dispatch.
 
+#include "common/types.cuh"
+#include "common/numerics.cuh"
+#include "common/formats.cuh"
+#include "common/ordering.cuh"
+#include "common/protocol.cuh"
+#include "params.cuh"
+#include "dispatch/assign.cu"
+
 // Inclusive prefix sum of `v` over the block's threads in thread order, from registers: each
 // warp's by shuffles, then the warps' totals (through `warp_sums`, shared, one barrier) scanned by
 // shuffles in every warp; `total` gets the block's sum. Every thread calls it (blockDim.x a
@@ -160,28 +168,26 @@ __device__ u32 ep_poll_layout(const u64* counts, int n_local, int n_ranks, int r
 // (`layout_seq[1]`, ep_copy_messages) and releases round `seq` into `layout_seq[0]` (null:
 // neither), for the send blocks still to encode this rank's own messages (ep_place_own_rows) and
 // the copy-out's helpers after the send.
-extern "C" __global__ void ep_dispatch_wait(u64* counts, int n_local, int n_ranks, int rank, int skip_a2a,
-                                            u64 slice_ns, int max_tokens, int shared_groups, int shared_len,
-                                            int row_multiple, u32* status, u64* snapshot, u32* nmsg,
-                                            u32* row_offsets, u32* src_offsets, u32* layout_seq, u32 seq) {
+extern "C" __global__ void ep_dispatch_wait(const __grid_constant__ EpDispatchWaitParams p) {
     extern __shared__ u32 start[]; // [n_groups + 1]
-    int n = n_local * n_ranks, n_groups = n_local + shared_groups;
+    int n = p.n_local * p.n_ranks, n_groups = p.n_local + p.shared_groups;
     ep_await_prior_grid(); // launched chained after the send (comm/dispatch.rs)
     // The counts and the layout, the counts' misses in status[1 ..], the outcome in status[0]; the
     // counts reset once every one was there and fit (a count that does not may be a peer's poison:
     // it stays for the host to read, ep_wait_counts says why).
-    u32 outcome = ep_poll_layout(counts, n_local, n_ranks, rank, skip_a2a, slice_ns, max_tokens, snapshot, status + 1,
-                                 nmsg, shared_groups, shared_len, row_multiple, start, src_offsets);
-    if (outcome == EP_OK) ep_reset_counts(counts, n, rank, n_ranks, skip_a2a);
-    if (threadIdx.x == 0) status[0] = outcome;
+    u32 outcome = ep_poll_layout(p.counts, p.n_local, p.n_ranks, p.rank, p.skip_a2a, p.slice_ns, p.max_tokens,
+                                 p.snapshot, p.status + 1,
+                                 p.nmsg, p.shared_groups, p.shared_len, p.row_multiple, start, p.src_offsets);
+    if (outcome == EP_OK) ep_reset_counts(p.counts, n, p.rank, p.n_ranks, p.skip_a2a);
+    if (threadIdx.x == 0) p.status[0] = outcome;
     if (outcome != EP_OK) return;
     ep_release_dependents(); // the next kernel's blocks (copy-out, or a layout-first send) may launch
-    for (int g = threadIdx.x; g <= n_groups; g += blockDim.x) row_offsets[g] = start[g];
-    if (!layout_seq) return;
+    for (int g = threadIdx.x; g <= n_groups; g += blockDim.x) p.row_offsets[g] = start[g];
+    if (!p.layout_seq) return;
     __syncthreads();
     if (threadIdx.x == 0) {
-        layout_seq[1] = 0;
-        ep_store_release_gpu(layout_seq, seq);
+        p.layout_seq[1] = 0;
+        ep_store_release_gpu(p.layout_seq, p.seq);
     }
 }
 

@@ -3,6 +3,15 @@
 // (ep_send_token), shared by the multi-kernel send (send.cu) and the single-launch dispatch
 // (single.cu).
 
+#include "common/types.cuh"
+#include "common/numerics.cuh"
+#include "common/formats.cuh"
+#include "common/ordering.cuh"
+#include "common/protocol.cuh"
+#include "common/trace.cuh"
+#include "dispatch/wire.cu"
+#include "dispatch/assign.cu"
+
 // One token's routing, in shared memory for the block that sends it, so the send loop reads no
 // global memory (with the ids and slots in global memory every step waited on a load that the
 // stores before it might have changed). Per slot k: the expert id (-1 masked), its row slot (-1:

@@ -2,6 +2,18 @@
 // (EP_DISPATCH_SEND's kernels), its messages marked landed, the rank's own rows written by the
 // block that encodes them once the layout is known; and between nodes the put and the signal.
 
+#include "common/types.cuh"
+#include "common/numerics.cuh"
+#include "common/formats.cuh"
+#include "common/ordering.cuh"
+#include "common/protocol.cuh"
+#include "common/trace.cuh"
+#include "params.cuh"
+#include "dispatch/wire.cu"
+#include "dispatch/assign.cu"
+#include "dispatch/route.cu"
+#include "dispatch/layout.cu"
+
 // Marks token t's messages inside this node (r.at, from ep_send_token), and its shared-expert
 // message (`shared_msg`, null when it has none), landed for round `seq` (a sender that published
 // early, above): the block's stores are ordered before one fence, then a system-scope store per
@@ -123,15 +135,8 @@ __device__ void ep_place_own_rows(const EpOwnRows& own, int t, int rank, int hid
 // with the copy-out's parameters after layout_seq). `Fmt`: the format the kernel is compiled for
 // (`fmt` is then that one), or -1, `fmt`'s at run time.
 template <int Batch, int Fmt>
-__device__ __forceinline__ void ep_dispatch_send_body(
-        const u16* tokens, const float* input_scales, int n_tokens, int hidden, int fmt, const int* ids,
-        const int* slots, const int* rank_slots, const u32* chunk_base, int top_k, MsgLayout m, const u64* recv_ptrs,
-        int rank, int n_ranks, int n_local, int gpus_per_node, int max_tokens, u8* staging, int shared_start,
-        int shared_end, u8* shared_msgs,
-        int signal, u32* ticket, const u64* sent, const u32* msgs_to, int n_experts, int skip_a2a,
-        const u64* count_ptrs, int early, u32 seq, int marked, int ll, const u32* layout_seq,
-        u64 layout_wait_ns, const u32* row_offsets, const u32* src_offsets, int shared_groups, u8* recv_tokens,
-        u8* recv_scales, int* src_info, int* row_src, int* msg_rows) {
+__device__ __forceinline__ void ep_dispatch_send_body(const EpDispatchSendParams& p) {
+    int fmt = p.fmt;
     __shared__ EpRoute route;
     // The rank whose message's rows this block writes itself (ep_place_own_rows), -1: none.
     __shared__ int placed;
@@ -140,12 +145,13 @@ __device__ __forceinline__ void ep_dispatch_send_body(
     int t = blockIdx.x;
     // Launched chained after the assign, or after a layout-first round's wait, which awaits the
     // assign (comm/dispatch.rs): the row, the round's input, is there before the assign starts;
-    // the slots are not until it ends. No early release (common.cuh).
-    if (t < n_tokens) {
+    // the slots are not until it ends. No early release (common/ordering.cuh).
+    if (t < p.n_tokens) {
         EP_STAMPS
-        ep_fetch_row(t, tokens, hidden, fmt, m);
+        ep_fetch_row(t, p.tokens, p.hidden, fmt, p.targets.m);
         ep_await_prior_grid();
-        ep_load_route(route, t, ids, slots, rank_slots, chunk_base, top_k, n_local, n_ranks);
+        ep_load_route(route, t, p.targets.ids, p.targets.slots, p.targets.rank_slots, p.targets.chunk_base,
+                      p.targets.top_k, p.targets.n_local, p.targets.n_ranks);
         // While the row loads, the last warp looks for the layout, then issues the loads of the own
         // message's rows (ep_own_starts), which it reads once the message is marked. Each of its
         // lanes acquires the layout itself, since each reads it. (The rows found whole here, their
@@ -153,58 +159,46 @@ __device__ __forceinline__ void ep_dispatch_send_body(
         const bool finder = threadIdx.x >= blockDim.x - 32;
         u32 start0 = 0, start1 = 0, total = 0;
         if (finder) {
-            const bool mine = layout_seq && ep_layout_released(layout_seq, seq, layout_wait_ns);
+            const bool mine = p.layout_seq && ep_layout_released(p.layout_seq, p.seq, p.layout_wait_ns);
             const bool released = __all_sync(0xffffffffu, mine);
-            if (threadIdx.x == blockDim.x - 32) placed = released ? rank : -1;
+            if (threadIdx.x == blockDim.x - 32) placed = released ? p.targets.rank : -1;
             if (released) {
-                ep_own_starts(route, top_k, rank, src_offsets, n_local, n_ranks, shared_groups, start0, start1);
-                total = row_offsets[n_local + shared_groups];
+                ep_own_starts(route, p.targets.top_k, p.targets.rank, p.src_offsets, p.targets.n_local,
+                              p.targets.n_ranks, p.shared_groups, start0, start1);
+                total = p.row_offsets[p.targets.n_local + p.shared_groups];
             }
         }
         EP_STAMP(1);
-        ep_send_token<Batch>(t, route, input_scales, hidden, top_k, fmt, m, recv_ptrs, rank, gpus_per_node,
-                             max_tokens, staging, shared_start, shared_end, shared_msgs, &placed);
-        if (early)
-            ep_mark_landed(route, top_k, m, seq, ep_shared_msg(t, shared_start, shared_end, shared_msgs, m), placed);
+        ep_send_token<Batch>(t, route, p.input_scales, p.hidden, p.targets.top_k, fmt, p.targets.m, p.targets.recv_ptrs,
+                             p.targets.rank, p.targets.gpus_per_node,
+                             p.targets.max_tokens, p.targets.staging, p.shared_start, p.shared_end, p.shared_msgs,
+                             &placed);
+        if (p.early)
+            ep_mark_landed(route, p.targets.top_k, p.targets.m, p.seq, ep_shared_msg(t, p.shared_start, p.shared_end,
+                    p.shared_msgs, p.targets.m), placed);
         if (placed >= 0) {
             if (finder)
-                ep_find_own_rows(route, top_k, rank, EpOwnRowsFound{&route, start0, start1, rank, n_local}, total,
-                                 max_tokens, m, recv_tokens, own, msg_rows);
+                ep_find_own_rows(route, p.targets.top_k, p.targets.rank, EpOwnRowsFound{&route, start0, start1,
+                                 p.targets.rank, p.targets.n_local}, total,
+                                 p.targets.max_tokens, p.targets.m, p.recv_tokens, own, p.msg_rows);
             __syncthreads();
-            ep_place_own_rows(own, t, rank, hidden, fmt, m, recv_scales, src_info, row_src);
+            ep_place_own_rows(own, t, p.targets.rank, p.hidden, fmt, p.targets.m, p.recv_scales, p.src_info, p.row_src);
             EP_STAMP(3);
         }
         EP_STAMP(2);
-        EP_STAMPS_PRINT("send", rank, early);
+        EP_STAMPS_PRINT("send", p.targets.rank, p.early);
     } else {
         ep_await_prior_grid(); // the ticket and the counts this block may publish are the assign's
     }
-    if (!early && signal && ep_last_block(ticket))
-        ep_publish_counts(sent, msgs_to, n_experts, n_local, n_ranks, rank, skip_a2a, count_ptrs,
-                          ep_nmsg_flags(0, ll, marked));
+    if (!p.early && p.signal && ep_last_block(p.ticket))
+        ep_publish_counts(p.sent, p.msgs_to, p.n_experts, p.targets.n_local, p.targets.n_ranks, p.targets.rank,
+                          p.skip_a2a, p.count_ptrs, ep_nmsg_flags(0, p.ll, p.marked));
 }
 
-// The send kernels' parameters and arguments, ep_dispatch_send_body's (comm/mod.rs checks that the
-// three lists agree). Parameters ids .. staging are ep_dispatch_put's, in its order (comm/dispatch.rs
-// passes that slice).
-#define EP_DISPATCH_SEND_PARAMS                                                                                 \
-    const u16 *tokens, const float *input_scales, int n_tokens, int hidden, int fmt, const int *ids,            \
-        const int *slots, const int *rank_slots, const u32 *chunk_base, int top_k, MsgLayout m,                 \
-        const u64 *recv_ptrs, int rank, int n_ranks, int n_local, int gpus_per_node, int max_tokens,            \
-        u8 *staging, int shared_start, int shared_end, u8 *shared_msgs, int signal, u32 *ticket,                \
-        const u64 *sent, const u32 *msgs_to, int n_experts, int skip_a2a, const u64 *count_ptrs, int early,     \
-        u32 seq, int marked, int ll, const u32 *layout_seq, u64 layout_wait_ns, const u32 *row_offsets,         \
-        const u32 *src_offsets, int shared_groups, u8 *recv_tokens, u8 *recv_scales, int *src_info,             \
-        int *row_src, int *msg_rows
-#define EP_DISPATCH_SEND_ARGS                                                                                   \
-    tokens, input_scales, n_tokens, hidden, fmt, ids, slots, rank_slots, chunk_base, top_k, m, recv_ptrs, rank, \
-        n_ranks, n_local, gpus_per_node, max_tokens, staging, shared_start, shared_end, shared_msgs, signal,    \
-        ticket, sent, msgs_to, n_experts, skip_a2a, count_ptrs, early, seq, marked, ll, layout_seq,             \
-        layout_wait_ns, row_offsets, src_offsets, shared_groups, recv_tokens, recv_scales, src_info, row_src,   \
-        msg_rows
-#define EP_DISPATCH_SEND(name, batch, fixed_fmt)                                                                \
-    extern "C" __global__ void __launch_bounds__(512) name(EP_DISPATCH_SEND_PARAMS) {                           \
-        ep_dispatch_send_body<batch, fixed_fmt>(EP_DISPATCH_SEND_ARGS);                                         \
+// A send kernel (params.cuh: EpDispatchSendParams, whose targets are ep_dispatch_put's parameters).
+#define EP_DISPATCH_SEND(name, batch, fixed_fmt)                                                                       \
+    extern "C" __global__ void __launch_bounds__(512) name(const __grid_constant__ EpDispatchSendParams p) {           \
+        ep_dispatch_send_body<batch, fixed_fmt>(p);                                                                    \
     }
 
 // Every format (`fmt` at run time). Launched with 256 or 512 threads (comm/dispatch.rs,
@@ -226,25 +220,23 @@ EP_DISPATCH_SEND(ep_dispatch_send_fp8, 2, EP_FMT_FP8)
 
 // The inter-node transport: puts of the staged messages to the ranks of other nodes. Runs after
 // ep_dispatch_send and before ep_dispatch_signal on the same stream: put, then signal.
-extern "C" __global__ void ep_dispatch_put(const int* ids, const int* slots, const int* rank_slots,
-                                           const u32* chunk_base, int top_k, MsgLayout m, const u64* recv_ptrs,
-                                           int rank, int n_ranks, int n_local, int gpus_per_node, int max_tokens,
-                                           const u8* staging) {
+extern "C" __global__ void ep_dispatch_put(const __grid_constant__ EpDispatchTargets p) {
     __shared__ EpRoute route;
     int t = blockIdx.x;
-    ep_load_route(route, t, ids, slots, rank_slots, chunk_base, top_k, n_local, n_ranks);
-    int node = rank / gpus_per_node;
-    for (int k = 0; k < top_k; k++) {
+    ep_load_route(route, t, p.ids, p.slots, p.rank_slots, p.chunk_base, p.top_k, p.n_local, p.n_ranks);
+    int node = p.rank / p.gpus_per_node;
+    for (int k = 0; k < p.top_k; k++) {
         int dest = route.dest[k];
-        if (!route.carries[k] || dest / gpus_per_node == node) continue;
-        ep_block_copy(ep_route_msg(route, k, recv_ptrs[dest], rank, max_tokens, m), staging + (u64)t * m.bytes,
-                      m.bytes);
+        if (!route.carries[k] || dest / p.gpus_per_node == node) continue;
+        ep_block_copy(ep_route_msg(route, k, p.recv_ptrs[dest], p.rank, p.max_tokens, p.m),
+                      p.staging + (u64)t * p.m.bytes, p.m.bytes);
     }
 }
 
 // The counts, after the inter-node puts (between nodes the send kernel does not signal).
-extern "C" __global__ void ep_dispatch_signal(const u64* sent, const u32* msgs_to, int n_experts, int n_local,
-                                              int n_ranks, int rank, int skip_a2a, const u64* count_ptrs) {
-    ep_publish_counts(sent, msgs_to, n_experts, n_local, n_ranks, rank, skip_a2a, count_ptrs, 0u);
+extern "C" __global__ void ep_dispatch_signal(const __grid_constant__ EpDispatchSignalParams p) {
+    ep_publish_counts(p.sent, p.msgs_to, p.n_experts, p.n_local, p.n_ranks, p.rank, p.skip_a2a, p.count_ptrs, 0u);
 }
 
+// ep_find_own_rows, declared above for the send body, is the copy-out's (it reads the layout).
+#include "dispatch/copy_out.cu"

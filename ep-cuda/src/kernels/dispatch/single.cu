@@ -1,5 +1,18 @@
 // The single-launch dispatch (part of the dispatch program: wire.cu).
 
+#include "common/types.cuh"
+#include "common/numerics.cuh"
+#include "common/formats.cuh"
+#include "common/ordering.cuh"
+#include "common/protocol.cuh"
+#include "common/trace.cuh"
+#include "params.cuh"
+#include "dispatch/assign.cu"
+#include "dispatch/route.cu"
+#include "dispatch/layout.cu"
+#include "dispatch/send.cu"
+#include "dispatch/copy_out.cu"
+
 // ---- the single-launch dispatch (decode sizes) ------------------------------------------------
 //
 // At decode sizes every kernel of the path above does almost no work, and the chain of dependent
@@ -252,13 +265,9 @@ __device__ void ep_single_copy_out(const u64* got, const u32* start, const u32* 
 // and a message's rows cut among blocks (ep_copy_messages). A kernel of its own: in the same
 // kernel the choice slowed the sizes where it does not apply (measured at 5457638).
 template <bool Spread, int Fmt>
-__device__ __forceinline__ void ep_dispatch_single_body(
-    const u16* tokens, const float* input_scales, int n_tokens, int hidden, int fmt, const int* ids, int top_k,
-    MsgLayout m, const u64* recv_ptrs, int rank, int n_ranks, int n_local, int max_tokens, int shared_start,
-    int shared_end, u8* shared_msgs, u32* ticket, u64* sent, int n_experts, int skip_a2a,
-    const u64* count_ptrs, u64* counts, u64 slice_ns, int shared_groups, int row_multiple,
-    u32* status, u64* snapshot, u32* row_offsets, u32* src_offsets, const u8* recv, u32* nmsg,
-    u8* recv_tokens, u8* recv_scales, int* src_info, int* row_src, u32 seq, int ll, int marked) {
+__device__ __forceinline__ void ep_dispatch_single_body(const EpDispatchSingleParams& p) {
+    int fmt = p.fmt;
+    int row_multiple = p.row_multiple;
     // A kernel for one format: the others' encoders and scale layouts compile out (below), and
     // BF16's padding walk with them (its groups take no padding: format/bf16.rs).
     if (Fmt >= 0) fmt = Fmt;
@@ -283,36 +292,37 @@ __device__ __forceinline__ void ep_dispatch_single_body(
         // (Every rank's count address loaded beside the ids, not in the publish, read level:
         // the count took what the publish saved; f662fb1.)
         u32* hist = (u32*)smem_u4;
-        ep_count_sent(ids, n_tokens, top_k, n_experts, n_local, n_ranks, rank, skip_a2a, hist, sent);
+        ep_count_sent(p.ids, p.n_tokens, p.top_k, p.n_experts, p.n_local, p.n_ranks, p.rank, p.skip_a2a, hist, p.sent);
         EP_STAMP(1);
         EP_DELAY(3);
-        ep_publish_counts(hist, hist + n_experts, n_experts, n_local, n_ranks, rank, skip_a2a, count_ptrs,
-                          ep_nmsg_flags(1, ll, marked));
+        ep_publish_counts(hist, hist + p.n_experts, p.n_experts, p.n_local, p.n_ranks, p.rank, p.skip_a2a, p.count_ptrs,
+                          ep_nmsg_flags(1, p.ll, p.marked));
         __syncthreads(); // every warp's counts stored
-        if (threadIdx.x == 0) *(volatile u32*)(ticket + 2) = seq;
+        if (threadIdx.x == 0) *(volatile u32*)(p.ticket + 2) = p.seq;
         EP_STAMP(2);
     }
     // Spread: each block sends one token to one rank (item i: token i / n_ranks, rank
     // i % n_ranks); otherwise a block sends a token to every rank.
-    int items = Spread ? n_tokens * n_ranks : n_tokens;
+    int items = Spread ? p.n_tokens * p.n_ranks : p.n_tokens;
     for (int i = blockIdx.x; !counter && i < items; i += senders) {
-        int t = Spread ? i / n_ranks : i, dest = Spread ? i % n_ranks : -1;
-        ep_fetch_row(t, tokens, hidden, fmt, m);
-        const u64 peer = ep_own_route(route, t, ids, top_k, n_local, rank, skip_a2a, recv_ptrs);
-        if (Spread) ep_route_only_to(route, top_k, dest);
+        int t = Spread ? i / p.n_ranks : i, dest = Spread ? i % p.n_ranks : -1;
+        ep_fetch_row(t, p.tokens, p.hidden, fmt, p.m);
+        const u64 peer = ep_own_route(route, t, p.ids, p.top_k, p.n_local, p.rank, p.skip_a2a, p.recv_ptrs);
+        if (Spread) ep_route_only_to(route, p.top_k, dest);
         EP_DELAY(1);
         // The shared expert's message is this rank's own: the block for this rank writes it.
-        bool own = dest < 0 || dest == rank;
+        bool own = dest < 0 || dest == p.rank;
         if (i == blockIdx.x) EP_STAMP(1);
         // Spread (the smallest sizes): a token's stores wait until the counts are out, at most
         // EP_HOLD_NS. Across NVLink the counts, not the row, set the phase's pace there, and a row's
         // stores and fence going out beside the publish delay the counts behind them, so holding
         // the sending blocks back made the 1-token dispatch faster (measured at 136783f).
-        ep_send_token(t, route, input_scales, hidden, top_k, fmt, m, recv_ptrs, rank, n_ranks, max_tokens, nullptr,
-                      own ? shared_start : 0, own ? shared_end : 0, shared_msgs, nullptr,
-                      Spread ? ticket + 2 : nullptr, seq, EP_HOLD_NS, peer);
-        u8* shared_msg = own ? ep_shared_msg(t, shared_start, shared_end, shared_msgs, m) : nullptr;
-        ep_mark_landed(route, top_k, m, seq, shared_msg);
+        ep_send_token(t, route, p.input_scales, p.hidden, p.top_k, fmt, p.m, p.recv_ptrs, p.rank, p.n_ranks,
+                      p.max_tokens, nullptr,
+                      own ? p.shared_start : 0, own ? p.shared_end : 0, p.shared_msgs, nullptr,
+                      Spread ? p.ticket + 2 : nullptr, p.seq, EP_HOLD_NS, peer);
+        u8* shared_msg = own ? ep_shared_msg(t, p.shared_start, p.shared_end, p.shared_msgs, p.m) : nullptr;
+        ep_mark_landed(route, p.top_k, p.m, p.seq, shared_msg);
         EP_DELAY(2);
         if (i == blockIdx.x) EP_STAMP(2);
         __syncthreads(); // the route and the message in shared memory are the next token's
@@ -320,29 +330,30 @@ __device__ __forceinline__ void ep_dispatch_single_body(
     __syncthreads();
     EP_STAMP(3);
 
-    int n = n_local * n_ranks, n_groups = n_local + shared_groups;
+    int n = p.n_local * p.n_ranks, n_groups = p.n_local + p.shared_groups;
     // The counting block takes no share of the output: it resets the counts as soon as every
     // sending block has read them. With a share, its reset came after it, and the grid's last
     // finisher was the counting block (38e4089).
     if (counter) {
-        ep_reset_counts_when_read(ticket + 1, senders, counts, n, rank, n_ranks, skip_a2a, status);
+        ep_reset_counts_when_read(p.ticket + 1, senders, p.counts, n, p.rank, p.n_ranks, p.skip_a2a, p.status);
         EP_STAMP(7);
     } else {
         u64* got = (u64*)smem_u4;                        // [n]
         u32* start = (u32*)(got + n);                    // [n_groups + 1]
         u32* src_off = start + n_groups + 1;             // [n_groups, n_ranks + 1]
-        u32* nmsg_here = src_off + n_groups * (n_ranks + 1); // [n_ranks]
-        int shared_len = shared_end - shared_start;
-        u32 outcome = ep_poll_layout(counts, n_local, n_ranks, rank, skip_a2a, slice_ns, max_tokens, got, nullptr,
-                                     nmsg_here, shared_groups, shared_len, row_multiple, start, src_off);
+        u32* nmsg_here = src_off + n_groups * (p.n_ranks + 1); // [n_ranks]
+        int shared_len = p.shared_end - p.shared_start;
+        u32 outcome = ep_poll_layout(p.counts, p.n_local, p.n_ranks, p.rank, p.skip_a2a, p.slice_ns, p.max_tokens, got,
+                                     nullptr,
+                                     nmsg_here, p.shared_groups, shared_len, row_multiple, start, src_off);
         EP_STAMP(4);
         EP_DELAY(4);
-        ep_counts_read(outcome, ticket + 1, status);
+        ep_counts_read(outcome, p.ticket + 1, p.status);
         if (outcome == EP_OK) {
             // The message counts came with the counts (ep_publish_counts); block 0 keeps them for
             // the combine, which reads them from `nmsg`.
             if (blockIdx.x == 0)
-                for (int s = threadIdx.x; s < n_ranks; s += blockDim.x) nmsg[s] = nmsg_here[s];
+                for (int s = threadIdx.x; s < p.n_ranks; s += blockDim.x) p.nmsg[s] = nmsg_here[s];
             EP_STAMP(5);
             EP_DELAY(5);
             // While some sending blocks had no token to send, the copy-out's walk starts past the
@@ -353,35 +364,22 @@ __device__ __forceinline__ void ep_dispatch_single_body(
             // and finish long after the rest (14029b0).
             u32 busy = 2 * items <= senders ? items : 0;
             ep_single_copy_out<Spread>(got, start, src_off, (blockIdx.x + senders - busy) % senders, senders,
-                                       shared_len, shared_msgs, row_multiple, EpLanding{seq, slice_ns}, recv,
+                                       shared_len, p.shared_msgs, row_multiple, EpLanding{p.seq, p.slice_ns}, p.recv,
                                        nmsg_here,
-                                       n_local, n_ranks, rank, skip_a2a, shared_groups, max_tokens, hidden, fmt, m,
-                                       recv_tokens, recv_scales, src_info, row_src, status, snapshot, row_offsets,
-                                       src_offsets, busy);
+                                       p.n_local, p.n_ranks, p.rank, p.skip_a2a, p.shared_groups, p.max_tokens,
+                                       p.hidden, fmt, p.m,
+                                       p.recv_tokens, p.recv_scales, p.src_info, p.row_src, p.status, p.snapshot,
+                                       p.row_offsets, p.src_offsets, busy);
         }
         EP_STAMP(6);
     }
-    EP_STAMPS_PRINT("dispatch", rank, counter);
+    EP_STAMPS_PRINT("dispatch", p.rank, counter);
 }
 
-// The kernels' parameters and arguments, ep_dispatch_single_body's but `Fmt` (comm/mod.rs checks
-// that the three lists agree).
-#define EP_DISPATCH_SINGLE_PARAMS                                                                                \
-    const u16 *tokens, const float *input_scales, int n_tokens, int hidden, int fmt, const int *ids, int top_k,  \
-        MsgLayout m, const u64 *recv_ptrs, int rank, int n_ranks, int n_local, int max_tokens, int shared_start, \
-        int shared_end, u8 *shared_msgs, u32 *ticket, u64 *sent, int n_experts, int skip_a2a,                    \
-        const u64 *count_ptrs, u64 *counts, u64 slice_ns, int shared_groups,               \
-        int row_multiple, u32 *status, u64 *snapshot, u32 *row_offsets, u32 *src_offsets, const u8 *recv,       \
-        u32 *nmsg, u8 *recv_tokens, u8 *recv_scales, int *src_info, int *row_src, u32 seq, int ll,         \
-        int marked
-#define EP_DISPATCH_SINGLE_ARGS                                                                                  \
-    tokens, input_scales, n_tokens, hidden, fmt, ids, top_k, m, recv_ptrs, rank, n_ranks, n_local, max_tokens,   \
-        shared_start, shared_end, shared_msgs, ticket, sent, n_experts, skip_a2a, count_ptrs, counts, \
-        slice_ns, shared_groups, row_multiple, status, snapshot, row_offsets, src_offsets, recv, nmsg,          \
-        recv_tokens, recv_scales, src_info, row_src, seq, ll, marked
-#define EP_DISPATCH_SINGLE(name, spread, fixed_fmt)                                                              \
-    extern "C" __global__ void __launch_bounds__(512, 1) name(EP_DISPATCH_SINGLE_PARAMS) {                       \
-        ep_dispatch_single_body<spread, fixed_fmt>(EP_DISPATCH_SINGLE_ARGS);                                     \
+// A single-launch dispatch kernel (params.cuh: EpDispatchSingleParams).
+#define EP_DISPATCH_SINGLE(name, spread, fixed_fmt)                                                                    \
+    extern "C" __global__ void __launch_bounds__(512, 1) name(const __grid_constant__ EpDispatchSingleParams p) {      \
+        ep_dispatch_single_body<spread, fixed_fmt>(p);                                                                 \
     }
 
 // Any format (`fmt` at run time), and with `Spread` (ep_dispatch_single_spread, for the smallest

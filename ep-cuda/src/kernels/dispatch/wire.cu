@@ -1,10 +1,10 @@
 // Dispatch: each rank's tokens to the ranks that hold their experts, laid out per expert.
 //
-// The dispatch program is this folder's files in the order kernels.rs joins them, each using
-// what the ones before it define: wire.cu (the launch order, the wire layout, the landed marks),
-// assign.cu (slots and counts), route.cu (a token's route and send), layout.cu (the receiver's
-// counts and groups), send.cu (the multi-kernel send), copy_out.cu (messages into rows) and
-// single.cu (the whole phase in one launch at decode sizes).
+// The dispatch program (kernels/dispatch.cu) includes this folder's files in this order, each
+// including what it uses of the ones before it: wire.cu (the launch order, the wire layout, the
+// landed marks), assign.cu (slots and counts), route.cu (a token's route and send), layout.cu (the
+// receiver's counts and groups), send.cu (the multi-kernel send), copy_out.cu (messages into rows)
+// and single.cu (the whole phase in one launch at decode sizes).
 //
 // Launch order on the rank's stream: ep_assign_slots (ep_assign_chunks from 4096 tokens:
 // comm/path.rs, chunked_assign) -> ep_dispatch_send (which also signals, from its last block,
@@ -17,6 +17,9 @@
 // blocks that run once the wait has laid out the groups write the rank's own rows themselves
 // (ep_place_own_rows; FP8 by default, comm/dispatch.rs).
 // Stream order makes every message store complete before the signal kernel's release stores.
+
+#include "common/types.cuh"
+#include "common/numerics.cuh"
 
 __device__ __forceinline__ bool ep_routes_to(int skip_a2a, int src, int e, int n_local) {
     return !skip_a2a || e / n_local == src;
@@ -40,7 +43,7 @@ __device__ __forceinline__ u64 ep_recv_offset(int src, int max_tokens, u64 pos, 
 // block's fence, then the round's number (`seq`, the same on every rank) in the message's header,
 // in the 12 bytes the source token's 16 leave free. A receiver waits for that mark before it
 // reads a message from a sender whose message count carries the bit; every other sender
-// published its counts after its last store. (The word's flags: common.cuh.)
+// published its counts after its last store. (The word's flags: common/protocol.cuh.)
 __device__ __forceinline__ u32* ep_landed_flag(u8* msg, MsgLayout m) { return (u32*)(msg + m.src_off + 8); }
 
 // The mark of a message whose rows its sender wrote itself (the rank's own message in an
