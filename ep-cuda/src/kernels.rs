@@ -763,7 +763,12 @@ pub(crate) mod tests {
     fn programs_take_every_file_once() {
         let bodies: Vec<&str> = super::PROGRAMS
             .iter()
-            .chain([&super::PROBE_PROGRAM, &super::SELFCHECK_PROGRAM])
+            .chain([
+                &super::PROBE_PROGRAM,
+                &super::SELFCHECK_PROGRAM,
+                &super::BENCH_PROGRAM,
+                &super::LATE_INPUTS_PROGRAM,
+            ])
             .map(|(_, body, _)| *body)
             .collect();
         let programs: Vec<String> = bodies.iter().map(|b| super::source(b, "")).collect();
