@@ -1,10 +1,11 @@
 //! The kernels' parameters: one `#[repr(C)]` struct per kind of kernel, each the twin of the CUDA
 //! struct of the same name in `kernels/params.cuh`, which the kernel takes as its one parameter
-//! (`const __grid_constant__ EpXxxParams p`). Each struct is declared here once; [`layouts`] gives
-//! its size and fields, which [`layout_check_source`] turns into checks that NVRTC compiles against
-//! the header ([`check_layouts`], run by the kernels_compile test), so a field added, removed,
-//! renamed, moved or resized on one side alone fails. Device pointers are `u64` here; the header
-//! says what they point at.
+//! (`const __grid_constant__ EpXxxParams p`, or a plain value where the body takes no address of it
+//! and that compiled to faster code: the two reduces). Each struct is declared here once;
+//! [`layouts`] gives its size and fields, which [`layout_check_source`] turns into checks that
+//! NVRTC compiles against the header ([`check_layouts`], run by the kernels_compile test), so a
+//! field added, removed, renamed, moved or resized on one side alone fails. Device pointers are
+//! `u64` here; the header says what they point at.
 
 use super::MsgLayout;
 

@@ -39,8 +39,9 @@ __device__ bool ep_await_marks(int t, const int* rows, int n, const u32* marks, 
 // that send blocks, then unable to start, were to write), each block taking tokens in order (the
 // order ep_combine_send_ordered sends them), waiting for each one's marks. Nothing unless the
 // counts' wait before it completed. Parameters: ep_combine_reduce's, then the marks.
+// A plain value parameter, as ep_combine_reduce's (reduce.cu says why).
 extern "C" __global__ void __launch_bounds__(512)
-    ep_combine_reduce_marked(const __grid_constant__ EpCombineReduceMarkedParams p) {
+    ep_combine_reduce_marked(const EpCombineReduceMarkedParams p) {
     if (p.reduce.status[0] != EP_OK) return;
     extern __shared__ float smem_f[];
     __shared__ EpSlots sl;

@@ -253,7 +253,9 @@ __device__ void ep_reduce_token(int t, int part, int parts, const EpSlots& sl, f
 // One block per token (ep_reduce_token). Dynamic shared memory (the row in f32) is only given for
 // the FP8 and device epilogues.
 // Launched with up to 1024 threads (comm/combine.rs): the bound keeps registers within what that allows.
-extern "C" __global__ void __launch_bounds__(1024) ep_combine_reduce(const __grid_constant__ EpCombineReduceParams p) {
+// The parameter is a plain value, not __grid_constant__ as elsewhere: the body takes no address
+// of it, and with the qualifier the kernel compiled to measurably slower code.
+extern "C" __global__ void __launch_bounds__(1024) ep_combine_reduce(const EpCombineReduceParams p) {
     if (!ep_wait_completed(p.status)) return;
     extern __shared__ float smem_f[];
     __shared__ EpSlots sl;
