@@ -34,12 +34,24 @@ fn rejected_dispatch<B: EpBackend, T>(
             .dispatch_async(&inputs.dispatch_input(0))
             .map_err(err)?,
     );
-    let dispatched = ep_core::on_every_rank(&mut comms, |c| {
-        let pending = match c.rank() {
-            0 => c.pending_dispatch()?,
-            r => c.dispatch_async(&inputs.dispatch_input(r))?,
-        };
-        c.dispatch_wait(pending)
+    finish_round(&mut comms, cfg, &inputs, |c| match c.rank() {
+        0 => c.pending_dispatch(),
+        r => c.dispatch_async(&inputs.dispatch_input(r)),
+    })
+}
+
+/// Completes a round whose dispatch is in flight on some ranks: each rank takes its dispatch
+/// from `pending` (issuing it, or taking up the one in flight again) and waits; the round is then
+/// combined with the toy experts and held against the oracle.
+fn finish_round<C: EpComm>(
+    comms: &mut [C],
+    cfg: &EpConfig,
+    inputs: &crate::scenario::RoundInputs,
+    pending: impl Fn(&mut C) -> Result<ep_core::PendingDispatch, EpError> + Sync,
+) -> CaseResult {
+    let dispatched = ep_core::on_every_rank(comms, |c| {
+        let p = pending(c)?;
+        c.dispatch_wait(p)
     })
     .into_iter()
     .collect::<Result<Vec<_>, _>>()
@@ -48,7 +60,7 @@ fn rejected_dispatch<B: EpBackend, T>(
         .iter()
         .map(crate::scenario::toy_experts)
         .collect();
-    super::combine_all_and_check(&mut comms, cfg, &inputs, dispatched, &outs)
+    super::combine_all_and_check(comms, cfg, inputs, dispatched, &outs)
 }
 
 /// An id equal to `n_experts` on rank 0's last token is `ExpertIdOutOfRange` naming the token
@@ -393,18 +405,7 @@ pub fn peer_rejects_dispatch<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
             .dispatch_async(&inputs.dispatch_input(1))
             .map_err(err)?,
     );
-    let dispatched = ep_core::on_every_rank(&mut comms, |c| {
-        let pending = c.pending_dispatch()?;
-        c.dispatch_wait(pending)
-    })
-    .into_iter()
-    .collect::<Result<Vec<_>, _>>()
-    .map_err(err)?;
-    let outs: Vec<_> = dispatched
-        .iter()
-        .map(crate::scenario::toy_experts)
-        .collect();
-    super::combine_all_and_check(&mut comms, &cfg, &inputs, dispatched, &outs)?;
+    finish_round(&mut comms, &cfg, &inputs, |c| c.pending_dispatch())?;
     run_and_check(&mut comms, &good_inputs(&cfg, 13), &opts).map(|_| ())
 }
 
@@ -587,18 +588,7 @@ pub fn calls_out_of_order<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
         Ok(_) => return Err("rank 0 waited with rank 1's pending dispatch".into()),
     }
     drop(pending);
-    let dispatched = ep_core::on_every_rank(&mut comms, |c| {
-        let pending = c.pending_dispatch()?;
-        c.dispatch_wait(pending)
-    })
-    .into_iter()
-    .collect::<Result<Vec<_>, _>>()
-    .map_err(err)?;
-    let outs: Vec<_> = dispatched
-        .iter()
-        .map(crate::scenario::toy_experts)
-        .collect();
-    super::combine_all_and_check(&mut comms, &cfg, &inputs, dispatched, &outs)?;
+    finish_round(&mut comms, &cfg, &inputs, |c| c.pending_dispatch())?;
     run_and_check(
         &mut comms,
         &good_inputs(&cfg, 8),
