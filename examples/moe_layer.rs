@@ -116,7 +116,13 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         .unwrap_or("sim")
         .parse()?;
     let backend = ep::Backend::new(kind)?;
-    let cfg = EpConfig::new(256, 4, 16, 64, 4);
+    let cfg = EpConfig::builder()
+        .hidden(256)
+        .top_k(4)
+        .experts(16)
+        .max_tokens_per_rank(64)
+        .gpus_per_node(4)
+        .build()?;
     let layer = MoeLayer::new(cfg.hidden, cfg.n_experts, cfg.top_k, 1);
     let mut rng = ep_conformance::rng::Rng::new(2);
     let tokens: Vec<Array2<bf16>> = [64, 40, 0, 17]
