@@ -75,7 +75,9 @@ pub struct PhaseTimes {
     pub dispatch_ms: f32,
     /// The dispatch_async part alone (sends issued); probed rounds only (below).
     pub dispatch_async_ms: Option<f32>,
+    /// combine_async + combine_wait, one stretch of the stream.
     pub combine_ms: f32,
+    /// The combine_async part alone (sends issued); probed rounds only.
     pub combine_async_ms: Option<f32>,
 }
 
@@ -740,9 +742,11 @@ pub struct Floors {
     /// The same after each GPU copied `row_bytes` to every peer and fenced: the least a 1-token
     /// dispatch takes (its row to the peer, made visible, then known to have landed).
     pub row_exchange_us: f64,
+    /// Bytes of the row `row_exchange_us` copies to each peer.
     pub row_bytes: usize,
-    /// The ranks that took part, and the GPUs they were placed on.
+    /// The ranks that took part.
     pub ranks: usize,
+    /// The GPUs the ranks were placed on.
     pub gpus: usize,
 }
 
@@ -756,6 +760,7 @@ pub struct Ceilings {
     pub all_to_all_gbps: Option<f64>,
     /// A copy inside GPU 0.
     pub local_gbps: f64,
+    /// The latency floors (`None` with one rank).
     pub floors: Option<Floors>,
 }
 

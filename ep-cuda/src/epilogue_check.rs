@@ -22,6 +22,7 @@ use crate::CudaBackend;
 
 /// Tokens per rank of the rounds checked: through each combine path (one launch, one launch
 /// with marked rows, the reduce kernel, the reduce beside the send; comm/path.rs picks by size).
+/// Tokens per rank of each round [`check`] runs.
 pub const TOKENS: [usize; 4] = [1, 16, 300, 1024];
 
 const HIDDEN: usize = 256;
@@ -33,14 +34,20 @@ const N_RANKS: usize = 2;
 /// seen other than once, each with an example.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct EpilogueRound {
+    /// Tokens per rank in the round (an entry of [`TOKENS`]).
     pub tokens: usize,
+    /// Output elements checked, over every rank (tokens x hidden x ranks).
     pub elements: usize,
+    /// Elements the epilogue saw once but whose bf16 value differs from the oracle's.
     pub wrong_values: usize,
+    /// Elements the epilogue saw other than once.
     pub wrong_counts: usize,
+    /// The first element that was wrong, in words (rank, token, column); `None` if none.
     pub example: Option<String>,
 }
 
 impl EpilogueRound {
+    /// Elements were checked and none was wrong.
     pub fn passed(&self) -> bool {
         self.elements > 0 && self.wrong_values + self.wrong_counts == 0
     }

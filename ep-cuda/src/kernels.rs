@@ -22,6 +22,8 @@ macro_rules! kernel_files {
         &[$(($path, include_str!(concat!("kernels/", $path)))),+]
     };
 }
+/// Every `.cu`/`.cuh` file under `kernels/`, `(path relative to kernels/, its text)`, embedded at
+/// build time; `#include`s resolve against it.
 pub const FILES: &[(&str, &str)] = kernel_files!(
     "common.cuh",
     "common/types.cuh",
@@ -58,10 +60,16 @@ pub const COMMON: &str = include_str!("kernels/common.cuh");
 pub const DISPATCH: &str = include_str!("kernels/dispatch.cu");
 /// The combine program (`kernels/combine.cu`, which includes `kernels/combine/`'s files).
 pub const COMBINE: &str = include_str!("kernels/combine.cu");
+/// The SwiGLU program (`kernels/swiglu.cu`).
 pub const SWIGLU: &str = include_str!("kernels/swiglu.cu");
+/// The bench program (`kernels/bench.cu`): the copy ceiling, the NCCL baseline's local permutes
+/// and reduction, the start gate and the floors.
 pub const BENCH: &str = include_str!("kernels/bench.cu");
+/// The signal probes' program (`kernels/probe.cu`).
 pub const PROBE: &str = include_str!("kernels/probe.cu");
+/// The self-check program (`kernels/selfcheck.cu`): the FP8 encode's division, checked.
 pub const SELFCHECK: &str = include_str!("kernels/selfcheck.cu");
+/// The late-inputs test hook's program (`kernels/late_inputs.cu`).
 pub const LATE_INPUTS: &str = include_str!("kernels/late_inputs.cu");
 
 /// A program's source as NVRTC takes it, being built: each `#include "path"` line replaced by
@@ -296,11 +304,13 @@ const TRACE_RECORD_WORDS: usize = 3 + 32;
 /// A program (`(name, body, entry points)`, as `PROGRAMS` lists them) compiled for `arch` after
 /// `prelude` and loaded into `ctx`: its module and its kernels by entry point.
 pub struct Program {
+    /// The module the program was loaded as.
     pub module: Arc<CudaModule>,
     functions: HashMap<&'static str, CudaFunction>,
 }
 
 impl Program {
+    /// Compiles `program` for `arch` after `prelude` (without `lineinfo`) and loads it into `ctx`.
     pub fn load(
         ctx: &Arc<CudaContext>,
         arch: &'static str,
@@ -328,6 +338,7 @@ impl Program {
         Ok(Program { module, functions })
     }
 
+    /// The kernel at entry point `name`; panics if the program has no such entry point.
     pub fn get(&self, name: &str) -> &CudaFunction {
         &self.functions[name]
     }
@@ -335,7 +346,9 @@ impl Program {
 
 /// The loaded kernels of one device.
 pub struct Kernels {
+    /// The device's context, which the modules are loaded into.
     pub ctx: Arc<CudaContext>,
+    /// The NVRTC target the programs were compiled for (`sm_90`, ...).
     pub arch: &'static str,
     /// The device takes programmatic dependent launches (sm_90 and later; `launch_ex`).
     pub chained_launches: bool,
@@ -384,6 +397,7 @@ impl Kernels {
         })
     }
 
+    /// The kernel at entry point `name`; panics if no loaded program has it.
     pub fn get(&self, name: &str) -> &CudaFunction {
         &self.functions[name]
     }
@@ -530,6 +544,7 @@ pub struct EpilogueKernels {
 
 /// A value passed to a kernel by pointer, as `cuLaunchKernel` takes its arguments.
 pub trait KernelArg {
+    /// The address of the value, as an entry of `cuLaunchKernel`'s argument array.
     fn as_arg(&self) -> *mut c_void;
 }
 
@@ -550,13 +565,22 @@ kernel_arg!(u64, i32, u32, f32, MsgLayout);
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct MsgLayout {
+    /// Bytes of the row's payload, at offset 0.
     pub payload_bytes: i32,
+    /// Offset of the row's scales, bytes.
     pub scales_off: i32,
+    /// Bytes of the scales (0 where the format has none).
     pub scale_bytes: i32,
+    /// Offset of the source token's index (i32).
     pub src_off: i32,
+    /// Offset of the token's top-k expert ids (u16 each, `0xFFFF`: masked).
     pub ids_off: i32,
+    /// Offset of the sender's row slot of each top-k slot (i32 each, -1 for none): the end of
+    /// ep-core's layout.
     pub slots_off: i32,
+    /// Bytes of the whole wire message, a multiple of 16.
     pub bytes: i32,
+    /// Top-k slots per token: the entries of the ids and the slots.
     pub top_k: i32,
 }
 

@@ -19,6 +19,7 @@
 //! - `bench`: device-resident timed rounds behind a start gate, the copy ceiling and latency
 //!   floors, the NCCL baseline, and their options (`bench::BenchOptions`).
 //! - `probe`: latency probes of the protocol's signals (publish and poll flavours).
+#![warn(missing_docs)]
 
 #[cfg(feature = "bench")]
 pub mod bench;
@@ -51,11 +52,15 @@ pub use path_policy::PathPolicy;
 /// ([`CudaOptions`]), which every rank of a world it makes reads.
 #[derive(Clone, Debug, Default)]
 pub struct CudaBackend {
+    /// Ranks placed on each GPU, in rank order ([`CudaBackend::placement`]); `None`: as evenly as
+    /// the visible GPUs allow.
     pub ranks_per_gpu: Option<usize>,
+    /// The tunables and switches every rank of a world this backend makes reads.
     pub options: CudaOptions,
 }
 
 impl CudaBackend {
+    /// The default backend: ranks spread over the visible GPUs, default options.
     pub fn new() -> Self {
         CudaBackend::default()
     }
@@ -69,6 +74,7 @@ impl CudaBackend {
         (0..n_ranks).map(|r| r / per_gpu).collect()
     }
 
+    /// The default backend with `ranks_per_gpu` ranks on each GPU.
     pub fn with_ranks_per_gpu(ranks_per_gpu: usize) -> Self {
         CudaBackend::new().with_ranks_per_gpu_opt(Some(ranks_per_gpu))
     }

@@ -38,7 +38,9 @@ pub enum Publish {
 pub enum Poll {
     /// `ld.acquire.sys`: what `ep_poll_counts` does.
     Acquire,
+    /// `ld.relaxed.sys`.
     Relaxed,
+    /// `ld.volatile`.
     Volatile,
     /// `ld.acquire.gpu`: enough only inside one GPU.
     AcquireGpu,
@@ -48,15 +50,21 @@ pub enum Poll {
 /// (the loads of each [`Poll`] flavour, without a fence, then EP_PROBE_OP_*).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LoadOp {
+    /// `ld.acquire.sys`.
     Acquire = 0,
+    /// `ld.relaxed.sys`.
     Relaxed = 1,
+    /// `ld.volatile`.
     Volatile = 2,
+    /// `ld.acquire.gpu`.
     AcquireGpu = 3,
     /// A weak `ld.global`.
     Plain = 4,
     /// `ld.relaxed.sys` then `fence.acq_rel.sys`: an acquire built of parts.
     RelaxedFence = 5,
+    /// `fence.acq_rel.sys` alone.
     FenceSys = 6,
+    /// `fence.acq_rel.gpu` alone.
     FenceGpu = 7,
     /// Nothing: the rounds' own cost, subtracted from the others.
     Nothing = 8,
@@ -66,8 +74,11 @@ pub enum LoadOp {
 /// a round without it (median over launches).
 #[derive(Clone, Copy, Debug)]
 pub struct LoadAfterStores {
+    /// The op warp 0 ran.
     pub op: LoadOp,
+    /// Bytes the block stored before it.
     pub stores_bytes: usize,
+    /// The op's cost, ns.
     pub ns: f64,
 }
 
@@ -78,7 +89,9 @@ pub struct SignalCase {
     pub pollers: u32,
     /// Words published each round; each polling block reads them all, a thread per word.
     pub words: u32,
+    /// How the publisher raises the words.
     pub publish: Publish,
+    /// How the pollers read them.
     pub poll: Poll,
     /// `__nanosleep` between a poller's loads (0: none).
     pub nap_ns: u32,
@@ -104,6 +117,7 @@ impl fmt::Display for SignalCase {
 /// A case and its round trip: publish, every poller sees it, every poller's ack seen back.
 #[derive(Clone, Copy, Debug)]
 pub struct SignalRoundTrip {
+    /// The configuration run.
     pub case: SignalCase,
     /// Median over launches of the mean round trip, ns.
     pub round_trip_ns: f64,
@@ -112,16 +126,22 @@ pub struct SignalRoundTrip {
 /// What the probes found on one GPU.
 #[derive(Clone, Debug)]
 pub struct SignalProbes {
+    /// The GPU's name, as the driver reports it.
     pub device: String,
+    /// The GPU's SMs (multiprocessors).
     pub sms: u32,
-    /// The smallest step `%globaltimer` took, ns, and how many steps it took in 100 µs.
+    /// The smallest step `%globaltimer` took, ns.
     pub timer_step_ns: u64,
+    /// How many steps `%globaltimer` took in 100 µs.
     pub timer_steps_per_100us: u64,
-    /// The smallest step the SM clock (clock64) took between two reads, cycles, and its cycles
-    /// over the same ~100 µs (the trace's stamps read it).
+    /// The smallest step the SM clock (clock64) took between two reads, cycles (the trace's
+    /// stamps read it).
     pub clock_step_cycles: u64,
+    /// The SM clock's cycles over the same ~100 µs.
     pub clock_cycles_per_100us: u64,
+    /// Each case run and its round trip, in the order run.
     pub round_trips: Vec<SignalRoundTrip>,
+    /// Each op's cost after each size of stores.
     pub loads: Vec<LoadAfterStores>,
     /// Instruction fetch: [`CodeRun`]s of probe.cu's `ep_probe_code`, launch after launch.
     pub code_runs: Vec<CodeRun>,
@@ -133,7 +153,9 @@ pub struct SignalProbes {
 /// pass. The first pass fetches the code, the second finds it in the SM's caches if it fits.
 #[derive(Clone, Copy, Debug)]
 pub struct CodeRun {
+    /// SM cycles of the first pass, which fetches the code.
     pub first_pass_cycles: u64,
+    /// SM cycles of the second pass, over the same code.
     pub second_pass_cycles: u64,
 }
 

@@ -22,6 +22,7 @@ const WORDS: usize = 5;
 /// One check's tallies (selfcheck.cu's EP_CHECK_WORDS, in order).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct DivisionCounts {
+    /// Pairs `(x, amax)` the check tried.
     pub pairs: u64,
     /// Scales `max(amax, 1e-4) / 448` whose f32 bits differ from `__fdiv_rn`'s.
     pub scales: u64,
@@ -49,6 +50,7 @@ impl DivisionCounts {
         }
     }
 
+    /// Pairs were tried and none differed.
     pub fn passed(&self) -> bool {
         self.pairs > 0 && self.scales + self.fp8 + self.quotients == 0
     }
@@ -58,12 +60,16 @@ impl DivisionCounts {
 /// can encode, and random f32 pairs (the combine's FP8 epilogue, SwiGLU).
 #[derive(Clone, Debug)]
 pub struct DivisionCheck {
+    /// The GPU's name, as the driver reports it.
     pub device: String,
+    /// Every (bf16 element, bf16 block amax) pair.
     pub bf16: DivisionCounts,
+    /// The random f32 pairs.
     pub f32: DivisionCounts,
 }
 
 impl DivisionCheck {
+    /// Both checks tried pairs and none differed.
     pub fn passed(&self) -> bool {
         self.bf16.passed() && self.f32.passed()
     }

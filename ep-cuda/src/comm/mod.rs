@@ -123,6 +123,8 @@ impl Scalars {
     }
 }
 
+/// One rank of a CUDA world ([`CudaBackend`](crate::CudaBackend)'s `EpComm`): its config, its
+/// buffers on its GPU, and its stream, on which it issues its dispatch, combine and SwiGLU.
 pub struct CudaComm {
     rank: usize,
     sc: Scalars,
