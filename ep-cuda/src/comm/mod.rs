@@ -97,28 +97,29 @@ struct RoundData {
 #[derive(Clone, Copy)]
 struct Scalars {
     rank: i32,
-    n: i32,
-    l: i32,
-    skip: i32,
+    n_ranks: i32,
+    n_local: i32,
+    /// 1 under `EpConfig::skip_a2a`, else 0.
+    skip_a2a: i32,
     top_k: i32,
     hidden: i32,
     experts: i32,
-    gpn: i32,
-    max_t: i32,
+    gpus_per_node: i32,
+    max_tokens: i32,
 }
 
 impl Scalars {
     fn new(rank: usize, cfg: &EpConfig) -> Self {
         Scalars {
             rank: rank as i32,
-            n: cfg.n_ranks() as i32,
-            l: cfg.n_local_experts() as i32,
-            skip: cfg.skip_a2a.is_some() as i32,
+            n_ranks: cfg.n_ranks() as i32,
+            n_local: cfg.n_local_experts() as i32,
+            skip_a2a: cfg.skip_a2a.is_some() as i32,
             top_k: cfg.top_k as i32,
             hidden: cfg.hidden as i32,
             experts: cfg.n_experts as i32,
-            gpn: cfg.n_gpus_per_node as i32,
-            max_t: cfg.max_tokens_per_rank as i32,
+            gpus_per_node: cfg.n_gpus_per_node as i32,
+            max_tokens: cfg.max_tokens_per_rank as i32,
         }
     }
 }
