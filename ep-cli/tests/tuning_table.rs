@@ -1,5 +1,6 @@
 //! docs/tuning.md lists every variable the `ep` command reads for the backends' options: the
-//! names are the ones the options' parsers ask for (recorded through their lookup), not a copy.
+//! names are the ones the options' parsers ask for (recorded through their lookup: the backend's
+//! and `ep bench`'s), not a copy.
 
 use std::cell::RefCell;
 
@@ -23,6 +24,9 @@ fn every_variable_the_cli_reads_is_in_the_tuning_table() {
     let mut names = asked_for(|get| {
         ep::cuda::options_from_env_vars(get).unwrap();
     });
+    names.extend(asked_for(|get| {
+        ep::cuda::bench::BenchOptions::from_env_vars(get).unwrap();
+    }));
     names.extend(
         ep::cuda::driver::DRIVER_ENVIRONMENT
             .iter()

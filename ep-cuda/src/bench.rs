@@ -541,7 +541,11 @@ impl StartGate {
         let at = self.flags[rank].ptr + (n + 3 + self.last_epoch(rank) % 2) * 8;
         let k = &self.kernels[rank];
         let f = k.get("ep_bench_stamp");
-        launch_ex(stream, f, 1, 32, 0, &[&at], Timing::Step.chained(&k.k))
+        unsafe {
+            // SAFETY: the arguments are the bench.cu kernel's parameters in its order, each device
+            // pointer a live buffer of the size the kernel indexes.
+            launch_ex(stream, f, 1, 32, 0, &[&at], Timing::Step.chained(&k.k))
+        }
     }
 
     /// Queues rank `rank`'s next gate on `stream`, after the evict and, under EP_BENCH_REWARM,
@@ -562,7 +566,11 @@ impl StartGate {
             let sink = b.ptr + (b.len as u64 / 16 - 1) * 16;
             let read = |ptr: u64, n16: u64| {
                 let k = self.kernels[rank].get("ep_bench_read");
-                launch(stream, k, EVICT_READ_BLOCKS, 512, 0, &[&ptr, &n16, &sink])
+                unsafe {
+                    // SAFETY: the arguments are the bench.cu kernel's parameters in its order, each device
+                    // pointer a live buffer of the size the kernel indexes.
+                    launch(stream, k, EVICT_READ_BLOCKS, 512, 0, &[&ptr, &n16, &sink])
+                }
             };
             if self.evict_reads {
                 read(b.ptr, b.len as u64 / 16 - 1)?;
@@ -576,21 +584,25 @@ impl StartGate {
         let n = self.kernels.len() as i32;
         let epoch = self.next_epoch(rank);
         let (hold, timeout) = (GATE_HOLD.as_nanos() as u64, GATE_TIMEOUT.as_nanos() as u64);
-        launch(
-            stream,
-            self.kernels[rank].get("ep_bench_gate"),
-            1,
-            32,
-            0,
-            &[
-                &self.tables[rank].ptr,
-                &(rank as i32),
-                &n,
-                &epoch,
-                &hold,
-                &timeout,
-            ],
-        )
+        unsafe {
+            // SAFETY: the arguments are the bench.cu kernel's parameters in its order, each device
+            // pointer a live buffer of the size the kernel indexes.
+            launch(
+                stream,
+                self.kernels[rank].get("ep_bench_gate"),
+                1,
+                32,
+                0,
+                &[
+                    &self.tables[rank].ptr,
+                    &(rank as i32),
+                    &n,
+                    &epoch,
+                    &hold,
+                    &timeout,
+                ],
+            )
+        }
     }
 
     /// After the stream finished: an error when one of rank `rank`'s gates timed out; else the
@@ -813,14 +825,18 @@ pub fn measure_ceilings(
         for i in 0..=iters {
             let (a, b) = (timing_event(ctxs[0])?, timing_event(ctxs[0])?);
             a.record(&stream).map_err(cuda)?;
-            launch(
-                &stream,
-                k.get("ep_copy"),
-                sms * 4,
-                512,
-                0,
-                &[&src.ptr, &dst.ptr, &n16],
-            )?;
+            unsafe {
+                // SAFETY: the arguments are the bench.cu kernel's parameters in its order, each device
+                // pointer a live buffer of the size the kernel indexes.
+                launch(
+                    &stream,
+                    k.get("ep_copy"),
+                    sms * 4,
+                    512,
+                    0,
+                    &[&src.ptr, &dst.ptr, &n16],
+                )
+            }?;
             b.record(&stream).map_err(cuda)?;
             stream.synchronize().map_err(cuda)?;
             if i > 0 {
@@ -992,19 +1008,23 @@ impl<'a> AllToAll<'a> {
         let (slice16, n_peers) = ((self.slice / 16) as u64, peers as i32);
         let grid = (sms * 4).div_ceil(peers as u32) * peers as u32;
         let ms = self.time(iters, Timing::Events, |g, stream| {
-            launch(
-                stream,
-                self.ks[g].get("ep_copy_to_peers"),
-                grid,
-                512,
-                0,
-                &[
-                    &self.srcs[g].ptr,
-                    &self.dst_tables[g].ptr,
-                    &n_peers,
-                    &slice16,
-                ],
-            )
+            unsafe {
+                // SAFETY: the arguments are the bench.cu kernel's parameters in its order, each device
+                // pointer a live buffer of the size the kernel indexes.
+                launch(
+                    stream,
+                    self.ks[g].get("ep_copy_to_peers"),
+                    grid,
+                    512,
+                    0,
+                    &[
+                        &self.srcs[g].ptr,
+                        &self.dst_tables[g].ptr,
+                        &n_peers,
+                        &slice16,
+                    ],
+                )
+            }
         })?;
         Ok((self.slice * peers) as f64 / (ms * 1e-3) / 1e9)
     }
@@ -1022,7 +1042,11 @@ impl<'a> AllToAll<'a> {
         let row_bytes = match kernel {
             FloorKernel::Nothing => {
                 let f = self.ks[g].get("ep_bench_nothing");
-                return launch_ex(stream, f, 1, 32, 0, &[], chained);
+                return unsafe {
+                    // SAFETY: the arguments are the bench.cu kernel's parameters in its order, each device
+                    // pointer a live buffer of the size the kernel indexes.
+                    launch_ex(stream, f, 1, 32, 0, &[], chained)
+                };
             }
             FloorKernel::Exchange { row_bytes } => row_bytes,
         };
@@ -1032,24 +1056,28 @@ impl<'a> AllToAll<'a> {
             (row_bytes.min(self.slice) / 16) as u64,
         );
         let (epoch, timeout) = (self.flags.next_epoch(g), GATE_TIMEOUT.as_nanos() as u64);
-        launch_ex(
-            stream,
-            f,
-            1,
-            512,
-            0,
-            &[
-                &self.srcs[g].ptr,
-                &self.dst_tables[g].ptr,
-                &n16,
-                &self.flags.tables[g].ptr,
-                &(g as i32),
-                &n,
-                &epoch,
-                &timeout,
-            ],
-            chained,
-        )
+        unsafe {
+            // SAFETY: the arguments are the bench.cu kernel's parameters in its order, each device
+            // pointer a live buffer of the size the kernel indexes.
+            launch_ex(
+                stream,
+                f,
+                1,
+                512,
+                0,
+                &[
+                    &self.srcs[g].ptr,
+                    &self.dst_tables[g].ptr,
+                    &n16,
+                    &self.flags.tables[g].ptr,
+                    &(g as i32),
+                    &n,
+                    &epoch,
+                    &timeout,
+                ],
+                chained,
+            )
+        }
     }
 }
 
@@ -1364,15 +1392,19 @@ impl NcclBaseline {
         timing: Timing,
     ) -> Result<()> {
         let rb = row_bytes as u64;
-        launch_ex(
-            &r.stream,
-            r.k.get("ep_gather_rows"),
-            n as u32,
-            128,
-            0,
-            &[&src.ptr, &dst.ptr, &index.ptr, &rb],
-            timing.chained(&r.k.k),
-        )
+        unsafe {
+            // SAFETY: the arguments are the bench.cu kernel's parameters in its order, each device
+            // pointer a live buffer of the size the kernel indexes.
+            launch_ex(
+                &r.stream,
+                r.k.get("ep_gather_rows"),
+                n as u32,
+                128,
+                0,
+                &[&src.ptr, &dst.ptr, &index.ptr, &rb],
+                timing.chained(&r.k.k),
+            )
+        }
     }
 
     /// Every rank's gate for the next phase.
@@ -1450,15 +1482,19 @@ impl NcclBaseline {
                 &hidden,
                 &r.out.ptr,
             ];
-            launch_ex(
-                &r.stream,
-                r.k.get("ep_weighted_rows"),
-                r.n_tokens as u32,
-                128,
-                0,
-                &args,
-                timing.chained(&r.k.k),
-            )?;
+            unsafe {
+                // SAFETY: the arguments are the bench.cu kernel's parameters in its order, each device
+                // pointer a live buffer of the size the kernel indexes.
+                launch_ex(
+                    &r.stream,
+                    r.k.get("ep_weighted_rows"),
+                    r.n_tokens as u32,
+                    128,
+                    0,
+                    &args,
+                    timing.chained(&r.k.k),
+                )
+            }?;
             clock.end(&self.gate, &r.stream)?;
         }
         let mut out = Vec::new();

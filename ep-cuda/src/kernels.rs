@@ -227,7 +227,12 @@ pub fn source(body: &str, prelude: &str) -> String {
         ..Default::default()
     };
     inc.text("common.cuh", COMMON);
-    inc.text("program", body);
+    // The top file by its own name where it is one of FILES (a device epilogue's is not).
+    let name = FILES
+        .iter()
+        .find(|(_, text)| *text == body)
+        .map_or("program", |(path, _)| path);
+    inc.text(name, body);
     inc.out
 }
 
@@ -600,8 +605,13 @@ impl From<&ep_core::MessageLayout> for MsgLayout {
 }
 
 /// Launches `f` on `stream` with `grid` blocks of `block` threads and `smem` bytes of dynamic
-/// shared memory. The arguments are read by the driver during the call.
-pub fn launch(
+/// shared memory, with positional arguments (the tool kernels: bench, probe, selfcheck, the late
+/// inputs hook). The arguments are read by the driver during the call.
+///
+/// # Safety
+/// `args` are `f`'s parameters, in its declared order and of its declared types, and every
+/// device pointer among them is a live allocation of at least the size the kernel indexes.
+pub(crate) unsafe fn launch(
     stream: &CudaStream,
     f: &CudaFunction,
     grid: u32,
@@ -609,13 +619,17 @@ pub fn launch(
     smem: u32,
     args: &[&dyn KernelArg],
 ) -> Result<()> {
-    launch_ex(stream, f, grid, block, smem, args, false)
+    // SAFETY: the caller's contract.
+    unsafe { launch_ex(stream, f, grid, block, smem, args, false) }
 }
 
 /// [`launch`], and with `chained` as a programmatic dependent launch (sm_90): the kernel may
 /// start while the kernel before it on the stream finishes, and waits for it on the device
 /// (`ep_await_prior_grid`, common/ordering.cuh). Only for kernels that call that wait.
-pub fn launch_ex(
+///
+/// # Safety
+/// As [`launch`]'s.
+pub(crate) unsafe fn launch_ex(
     stream: &CudaStream,
     f: &CudaFunction,
     grid: u32,
@@ -625,8 +639,7 @@ pub fn launch_ex(
     chained: bool,
 ) -> Result<()> {
     let mut ptrs: Vec<*mut c_void> = args.iter().map(|a| a.as_arg()).collect();
-    // SAFETY: the tool kernels' (bench, probe, selfcheck) parameter lists are matched by their one
-    // call site; every pointer argument is a live device allocation of the size the kernel indexes.
+    // SAFETY: the caller's contract; `args` outlive the call.
     unsafe { launch_raw(stream, f, grid, block, smem, &mut ptrs, chained) }
 }
 

@@ -71,7 +71,7 @@ pub struct CudaOptions {
     /// With `trace`: only this rank records. `None`: every rank. `EP_CUDA_TRACE_RANK`.
     pub trace_rank: Option<i32>,
     /// The SM clock, in MHz, that trace stamps (and the test hooks' delay spins) are converted
-    /// at. `None`: 1980 (an H100's and H200's; common.cuh). `EP_CUDA_TRACE_CLOCK_MHZ`.
+    /// at. `None`: 1980 (an H100's and H200's; common/trace.cuh). `EP_CUDA_TRACE_CLOCK_MHZ`.
     pub trace_clock_mhz: Option<u32>,
     /// A wait that took more than one slice is logged to stderr. Default off. `EP_CUDA_LOG_WAITS`.
     pub log_waits: bool,
@@ -110,7 +110,7 @@ pub struct TestHooks {
     /// after this many ns (1 to 10,000,000). `None`: off. `EP_CUDA_LATE_INPUTS`.
     pub late_inputs_ns: Option<u64>,
     /// `(site, ns)`: every thread of a block spins `ns` ns at one site of a phase's chain
-    /// (common.cuh, EP_DELAY). `None`: off. `EP_CUDA_DELAY=SITE:NS`.
+    /// (common/trace.cuh, EP_DELAY). `None`: off. `EP_CUDA_DELAY=SITE:NS`.
     pub delay: Option<(u32, u64)>,
 }
 
@@ -233,12 +233,12 @@ impl CudaOptions {
     /// compiled for two option values with the same prelude are the same program.
     pub(crate) fn prelude(&self) -> String {
         let mut prelude = format!("#define EP_LL_MAX_TOKENS {}\n", self.ll_max_tokens);
-        // Causal profiling (common.cuh, EP_DELAY).
+        // Causal profiling (common/trace.cuh, EP_DELAY).
         #[cfg(feature = "test-hooks")]
         if let Some((site, ns)) = self.hooks.delay {
             prelude += &format!("#define EP_DELAY_SITE {site}\n#define EP_DELAY_NS {ns}\n");
         }
-        // The SM clock the delays spin and the stamps are read in (common.cuh: 1980 MHz, an
+        // The SM clock the delays spin and the stamps are read in (common/trace.cuh: 1980 MHz, an
         // H100's and H200's).
         if let Some(mhz) = self.trace_clock_mhz {
             prelude += &format!("#define EP_CLOCK_MHZ {mhz}\n");

@@ -252,7 +252,11 @@ pub fn probe_signals(gpu: usize, cases: Option<Vec<SignalCase>>) -> Result<Signa
     let stream = ctx.new_stream().map_err(cuda)?;
     let timer = DevBuf::new(ctx, 32)?;
     let mut timer_got = [0u64; 4];
-    launch(&stream, k.get("ep_probe_timer"), 1, 32, 0, &[&timer.ptr])?;
+    unsafe {
+        // SAFETY: the arguments are the probe.cu kernel's parameters in its order, each device
+        // pointer a live buffer of the size the kernel indexes.
+        launch(&stream, k.get("ep_probe_timer"), 1, 32, 0, &[&timer.ptr])
+    }?;
     timer.download(&mut timer_got, &stream)?;
     let [timer_step_ns, timer_steps_per_100us, clock_step_cycles, clock_cycles_per_100us] =
         timer_got;
@@ -289,26 +293,30 @@ pub fn probe_signals(gpu: usize, cases: Option<Vec<SignalCase>>) -> Result<Signa
             // One block per SM at most (no shared memory to speak of), so every block is
             // resident and the polls end; a thread of the publisher per ack, so it waits for
             // them side by side.
-            launch(
-                &stream,
-                k.get("ep_probe_signal"),
-                case.pollers + 1,
-                case.words.max(case.pollers).next_multiple_of(32),
-                0,
-                &[
-                    &words.ptr,
-                    &acks.ptr,
-                    &n_words,
-                    &ROUNDS,
-                    &publish,
-                    &poll,
-                    &nap,
-                    &payload.ptr,
-                    &payload16,
-                    &timeout,
-                    &out.ptr,
-                ],
-            )?;
+            unsafe {
+                // SAFETY: the arguments are the probe.cu kernel's parameters in its order, each device
+                // pointer a live buffer of the size the kernel indexes.
+                launch(
+                    &stream,
+                    k.get("ep_probe_signal"),
+                    case.pollers + 1,
+                    case.words.max(case.pollers).next_multiple_of(32),
+                    0,
+                    &[
+                        &words.ptr,
+                        &acks.ptr,
+                        &n_words,
+                        &ROUNDS,
+                        &publish,
+                        &poll,
+                        &nap,
+                        &payload.ptr,
+                        &payload16,
+                        &timeout,
+                        &out.ptr,
+                    ],
+                )
+            }?;
             out.download(&mut got, &stream)?;
             if got[1] != 0 {
                 return Err(EpError::Backend(format!(
@@ -329,14 +337,18 @@ pub fn probe_signals(gpu: usize, cases: Option<Vec<SignalCase>>) -> Result<Signa
     let mut code_runs = Vec::new();
     let code_out = DevBuf::new(ctx, 24)?;
     for seed in 0..4u32 {
-        launch(
-            &stream,
-            k.get("ep_probe_code"),
-            1,
-            32,
-            0,
-            &[&code_out.ptr, &seed],
-        )?;
+        unsafe {
+            // SAFETY: the arguments are the probe.cu kernel's parameters in its order, each device
+            // pointer a live buffer of the size the kernel indexes.
+            launch(
+                &stream,
+                k.get("ep_probe_code"),
+                1,
+                32,
+                0,
+                &[&code_out.ptr, &seed],
+            )
+        }?;
         let mut c = [0u64; 3];
         code_out.download(&mut c, &stream)?;
         code_runs.push(CodeRun {
@@ -374,14 +386,18 @@ fn probe_loads(
     let round_ns = |op: LoadOp, bytes: usize| -> Result<f64> {
         median_of_launches(|| {
             let (stores16, code) = ((bytes / 16) as u64, op as i32);
-            launch(
-                stream,
-                k.get("ep_probe_load_after_stores"),
-                1,
-                512,
-                0,
-                &[&word.ptr, &scratch.ptr, &stores16, &code, &ITERS, &out.ptr],
-            )?;
+            unsafe {
+                // SAFETY: the arguments are the probe.cu kernel's parameters in its order, each device
+                // pointer a live buffer of the size the kernel indexes.
+                launch(
+                    stream,
+                    k.get("ep_probe_load_after_stores"),
+                    1,
+                    512,
+                    0,
+                    &[&word.ptr, &scratch.ptr, &stores16, &code, &ITERS, &out.ptr],
+                )
+            }?;
             let mut got = [0u64; 1];
             out.download(&mut got, stream)?;
             Ok(got[0] as f64 / ITERS as f64)

@@ -99,25 +99,33 @@ pub fn check_fp8_division(gpu: usize) -> Result<DivisionCheck> {
     };
     // A block per finite non-negative bf16 amax (bits 0 .. 0x7f80).
     let bf16 = run(&|| {
-        launch(
-            &stream,
-            k.get("ep_check_fp8_division_bf16"),
-            0x7f80,
-            256,
-            0,
-            &[&out.ptr],
-        )
+        unsafe {
+            // SAFETY: the arguments are the selfcheck.cu kernel's parameters in its order, the buffers
+            // sized for the words it writes.
+            launch(
+                &stream,
+                k.get("ep_check_fp8_division_bf16"),
+                0x7f80,
+                256,
+                0,
+                &[&out.ptr],
+            )
+        }
     })?;
     let f32 = run(&|| {
         let (seed, pairs) = (0x5eed_u64, F32_PAIRS);
-        launch(
-            &stream,
-            k.get("ep_check_fp8_division_f32"),
-            4096,
-            256,
-            0,
-            &[&seed, &pairs, &out.ptr],
-        )
+        unsafe {
+            // SAFETY: the arguments are the selfcheck.cu kernel's parameters in its order, the buffers
+            // sized for the words it writes.
+            launch(
+                &stream,
+                k.get("ep_check_fp8_division_f32"),
+                4096,
+                256,
+                0,
+                &[&seed, &pairs, &out.ptr],
+            )
+        }
     })?;
     Ok(DivisionCheck {
         device: ctx.name().map_err(cuda)?,

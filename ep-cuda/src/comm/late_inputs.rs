@@ -84,6 +84,9 @@ impl CudaComm {
         ];
         // A few blocks: the phase's first kernel, launched as it lets its dependents go, finds
         // room beside it.
-        launch(&self.stream, k, 8, 256, 0, &args)
+        unsafe {
+            // SAFETY: ep_late_inputs' parameters in its order; `words` and `saved` hold `n` words each.
+            launch(&self.stream, k, 8, 256, 0, &args)
+        }
     }
 }
