@@ -58,6 +58,12 @@ macro_rules! kernel_params {
                 )),*],
             }),*]
         }
+        /// Every parameter struct's field types as written here, in declaration order (the
+        /// header test compares them with the CUDA types, beyond their sizes).
+        #[cfg(test)]
+        fn rust_types() -> Vec<(&'static str, Vec<&'static str>)> {
+            vec![$((stringify!($name), vec![$(stringify!($ty)),*])),*]
+        }
     };
 }
 
@@ -911,6 +917,21 @@ mod tests {
             let names: Vec<_> = cuda.iter().map(|(_, f)| f.as_str()).collect();
             let rust: Vec<_> = l.fields.iter().map(|f| f.0).collect();
             assert_eq!(names, rust, "{}", l.name);
+            let types = &rust_types()
+                .into_iter()
+                .find(|(n, _)| *n == l.name)
+                .unwrap()
+                .1;
+            for ((ty, f), rust_ty) in cuda.iter().zip(types) {
+                // The Rust type each CUDA type is declared as: a device pointer is a u64.
+                let want = match ty.as_str() {
+                    t if t.ends_with('*') => "u64",
+                    "int" => "i32",
+                    "float" => "f32",
+                    t => t,
+                };
+                assert_eq!(*rust_ty, want, "{}.{f}: {ty}", l.name);
+            }
             for ((ty, f), &(_, _, size, _)) in cuda.iter().zip(&l.fields) {
                 let want = if ty.ends_with('*') {
                     8
