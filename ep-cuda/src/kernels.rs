@@ -643,7 +643,7 @@ pub(crate) unsafe fn launch_ex(
     unsafe { launch_raw(stream, f, grid, block, smem, &mut ptrs, chained) }
 }
 
-/// Launches `f` as [`launch_ex`] does, with `params` as its one parameter (the dispatch, combine
+/// Launches `f` as `launch_ex` does, with `params` as its one parameter (the dispatch, combine
 /// and swiglu kernels, `kernels/params.cuh`). The driver copies `params` during the call.
 ///
 /// # Safety
