@@ -11,7 +11,9 @@ use cudarc::nvrtc::{CompileOptions, Ptx};
 use ep_core::{EpError, Result};
 
 use crate::driver::cuda;
+use constants::TRACE_RECORD_WORDS;
 
+pub mod constants;
 pub mod params;
 pub use params::KernelParams;
 
@@ -123,6 +125,7 @@ pub fn file_source(path: &str) -> String {
         seen: vec![path],
         ..Default::default()
     };
+    inc.text("constants.rs", &constants::header());
     inc.text(path, text);
     inc.out
 }
@@ -226,6 +229,7 @@ pub fn source(body: &str, prelude: &str) -> String {
         out: prelude.to_string(),
         ..Default::default()
     };
+    inc.text("constants.rs", &constants::header());
     inc.text("common.cuh", COMMON);
     // The top file by its own name where it is one of FILES (a device epilogue's is not).
     let name = FILES
@@ -301,10 +305,6 @@ pub fn arch_name(major: i32, minor: i32) -> &'static str {
         .entry((major, minor))
         .or_insert_with(|| Box::leak(format!("sm_{major}{minor}").into_boxed_str()))
 }
-
-/// Words of one trace record (common/trace.cuh's EP_TRACE_WORDS): name, (rank, block), (sm,
-/// published), 32 stamps.
-const TRACE_RECORD_WORDS: usize = 3 + 32;
 
 /// A program (`(name, body, entry points)`, as `PROGRAMS` lists them) compiled for `arch` after
 /// `prelude` and loaded into `ctx`: its module and its kernels by entry point.
@@ -857,7 +857,8 @@ pub(crate) mod tests {
     fn includes_expand_once_in_place() {
         let body = "#include \"common/types.cuh\"\nint x;\n#include \"params.cuh\"\n";
         let src = super::source(body, "#define A 1\n");
-        assert!(src.starts_with("#define A 1\n#line 1 \"common.cuh\"\n"));
+        assert!(src.starts_with("#define A 1\n#line 1 \"constants.rs\"\n#define EP_MAX_TOP_K"));
+        assert!(src.contains("\n#line 1 \"common.cuh\"\n"));
         assert_eq!(src.matches("#line 1 \"common/types.cuh\"").count(), 1);
         assert!(src.ends_with("#line 1 \"program\"\n\nint x;\n\n"));
         let alone = super::file_source("params.cuh");
@@ -899,21 +900,9 @@ pub(crate) mod tests {
         }
     }
 
-    /// The number `#define NAME <number>` gives in `source` (a kernel constant the host repeats).
-    pub(crate) fn defined(source: &str, name: &str) -> u64 {
-        let line = source
-            .lines()
-            .find(|l| l.starts_with(&format!("#define {name} ")))
-            .unwrap_or_else(|| panic!("no #define {name}"));
-        let value = line.split_whitespace().nth(2).unwrap();
-        value
-            .parse()
-            .unwrap_or_else(|_| panic!("#define {name} {value}: not a number"))
-    }
-
     /// A trace record prints as the line scripts/trace_summary.py parses: the name from its
     /// bytes, the stamps as µs from the start, -1 for one not reached; and the record's size is
-    /// common/trace.cuh's.
+    /// common/trace.cuh's (its stamps are the constants').
     #[test]
     fn trace_record_prints_as_a_trace_line() {
         let mut rec = vec![0u64; super::TRACE_RECORD_WORDS];
@@ -939,18 +928,35 @@ pub(crate) mod tests {
         let line = super::trace_line(&rec);
         let want = format!("start {start}: 0.03 -1.00 1.31 ");
         assert!(line.contains(&want), "{line}");
-        let common = super::source("", "");
-        assert!(common.contains("#define EP_TRACE_WORDS (3 + EP_N_STAMPS)"));
-        assert!(common.contains("#define EP_N_STAMPS 32"));
+        assert!(super::source("", "").contains("#define EP_TRACE_WORDS (3 + EP_N_STAMPS)"));
     }
 
-    /// The kernels size per-token arrays by EP_MAX_TOP_K; the config admits up to MAX_TOP_K.
+    /// The shared constants are defined once, by kernels/constants.rs, ahead of every program
+    /// and every file compiled alone: no kernel file defines one of them again (NVRTC would only
+    /// warn of a different value), and each has one value.
     #[test]
-    fn kernel_top_k_bound_matches_the_config() {
-        let define = format!("#define EP_MAX_TOP_K {}\n", ep_core::config::MAX_TOP_K);
-        assert!(
-            super::source("", "").contains(&define),
-            "common/types.cuh lacks {define:?}"
-        );
+    fn shared_constants_are_defined_once_ahead_of_every_file() {
+        let defines = super::constants::defines();
+        let mut names: Vec<&str> = defines.iter().map(|(n, _)| n.as_str()).collect();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), defines.len());
+        for (path, text) in super::FILES {
+            for name in &names {
+                assert!(
+                    !text.contains(&format!("#define {name} ")),
+                    "{path} defines {name}: it is kernels/constants.rs'"
+                );
+            }
+            assert!(super::file_source(path).contains(&super::constants::header()));
+        }
+        let header = super::constants::header();
+        assert!(header.contains(&format!(
+            "#define EP_MAX_TOP_K {}\n",
+            ep_core::config::MAX_TOP_K
+        )));
+        for (body, prelude) in [(super::DISPATCH, ""), ("", "#define A 1\n")] {
+            assert!(super::source(body, prelude).contains(&header));
+        }
     }
 }

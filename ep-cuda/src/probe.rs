@@ -17,7 +17,7 @@ use crate::kernels::{launch, Program, PROBE_PROGRAM};
 use crate::memory::DevBuf;
 use crate::world::on_demand_program;
 
-/// How the publishing block raises a word (probe.cu's EP_PROBE_PUB_*, in order).
+/// How the publishing block raises a word (the kernels' EP_PROBE_PUB_*, in order).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Publish {
     /// `fence.acq_rel.sys` then `st.relaxed.sys`: what `ep_publish` does.
@@ -32,7 +32,7 @@ pub enum Publish {
     GpuFence,
 }
 
-/// How a polling block reads it (probe.cu's EP_PROBE_POLL_*, in order). The relaxed and volatile
+/// How a polling block reads it (the kernels' EP_PROBE_POLL_*, in order). The relaxed and volatile
 /// polls take one `fence.acq_rel.sys` once the word is there.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Poll {
@@ -485,12 +485,12 @@ impl fmt::Display for SignalProbes {
 #[cfg(test)]
 mod tests {
     use super::{LoadOp, Poll, Publish};
-    use crate::kernels::tests::defined;
-    use crate::kernels::PROBE;
+    use crate::kernels::constants::defines;
 
-    /// The enums' numbers are probe.cu's; a poll and the load it makes share one.
+    /// The enums' numbers are the kernels' (kernels/constants.rs names them for probe.cu); a poll
+    /// and the load it makes share one.
     #[test]
-    fn codes_match_probe_cu() {
+    fn codes_match_the_kernels() {
         let codes = [
             (Publish::Fence as u64, "EP_PROBE_PUB_FENCE"),
             (Publish::Release as u64, "EP_PROBE_PUB_RELEASE"),
@@ -507,8 +507,10 @@ mod tests {
             (LoadOp::FenceGpu as u64, "EP_PROBE_OP_FENCE_GPU"),
             (LoadOp::Nothing as u64, "EP_PROBE_OP_NOTHING"),
         ];
+        let defines = defines();
         for (code, name) in codes {
-            assert_eq!(defined(PROBE, name), code, "{name}");
+            let value = defines.iter().find(|(n, _)| n == name).map(|d| d.1);
+            assert_eq!(value, Some(code), "{name}");
         }
         assert_eq!(Poll::Acquire as u64, LoadOp::Acquire as u64);
         assert_eq!(Poll::Relaxed as u64, LoadOp::Relaxed as u64);

@@ -26,11 +26,8 @@ pub(super) fn format_id(f: Format) -> i32 {
     }
 }
 
-/// Tokens per block of `ep_assign_chunks`, and its threads (dispatch/assign.cu: EP_ASSIGN_CHUNK,
-/// EP_ASSIGN_THREADS); columns per pass over a chunk (EP_ASSIGN_COLS).
-const ASSIGN_CHUNK: usize = 128;
-const ASSIGN_THREADS: u32 = 256;
-const ASSIGN_COLS: usize = 2048;
+// The chunked assign's shape, shared with dispatch/assign.cu.
+use crate::kernels::constants::{ASSIGN_CHUNK, ASSIGN_COLS, ASSIGN_THREADS};
 
 /// Blocks of `ep_assign_chunks` for `tokens` tokens, and rows of the chunk starts it writes: a
 /// chunk each, at least one (a rank without tokens still publishes its counts).
@@ -801,17 +798,6 @@ impl CudaComm {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// The chunked assign's shape is dispatch/assign.cu's: the grid, the threads and the shared
-    /// memory the host gives it follow from these.
-    #[test]
-    fn assign_shape_matches_dispatch_cu() {
-        let dispatch = crate::kernels::source(crate::kernels::DISPATCH, "");
-        let defined = |name: &str| crate::kernels::tests::defined(&dispatch, name);
-        assert_eq!(defined("EP_ASSIGN_CHUNK"), ASSIGN_CHUNK as u64);
-        assert_eq!(defined("EP_ASSIGN_THREADS"), ASSIGN_THREADS as u64);
-        assert_eq!(defined("EP_ASSIGN_COLS"), ASSIGN_COLS as u64);
-    }
 
     /// Round numbers stay clear of the placed bit and of 0.
     #[test]

@@ -10,19 +10,12 @@
 #include "common/ordering.cuh"
 #include "common/protocol.cuh"
 
-// How block 0 publishes a word (probe.rs' Publish, in that order).
-#define EP_PROBE_PUB_FENCE 0       // ep_publish: fence.acq_rel.sys, then st.relaxed.sys
-#define EP_PROBE_PUB_RELEASE 1     // st.release.sys
-#define EP_PROBE_PUB_RELAXED 2     // st.relaxed.sys alone (orders nothing; the wire's cost)
-#define EP_PROBE_PUB_SC_FENCE 3    // fence.sc.sys (__threadfence_system), then st.relaxed.sys
-#define EP_PROBE_PUB_GPU_FENCE 4   // fence.acq_rel.gpu, then st.relaxed.gpu (one GPU only)
+// How block 0 publishes a word: EP_PROBE_PUB_* (kernels/constants.rs, probe.rs' Publish, in that
+// order), each case below.
 
-// How a poller reads it (probe.rs' Poll, in that order). The relaxed and volatile polls take one
-// fence.acq_rel.sys once the word is there, which makes them an acquire.
-#define EP_PROBE_POLL_ACQUIRE 0     // ld.acquire.sys (ep_poll_counts)
-#define EP_PROBE_POLL_RELAXED 1     // ld.relaxed.sys
-#define EP_PROBE_POLL_VOLATILE 2    // ld.volatile
-#define EP_PROBE_POLL_ACQUIRE_GPU 3 // ld.acquire.gpu (one GPU only)
+// How a poller reads it: EP_PROBE_POLL_* (kernels/constants.rs, probe.rs' Poll, in that order).
+// The relaxed and volatile polls take one fence.acq_rel.sys once the word is there, which makes
+// them an acquire.
 
 __device__ __forceinline__ void ep_probe_publish(u64* p, u64 v, int publish) {
     switch (publish) {
@@ -129,11 +122,6 @@ extern "C" __global__ void ep_probe_timer(u64* out) {
 // EP_PROBE_POLL_* (the relaxed and volatile ones without a fence), then a plain ld.global, a
 // relaxed load followed by fence.acq_rel.sys, fence.acq_rel.sys alone, fence.acq_rel.gpu alone,
 // and nothing (the rounds' own cost, to subtract). out[0]: ns over the rounds. `word` holds 0s.
-#define EP_PROBE_OP_PLAIN 4
-#define EP_PROBE_OP_RELAXED_FENCE 5
-#define EP_PROBE_OP_FENCE_SYS 6
-#define EP_PROBE_OP_FENCE_GPU 7
-#define EP_PROBE_OP_NOTHING 8 // (or any number above)
 extern "C" __global__ void ep_probe_load_after_stores(const u64* word, uint4* scratch, u64 stores16, int op, int iters, u64* out) {
     u64 off = 0, began = ep_globaltimer();
     for (int r = 0; r < iters; r++) {

@@ -8,8 +8,8 @@
 
 // Tallies of one check (selfcheck.rs's DivisionCounts, in order): pairs tried, scales whose f32
 // bits differ, e4m3 bytes that differ, quotients of at least 2^-10 whose f32 bits differ; then
-// one differing pair (amax bits << 32 | x bits; ~0 while none).
-#define EP_CHECK_WORDS 5
+// one differing pair (amax bits << 32 | x bits; ~0 while none): EP_CHECK_WORDS words
+// (kernels/constants.rs).
 
 // ep_encode_fp8_warps' arithmetic for one element x of a block whose amax is a, against
 // __fdiv_rn's: the scale max(a, 1e-4) / 448, and x / scale as f32 and as e4m3.

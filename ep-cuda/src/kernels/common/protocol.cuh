@@ -4,12 +4,9 @@
 #include "common/types.cuh"
 #include "common/ordering.cuh"
 
-// Status codes a wait kernel leaves for the host.
-#define EP_OK 0
-#define EP_PENDING 1 // the slice ran out with counts missing
-#define EP_COUNT_OVERFLOW 2
-#define EP_COUNT_MISMATCH 3
-#define EP_MESSAGES_PENDING 4 // the counts were there, a message was not when the slice ran out
+// Status codes a wait kernel leaves for the host: EP_OK, EP_PENDING (a slice ran out with counts
+// missing), EP_COUNT_OVERFLOW, EP_COUNT_MISMATCH, EP_MESSAGES_PENDING (the counts were there, a
+// message was not when the slice ran out); defined with the host's copy (kernels/constants.rs).
 
 // The start of a kernel launched chained after a wait kernel (comm/combine.rs): once that kernel
 // has completed, whether its wait did (the status word). The host issues such kernels with the

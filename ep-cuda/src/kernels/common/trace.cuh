@@ -46,9 +46,9 @@
     ((EP_TRACE_RANK < 0 || (rank) == EP_TRACE_RANK) && (blockIdx.x == 0 || (published)))
 #endif
 // 1-15 a kernel's steps, 16-31 sub-steps inside them (the single-launch dispatch's send and copy).
-#define EP_N_STAMPS 32
 // A record: the name's first 8 bytes, (rank, block), (sm, published), then the stamps, stamp 0 the
-// start (absolute %globaltimer, 0: not reached). Its layout is kernels.rs' TRACE_RECORD_WORDS.
+// start (absolute %globaltimer, 0: not reached); EP_N_STAMPS of them (kernels/constants.rs, which
+// also gives the record's words to the host).
 // Inside a kernel a stamp reads the SM's clock (clock64), turned into ns at EP_CLOCK_MHZ when the
 // record is written; blocks line up by their starts, read from %globaltimer (whose step
 // `ep bench --probe-signals` measures; the host prints stamps as integer differences, since an

@@ -13,8 +13,8 @@ typedef unsigned long long u64;
 
 #define EP_SENTINEL 0xFFFFFFFFFFFFFFFFull
 
-// ep_core::config::MAX_TOP_K (kernels.rs checks that they agree).
-#define EP_MAX_TOP_K 64
+// EP_MAX_TOP_K, the slots per token the kernels' arrays hold, is ep_core::config::MAX_TOP_K
+// (kernels/constants.rs defines it for every program).
 
 // A dispatch message as it travels (ep-cuda's kernels::MsgLayout on the host): ep_core's
 // MessageLayout (payload, scales, source token, top-k ids), then the sender's row slot of each

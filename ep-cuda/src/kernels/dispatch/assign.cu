@@ -153,13 +153,11 @@ extern __shared__ uint4 smem_u4[];
 // rows of each column in the chunks before, which ep_load_route adds. Positions so follow token
 // order, as the contract's slots do, and every id is read once, where ep_assign_slots' blocks each
 // read every id: one pass at 512 tokens, four at 4096, so their time grows with the tokens.
-#define EP_ASSIGN_CHUNK 128
-#define EP_ASSIGN_THREADS 256
+// EP_ASSIGN_CHUNK, EP_ASSIGN_THREADS and EP_ASSIGN_COLS are the host's (kernels/constants.rs).
 #define EP_ASSIGN_WARPS (EP_ASSIGN_THREADS / 32)
 #define EP_ASSIGN_WARP_TOKENS (EP_ASSIGN_CHUNK / EP_ASSIGN_WARPS) // <= 32: a ballot covers them
 // Columns counted per pass over a chunk (the per-warp counts in shared memory are u16: a chunk
 // holds at most EP_ASSIGN_CHUNK rows of a column). More columns take more passes.
-#define EP_ASSIGN_COLS 2048
 // A slot's position in ep_assign_chunk's shared memory when the slot sends nothing.
 #define EP_ASSIGN_NONE 0xFFu
 
