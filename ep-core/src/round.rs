@@ -12,20 +12,14 @@ use crate::io::RoutingHandle;
 /// [`crate::EpComm::pending_dispatch`] gives it back to wait again.
 #[must_use = "a dispatch in flight must be waited for with dispatch_wait"]
 #[derive(Debug, PartialEq, Eq)]
-pub struct PendingDispatch {
-    rank: usize,
-    round: u64,
-}
+pub struct PendingDispatch(RoutingHandle);
 
 /// A combine in flight on one rank: what [`crate::EpComm::combine_async`] returns and
 /// [`crate::EpComm::combine_wait`] consumes (as [`PendingDispatch`];
 /// [`crate::EpComm::pending_combine`] gives it back after `PeerRejected`).
 #[must_use = "a combine in flight must be waited for with combine_wait"]
 #[derive(Debug, PartialEq, Eq)]
-pub struct PendingCombine {
-    rank: usize,
-    round: u64,
-}
+pub struct PendingCombine(RoutingHandle);
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum State {
@@ -90,15 +84,12 @@ impl RoundTracker {
     /// `dispatch_wait` may be called with `pending`: it is this rank's outstanding dispatch.
     pub fn check_dispatch_wait(&self, pending: &PendingDispatch) -> Result<()> {
         self.expect("dispatch_wait", State::DispatchSent)?;
-        self.check_pending("dispatch", pending.rank, pending.round)
+        self.check_pending("dispatch", &pending.0)
     }
     /// The outstanding dispatch again (a wait that met a peer's rejection left it in flight).
     pub fn pending_dispatch(&self) -> Result<PendingDispatch> {
         self.expect("pending_dispatch", State::DispatchSent)?;
-        Ok(PendingDispatch {
-            rank: self.rank,
-            round: self.handle().round,
-        })
+        Ok(PendingDispatch(self.handle()))
     }
     /// Dispatch finished; returns the handle combine must present.
     pub fn dispatched(&mut self) -> RoutingHandle {
@@ -135,27 +126,27 @@ impl RoundTracker {
     /// `combine_wait` may be called with `pending`: it is this rank's outstanding combine.
     pub fn check_combine_wait(&self, pending: &PendingCombine) -> Result<()> {
         self.expect("combine_wait", State::CombineSent)?;
-        self.check_pending("combine", pending.rank, pending.round)
+        self.check_pending("combine", &pending.0)
     }
     /// The outstanding combine again (a wait that met a peer's rejection left it in flight).
     pub fn pending_combine(&self) -> Result<PendingCombine> {
         self.expect("pending_combine", State::CombineSent)?;
-        Ok(PendingCombine {
-            rank: self.rank,
-            round: self.handle().round,
-        })
+        Ok(PendingCombine(self.handle()))
     }
 
-    /// A pending phase from another rank (or, through `pending_*`, an earlier round) is not
-    /// this rank's.
-    fn check_pending(&self, phase: &str, rank: usize, round: u64) -> Result<()> {
+    /// A pending phase (its round's handle) from another rank, or an earlier round, is not this
+    /// rank's.
+    fn check_pending(&self, phase: &str, pending: &RoutingHandle) -> Result<()> {
         let current = self.handle();
-        if (rank, round) == (current.rank, current.round) {
+        if *pending == current {
             return Ok(());
         }
         Err(EpError::StaleHandle {
             rank: self.rank,
-            handle: format!("the pending {phase} of rank {rank} round {round}"),
+            handle: format!(
+                "the pending {phase} of rank {} round {}",
+                pending.rank, pending.round
+            ),
             current: format!("rank {} round {}", current.rank, current.round),
         })
     }

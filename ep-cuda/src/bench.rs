@@ -8,7 +8,7 @@
 //! compiled when a benchmark first needs them on a device) and its options ([`BenchOptions`]).
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use cudarc::driver::{sys, CudaContext, CudaEvent, CudaFunction, CudaStream};
@@ -33,33 +33,17 @@ struct BenchKernels {
 }
 
 impl BenchKernels {
-    /// bench.cu beside `k`, the kernels `options` compiled for a device: compiled and loaded once
-    /// per process for each device and value of the options that changes the programs, as
-    /// world.rs's `device_kernels` loads the backend's.
-    fn new(k: Arc<Kernels>, options: &CudaOptions) -> Result<BenchKernels> {
-        type Loaded = Mutex<HashMap<(usize, (String, bool)), Arc<Program>>>;
-        static LOADED: OnceLock<Loaded> = OnceLock::new();
-        let mut loaded = LOADED.get_or_init(Default::default).lock().unwrap();
-        let key = (k.ctx.ordinal(), options.compile_key());
-        let bench = match loaded.get(&key) {
-            Some(p) => Arc::clone(p),
-            None => {
-                let p = Program::load_with(
-                    &k.ctx,
-                    k.arch,
-                    &options.prelude(),
-                    options.lineinfo,
-                    BENCH_PROGRAM,
-                )?;
-                Arc::clone(loaded.entry(key).or_insert(Arc::new(p)))
-            }
-        };
-        Ok(BenchKernels { k, bench })
+    /// bench.cu beside `k`, compiled as `k` was ([`Kernels::program`]).
+    fn new(k: Arc<Kernels>) -> Result<BenchKernels> {
+        Ok(BenchKernels {
+            bench: k.program(BENCH_PROGRAM)?,
+            k,
+        })
     }
 
     /// Device `d`'s kernels as `options` compile them, with bench.cu's.
     fn of_device(d: usize, options: &CudaOptions) -> Result<BenchKernels> {
-        BenchKernels::new(crate::world::device_kernels(d, options)?, options)
+        BenchKernels::new(crate::world::device_kernels(d, options)?)
     }
 
     /// A kernel of bench.cu.
@@ -457,7 +441,7 @@ impl StartGate {
         let kernels = world
             .kernels
             .iter()
-            .map(|k| BenchKernels::new(Arc::clone(k), &world.options))
+            .map(|k| BenchKernels::new(Arc::clone(k)))
             .collect::<Result<_>>()?;
         let mut gate = StartGate::new(kernels, &world.options, bench)?;
         gate.world = Some(Arc::downgrade(world));

@@ -369,6 +369,8 @@ pub struct Kernels {
     trace: Mutex<Trace>,
     /// Combine variants with a device-code epilogue, by source hash.
     epilogues: Mutex<HashMap<u64, (Arc<CudaModule>, EpilogueKernels)>>,
+    /// Programs compiled only when first asked for (`Kernels::program`), by name.
+    on_demand: Mutex<HashMap<&'static str, Arc<Program>>>,
 }
 
 impl Kernels {
@@ -399,12 +401,36 @@ impl Kernels {
             }),
             modules,
             epilogues: Mutex::default(),
+            on_demand: Mutex::default(),
         })
     }
 
     /// The kernel at entry point `name`; panics if no loaded program has it.
     pub fn get(&self, name: &str) -> &CudaFunction {
         &self.functions[name]
+    }
+
+    /// `program` (one of the on-demand programs: [`BENCH_PROGRAM`], [`LATE_INPUTS_PROGRAM`])
+    /// compiled as these kernels were (the same defines and NVRTC options) into their context, the
+    /// first time it is asked for; these kernels are made once per device and options
+    /// (world.rs, `device_kernels`), so it is too.
+    pub fn program(
+        &self,
+        program: (&'static str, &'static str, &'static [&'static str]),
+    ) -> Result<Arc<Program>> {
+        let mut loaded = self.on_demand.lock().unwrap();
+        if let Some(p) = loaded.get(program.0) {
+            return Ok(Arc::clone(p));
+        }
+        let p = Arc::new(Program::load_with(
+            &self.ctx,
+            self.arch,
+            &self.prelude,
+            self.lineinfo,
+            program,
+        )?);
+        loaded.insert(program.0, Arc::clone(&p));
+        Ok(p)
     }
 
     /// Under [`crate::CudaOptions::trace`], after `stream` synchronised: copies the trace records the kernels

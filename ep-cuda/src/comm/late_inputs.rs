@@ -6,12 +6,12 @@
 //! that every phase's first kernel waits for the kernel before it before it reads its inputs: one
 //! that did not would route or weigh the changed words and miss the oracle.
 
-use cudarc::driver::CudaContext;
+use std::sync::Arc;
+
 use ep_core::{EpConfig, EpError, Result};
 
 use super::CudaComm;
-use crate::driver::cuda;
-use crate::kernels::{arch_name, launch, Program, LATE_INPUTS_PROGRAM};
+use crate::kernels::{launch, Kernels, Program, LATE_INPUTS_PROGRAM};
 use crate::memory::DevBuf;
 
 /// How `ep_late_inputs` changes a word while it holds it: an expert id (a non-negative one to
@@ -28,16 +28,17 @@ pub(super) enum Words {
 pub(crate) struct LateInputs {
     hold_ns: u64,
     saved: DevBuf,
-    program: Program,
+    program: Arc<Program>,
 }
 
 impl LateInputs {
     /// The hook where `options` set it, with room for the largest input it changes (the tokens,
-    /// the ids, the weights), and `ep_late_inputs` loaded into `ctx` with `options`' defines.
+    /// the ids, the weights), and `ep_late_inputs` beside the rank's `kernels`, compiled as they
+    /// were.
     pub(crate) fn from_options(
         cfg: &EpConfig,
         options: &crate::CudaOptions,
-        ctx: &std::sync::Arc<CudaContext>,
+        kernels: &Kernels,
     ) -> Result<Option<Self>> {
         let Some(hold_ns) = options.hooks.late_inputs_ns else {
             return Ok(None);
@@ -49,18 +50,10 @@ impl LateInputs {
         }
         let t = cfg.max_tokens_per_rank;
         let words = (t * cfg.hidden / 2).max(t * cfg.top_k).max(1);
-        let (major, minor) = ctx.compute_capability().map_err(cuda)?;
-        let program = Program::load_with(
-            ctx,
-            arch_name(major, minor),
-            &options.prelude(),
-            options.lineinfo,
-            LATE_INPUTS_PROGRAM,
-        )?;
         Ok(Some(LateInputs {
             hold_ns,
-            saved: DevBuf::new(ctx, words * 4)?,
-            program,
+            saved: DevBuf::new(&kernels.ctx, words * 4)?,
+            program: kernels.program(LATE_INPUTS_PROGRAM)?,
         }))
     }
 }

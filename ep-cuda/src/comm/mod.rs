@@ -175,7 +175,11 @@ impl CudaComm {
         };
         let (forked, joined) = (event()?, event()?);
         #[cfg(feature = "test-hooks")]
-        let late = late_inputs::LateInputs::from_options(&world.cfg, &world.options, ctx)?;
+        let late = late_inputs::LateInputs::from_options(
+            &world.cfg,
+            &world.options,
+            &world.kernels[rank],
+        )?;
         Ok(CudaComm {
             rank,
             sc: Scalars::new(rank, &world.cfg),
