@@ -4,7 +4,7 @@ use std::time::{Duration, Instant};
 
 use ep_core::{
     bf16, on_every_rank, oracle, CombineInput, CombineOutput, DispatchOutput, EpComm, EpConfig,
-    EpError, Epilogue,
+    EpError, Epilogue, HostIo,
 };
 use ndarray::Array2;
 
@@ -98,10 +98,10 @@ pub fn run_round<C: EpComm>(
         barrier.wait().map_err(|by| released(r, by))?;
         let t0 = Instant::now();
         let dispatch = match opts.calls {
-            Calls::Fused => c.dispatch(&input),
+            Calls::Fused => c.host_dispatch(&input),
             Calls::Split => c
-                .dispatch_async(&input)
-                .and_then(|pending| c.dispatch_wait(pending)),
+                .host_dispatch_async(&input)
+                .and_then(|pending| c.host_dispatch_wait(pending)),
         };
         let dispatch_time = t0.elapsed();
         let expert_out = dispatch.as_ref().ok().map(opts.experts);
@@ -111,10 +111,10 @@ pub fn run_round<C: EpComm>(
         let cin = opts.combine_input(inputs, r, &expert_out);
         let t1 = Instant::now();
         let combine = match opts.calls {
-            Calls::Fused => c.combine(&dispatch.handle, &cin)?,
+            Calls::Fused => c.host_combine(&dispatch, &cin)?,
             Calls::Split => {
-                let pending = c.combine_async(&dispatch.handle, &cin)?;
-                c.combine_wait(pending)?
+                let pending = c.host_combine_async(&dispatch, &cin)?;
+                c.host_combine_wait(pending)?
             }
         };
         Ok(RankRound {

@@ -125,6 +125,8 @@ pub struct DispatchOutput {
     pub format: Format,
     /// Elements per token row before encoding.
     pub hidden: usize,
+    /// Tokens this rank dispatched in the round: the rows its combine returns.
+    pub n_tokens: usize,
     /// `[rows, payload_bytes]` encoded payloads (for BF16, the little-endian bf16 row).
     pub recv_tokens: Array2<u8>,
     /// The scales of every row in the layout the format's grouped GEMM reads (empty for BF16).

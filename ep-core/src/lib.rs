@@ -4,7 +4,8 @@
 //!
 //! - [`config`]: [`EpConfig`], the world every rank agrees on, and its validation.
 //! - [`mod@format`]: the [`TokenFormat`] trait, the formats, and the message layout.
-//! - [`io`]: inputs and outputs of dispatch and combine (router weights, routing outputs).
+//! - [`memory`], [`device_io`]: the backend's buffers, and dispatch and combine on them.
+//! - [`io`], [`host_io`]: the same inputs and outputs as host arrays, and the calls on them.
 //! - [`backend`]: the [`EpBackend`] / [`EpComm`] traits every backend implements.
 //! - [`oracle`]: the contract computed directly; every backend must match it bit for bit.
 //! - [`epilogue`], [`swiglu`]: what combine can do with its output, and fused SwiGLU.
@@ -22,26 +23,32 @@
 
 pub mod backend;
 pub mod config;
+pub mod device_io;
 pub mod digest;
 pub mod epilogue;
 pub mod error;
 pub mod format;
+pub mod host_io;
 pub mod host_memory;
 pub mod io;
+pub mod memory;
 pub mod numerics;
 pub mod oracle;
 pub mod round;
 pub mod swiglu;
 pub mod validate;
 
-pub use backend::{on_every_rank, EpBackend, EpComm};
+pub use backend::{on_every_rank, EpBackend, EpComm, Staging};
 pub use config::{EpConfig, EpConfigBuilder};
+pub use device_io::{CombineArgs, Combined, DispatchArgs, Dispatched};
 pub use epilogue::{DeviceEpilogue, Epilogue};
 pub use error::{poison, ConfigError, EpError, MissingSignal, Phase, RejectReason, Result};
 pub use format::{Format, MessageLayout, TokenFormat};
 pub use half::bf16;
+pub use host_io::HostIo;
 pub use io::{
     CombineInput, CombineOutput, DispatchInput, DispatchOutput, RouterWeights, RoutingHandle,
 };
+pub use memory::{Buffer, Element};
 pub use round::{PendingCombine, PendingDispatch};
 pub use swiglu::{GateUp, SwigluClamp, SwigluOptions, SwigluOutput};

@@ -103,6 +103,7 @@ pub fn dispatch(cfg: &EpConfig, inputs: &[DispatchInput<'_>]) -> Result<Vec<Disp
             },
             format: fmt,
             hidden: cfg.hidden,
+            n_tokens: inputs[dest].n_tokens(),
             recv_tokens: Array2::from_shape_vec((rows, payload_bytes), payloads.concat())
                 .expect("rows x payload"),
             recv_scales,

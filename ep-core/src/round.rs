@@ -3,7 +3,7 @@
 //! Finishing combine is what proves the dispatch buffers are free again, so a second dispatch
 //! before combine is refused rather than allowed to race.
 
-use crate::error::{EpError, Result};
+use crate::error::{EpError, Phase, Result};
 use crate::io::RoutingHandle;
 
 /// A dispatch in flight on one rank: what [`crate::EpComm::dispatch_async`] returns and
@@ -116,6 +116,14 @@ impl RoundTracker {
                         format!("rank {} round {}", h.rank, h.round)
                     }),
             }),
+        }
+    }
+    /// A call of `phase`'s async half may be made now (`handle`: a combine's routing).
+    pub fn ready(&self, phase: Phase, handle: Option<&RoutingHandle>) -> Result<()> {
+        match (phase, handle) {
+            (Phase::Combine, Some(h)) => self.check_combine_async(h),
+            (Phase::Combine, None) => self.expect("combine_async", State::Dispatched),
+            _ => self.check_dispatch_async(),
         }
     }
     /// `combine_async` succeeded; its pending combine.

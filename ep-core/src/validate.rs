@@ -1,9 +1,13 @@
 //! Input checks shared by the oracle and every backend. They run before anything is written, so
 //! a bad call leaves every buffer and flag as it was.
 
+use crate::backend::EpComm;
 use crate::config::EpConfig;
+use crate::device_io::{CombineArgs, DispatchArgs};
+use crate::epilogue::Epilogue;
 use crate::error::{EpError, Result};
 use crate::io::{CombineInput, DispatchInput};
+use crate::memory::Buffer;
 
 fn shape(rank: usize, what: &'static str, expected: &[usize], got: &[usize]) -> Result<()> {
     if expected == got {
@@ -86,8 +90,28 @@ pub fn combine_input(
         let (a, b) = w.dim();
         shape(rank, "router weights", &[n_tokens, cfg.top_k], &[a, b])?;
     }
-    if let Some(e) = input.epilogue {
-        if input.weights.is_none() {
+    reduction(
+        cfg,
+        rank,
+        n_tokens,
+        input.weights.is_some(),
+        input.epilogue,
+        host_closures,
+    )
+}
+
+/// What combine does with the rows: an epilogue needs weights and must suit the config, and the
+/// fused shared expert needs the weighted sum.
+fn reduction(
+    cfg: &EpConfig,
+    rank: usize,
+    n_tokens: usize,
+    weighted: bool,
+    epilogue: Option<&Epilogue>,
+    host_closures: bool,
+) -> Result<()> {
+    if let Some(e) = epilogue {
+        if !weighted {
             return Err(EpError::Incompatible {
                 rank,
                 what: "an epilogue without router weights",
@@ -96,7 +120,7 @@ pub fn combine_input(
         }
         e.check(cfg, rank, n_tokens, host_closures)?;
     }
-    if input.weights.is_none() && cfg.fused_shared_expert {
+    if !weighted && cfg.fused_shared_expert {
         return Err(EpError::Incompatible {
             rank,
             what: "the fused shared expert without router weights",
@@ -105,4 +129,67 @@ pub fn combine_input(
         });
     }
     Ok(())
+}
+
+/// A buffer of `len` elements that must hold `need` for `what`.
+fn holds(rank: usize, what: &'static str, need: usize, len: usize) -> Result<()> {
+    if len >= need {
+        Ok(())
+    } else {
+        Err(EpError::Shape {
+            rank,
+            what,
+            expected: vec![need],
+            got: vec![len],
+        })
+    }
+}
+
+/// Checks one rank's dispatch buffers against the config: the token count and that each buffer
+/// holds the round's elements. Values in the buffers are the backend's to check where it reads
+/// them.
+pub fn dispatch_args<C: EpComm + ?Sized>(
+    cfg: &EpConfig,
+    rank: usize,
+    args: &DispatchArgs<'_, C>,
+) -> Result<()> {
+    let t = args.n_tokens;
+    if t > cfg.max_tokens_per_rank {
+        return Err(EpError::TooManyTokens {
+            rank,
+            tokens: t,
+            max: cfg.max_tokens_per_rank,
+        });
+    }
+    holds(rank, "tokens", t * cfg.hidden, args.tokens.len())?;
+    holds(rank, "topk_ids", t * cfg.top_k, args.topk_ids.len())?;
+    if let Some(s) = args.input_scales {
+        holds(rank, "input_scales", t, s.len())?;
+    }
+    Ok(())
+}
+
+/// Checks one rank's combine buffers against the rows its dispatch produced (`rows`: an upper
+/// bound where the backend keeps the count on the device) and its token count, and the epilogue
+/// as [`combine_input`] does.
+pub fn combine_args<C: EpComm + ?Sized>(
+    cfg: &EpConfig,
+    rank: usize,
+    rows: usize,
+    n_tokens: usize,
+    args: &CombineArgs<'_, C>,
+    host_closures: bool,
+) -> Result<()> {
+    holds(rank, "expert_out", rows * cfg.hidden, args.expert_out.len())?;
+    if let Some(w) = args.weights {
+        holds(rank, "router weights", n_tokens * cfg.top_k, w.len())?;
+    }
+    reduction(
+        cfg,
+        rank,
+        n_tokens,
+        args.weights.is_some(),
+        args.epilogue,
+        host_closures,
+    )
 }

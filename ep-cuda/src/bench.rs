@@ -622,14 +622,22 @@ impl CudaComm {
         weights: ArrayView2<'_, f32>,
     ) -> Result<()> {
         validate::dispatch_input(self.config(), self.rank(), input)?;
-        self.upload_dispatch(input)?;
-        let b = self.bufs();
+        let st = self.staging()?;
+        let tokens: Vec<_> = input.tokens.iter().copied().collect();
+        let ids: Vec<_> = input.topk_ids.iter().copied().collect();
+        self.write(&st.tokens, &tokens)?;
+        self.write(&st.topk_ids, &ids)?;
+        if let Some(s) = input.input_scales {
+            self.write(&st.input_scales, &s.to_vec())?;
+        }
         let w: Vec<f32> = weights.iter().copied().collect();
-        b.weights.upload(&w, self.stream_ref())?;
+        self.write(&st.weights, &w)?;
+        let b = self.bufs();
         b.expert_out
-            .fill_async(0x3C, b.expert_out.len, self.stream_ref())?;
+            .fill_async(0x3C, b.expert_out.len, self.stream())?;
+        self.start_staged_round(input.n_tokens(), input.input_scales.is_some())?;
         self.set_reduced();
-        self.stream_ref().synchronize().map_err(cuda)
+        self.stream().synchronize().map_err(cuda)
     }
 
     /// One dispatch and one combine on the loaded inputs, each phase started behind `gate` (the
@@ -642,7 +650,7 @@ impl CudaComm {
                 "ep bench: the start gate was made for another world's comms".into(),
             ));
         }
-        let s = Arc::clone(self.stream_ref());
+        let s = Arc::clone(self.stream());
         // The async parts' ends only in probed rounds: where the wait is a kernel of its own, the
         // event would sit between two of the phase's kernels and lengthen the gap between them
         // (7954f26), which a caller's dispatch_async + dispatch_wait never has.
@@ -699,7 +707,7 @@ impl CudaComm {
 
     /// Queues this rank's gate of `gate` for the next phase.
     fn start_gate(&self, gate: &StartGate) -> Result<()> {
-        gate.launch(self.rank(), self.stream_ref(), Some(self.bufs()))?;
+        gate.launch(self.rank(), self.stream(), Some(self.bufs()))?;
         self.mark(GATE_MARK)
     }
 

@@ -12,7 +12,7 @@ use std::fmt;
 
 use ep_core::{
     bf16, on_every_rank, oracle, CombineInput, DeviceEpilogue, DispatchInput, EpBackend, EpComm,
-    EpConfig, Epilogue, Result, RouterWeights,
+    EpConfig, Epilogue, HostIo, Result, RouterWeights,
 };
 use ndarray::Array2;
 
@@ -111,7 +111,7 @@ fn check_round(backend: &CudaBackend, sinks: &[Sink], tokens: usize) -> Result<E
     let inputs: Vec<RankInputs> = (0..N_RANKS).map(|r| RankInputs::new(r, tokens)).collect();
     let dispatch_inputs: Vec<DispatchInput<'_>> = inputs.iter().map(|i| i.dispatch()).collect();
     let mut comms = backend.init_uniform(&cfg)?;
-    let dispatched = on_every_rank(&mut comms, |c| c.dispatch(&dispatch_inputs[c.rank()]))
+    let dispatched = on_every_rank(&mut comms, |c| c.host_dispatch(&dispatch_inputs[c.rank()]))
         .into_iter()
         .collect::<Result<Vec<_>>>()?;
     // Expert outputs: the received rows as they are (BF16 messages are the rows' bits).
@@ -134,7 +134,7 @@ fn check_round(backend: &CudaBackend, sinks: &[Sink], tokens: usize) -> Result<E
         })
         .collect();
     on_every_rank(&mut comms, |c| {
-        c.combine(&dispatched[c.rank()].handle, &combine_inputs[c.rank()])
+        c.host_combine(&dispatched[c.rank()], &combine_inputs[c.rank()])
     })
     .into_iter()
     .collect::<Result<Vec<_>>>()?;

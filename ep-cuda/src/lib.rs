@@ -23,6 +23,7 @@
 
 #[cfg(feature = "bench")]
 pub mod bench;
+mod buffer;
 mod comm;
 pub mod driver;
 pub mod epilogue_check;
@@ -39,7 +40,11 @@ use std::sync::Arc;
 
 use ep_core::{EpBackend, EpConfig, Result};
 
+pub use buffer::DeviceBuffer;
 pub use comm::CudaComm;
+/// The cudarc this crate is built on: use it (`ep_cuda::cudarc`) for streams, contexts and
+/// kernels of your own that share the rank's GPU.
+pub use cudarc;
 #[doc(hidden)]
 pub use options::options_from_env_vars;
 #[cfg(feature = "test-hooks")]

@@ -7,11 +7,14 @@ use ep_core::epilogue::EpilogueSink;
 use ep_core::format::TokenFormat;
 use ep_core::round::RoundTracker;
 use ep_core::{
-    bf16, poison, swiglu, validate, CombineInput, CombineOutput, DispatchInput, DispatchOutput,
-    EpComm, EpConfig, EpError, Epilogue, MissingSignal, PendingCombine, PendingDispatch, Phase,
-    RejectReason, Result, RoutingHandle, SwigluOptions, SwigluOutput,
+    bf16, poison, swiglu, validate, Buffer, CombineArgs, CombineInput, CombineOutput, Combined,
+    DispatchArgs, DispatchInput, DispatchOutput, Dispatched, Element, EpComm, EpConfig, EpError,
+    Epilogue, MissingSignal, PendingCombine, PendingDispatch, Phase, RejectReason, Result,
+    RouterWeights, RoutingHandle, Staging, SwigluOptions, SwigluOutput,
 };
-use ndarray::{Array2, Array3, ArrayView2};
+use ndarray::{Array2, Array3, ArrayView1, ArrayView2};
+
+use crate::buffer::HostBuffer;
 
 use crate::memory::zeroed_vec;
 use crate::transport::{GroupId, Transport, World};
@@ -56,6 +59,8 @@ pub struct SimComm {
     /// round. Waits taken up again after `PeerRejected` share the round's one deadline from then
     /// on, so a peer that never calls again ends in a timeout naming it, not in endless retries.
     rejected_since: [Option<Instant>; 2],
+    /// Input buffers for host arrays (`EpComm::staging`), made on first use.
+    staging: Option<Staging<SimComm>>,
 }
 
 impl SimComm {
@@ -68,6 +73,7 @@ impl SimComm {
             round: None,
             poisoned: [false; 2],
             rejected_since: [None; 2],
+            staging: None,
         }
     }
 
@@ -185,16 +191,9 @@ fn phase_index(phase: Phase) -> usize {
     usize::from(phase == Phase::Combine)
 }
 
-impl EpComm for SimComm {
-    fn rank(&self) -> usize {
-        self.net.rank
-    }
-
-    fn config(&self) -> &EpConfig {
-        &self.cfg
-    }
-
-    fn dispatch_async(&mut self, input: &DispatchInput<'_>) -> Result<PendingDispatch> {
+/// The rounds on host arrays: the contract's protocol, which the buffer calls below wrap.
+impl SimComm {
+    fn send_dispatch(&mut self, input: &DispatchInput<'_>) -> Result<PendingDispatch> {
         self.tracker.check_dispatch_async()?;
         if let Err(e) = validate::dispatch_input(&self.cfg, self.net.rank, input) {
             return Err(self.reject(GroupId::Dispatch, e));
@@ -292,7 +291,7 @@ impl EpComm for SimComm {
         Ok(self.tracker.dispatch_sent())
     }
 
-    fn dispatch_wait(&mut self, pending: PendingDispatch) -> Result<DispatchOutput> {
+    fn wait_dispatch(&mut self, pending: PendingDispatch) -> Result<DispatchOutput> {
         self.tracker.check_dispatch_wait(&pending)?;
         let (rank, world) = (self.net.rank, self.world());
         let geo = &world.geo;
@@ -418,6 +417,7 @@ impl EpComm for SimComm {
             handle,
             format: fmt,
             hidden,
+            n_tokens: data.topk_ids.nrows(),
             recv_tokens,
             recv_scales,
             row_offsets,
@@ -427,7 +427,7 @@ impl EpComm for SimComm {
         })
     }
 
-    fn combine_async(
+    fn send_combine(
         &mut self,
         handle: &RoutingHandle,
         input: &CombineInput<'_>,
@@ -517,7 +517,7 @@ impl EpComm for SimComm {
         Ok(self.tracker.combine_sent())
     }
 
-    fn combine_wait(&mut self, pending: PendingCombine) -> Result<CombineOutput> {
+    fn wait_combine(&mut self, pending: PendingCombine) -> Result<CombineOutput> {
         self.tracker.check_combine_wait(&pending)?;
         let (rank, world) = (self.net.rank, self.world());
         let geo = &world.geo;
@@ -640,6 +640,174 @@ impl EpComm for SimComm {
         };
         self.tracker.combined();
         Ok(output)
+    }
+}
+
+impl EpComm for SimComm {
+    type Buffer<T: Element> = HostBuffer<T>;
+
+    fn rank(&self) -> usize {
+        self.net.rank
+    }
+
+    fn config(&self) -> &EpConfig {
+        &self.cfg
+    }
+
+    fn alloc<T: Element>(&self, len: usize) -> Result<HostBuffer<T>> {
+        HostBuffer::zeroed(len)
+    }
+
+    fn write<T: Element>(&mut self, dst: &HostBuffer<T>, host: &[T]) -> Result<()> {
+        dst.write(host)
+    }
+
+    fn to_host<T: Element>(&mut self, src: &HostBuffer<T>) -> Result<Vec<T>> {
+        Ok(src.to_vec())
+    }
+
+    fn synchronize(&mut self) -> Result<()> {
+        Ok(())
+    }
+
+    /// Host memory grows: the expert outputs' buffer is sized for the latest dispatch's rows
+    /// rather than `max_recv_rows`, which at model sizes is gigabytes a rank.
+    fn staging(&mut self) -> Result<Staging<Self>> {
+        let (t, cfg) = (self.cfg.max_tokens_per_rank, &self.cfg);
+        let rows = self.round.as_ref().map_or(0, |r| r.rows.len());
+        if self
+            .staging
+            .as_ref()
+            .is_none_or(|s| s.expert_out.len() < rows * cfg.hidden)
+        {
+            let expert_out = HostBuffer::zeroed(rows * cfg.hidden)?;
+            self.staging = Some(match self.staging.take() {
+                Some(s) => Staging { expert_out, ..s },
+                None => Staging {
+                    tokens: HostBuffer::zeroed(t * cfg.hidden)?,
+                    topk_ids: HostBuffer::zeroed(t * cfg.top_k)?,
+                    input_scales: HostBuffer::zeroed(t)?,
+                    expert_out,
+                    weights: HostBuffer::zeroed(t * cfg.top_k)?,
+                },
+            });
+        }
+        let s = self.staging.as_ref().expect("made above");
+        Ok(Staging {
+            tokens: s.tokens.clone(),
+            topk_ids: s.topk_ids.clone(),
+            input_scales: s.input_scales.clone(),
+            expert_out: s.expert_out.clone(),
+            weights: s.weights.clone(),
+        })
+    }
+
+    fn dispatch_async(&mut self, args: &DispatchArgs<'_, Self>) -> Result<PendingDispatch> {
+        self.tracker.check_dispatch_async()?;
+        let (cfg, rank, t) = (&self.cfg, self.net.rank, args.n_tokens);
+        let read = || -> Result<_> {
+            validate::dispatch_args(cfg, rank, args)?;
+            let tokens = args.tokens.prefix(t * cfg.hidden, "tokens")?;
+            let ids = args.topk_ids.prefix(t * cfg.top_k, "topk_ids")?;
+            let scales = args.input_scales.map(|s| s.prefix(t, "input_scales"));
+            Ok((tokens, ids, scales.transpose()?))
+        };
+        let (tokens, ids, scales) = match read() {
+            Ok(v) => v,
+            Err(e) => return Err(self.reject(GroupId::Dispatch, e)),
+        };
+        let input = DispatchInput {
+            tokens: ArrayView2::from_shape((t, self.cfg.hidden), &tokens).expect("t x hidden"),
+            topk_ids: ArrayView2::from_shape((t, self.cfg.top_k), &ids).expect("t x top_k"),
+            input_scales: scales.as_deref().map(ArrayView1::from),
+        };
+        self.send_dispatch(&input)
+    }
+
+    /// The simulator's outputs are fresh host memory every round, exactly the round's rows.
+    fn dispatch_wait(&mut self, pending: PendingDispatch) -> Result<Dispatched<Self>> {
+        let out = self.wait_dispatch(pending)?;
+        let rows = out.rows();
+        Ok(Dispatched {
+            handle: out.handle,
+            format: out.format,
+            hidden: out.hidden,
+            capacity: rows,
+            n_tokens: out.n_tokens,
+            recv_tokens: HostBuffer::from_vec(out.recv_tokens.into_raw_vec_and_offset().0),
+            recv_scales: HostBuffer::from_vec(out.recv_scales),
+            row_offsets: HostBuffer::from_vec(out.row_offsets),
+            src_info: HostBuffer::from_vec(out.src_info.into_raw_vec_and_offset().0),
+            src_offsets: HostBuffer::from_vec(out.src_offsets.into_raw_vec_and_offset().0),
+            expert_ids: out.expert_ids,
+        })
+    }
+
+    fn combine_async(
+        &mut self,
+        handle: &RoutingHandle,
+        args: &CombineArgs<'_, Self>,
+    ) -> Result<PendingCombine> {
+        match self.tracker.check_combine_async(handle) {
+            // A handle from another round is bad input to this round's combine.
+            Err(e @ EpError::StaleHandle { .. }) => return Err(self.reject(GroupId::Combine, e)),
+            other => other?,
+        }
+        let (cfg, rank) = (&self.cfg, self.net.rank);
+        let round = self.round.as_ref().expect("a dispatch finished");
+        let (rows, t) = (round.rows.len(), round.topk_ids.nrows());
+        let read = || -> Result<_> {
+            validate::combine_args(cfg, rank, rows, t, args, true)?;
+            let out = args.expert_out.prefix(rows * cfg.hidden, "expert_out")?;
+            let w = args
+                .weights
+                .map(|w| w.prefix(t * cfg.top_k, "router weights"));
+            Ok((out, w.transpose()?))
+        };
+        let (out, weights) = match read() {
+            Ok(v) => v,
+            Err(e) => return Err(self.reject(GroupId::Combine, e)),
+        };
+        let input = CombineInput {
+            expert_out: ArrayView2::from_shape((rows, self.cfg.hidden), &out).expect("rows x H"),
+            weights: weights.as_deref().map(|w| {
+                RouterWeights::F32(ArrayView2::from_shape((t, self.cfg.top_k), w).expect("t x k"))
+            }),
+            epilogue: args.epilogue,
+        };
+        self.send_combine(handle, &input)
+    }
+
+    fn combine_wait(&mut self, pending: PendingCombine) -> Result<Combined<Self>> {
+        Ok(match self.wait_combine(pending)? {
+            CombineOutput::Reduced(a) => {
+                Combined::Reduced(HostBuffer::from_vec(a.into_raw_vec_and_offset().0))
+            }
+            CombineOutput::Unreduced(a) => {
+                Combined::Unreduced(HostBuffer::from_vec(a.into_raw_vec_and_offset().0))
+            }
+            CombineOutput::Fp8 { payload, scales } => Combined::Fp8 {
+                payload: HostBuffer::from_vec(payload.into_raw_vec_and_offset().0),
+                scales: HostBuffer::from_vec(scales.into_raw_vec_and_offset().0),
+            },
+            CombineOutput::Consumed => Combined::Consumed,
+        })
+    }
+
+    fn ready(&self, phase: Phase, handle: Option<&RoutingHandle>) -> Result<()> {
+        self.tracker.ready(phase, handle)
+    }
+
+    fn refuse(&mut self, phase: Phase, err: EpError) -> EpError {
+        let group = match phase {
+            Phase::Combine => GroupId::Combine,
+            _ => GroupId::Dispatch,
+        };
+        self.reject(group, err)
+    }
+
+    fn host_closures(&self) -> bool {
+        true
     }
 
     fn pending_dispatch(&self) -> Result<PendingDispatch> {

@@ -14,6 +14,7 @@
 
 #![warn(missing_docs)]
 
+mod buffer;
 mod comm;
 pub mod memory;
 mod transport;
@@ -23,6 +24,7 @@ use std::sync::Arc;
 
 use ep_core::{EpBackend, EpConfig, Result};
 
+pub use buffer::HostBuffer;
 pub use comm::SimComm;
 use transport::{start_nics, Transport, World};
 

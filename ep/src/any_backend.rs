@@ -4,7 +4,9 @@
 use std::fmt;
 use std::str::FromStr;
 
-use ep_core::{EpBackend, EpComm, EpConfig, Result};
+use ep_core::{EpBackend, EpConfig, Result};
+
+use crate::any_comm::Comm;
 
 /// The backends this crate knows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -44,7 +46,7 @@ impl FromStr for BackendKind {
     }
 }
 
-/// Any compiled-in backend, behind one type. Its communicators are `Box<dyn EpComm>`.
+/// Any compiled-in backend, behind one type. Its communicators are [`Comm`]s.
 #[derive(Clone, Debug)]
 pub enum Backend {
     /// The CPU simulator.
@@ -111,7 +113,7 @@ fn not_compiled(kind: BackendKind) -> ep_core::EpError {
 }
 
 impl EpBackend for Backend {
-    type Comm = Box<dyn EpComm>;
+    type Comm = Comm;
 
     fn name(&self) -> &str {
         self.kind().name()
@@ -126,17 +128,12 @@ impl EpBackend for Backend {
         }
     }
 
-    fn init(&self, configs: &[EpConfig]) -> Result<Vec<Box<dyn EpComm>>> {
-        fn boxed<C: EpComm + 'static>(v: Vec<C>) -> Vec<Box<dyn EpComm>> {
-            v.into_iter()
-                .map(|c| Box::new(c) as Box<dyn EpComm>)
-                .collect()
-        }
+    fn init(&self, configs: &[EpConfig]) -> Result<Vec<Comm>> {
         match self {
             #[cfg(feature = "sim")]
-            Backend::Sim(b) => b.init(configs).map(boxed),
+            Backend::Sim(b) => Ok(b.init(configs)?.into_iter().map(Comm::Sim).collect()),
             #[cfg(feature = "cuda")]
-            Backend::Cuda(b) => b.init(configs).map(boxed),
+            Backend::Cuda(b) => Ok(b.init(configs)?.into_iter().map(Comm::Cuda).collect()),
         }
     }
 }

@@ -26,8 +26,10 @@
 #![warn(missing_docs)]
 
 mod any_backend;
+mod any_comm;
 
 pub use any_backend::{Backend, BackendKind};
+pub use any_comm::{AnyBuffer, Comm};
 pub use ep_core::*;
 #[cfg(feature = "cuda")]
 pub use ep_cuda as cuda;

@@ -3,36 +3,57 @@
 
 // README-SNIPPET-BEGIN
 use ep::ndarray::Array2;
-use ep::{bf16, CombineInput, CombineOutput, DispatchInput, DispatchOutput, EpBackend, EpComm};
-use ep::{EpConfig, RouterWeights};
+use ep::{bf16, CombineArgs, DispatchArgs, Dispatched, EpBackend, EpComm, EpConfig, HostIo};
 
-/// One MoE layer's communication on any backend: dispatch, the experts, combine.
-fn layer<B: EpBackend>(backend: &B) -> ep::Result<Vec<CombineOutput>> {
-    // hidden 7168, top-8, 256 experts, up to 128 tokens per rank, 8 GPUs per node
-    let cfg = EpConfig::new(7168, 8, 256, 128, 8);
+/// One MoE layer's communication on any backend: dispatch, the experts, combine. Buffers live
+/// where the backend computes (GPU memory for `cuda`): the round moves nothing through the host.
+fn layer<B: EpBackend>(backend: &B) -> ep::Result<Vec<Vec<bf16>>> {
+    let cfg = EpConfig::builder().hidden(7168).top_k(8).experts(256);
+    let cfg = cfg.max_tokens_per_rank(128).gpus_per_node(8).build()?;
     let mut ranks = backend.init_uniform(&cfg)?;
-    let outputs = ep::on_every_rank(&mut ranks, |rank| -> ep::Result<CombineOutput> {
-        let (tokens, topk_ids, weights) = my_tokens(rank.rank());
-        let d = rank.dispatch(&DispatchInput::new(tokens.view(), topk_ids.view()))?;
+    let outputs = ep::on_every_rank(&mut ranks, |rank| -> ep::Result<Vec<bf16>> {
+        let (tokens, topk_ids, weights) = my_router(rank)?;
+        let d = rank.dispatch(&DispatchArgs::new(&tokens, &topk_ids, 16))?;
         // d.recv_tokens, d.row_offsets, d.expert_ids: one group per local expert
-        let y = my_experts(&d);
-        let input = CombineInput::weighted(y.view(), RouterWeights::F32(weights.view()));
-        rank.combine(&d.handle, &input)
+        let y = my_experts(rank, &d)?;
+        let out = rank.combine(&d.handle, &CombineArgs::weighted(&y, &weights))?;
+        rank.to_host(out.reduced().expect("weighted")) // [16, 7168], to look at
     });
-    // One result per rank: the first error, if any rank had one, or every rank's output.
     outputs.into_iter().collect()
 }
 
-/// Your router's output on this rank: 16 tokens, their top-8 experts and weights.
-fn my_tokens(rank: usize) -> (Array2<bf16>, Array2<i32>, Array2<f32>) {
-    let tokens = Array2::from_shape_fn((16, 7168), |(t, c)| bf16::from_f32((t + c + rank) as f32));
-    let ids = Array2::from_shape_fn((16, 8), |(t, k)| ((t * 8 + k * 31 + rank) % 256) as i32);
-    (tokens, ids, Array2::from_elem((16, 8), 0.125))
+type Routed<C> = (
+    <C as EpComm>::Buffer<bf16>,
+    <C as EpComm>::Buffer<i32>,
+    <C as EpComm>::Buffer<f32>,
+);
+
+/// Your router's output on this rank, in its memory: 16 tokens, their top-8 experts and weights.
+fn my_router<C: EpComm>(rank: &mut C) -> ep::Result<Routed<C>> {
+    let r = rank.rank();
+    let tokens = Array2::from_shape_fn((16, 7168), |(t, c)| bf16::from_f32((t + c + r) as f32));
+    let ids = Array2::from_shape_fn((16, 8), |(t, k)| ((t * 8 + k * 31 + r) % 256) as i32);
+    let (tokens, ids) = (
+        tokens.into_raw_vec_and_offset().0,
+        ids.into_raw_vec_and_offset().0,
+    );
+    Ok((
+        rank.upload(&tokens)?,
+        rank.upload(&ids)?,
+        rank.upload(&[0.125; 16 * 8])?,
+    ))
 }
 
-/// Your experts: here each returns its input (a real layer runs a grouped GEMM per group).
-fn my_experts(d: &DispatchOutput) -> Array2<bf16> {
-    d.decode_rows().mapv(bf16::from_f32)
+/// Your experts: a grouped GEMM per group into `[d.capacity, hidden]` rows. Here each returns
+/// its input, worked out on the host for brevity: a model runs its GEMM on the device.
+fn my_experts<C: EpComm>(rank: &mut C, d: &Dispatched<C>) -> ep::Result<C::Buffer<bf16>> {
+    let rows = rank
+        .dispatched_to_host(d)?
+        .decode_rows()
+        .mapv(bf16::from_f32);
+    let y = rank.alloc(d.capacity * d.hidden)?;
+    rank.write(&y, rows.as_slice().expect("standard layout"))?;
+    Ok(y)
 }
 // README-SNIPPET-END
 
@@ -42,12 +63,10 @@ fn the_readme_example_runs_on_the_simulator() {
     let outputs = layer(&sim).expect("a valid round");
     assert_eq!(outputs.len(), 8);
     for (rank, out) in outputs.iter().enumerate() {
-        let reduced = out.reduced().expect("weighted: reduced");
-        assert_eq!(reduced.dim(), (16, 7168));
         // Identity experts and eight distinct experts a token, each weighted 1/8: every token
         // comes back as it was sent (sums of eight equal powers-of-two fractions are exact).
-        let (tokens, _, _) = my_tokens(rank);
-        assert_eq!(reduced, &tokens, "rank {rank}");
+        let want = (0..16 * 7168).map(|i| bf16::from_f32((i / 7168 + i % 7168 + rank) as f32));
+        assert!(out.iter().copied().eq(want), "rank {rank}");
     }
 }
 

@@ -3,8 +3,8 @@
 use std::time::{Duration, Instant};
 
 use ep_core::{
-    bf16, CombineInput, ConfigError, DispatchInput, EpBackend, EpComm, EpConfig, EpError, Format,
-    RejectReason, RouterWeights, TokenFormat,
+    bf16, CombineArgs, CombineInput, ConfigError, DispatchInput, EpBackend, EpComm, EpConfig,
+    EpError, Format, HostIo, RejectReason, RouterWeights, TokenFormat,
 };
 use ndarray::Array2;
 
@@ -31,12 +31,12 @@ fn rejected_dispatch<B: EpBackend, T>(
     // dispatch up again.
     drop(
         comms[0]
-            .dispatch_async(&inputs.dispatch_input(0))
+            .host_dispatch_async(&inputs.dispatch_input(0))
             .map_err(err)?,
     );
     finish_round(&mut comms, cfg, &inputs, |c| match c.rank() {
         0 => c.pending_dispatch(),
-        r => c.dispatch_async(&inputs.dispatch_input(r)),
+        r => c.host_dispatch_async(&inputs.dispatch_input(r)),
     })
 }
 
@@ -51,7 +51,7 @@ fn finish_round<C: EpComm>(
 ) -> CaseResult {
     let dispatched = ep_core::on_every_rank(comms, |c| {
         let p = pending(c)?;
-        c.dispatch_wait(p)
+        c.host_dispatch_wait(p)
     })
     .into_iter()
     .collect::<Result<Vec<_>, _>>()
@@ -73,7 +73,7 @@ pub fn expert_id_too_large<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
     rejected_dispatch(
         b,
         &cfg,
-        |c| c.dispatch_async(&inputs.dispatch_input(0)),
+        |c| c.host_dispatch_async(&inputs.dispatch_input(0)),
         |e| {
             matches!(e, EpError::ExpertIdOutOfRange { rank: 0, token, slot: 2, id, .. }
                 if *token == last && *id == 16)
@@ -89,7 +89,7 @@ pub fn expert_id_below_minus_one<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
     rejected_dispatch(
         b,
         &cfg,
-        |c| c.dispatch(&inputs.dispatch_input(0)).map(|_| ()),
+        |c| c.host_dispatch(&inputs.dispatch_input(0)).map(|_| ()),
         |e| {
             matches!(
                 e,
@@ -113,7 +113,7 @@ pub fn too_many_tokens<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
     rejected_dispatch(
         b,
         &cfg,
-        |c| c.dispatch_async(&DispatchInput::new(tokens.view(), ids.view())),
+        |c| c.host_dispatch_async(&DispatchInput::new(tokens.view(), ids.view())),
         |e| {
             matches!(
                 e,
@@ -135,7 +135,7 @@ pub fn tokens_wrong_shape<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
     rejected_dispatch(
         b,
         &cfg,
-        |c| c.dispatch_async(&DispatchInput::new(tokens.view(), ids.view())),
+        |c| c.host_dispatch_async(&DispatchInput::new(tokens.view(), ids.view())),
         |e| matches!(e, EpError::Shape { what: "tokens", .. }),
     )
 }
@@ -151,7 +151,7 @@ pub fn topk_ids_wrong_shape<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
         rejected_dispatch(
             b,
             &cfg,
-            |c| c.dispatch_async(&DispatchInput::new(tokens.view(), ids.view())),
+            |c| c.host_dispatch_async(&DispatchInput::new(tokens.view(), ids.view())),
             |e| {
                 matches!(
                     e,
@@ -257,8 +257,8 @@ pub(crate) fn combine_resumed<C: EpComm>(
     // Its thread below takes the combine up again.
     drop(
         comms[first]
-            .combine_async(
-                &dispatched[first].handle,
+            .host_combine_async(
+                &dispatched[first],
                 &inputs.combine_input(first, &outs[first], WeightKind::F32),
             )
             .map_err(err)?,
@@ -266,14 +266,14 @@ pub(crate) fn combine_resumed<C: EpComm>(
     let combined = ep_core::on_every_rank(comms, |c| {
         let r = c.rank();
         let pending = if r != first && !peers_issued {
-            c.combine_async(
-                &dispatched[r].handle,
+            c.host_combine_async(
+                &dispatched[r],
                 &inputs.combine_input(r, &outs[r], WeightKind::F32),
             )?
         } else {
             c.pending_combine()?
         };
-        c.combine_wait(pending)
+        c.host_combine_wait(pending)
     });
     let rounds = super::rank_rounds(dispatched, combined)?;
     crate::round::check_against_oracle(
@@ -362,9 +362,9 @@ pub fn peer_rejects_dispatch<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
         let r = c.rank();
         timed(|| {
             if r == 1 {
-                c.dispatch_async(&bad.dispatch_input(r)).map(drop)
+                c.host_dispatch_async(&bad.dispatch_input(r)).map(drop)
             } else {
-                c.dispatch(&inputs.dispatch_input(r)).map(|_| ())
+                c.host_dispatch(&inputs.dispatch_input(r)).map(|_| ())
             }
         })
     });
@@ -389,7 +389,7 @@ pub fn peer_rejects_dispatch<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
     // The wait met the rejection; the dispatch is still in flight, and waiting again needs it.
     let again = comms[0]
         .pending_dispatch()
-        .and_then(|pending| comms[0].dispatch_wait(pending))
+        .and_then(|pending| comms[0].host_dispatch_wait(pending))
         .map(|_| start.elapsed());
     expect_peer_rejected(
         0,
@@ -402,7 +402,7 @@ pub fn peer_rejects_dispatch<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
     // Rank 1 sends good input; the others take up their waits.
     drop(
         comms[1]
-            .dispatch_async(&inputs.dispatch_input(1))
+            .host_dispatch_async(&inputs.dispatch_input(1))
             .map_err(err)?,
     );
     finish_round(&mut comms, &cfg, &inputs, |c| c.pending_dispatch())?;
@@ -427,14 +427,14 @@ pub fn peer_rejects_combine<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
         let r = c.rank();
         timed(|| {
             if r == 2 {
-                c.combine_async(
-                    &dispatched[r].handle,
+                c.host_combine_async(
+                    &dispatched[r],
                     &inputs.combine_input(r, &too_many, WeightKind::F32),
                 )
                 .map(drop)
             } else {
-                c.combine(
-                    &dispatched[r].handle,
+                c.host_combine(
+                    &dispatched[r],
                     &inputs.combine_input(r, &outs[r], WeightKind::F32),
                 )
                 .map(|_| ())
@@ -468,7 +468,7 @@ pub fn weights_wrong_shape<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
             let out = Array2::<bf16>::zeros((d.rows(), c.config().hidden));
             let w = Array2::<f32>::zeros((d.rows() + 1, c.config().top_k));
             let cin = CombineInput::weighted(out.view(), RouterWeights::F32(w.view()));
-            c.combine_async(&d.handle, &cin)
+            c.host_combine_async(d, &cin)
         },
         |e| {
             matches!(
@@ -489,7 +489,7 @@ pub fn expert_out_wrong_rows<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
         |c, d| {
             let out = Array2::<bf16>::zeros((d.rows() + 1, c.config().hidden));
             let cin = CombineInput::unreduced(out.view());
-            c.combine(&d.handle, &cin).map(|_| ())
+            c.host_combine(d, &cin).map(|_| ())
         },
         |e| {
             matches!(
@@ -508,10 +508,10 @@ pub fn stale_routing_handle<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
     rejected_combine(
         b,
         |c, d| {
-            let mut stale = d.handle;
-            stale.round += 1;
+            let mut stale = d.clone();
+            stale.handle.round += 1;
             let out = Array2::<bf16>::zeros((d.rows(), c.config().hidden));
-            c.combine_async(&stale, &CombineInput::unreduced(out.view()))
+            c.host_combine_async(&stale, &CombineInput::unreduced(out.view()))
         },
         |e| matches!(e, EpError::StaleHandle { rank: 0, .. }),
     )
@@ -539,12 +539,11 @@ pub fn calls_out_of_order<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
     let cfg = small_config();
     let mut comms = b.init_uniform(&cfg).map_err(err)?;
     let before = digests(&comms)?;
-    let out = Array2::<bf16>::zeros((0, cfg.hidden));
     let handle = ep_core::RoutingHandle { rank: 0, round: 0 };
     let c = &mut comms[0];
-    let cin = CombineInput::unreduced(out.view());
+    let staging = c.staging().map_err(err)?;
     if !matches!(
-        c.combine_async(&handle, &cin),
+        c.combine_async(&handle, &CombineArgs::unreduced(&staging.expert_out)),
         Err(EpError::OutOfOrder {
             call: "combine_async",
             ..
@@ -577,12 +576,12 @@ pub fn calls_out_of_order<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
     // dispatch up again and the round completes.
     let inputs = good_inputs(&cfg, 9);
     let mut pending: Vec<_> = ep_core::on_every_rank(&mut comms, |c| {
-        c.dispatch_async(&inputs.dispatch_input(c.rank()))
+        c.host_dispatch_async(&inputs.dispatch_input(c.rank()))
     })
     .into_iter()
     .collect::<Result<_, _>>()
     .map_err(err)?;
-    match comms[0].dispatch_wait(pending.remove(1)) {
+    match comms[0].host_dispatch_wait(pending.remove(1)) {
         Err(EpError::StaleHandle { rank: 0, .. }) => {}
         Err(e) => return Err(format!("another rank's pending dispatch: wrong error: {e}")),
         Ok(_) => return Err("rank 0 waited with rank 1's pending dispatch".into()),

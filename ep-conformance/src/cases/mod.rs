@@ -21,7 +21,7 @@ pub use rounds::*;
 pub use rules::*;
 pub use timeouts::*;
 
-use ep_core::{EpBackend, EpComm, EpConfig, Format};
+use ep_core::{EpBackend, EpComm, EpConfig, Format, HostIo};
 
 use crate::fixture::Fixture;
 use crate::rng::Rng;
@@ -199,7 +199,7 @@ pub(crate) fn dispatch_all<C: EpComm>(
     comms: &mut [C],
     inputs: &RoundInputs,
 ) -> Result<Vec<ep_core::DispatchOutput>, String> {
-    ep_core::on_every_rank(comms, |c| c.dispatch(&inputs.dispatch_input(c.rank())))
+    ep_core::on_every_rank(comms, |c| c.host_dispatch(&inputs.dispatch_input(c.rank())))
         .into_iter()
         .collect::<Result<_, _>>()
         .map_err(err)
@@ -216,8 +216,8 @@ pub(crate) fn combine_all_and_check<C: EpComm>(
 ) -> CaseResult {
     let combined = ep_core::on_every_rank(comms, |c| {
         let r = c.rank();
-        c.combine(
-            &dispatched[r].handle,
+        c.host_combine(
+            &dispatched[r],
             &inputs.combine_input(r, &outs[r], WeightKind::F32),
         )
     });

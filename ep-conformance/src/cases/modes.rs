@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use ep_core::epilogue::EPILOGUE_CHUNK;
 use ep_core::{
     bf16, oracle, CombineInput, ConfigError, EpBackend, EpComm, EpConfig, EpError, Epilogue,
-    Format, GateUp, RouterWeights, SwigluClamp, SwigluOptions,
+    Format, GateUp, HostIo, RouterWeights, SwigluClamp, SwigluOptions,
 };
 use ndarray::Array2;
 
@@ -451,7 +451,7 @@ pub fn combinations_not_allowed<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
     // ranks that would wait for it), which its good combine, issued first, replaces.
     let before = digests(&comms)?;
     for (what, input) in &cases {
-        match comms[0].combine_async(&dispatched[0].handle, input) {
+        match comms[0].host_combine_async(&dispatched[0], input) {
             Err(e @ EpError::Incompatible { .. })
                 if e.to_string().contains(what) && e.to_string().contains(": ") => {}
             Err(e) => return Err(format!("{what}: wrong error: {e}")),

@@ -6,7 +6,8 @@
 
 use ep_core::format::TokenFormat;
 use ep_core::{
-    bf16, oracle, CombineInput, DispatchOutput, EpBackend, EpComm, EpConfig, Format, RouterWeights,
+    bf16, oracle, CombineInput, DispatchOutput, EpBackend, EpComm, EpConfig, Format, HostIo,
+    RouterWeights,
 };
 use ndarray::Array2;
 
@@ -25,7 +26,7 @@ fn weighted_combine<C: EpComm>(
         CombineInput::weighted(outs[r].view(), RouterWeights::F32(inputs.weights[r].view()))
     };
     let got = ep_core::on_every_rank(comms, |c| {
-        c.combine(&dispatched[c.rank()].handle, &combine_input(c.rank()))
+        c.host_combine(&dispatched[c.rank()], &combine_input(c.rank()))
     })
     .into_iter()
     .collect::<Result<Vec<_>, _>>()

@@ -2,7 +2,7 @@
 
 use std::time::{Duration, Instant};
 
-use ep_core::{on_every_rank, EpBackend, EpComm, EpConfig, EpError};
+use ep_core::{on_every_rank, EpBackend, EpComm, EpConfig, EpError, HostIo};
 
 use super::*;
 use crate::round::{run_and_check, Calls, RoundOptions};
@@ -56,7 +56,7 @@ pub fn rank_never_dispatches<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
             return None;
         }
         let t0 = Instant::now();
-        let r = c.dispatch(&inputs.dispatch_input(c.rank()));
+        let r = c.host_dispatch(&inputs.dispatch_input(c.rank()));
         Some(r.map(|_| t0.elapsed()))
     });
     check_elapsed(&results)?;
@@ -71,7 +71,7 @@ pub fn rank_never_combines<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
     let absent = 3;
     let results = on_every_rank(&mut comms, |c| {
         let r = c.rank();
-        let d = match c.dispatch(&inputs.dispatch_input(r)) {
+        let d = match c.host_dispatch(&inputs.dispatch_input(r)) {
             Ok(d) => d,
             Err(e) => return Some(Err(e)),
         };
@@ -81,7 +81,7 @@ pub fn rank_never_combines<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
         let out = crate::scenario::toy_experts(&d);
         let t0 = Instant::now();
         let cin = inputs.combine_input(r, &out, WeightKind::F32);
-        Some(c.combine(&d.handle, &cin).map(|_| t0.elapsed()))
+        Some(c.host_combine(&d, &cin).map(|_| t0.elapsed()))
     });
     check_elapsed(&results)?;
     expect_timeouts(b, &cfg, absent, results)
@@ -112,7 +112,7 @@ pub fn rejecting_rank_never_calls_again<B: EpBackend>(b: &B, _: &Ctx) -> CaseRes
     let results = on_every_rank(&mut comms, |c| {
         let r = c.rank();
         if r == absent {
-            return match c.dispatch_async(&bad.dispatch_input(r)) {
+            return match c.host_dispatch_async(&bad.dispatch_input(r)) {
                 Err(EpError::ExpertIdOutOfRange { .. }) => None,
                 other => Some(Err(EpError::Backend(format!(
                     "the bad input was not refused: {other:?}"
@@ -120,7 +120,9 @@ pub fn rejecting_rank_never_calls_again<B: EpBackend>(b: &B, _: &Ctx) -> CaseRes
             };
         }
         let t0 = Instant::now();
-        let mut res = c.dispatch(&inputs.dispatch_input(r)).map(|_| t0.elapsed());
+        let mut res = c
+            .host_dispatch(&inputs.dispatch_input(r))
+            .map(|_| t0.elapsed());
         // Retry as a caller following the error's advice would, bounded far past the deadline.
         while matches!(res, Err(EpError::PeerRejected { peer, .. }) if peer == absent)
             && t0.elapsed() < SHORT_TIMEOUT + TIMEOUT_SLACK
@@ -128,7 +130,7 @@ pub fn rejecting_rank_never_calls_again<B: EpBackend>(b: &B, _: &Ctx) -> CaseRes
             std::thread::sleep(Duration::from_millis(5));
             res = c
                 .pending_dispatch()
-                .and_then(|pending| c.dispatch_wait(pending))
+                .and_then(|pending| c.host_dispatch_wait(pending))
                 .map(|_| t0.elapsed());
         }
         Some(res)

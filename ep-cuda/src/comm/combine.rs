@@ -1,11 +1,9 @@
 //! The combine's kernels (kernels/combine/), issued: rows back to their tokens, the wait, and the
 //! reduction (or the unreduced layout) with its epilogue; the single-launch combine.
 
-use ep_core::{CombineInput, Epilogue, Result, RouterWeights};
+use ep_core::{Epilogue, Result};
 
-#[cfg(feature = "test-hooks")]
-use super::late_inputs::Words;
-use super::{contiguous, Chain, CudaComm, SEND_THREADS, THREADS, WAIT_THREADS};
+use super::{addr, contiguous, Chain, CudaComm, SEND_THREADS, THREADS, WAIT_THREADS};
 use crate::kernels::params::{
     EpCombineAwaitMarksParams, EpCombineLlUnpackParams, EpCombineReduceMarkedParams,
     EpCombineReduceParams, EpCombineSendOrderedParams, EpCombineSendParams, EpCombineSignalParams,
@@ -45,28 +43,14 @@ impl CudaComm {
         self.bufs().row_offsets.ptr + 4 * self.cfg.n_groups() as u64
     }
 
-    /// Expert outputs, weights and a residual to the device.
-    pub(crate) fn upload_combine(&self, input: &CombineInput<'_>) -> Result<()> {
-        let b = self.bufs();
-        let s = &self.stream;
-        b.expert_out
-            .upload(contiguous(&input.expert_out).as_ref(), s)?;
-        match &input.weights {
-            Some(RouterWeights::F32(w)) => b.weights.upload(contiguous(w).as_ref(), s)?,
-            Some(RouterWeights::Bf16(w)) => {
-                let w: Vec<f32> = w.iter().map(|x| x.to_f32()).collect();
-                b.weights.upload(&w, s)?
-            }
-            None => {}
-        }
-        if let Some(Epilogue::AddResidual(r)) = input.epilogue {
-            b.residual.upload(contiguous(&r.view()).as_ref(), s)?;
-        }
-        // (A test hook: a kernel that writes them late, `TestHooks::late_inputs_ns`.)
-        #[cfg(feature = "test-hooks")]
-        if input.weights.is_some() {
-            let n = self.round.n_tokens * self.cfg.top_k;
-            self.late_inputs(&b.weights, n, Words::Bits)?;
+    /// A residual epilogue's rows to the device (the one input a round still takes from the
+    /// host: `Epilogue::AddResidual` holds a host array).
+    pub(crate) fn upload_residual(&self, epilogue: Option<&Epilogue>) -> Result<()> {
+        if let Some(Epilogue::AddResidual(r)) = epilogue {
+            let view = r.view();
+            let rows = contiguous(&view);
+            self.bufs().residual.upload(rows.as_ref(), &self.stream)?;
+            self.count_copy(std::mem::size_of_val(rows.as_ref()));
         }
         Ok(())
     }
@@ -85,7 +69,7 @@ impl CudaComm {
         let sc = &self.sc;
         let one_node = (cfg.n_nodes == 1) as i32;
         let send = EpCombineSendParams {
-            expert_out: b.expert_out.ptr,
+            expert_out: addr(&self.round.inputs.expert_out),
             targets: EpCombineTargets {
                 src_info: b.src_info.ptr,
                 row_src: b.row_src.ptr,
@@ -195,7 +179,7 @@ impl CudaComm {
         if self.marked_combine() {
             // The kernels after this one read the rows: their marks first (combine/marked.cu).
             let params = EpCombineAwaitMarksParams {
-                ids: b.ids.ptr,
+                ids: addr(&self.round.inputs.ids),
                 top_k: sc.top_k,
                 rank: sc.rank,
                 n_local: sc.n_local,
@@ -223,7 +207,7 @@ impl CudaComm {
                 ll_ptrs: b.c_ll_ptrs.ptr,
                 seq: self.cseq,
                 slice_ns,
-                ids: b.ids.ptr,
+                ids: addr(&self.round.inputs.ids),
                 top_k: sc.top_k,
                 hidden: sc.hidden,
                 rank: sc.rank,
@@ -315,8 +299,8 @@ impl CudaComm {
         let sc = &self.sc;
         EpCombineReduceParams {
             recv: b.c_recv.ptr,
-            ids: b.ids.ptr,
-            weights: b.weights.ptr,
+            ids: addr(&self.round.inputs.ids),
+            weights: addr(&self.round.inputs.weights),
             top_k: sc.top_k,
             hidden: sc.hidden,
             rank: sc.rank,
@@ -406,7 +390,7 @@ impl CudaComm {
         let smem = self.whole_row_smem().max(8 * counts as u32);
         let grid = self.world.single_launch_blocks(self.rank).max(1);
         let params = EpCombineSingleParams {
-            expert_out: b.expert_out.ptr,
+            expert_out: addr(&self.round.inputs.expert_out),
             src_info: b.src_info.ptr,
             row_src: b.row_src.ptr,
             rows_end: self.rows_end(),
@@ -425,8 +409,8 @@ impl CudaComm {
             sent: b.sent.ptr,
             status: b.status.ptr,
             recv: b.c_recv.ptr,
-            ids: b.ids.ptr,
-            weights: b.weights.ptr,
+            ids: addr(&self.round.inputs.ids),
+            weights: addr(&self.round.inputs.weights),
             n_tokens: t as i32,
             shared_rows: self.shared_rows(),
             shared_start: self.round.shared.start as i32,
@@ -458,7 +442,7 @@ impl CudaComm {
         if !self.round.reduced {
             let params = EpCombineUnreducedParams {
                 recv: b.c_recv.ptr,
-                ids: b.ids.ptr,
+                ids: addr(&self.round.inputs.ids),
                 top_k: sc.top_k,
                 hidden: hidden as i32,
                 rank: sc.rank,

@@ -2,12 +2,10 @@
 //! dispatch; the wait and the copy-out, overlapped with the send at prefill sizes.
 
 use ep_core::format::TokenFormat;
-use ep_core::{DispatchInput, Format, Result};
+use ep_core::{Format, Result};
 
-#[cfg(feature = "test-hooks")]
-use super::late_inputs::Words;
 use super::path::DispatchPath;
-use super::{contiguous, Chain, CudaComm, RoundData, SEND_THREADS, THREADS, WAIT_THREADS};
+use super::{addr, Chain, CudaComm, SEND_THREADS, THREADS, WAIT_THREADS};
 use crate::kernels::params::{
     EpAssignParams, EpDispatchCopy, EpDispatchCopyMessagesParams, EpDispatchCopyOutParams,
     EpDispatchSendParams, EpDispatchSignalParams, EpDispatchSingleParams, EpDispatchTargets,
@@ -246,41 +244,6 @@ impl CudaComm {
         per_sm as usize * self.world.rank_sms[self.rank] as usize
     }
 
-    /// The rank's dispatch inputs to the device (the driver stages pageable memory before
-    /// returning, so `input` may go away afterwards).
-    pub(crate) fn upload_dispatch(&mut self, input: &DispatchInput<'_>) -> Result<()> {
-        self.bind()?;
-        let t = input.n_tokens();
-        let b = self.bufs();
-        // Straight from the caller's arrays where they are contiguous (validation guarantees it
-        // for the tokens); a copy only for strided ids or scales, and for absent scales.
-        b.tokens
-            .upload(contiguous(&input.tokens).as_ref(), &self.stream)?;
-        b.ids
-            .upload(contiguous(&input.topk_ids).as_ref(), &self.stream)?;
-        match input.input_scales {
-            Some(v) => b.scales_in.upload(contiguous(&v).as_ref(), &self.stream)?,
-            None => b.scales_in.upload(&vec![1.0f32; t], &self.stream)?,
-        }
-        // (A test hook: a kernel that writes them late, `TestHooks::late_inputs_ns`.)
-        #[cfg(feature = "test-hooks")]
-        {
-            self.late_inputs(&b.tokens, t * self.cfg.hidden / 2, Words::Bits)?;
-            self.late_inputs(&b.ids, t * self.cfg.top_k, Words::ExpertIds)?;
-        }
-        let shared = if self.cfg.fused_shared_expert {
-            self.cfg.shared_token_range(self.rank, t)
-        } else {
-            0..0
-        };
-        self.round = RoundData {
-            n_tokens: t,
-            shared,
-            ..Default::default()
-        };
-        Ok(())
-    }
-
     /// Slots, sends and signals (between nodes: sends, puts, signals): the dispatch_async
     /// kernels; at decode sizes inside one node, the whole dispatch in one launch; at prefill
     /// sizes inside one node, also the first slice of the wait and the copy-out, overlapped; in
@@ -326,7 +289,7 @@ impl CudaComm {
             self.launch_dispatch_wait(LayoutWait::Beside, self.first_slice_ns())?;
         }
         let params = EpAssignParams {
-            ids: b.ids.ptr,
+            ids: addr(&self.round.inputs.ids),
             n_tokens: t as i32,
             top_k: sc.top_k,
             n_experts: sc.experts,
@@ -370,7 +333,7 @@ impl CudaComm {
         }
         let smem = send_smem(cfg.format, &m, cfg.hidden) as u32;
         let targets = EpDispatchTargets {
-            ids: b.ids.ptr,
+            ids: addr(&self.round.inputs.ids),
             slots: b.slots.ptr,
             rank_slots: b.rank_slots.ptr,
             // Null after the per-column assign, whose slots are whole.
@@ -386,8 +349,8 @@ impl CudaComm {
             staging: b.d_staging.ptr,
         };
         let send = EpDispatchSendParams {
-            tokens: b.tokens.ptr,
-            input_scales: b.scales_in.ptr,
+            tokens: addr(&self.round.inputs.tokens),
+            input_scales: self.scales_ptr(),
             n_tokens: t as i32,
             hidden: sc.hidden,
             fmt: format_id(cfg.format),
@@ -530,12 +493,12 @@ impl CudaComm {
             (true, _) => "ep_dispatch_single_spread",
         };
         let params = EpDispatchSingleParams {
-            tokens: b.tokens.ptr,
-            input_scales: b.scales_in.ptr,
+            tokens: addr(&self.round.inputs.tokens),
+            input_scales: self.scales_ptr(),
             n_tokens: t as i32,
             hidden: sc.hidden,
             fmt: format_id(cfg.format),
-            ids: b.ids.ptr,
+            ids: addr(&self.round.inputs.ids),
             top_k: sc.top_k,
             m,
             recv_ptrs: b.d_recv_ptrs.ptr,

@@ -62,19 +62,14 @@ impl CudaComm {
     /// Under the hook: `ep_late_inputs` on the rank's stream over the first `n`
     /// 4-byte words of `buf`, launched plain (as a caller's kernel after its own copies), and not
     /// marked as a kernel of the phase (`CudaComm::launch` would add it to a probed breakdown).
-    pub(super) fn late_inputs(&self, buf: &DevBuf, n: usize, words: Words) -> Result<()> {
+    pub(super) fn late_inputs(&self, ptr: u64, bytes: usize, n: usize, words: Words) -> Result<()> {
         let Some(late) = &self.late else {
             return Ok(());
         };
-        let n = n.min(buf.len / 4).min(late.saved.len / 4) as u64;
+        let n = n.min(bytes / 4).min(late.saved.len / 4) as u64;
         let k = late.program.get("ep_late_inputs");
-        let args: [&dyn crate::kernels::KernelArg; 5] = [
-            &buf.ptr,
-            &late.saved.ptr,
-            &n,
-            &(words as i32),
-            &late.hold_ns,
-        ];
+        let args: [&dyn crate::kernels::KernelArg; 5] =
+            [&ptr, &late.saved.ptr, &n, &(words as i32), &late.hold_ns];
         // A few blocks: the phase's first kernel, launched as it lets its dependents go, finds
         // room beside it.
         unsafe {

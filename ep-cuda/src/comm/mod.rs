@@ -18,11 +18,14 @@ use ep_core::format::TokenFormat;
 use ep_core::host_memory::zeroed_vec;
 use ep_core::round::RoundTracker;
 use ep_core::{
-    bf16, swiglu, validate, CombineInput, CombineOutput, DispatchInput, DispatchOutput, EpComm,
-    EpConfig, EpError, Epilogue, PendingCombine, PendingDispatch, Phase, Result, RoutingHandle,
-    SwigluOptions, SwigluOutput,
+    bf16, swiglu, validate, CombineArgs, Combined, DispatchArgs, DispatchOutput, Dispatched,
+    Element, EpComm, EpConfig, EpError, Epilogue, PendingCombine, PendingDispatch, Phase, Result,
+    RoutingHandle, Staging, SwigluOptions, SwigluOutput,
 };
-use ndarray::{Array2, Array3, ArrayView2};
+use ndarray::{Array2, ArrayView2};
+
+use crate::buffer::DeviceBuffer;
+use ep_core::Buffer;
 
 use crate::driver::cuda;
 use crate::kernels::params::EpSwigluParams;
@@ -69,9 +72,28 @@ const WAIT_THREADS: u32 = 256;
 /// many warps in flight.
 const SEND_THREADS: u32 = 512;
 
+/// Where a round's kernels read its inputs: the caller's buffers, held until the next round
+/// (the combine reads the dispatch's ids again), so that memory the backend made stays
+/// allocated while a kernel may read it.
+#[derive(Default)]
+struct RoundInputs {
+    tokens: Option<DeviceBuffer<bf16>>,
+    ids: Option<DeviceBuffer<i32>>,
+    /// `None`: every token's scale is 1.0 (`CudaComm::ones`).
+    scales: Option<DeviceBuffer<f32>>,
+    expert_out: Option<DeviceBuffer<bf16>>,
+    weights: Option<DeviceBuffer<f32>>,
+}
+
+/// The device address of a round input (0 before the phase that sets it).
+fn addr<T: Element>(b: &Option<DeviceBuffer<T>>) -> u64 {
+    b.as_ref().map_or(0, DeviceBuffer::device_ptr)
+}
+
 /// What a round keeps on the host between phases (the data itself stays on the device).
 #[derive(Default)]
 struct RoundData {
+    inputs: RoundInputs,
     n_tokens: usize,
     shared: std::ops::Range<usize>,
     rows: usize,
@@ -158,6 +180,10 @@ pub struct CudaComm {
     /// Per phase (dispatch, combine): this rank's last call of the phase rejected its input, so
     /// its peers' counts hold its poison until its next call of the phase replaces it.
     poisoned: [bool; 2],
+    /// `max_tokens_per_rank` scales of 1.0: a round's input scales when the caller gives none.
+    ones: DevBuf,
+    /// Copies between host and device this rank made, and their bytes (`CudaComm::copies`).
+    copies: std::cell::Cell<(u64, u64)>,
 }
 
 impl CudaComm {
@@ -174,6 +200,10 @@ impl CudaComm {
             .map_err(cuda)
         };
         let (forked, joined) = (event()?, event()?);
+        let t = world.cfg.max_tokens_per_rank;
+        let ones = DevBuf::new(ctx, t * 4)?;
+        ones.upload(&vec![1.0f32; t], &stream)?;
+        stream.synchronize().map_err(cuda)?;
         #[cfg(feature = "test-hooks")]
         let late = late_inputs::LateInputs::from_options(
             &world.cfg,
@@ -198,12 +228,40 @@ impl CudaComm {
             #[cfg(feature = "test-hooks")]
             late,
             poisoned: [false; 2],
+            ones,
+            copies: Default::default(),
         })
     }
 
-    #[cfg(feature = "bench")]
-    pub(crate) fn stream_ref(&self) -> &Arc<CudaStream> {
+    /// The stream this rank issues its rounds on: its own, or the caller's
+    /// ([`CudaComm::set_stream`]). Work the caller puts on it before a round is done before the
+    /// round reads its inputs; work after it sees the round's outputs.
+    pub fn stream(&self) -> &Arc<CudaStream> {
         &self.stream
+    }
+
+    /// Issues this rank's rounds on `stream` from now on: the caller's (a stream of its own, or
+    /// one borrowed from another framework with `CudaContext::wrap_borrowed_stream`), so that a
+    /// round is ordered with the caller's kernels without a host wait, and can be captured into
+    /// a CUDA graph. Waits for what the rank issued on its previous stream. The stream must be
+    /// of this rank's GPU ([`CudaComm::context`]).
+    pub fn set_stream(&mut self, stream: Arc<CudaStream>) -> Result<()> {
+        if stream.context().ordinal() != self.device() {
+            return Err(EpError::Incompatible {
+                rank: self.rank,
+                what: "the stream",
+                why: "it belongs to another GPU than the rank",
+            });
+        }
+        self.sync()?;
+        self.stream = stream;
+        Ok(())
+    }
+
+    /// The CUDA context of this rank's GPU (its primary context, as PyTorch's), for the
+    /// caller's own kernels and streams.
+    pub fn context(&self) -> &Arc<cudarc::driver::CudaContext> {
+        &self.k().ctx
     }
 
     /// The loaded round reduces with weights (device-resident benchmark rounds).
@@ -227,20 +285,26 @@ impl CudaComm {
         &self.world.ranks[self.rank]
     }
 
-    /// Where each group of the last dispatch's output starts on this rank, and (last) its rows,
-    /// padding included: the layout on the device, read after the dispatch's wait.
-    fn row_offsets(&self) -> Result<Vec<u32>> {
-        let mut row_offsets = vec![0u32; self.cfg.n_groups() + 1];
-        self.bufs()
-            .row_offsets
-            .download(&mut row_offsets, &self.stream)?;
-        Ok(row_offsets)
-    }
-
     /// The rows the last dispatch produced on this rank, padding included.
     #[cfg(feature = "bench")]
-    pub(crate) fn rows_received(&self) -> Result<usize> {
-        Ok(self.row_offsets()?[self.cfg.n_groups()] as usize)
+    pub(crate) fn rows_received(&mut self) -> Result<usize> {
+        let at = self.bufs().row_offsets.ptr + 4 * self.cfg.n_groups() as u64;
+        Ok(self.read_word(at)? as usize)
+    }
+
+    /// Starts a round whose inputs are the staging buffers (`EpComm::staging`), written by the
+    /// caller: tokens, ids, `scales` or not, expert outputs and weights (benchmark rounds).
+    #[cfg(feature = "bench")]
+    pub(crate) fn start_staged_round(&mut self, n_tokens: usize, scales: bool) -> Result<()> {
+        let st = self.staging()?;
+        let inputs = RoundInputs {
+            tokens: Some(st.tokens),
+            ids: Some(st.topk_ids),
+            scales: scales.then_some(st.input_scales),
+            expert_out: Some(st.expert_out),
+            weights: Some(st.weights),
+        };
+        self.start_dispatch(n_tokens, inputs)
     }
 
     /// The backend's options ([`crate::CudaOptions`]), as the world was made with them.
@@ -453,7 +517,90 @@ fn contiguous<'a, T: Clone, D: ndarray::Dimension>(
     }
 }
 
+impl CudaComm {
+    /// Copies between host and device this rank has made (`write`, `to_host` and the waits'
+    /// status reads), and their bytes: a test counts what a round moves through the host.
+    pub fn copies(&self) -> (u64, u64) {
+        self.copies.get()
+    }
+
+    /// One u32 at `ptr` on this rank's GPU, once the stream has run.
+    fn read_word(&mut self, ptr: u64) -> Result<u32> {
+        let mut w = [0u32];
+        // SAFETY: `ptr` is a u32 inside one of the rank's buffers; the stream is synchronised
+        // before `w` is read.
+        unsafe { cudarc::driver::result::memcpy_dtoh_async(&mut w, ptr, self.stream.cu_stream()) }
+            .map_err(cuda)?;
+        self.sync()?;
+        Ok(w[0])
+    }
+
+    /// The round's input scales: the caller's, or 1.0 for every token.
+    fn scales_ptr(&self) -> u64 {
+        self.round
+            .inputs
+            .scales
+            .as_ref()
+            .map_or(self.ones.ptr, DeviceBuffer::device_ptr)
+    }
+
+    /// Starts a dispatch round of `n_tokens` tokens read from `inputs`.
+    fn start_dispatch(&mut self, n_tokens: usize, inputs: RoundInputs) -> Result<()> {
+        let shared = if self.cfg.fused_shared_expert {
+            self.cfg.shared_token_range(self.rank, n_tokens)
+        } else {
+            0..0
+        };
+        self.round = RoundData {
+            inputs,
+            n_tokens,
+            shared,
+            ..Default::default()
+        };
+        // (A test hook: a kernel that writes them late, `TestHooks::late_inputs_ns`.)
+        #[cfg(feature = "test-hooks")]
+        {
+            let i = &self.round.inputs;
+            let (tokens, ids) = (i.tokens.clone(), i.ids.clone());
+            if let (Some(tokens), Some(ids)) = (tokens, ids) {
+                let (h, k) = (self.cfg.hidden, self.cfg.top_k);
+                let bits = late_inputs::Words::Bits;
+                self.late_inputs(tokens.device_ptr(), tokens.bytes(), n_tokens * h / 2, bits)?;
+                let words = late_inputs::Words::ExpertIds;
+                self.late_inputs(ids.device_ptr(), ids.bytes(), n_tokens * k, words)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn count_copy(&self, bytes: usize) {
+        let (n, b) = self.copies.get();
+        self.copies.set((n + 1, b + bytes as u64));
+    }
+
+    /// `buf` of a round's input, checked to be on this rank's GPU.
+    fn on_device<T: Element>(&self, what: &'static str, buf: &DeviceBuffer<T>) -> Result<()> {
+        if buf.device() == self.device() {
+            return Ok(());
+        }
+        Err(EpError::Incompatible {
+            rank: self.rank,
+            what,
+            why: "the buffer is on another GPU than the rank",
+        })
+    }
+
+    /// A view of `buf`, which this rank's world owns, as a buffer of `len` elements of `T`.
+    fn view<T: Element>(&self, buf: &DevBuf, len: usize) -> DeviceBuffer<T> {
+        debug_assert!(len * std::mem::size_of::<T>() <= buf.len);
+        let owner: Arc<dyn std::any::Any + Send + Sync> = self.world.clone();
+        DeviceBuffer::owned(buf.ptr, len, self.device(), owner)
+    }
+}
+
 impl EpComm for CudaComm {
+    type Buffer<T: Element> = DeviceBuffer<T>;
+
     fn rank(&self) -> usize {
         self.rank
     }
@@ -462,94 +609,189 @@ impl EpComm for CudaComm {
         &self.cfg
     }
 
-    fn dispatch_async(&mut self, input: &DispatchInput<'_>) -> Result<PendingDispatch> {
+    fn alloc<T: Element>(&self, len: usize) -> Result<DeviceBuffer<T>> {
+        self.bind()?;
+        let bytes =
+            len.checked_mul(std::mem::size_of::<T>())
+                .ok_or_else(|| EpError::OutOfMemory {
+                    bytes: usize::MAX,
+                    what: format!("{len} {}s on GPU {}", T::NAME, self.device()),
+                })?;
+        let buf = DevBuf::new(&self.k().ctx, bytes)?;
+        buf.fill(0)?;
+        let ptr = buf.ptr;
+        Ok(DeviceBuffer::owned(ptr, len, self.device(), Arc::new(buf)))
+    }
+
+    fn write<T: Element>(&mut self, dst: &DeviceBuffer<T>, host: &[T]) -> Result<()> {
+        self.on_device("a write's destination", dst)?;
+        if host.len() > dst.len() {
+            return Err(EpError::Shape {
+                rank: self.rank,
+                what: "a write's source",
+                expected: vec![dst.len()],
+                got: vec![host.len()],
+            });
+        }
+        if host.is_empty() {
+            return Ok(());
+        }
+        self.bind()?;
+        let bytes = ep_core::memory::as_bytes(host);
+        // SAFETY: `dst` holds `host.len()` elements (checked above) on this rank's GPU; the
+        // driver stages pageable memory before returning, so `host` may go afterwards.
+        unsafe {
+            cudarc::driver::result::memcpy_htod_async(
+                dst.device_ptr(),
+                bytes,
+                self.stream.cu_stream(),
+            )
+        }
+        .map_err(cuda)?;
+        self.count_copy(bytes.len());
+        Ok(())
+    }
+
+    fn to_host<T: Element>(&mut self, src: &DeviceBuffer<T>) -> Result<Vec<T>> {
+        self.on_device("a read's source", src)?;
+        self.bind()?;
+        let mut host: Vec<T> = zeroed_vec(src.len(), "a buffer's host copy")?;
+        if !host.is_empty() {
+            let bytes = ep_core::memory::as_bytes_mut(&mut host);
+            // SAFETY: `src` holds `bytes.len()` bytes on this rank's GPU; the stream is
+            // synchronised before `host` is read.
+            unsafe {
+                cudarc::driver::result::memcpy_dtoh_async(
+                    bytes,
+                    src.device_ptr(),
+                    self.stream.cu_stream(),
+                )
+            }
+            .map_err(cuda)?;
+            self.count_copy(bytes.len());
+        }
+        self.sync()?;
+        Ok(host)
+    }
+
+    fn synchronize(&mut self) -> Result<()> {
+        self.bind()?;
+        self.sync()
+    }
+
+    fn staging(&mut self) -> Result<Staging<Self>> {
+        let (cfg, b) = (&self.cfg, self.bufs());
+        let (t, h, k) = (cfg.max_tokens_per_rank, cfg.hidden, cfg.top_k);
+        Ok(Staging {
+            tokens: self.view(&b.tokens, t * h),
+            topk_ids: self.view(&b.ids, t * k),
+            input_scales: self.view(&b.scales_in, t),
+            expert_out: self.view(&b.expert_out, cfg.max_recv_rows() * h),
+            weights: self.view(&b.weights, t * k),
+        })
+    }
+
+    /// Expert ids in device memory are not checked here (the host would have to read them):
+    /// [`ep_core::HostIo`] checks host arrays before they are copied. The ids buffer is read
+    /// again by the round's combine: keep it unchanged until then.
+    fn dispatch_async(&mut self, args: &DispatchArgs<'_, Self>) -> Result<PendingDispatch> {
         self.tracker.check_dispatch_async()?;
-        if let Err(e) = validate::dispatch_input(&self.cfg, self.rank, input)
-            .and_then(|()| self.upload_dispatch(input))
-        {
+        let checked = validate::dispatch_args(&self.cfg, self.rank, args)
+            .and_then(|()| self.on_device("tokens", args.tokens))
+            .and_then(|()| self.on_device("topk_ids", args.topk_ids))
+            .and_then(|()| match args.input_scales {
+                Some(s) => self.on_device("input_scales", s),
+                None => Ok(()),
+            })
+            .and_then(|()| self.bind());
+        if let Err(e) = checked {
             return Err(self.reject(Phase::Dispatch, e));
         }
+        let inputs = RoundInputs {
+            tokens: Some(args.tokens.clone()),
+            ids: Some(args.topk_ids.clone()),
+            scales: args.input_scales.cloned(),
+            ..Default::default()
+        };
+        self.start_dispatch(args.n_tokens, inputs)?;
         self.issue_dispatch_send()?;
         self.round.resume = false;
         self.replaced_poison(Phase::Dispatch)?;
         Ok(self.tracker.dispatch_sent())
     }
 
-    fn dispatch_wait(&mut self, pending: PendingDispatch) -> Result<DispatchOutput> {
+    fn dispatch_wait(&mut self, pending: PendingDispatch) -> Result<Dispatched<Self>> {
         self.tracker.check_dispatch_wait(&pending)?;
         let issued = !std::mem::take(&mut self.round.resume) && self.dispatch_wait_issued();
         self.wait_sliced(Phase::Dispatch, issued, &mut |c, slice| {
             c.issue_dispatch_wait(slice)
         })?;
-
-        let cfg = &self.cfg;
-        let (g, hidden) = (cfg.n_groups(), cfg.hidden);
-        let b = self.bufs();
-        let row_offsets = self.row_offsets()?;
-        let mut src_offsets = vec![0u32; g * (cfg.n_ranks() + 1)];
-        b.src_offsets.download(&mut src_offsets, &self.stream)?;
-        let rows = row_offsets[g] as usize;
+        let cfg = self.cfg.clone();
+        let (g, hidden, cap) = (cfg.n_groups(), cfg.hidden, cfg.max_recv_rows());
         let fmt = cfg.format;
-        let scale_len = fmt.output_scales_bytes(hidden, rows);
-        let payload = self.world.msg.payload_bytes as usize;
-        let mut recv_tokens: Vec<u8> = zeroed_vec(rows * payload, "the received rows' host copy")?;
-        let mut recv_scales: Vec<u8> = zeroed_vec(scale_len, "the received scales' host copy")?;
-        let mut src_info: Vec<i32> = zeroed_vec(rows * 2, "src_info's host copy")?;
-        b.recv_tokens.download(&mut recv_tokens, &self.stream)?;
-        b.recv_scales.download(&mut recv_scales, &self.stream)?;
-        b.src_info.download(&mut src_info, &self.stream)?;
         let mut expert_ids = vec![-1; cfg.shared_groups()];
         expert_ids.extend(0..cfg.n_local_experts() as i32);
-        let n_ranks = cfg.n_ranks();
-        self.round.rows = rows;
+        // The row count sizes the combine's multi-kernel grid (its kernels stop at the count on
+        // the device): a control word, like the wait's status, not data.
+        let count_at = self.bufs().row_offsets.ptr + 4 * g as u64;
+        self.round.rows = self.read_word(count_at)? as usize;
         let handle = self.tracker.dispatched();
-        Ok(DispatchOutput {
+        let b = self.bufs();
+        let out = Dispatched {
             handle,
             format: fmt,
             hidden,
-            recv_tokens: Array2::from_shape_vec((rows, payload), recv_tokens)
-                .expect("rows x payload"),
-            recv_scales,
-            row_offsets,
+            capacity: cap,
+            n_tokens: self.round.n_tokens,
+            recv_tokens: self.view(&b.recv_tokens, cap * self.world.msg.payload_bytes as usize),
+            recv_scales: self.view(&b.recv_scales, b.recv_scales.len),
+            row_offsets: self.view(&b.row_offsets, g + 1),
+            src_info: self.view(&b.src_info, cap * 2),
+            src_offsets: self.view(&b.src_offsets, g * (cfg.n_ranks() + 1)),
             expert_ids,
-            src_info: Array2::from_shape_vec((rows, 2), src_info).expect("rows x 2"),
-            src_offsets: Array2::from_shape_vec((g, n_ranks + 1), src_offsets)
-                .expect("groups x ranks+1"),
-        })
+        };
+        Ok(out)
     }
 
     fn combine_async(
         &mut self,
         handle: &RoutingHandle,
-        input: &CombineInput<'_>,
+        args: &CombineArgs<'_, Self>,
     ) -> Result<PendingCombine> {
         match self.tracker.check_combine_async(handle) {
             // A handle from another round is bad input to this round's combine.
             Err(e @ EpError::StaleHandle { .. }) => return Err(self.reject(Phase::Combine, e)),
             other => other?,
         }
-        let checked = validate::combine_input(
-            &self.cfg,
-            self.rank,
-            self.round.rows,
-            self.round.n_tokens,
-            input,
-            false,
-        )
-        .and_then(|()| self.bind())
-        .and_then(|()| match input.epilogue {
-            // Compile first, so a bad source fails with nothing sent.
-            Some(Epilogue::Device(d)) => {
-                self.k().reduce_with_epilogue(&d.name, &d.source).map(drop)
-            }
-            _ => Ok(()),
-        })
-        .and_then(|()| self.upload_combine(input));
+        let cap = self.cfg.max_recv_rows();
+        let checked =
+            validate::combine_args(&self.cfg, self.rank, cap, self.round.n_tokens, args, false)
+                .and_then(|()| self.on_device("expert_out", args.expert_out))
+                .and_then(|()| match args.weights {
+                    Some(w) => self.on_device("router weights", w),
+                    None => Ok(()),
+                })
+                .and_then(|()| self.bind())
+                .and_then(|()| match args.epilogue {
+                    // Compile first, so a bad source fails with nothing sent.
+                    Some(Epilogue::Device(d)) => {
+                        self.k().reduce_with_epilogue(&d.name, &d.source).map(drop)
+                    }
+                    _ => Ok(()),
+                })
+                .and_then(|()| self.upload_residual(args.epilogue));
         if let Err(e) = checked {
             return Err(self.reject(Phase::Combine, e));
         }
-        self.round.reduced = input.weights.is_some();
-        self.round.epilogue = input.epilogue.cloned();
+        self.round.inputs.expert_out = Some(args.expert_out.clone());
+        self.round.inputs.weights = args.weights.cloned();
+        self.round.reduced = args.weights.is_some();
+        self.round.epilogue = args.epilogue.cloned();
+        #[cfg(feature = "test-hooks")]
+        if let Some(w) = args.weights {
+            let n = self.round.n_tokens * self.cfg.top_k;
+            self.late_inputs(w.device_ptr(), w.bytes(), n, late_inputs::Words::Bits)?;
+        }
         self.issue_combine_send(self.round.rows)?;
         self.round.resume = false;
         self.replaced_poison(Phase::Combine)?;
@@ -564,7 +806,15 @@ impl EpComm for CudaComm {
         self.tracker.pending_combine()
     }
 
-    fn combine_wait(&mut self, pending: PendingCombine) -> Result<CombineOutput> {
+    fn ready(&self, phase: Phase, handle: Option<&RoutingHandle>) -> Result<()> {
+        self.tracker.ready(phase, handle)
+    }
+
+    fn refuse(&mut self, phase: Phase, err: EpError) -> EpError {
+        self.reject(phase, err)
+    }
+
+    fn combine_wait(&mut self, pending: PendingCombine) -> Result<Combined<Self>> {
         self.tracker.check_combine_wait(&pending)?;
         let issued = !std::mem::take(&mut self.round.resume) && self.combine_wait_issued();
         self.wait_sliced(Phase::Combine, issued, &mut |c, slice| {
@@ -573,36 +823,14 @@ impl EpComm for CudaComm {
         })?;
         let (t, top_k, hidden) = (self.round.n_tokens, self.cfg.top_k, self.cfg.hidden);
         let b = self.bufs();
-        let s = &self.stream;
         let output = match (self.round.reduced, &self.round.epilogue) {
-            (false, _) => {
-                let mut out: Vec<bf16> =
-                    zeroed_vec(t * top_k * hidden, "the combined rows' host copy")?;
-                b.out.download(&mut out, s)?;
-                CombineOutput::Unreduced(
-                    Array3::from_shape_vec((t, top_k, hidden), out).expect("shape"),
-                )
-            }
-            (true, Some(Epilogue::QuantizeFp8)) => {
-                let mut payload: Vec<u8> = zeroed_vec(t * hidden, "the FP8 output's host copy")?;
-                let mut scales: Vec<f32> =
-                    zeroed_vec(t * (hidden / 128), "the FP8 scales' host copy")?;
-                b.fp8_payload.download(&mut payload, s)?;
-                b.fp8_scales.download(&mut scales, s)?;
-                CombineOutput::Fp8 {
-                    payload: Array2::from_shape_vec((t, hidden), payload).expect("shape"),
-                    scales: Array2::from_shape_vec((t, hidden / 128), scales).expect("shape"),
-                }
-            }
-            (true, Some(Epilogue::Device(_))) => {
-                s.synchronize().map_err(cuda)?;
-                CombineOutput::Consumed
-            }
-            (true, _) => {
-                let mut out: Vec<bf16> = zeroed_vec(t * hidden, "the combined rows' host copy")?;
-                b.out.download(&mut out, s)?;
-                CombineOutput::Reduced(Array2::from_shape_vec((t, hidden), out).expect("shape"))
-            }
+            (false, _) => Combined::Unreduced(self.view(&b.out, t * top_k * hidden)),
+            (true, Some(Epilogue::QuantizeFp8)) => Combined::Fp8 {
+                payload: self.view(&b.fp8_payload, t * hidden),
+                scales: self.view(&b.fp8_scales, t * (hidden / 128)),
+            },
+            (true, Some(Epilogue::Device(_))) => Combined::Consumed,
+            (true, _) => Combined::Reduced(self.view(&b.out, t * hidden)),
         };
         self.tracker.combined();
         Ok(output)
