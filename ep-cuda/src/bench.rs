@@ -285,6 +285,7 @@ impl PhaseBuffers for RankBuffers {
                 row_src,
                 msg_rows,
                 layout_seq,
+                rounds,
                 expert_out,
                 weights,
                 residual,

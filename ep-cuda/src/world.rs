@@ -74,6 +74,10 @@ pub struct RankBuffers {
     /// the copy-out's helpers start from it), then how many of the round's messages the copy-out
     /// has taken (dispatch/copy_out.cu, ep_dispatch_copy_messages).
     pub layout_seq: DevBuf,
+    /// The rank's round numbers (u32): [0] its next dispatch's, [1] its combine's. On the device,
+    /// so that a captured round replays with the next numbers: each phase's first kernel advances
+    /// the other's (common/protocol.cuh, `ep_advance_dispatch_round`).
+    pub rounds: DevBuf,
     // Combine.
     pub expert_out: DevBuf,
     pub weights: DevBuf,
@@ -409,6 +413,7 @@ impl RankBuffers {
             layout_seq: b(8)?,
             // Last, as c_ll above.
             chunk_base: b(assign_chunks(t) * (cfg.n_experts + n) * 4)?,
+            rounds: b(8)?,
         };
         bufs.d_counts.fill(0xFF)?;
         bufs.d_ticket.fill(0)?;
@@ -418,11 +423,16 @@ impl RankBuffers {
         bufs.status.fill(0)?;
         bufs.c_ticket.fill(0)?;
         bufs.c_counts.fill(0xFF)?;
-        // Words below every combine's number (comm/mod.rs: `cseq` starts at 1).
+        // Words below every combine's number (the first is 1).
         bufs.c_ll.fill(0)?;
         bufs.c_marks.fill(0)?;
         // Below every round number.
         bufs.layout_seq.fill(0)?;
+        // The first dispatch is round 1; the first dispatch advances the combine's word to 1.
+        bufs.rounds.fill(0)?;
+        // SAFETY: one u32 inside the 8-byte allocation, in the context `fill` bound.
+        unsafe { cudarc::driver::result::memcpy_htod_sync(bufs.rounds.ptr, &[1u32]) }
+            .map_err(cuda)?;
         Ok(bufs)
     }
 }

@@ -60,7 +60,6 @@ impl CudaComm {
     /// `grid_rows` covers at least the rows the dispatch produced (the kernels stop at the
     /// device's row count): the multi-kernel send's grid, a block per row.
     pub(crate) fn issue_combine_send(&mut self, grid_rows: usize) -> Result<()> {
-        self.cseq = self.cseq.wrapping_add(1).max(1);
         if self.single_combine() {
             return self.issue_combine_single();
         }
@@ -90,8 +89,9 @@ impl CudaComm {
             count_ptrs: b.c_count_ptrs.ptr,
             nmsg: b.d_nmsg.ptr,
             ll_ptrs: b.c_ll_ptrs.ptr,
-            seq: self.cseq,
+            seq: self.combine_round(),
             mark_ptrs: b.c_mark_ptrs.ptr,
+            next_round: self.dispatch_round(),
         };
         // At least one block: a rank that received no rows still signals.
         let grid = grid_rows.max(1) as u32;
@@ -186,7 +186,7 @@ impl CudaComm {
                 n_ranks: sc.n_ranks,
                 skip_a2a: sc.skip_a2a,
                 marks: b.c_marks.ptr,
-                seq: self.cseq,
+                seq: self.combine_round(),
                 slice_ns,
                 status: b.status.ptr,
             };
@@ -205,7 +205,7 @@ impl CudaComm {
         if self.ll_combine() {
             let params = EpCombineLlUnpackParams {
                 ll_ptrs: b.c_ll_ptrs.ptr,
-                seq: self.cseq,
+                seq: self.combine_round(),
                 slice_ns,
                 ids: addr(&self.round.inputs.ids),
                 top_k: sc.top_k,
@@ -277,7 +277,7 @@ impl CudaComm {
             n_tokens: self.round.n_tokens as i32,
             n_ranks: self.sc.n_ranks,
             marks: b.c_marks.ptr,
-            seq: self.cseq,
+            seq: self.combine_round(),
             slice_ns,
         };
         // SAFETY: the rank's buffers, allocated for the world's config.
@@ -423,8 +423,9 @@ impl CudaComm {
             fp8_scales: b.fp8_scales.ptr,
             nmsg: b.d_nmsg.ptr,
             ll_ptrs: b.c_ll_ptrs.ptr,
-            seq: self.cseq,
+            seq: self.combine_round(),
             mark_ptrs: b.c_mark_ptrs.ptr,
+            next_round: self.dispatch_round(),
         };
         // SAFETY: the rank's buffers and the world's receive and LL buffers, allocated for its
         // config; `f` is `name` or its device-epilogue variant, which takes the same struct.

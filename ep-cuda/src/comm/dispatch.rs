@@ -196,13 +196,6 @@ fn own_rows_wait_ns(o: &CudaOptions) -> u64 {
     }
 }
 
-/// The dispatch round after `seq`, from 1 up to 2^31 - 1 and round again: an overlapped round's
-/// landed mark is the round's number or, for a message whose rows its sender wrote itself, the
-/// number with the top bit set (dispatch/wire.cu, EP_LANDED_PLACED); 0 is below every round.
-fn next_seq(seq: u32) -> u32 {
-    seq % 0x7fff_ffff + 1
-}
-
 // ep_dispatch_copy_out's launch bounds (dispatch/copy_out.cu) take at most 128 threads.
 const _: () = assert!(THREADS <= 128);
 
@@ -250,7 +243,6 @@ impl CudaComm {
     /// between, the first slice of the wait before the send and the copy-out after it
     /// (layout-first).
     pub(crate) fn issue_dispatch_send(&mut self) -> Result<()> {
-        self.seq = next_seq(self.seq);
         self.round.messages_pending = false;
         let path = self.dispatch_path();
         if path == DispatchPath::Single {
@@ -307,6 +299,7 @@ impl CudaComm {
             count_ptrs: b.d_count_ptrs.ptr,
             marked,
             ll,
+            next_round: self.combine_round(),
         };
         // SAFETY: the rank's buffers (`RankBuffers`), allocated for the world's config; the
         // round's tokens are within them (`upload_dispatch`).
@@ -366,7 +359,7 @@ impl CudaComm {
             skip_a2a: sc.skip_a2a,
             count_ptrs: b.d_count_ptrs.ptr,
             early,
-            seq: self.seq,
+            seq: self.dispatch_round(),
             marked,
             ll,
             // The own rows' layout, written beside an overlapped send or before a layout-first
@@ -528,9 +521,10 @@ impl CudaComm {
             recv_scales: b.recv_scales.ptr,
             src_info: b.src_info.ptr,
             row_src: b.row_src.ptr,
-            seq: self.seq,
+            seq: self.dispatch_round(),
             ll: self.ll_combine() as i32,
             marked: self.marked_combine() as i32,
+            next_round: self.combine_round(),
         };
         // SAFETY: the rank's buffers and the world's receive buffers, allocated for its config.
         unsafe { self.launch(Chain::First, kernel, grid, SEND_THREADS, smem, &params) }
@@ -579,7 +573,7 @@ impl CudaComm {
             } else {
                 b.layout_seq.ptr
             },
-            seq: self.seq,
+            seq: self.dispatch_round(),
         };
         // SAFETY: the rank's buffers, allocated for the world's config.
         unsafe {
@@ -692,7 +686,7 @@ impl CudaComm {
             row_src: b.row_src.ptr,
             msg_rows,
             status: b.status.ptr,
-            seq: self.seq,
+            seq: self.dispatch_round(),
             slice_ns,
         };
         if matches!(what, CopyOut::Messages | CopyOut::MessagesLeft) {
@@ -761,15 +755,6 @@ impl CudaComm {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// Round numbers stay clear of the placed bit and of 0.
-    #[test]
-    fn round_numbers() {
-        assert_eq!(next_seq(0), 1);
-        assert_eq!(next_seq(1), 2);
-        assert_eq!(next_seq(0x7fff_fffe), 0x7fff_ffff);
-        assert_eq!(next_seq(0x7fff_ffff), 1);
-    }
 
     /// 128-thread send blocks where they take fewer waves (`chain_send_threads`), with one H200's
     /// residency (132 SMs; FP8: six 256-thread blocks an SM, nine of 128; BF16: four, eight).

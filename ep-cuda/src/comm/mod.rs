@@ -161,13 +161,6 @@ pub struct CudaComm {
     copy_stream: Arc<CudaStream>,
     forked: CudaEvent,
     joined: CudaEvent,
-    /// The dispatch round's number, the same on every rank: an overlapped sender marks its
-    /// messages landed with it. Flags start at 0, so it starts at 1; it stays below the mark's
-    /// placed bit (dispatch/wire.cu, EP_LANDED_PLACED; `next_seq`).
-    seq: u32,
-    /// The combine's number, the same on every rank: the word an LL row carries (common/protocol.cuh).
-    /// The LL rows start at 0, so it starts at 1.
-    cseq: u32,
     tracker: RoundTracker,
     round: RoundData,
     /// When set (`ep bench --breakdown`), an event after every kernel, to time each one.
@@ -219,8 +212,6 @@ impl CudaComm {
             copy_stream,
             forked,
             joined,
-            seq: 0,
-            cseq: 0,
             tracker: RoundTracker::new(rank),
             round: RoundData::default(),
             probe: Default::default(),
@@ -499,6 +490,16 @@ impl CudaComm {
             Ok(()) => Ok(()),
             Err(e) => Err(self.fail(cuda(e))),
         }
+    }
+
+    /// Where the dispatch's round number is, on the device (`RankBuffers::rounds`).
+    fn dispatch_round(&self) -> u64 {
+        self.bufs().rounds.ptr
+    }
+
+    /// Where the combine's round number is, on the device.
+    fn combine_round(&self) -> u64 {
+        self.bufs().rounds.ptr + 4
     }
 
     fn shared_groups(&self) -> i32 {

@@ -28,6 +28,7 @@ struct EpAssignParams {
     const u64* count_ptrs;
     int marked;
     int ll;
+    u32* next_round;
 };
 
 // Where a dispatch token's messages go: its top-k slots (ids, slots, rank_slots, chunk_base), the
@@ -69,7 +70,7 @@ struct EpDispatchSendParams {
     int skip_a2a;
     const u64* count_ptrs;
     int early;
-    u32 seq;
+    const u32* seq;
     int marked;
     int ll;
     const u32* layout_seq;
@@ -114,7 +115,7 @@ struct EpDispatchWaitParams {
     u32* row_offsets;
     u32* src_offsets;
     u32* layout_seq;
-    u32 seq;
+    const u32* seq;
 };
 
 // What the copy-out kernels share (dispatch/copy_out.cu): the landed messages, the layout they
@@ -139,7 +140,7 @@ struct EpDispatchCopy {
     int* row_src;
     int* msg_rows;
     u32* status;
-    u32 seq;
+    const u32* seq;
     u64 slice_ns;
 };
 
@@ -198,9 +199,10 @@ struct EpDispatchSingleParams {
     u8* recv_scales;
     int* src_info;
     int* row_src;
-    u32 seq;
+    const u32* seq;
     int ll;
     int marked;
+    u32* next_round;
 };
 
 // Where a combine row goes back: its source (src_info, row_src), the row count, the receivers'
@@ -232,8 +234,9 @@ struct EpCombineSendParams {
     const u64* count_ptrs;
     const u32* nmsg;
     const u64* ll_ptrs;
-    u32 seq;
+    const u32* seq;
     const u64* mark_ptrs;
+    u32* next_round;
 };
 
 // ep_combine_send_ordered: the send's, and each message's rows in token order.
@@ -276,7 +279,7 @@ struct EpCombineAwaitMarksParams {
     int n_ranks;
     int skip_a2a;
     const u32* marks;
-    u32 seq;
+    const u32* seq;
     u64 slice_ns;
     u32* status;
 };
@@ -284,7 +287,7 @@ struct EpCombineAwaitMarksParams {
 // ep_combine_ll_unpack (combine/unreduced.cu): the LL rows into the receive buffer.
 struct EpCombineLlUnpackParams {
     const u64* ll_ptrs;
-    u32 seq;
+    const u32* seq;
     u64 slice_ns;
     const int* ids;
     int top_k;
@@ -338,7 +341,7 @@ struct EpCombineReduceMarkedParams {
     int n_tokens;
     int n_ranks;
     const u32* marks;
-    u32 seq;
+    const u32* seq;
     u64 slice_ns;
 };
 
@@ -378,8 +381,9 @@ struct EpCombineSingleParams {
     float* fp8_scales;
     const u32* nmsg;
     const u64* ll_ptrs;
-    u32 seq;
+    const u32* seq;
     const u64* mark_ptrs;
+    u32* next_round;
 };
 
 // ep_swiglu (swiglu.cu): the gated activation of the dispatched rows, quantised.

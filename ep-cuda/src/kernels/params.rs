@@ -114,6 +114,9 @@ EpAssignParams {
     marked: i32,
     /// 1 when this rank takes its combine rows in LL form (EP_NMSG_LL, comm/path.rs).
     ll: i32,
+    /// Device pointer to the combine's round word (u32), which this kernel advances for the
+    /// round's combine (`ep_advance_combine_round`; null: none).
+    next_round: u64,
 }
 /// Where a dispatch token's messages go: its top-k slots (ids, slots, rank_slots, chunk_base), the
 /// message, the receivers' buffers and the staging of the inter-node ones. ep_dispatch_put's
@@ -194,8 +197,9 @@ EpDispatchSendParams {
     /// 1 in an overlapped or layout-first round: the counts go out before the payload
     /// (EP_NMSG_EARLY).
     early: i32,
-    /// This round's number, which the marks, the LL words and the layout's release carry.
-    seq: u32,
+    /// Device pointer to this round's number (u32, the rank's round word, advanced on the device:
+    /// `next_round`), which the marks, the LL words and the layout's release carry.
+    seq: u64,
     /// 1 when this rank's combine reduces its rows as they land (EP_NMSG_MARKED, comm/path.rs).
     marked: i32,
     /// 1 when this rank takes its combine rows in LL form (EP_NMSG_LL, comm/path.rs).
@@ -288,8 +292,9 @@ EpDispatchWaitParams {
     /// Device pointer to the layout's two release words (u32): the round released (`seq`), then the
     /// messages the copy-out has taken, zeroed; null: no release.
     layout_seq: u64,
-    /// This round's number, which the marks, the LL words and the layout's release carry.
-    seq: u32,
+    /// Device pointer to this round's number (u32, the rank's round word, advanced on the device:
+    /// `next_round`), which the marks, the LL words and the layout's release carry.
+    seq: u64,
 }
 /// What the copy-out kernels share (dispatch/copy_out.cu): the landed messages, the layout they
 /// are copied into and the round's status.
@@ -339,8 +344,9 @@ EpDispatchCopy {
     /// Device pointer to the round's status words (u32): the copy-out does nothing unless the wait
     /// completed.
     status: u64,
-    /// This round's number, which the marks, the LL words and the layout's release carry.
-    seq: u32,
+    /// Device pointer to this round's number (u32, the rank's round word, advanced on the device:
+    /// `next_round`), which the marks, the LL words and the layout's release carry.
+    seq: u64,
     /// The longest this launch polls for what has not come, ns (a slice of the deadline).
     slice_ns: u64,
 }
@@ -457,12 +463,16 @@ EpDispatchSingleParams {
     src_info: u64,
     /// Device pointer to each output row's source rank, `[rows]` (i32, -1: padding).
     row_src: u64,
-    /// This round's number, which the marks, the LL words and the layout's release carry.
-    seq: u32,
+    /// Device pointer to this round's number (u32, the rank's round word, advanced on the device:
+    /// `next_round`), which the marks, the LL words and the layout's release carry.
+    seq: u64,
     /// 1 when this rank takes its combine rows in LL form (EP_NMSG_LL, comm/path.rs).
     ll: i32,
     /// 1 when this rank's combine reduces its rows as they land (EP_NMSG_MARKED, comm/path.rs).
     marked: i32,
+    /// Device pointer to the combine's round word (u32), which this kernel advances for the
+    /// round's combine (`ep_advance_combine_round`; null: none).
+    next_round: u64,
 }
 /// Where a combine row goes back: its source (src_info, row_src), the row count, the receivers'
 /// buffers and the staging of the inter-node ones. ep_combine_put's parameters (combine/send.cu)
@@ -519,10 +529,14 @@ EpCombineSendParams {
     nmsg: u64,
     /// Device pointer to every rank's LL rows, `[n_ranks]` device addresses (u64).
     ll_ptrs: u64,
-    /// This combine's number, which the marks and the LL words carry.
-    seq: u32,
+    /// Device pointer to this combine's number (u32, the rank's round word, advanced on the
+    /// device: `next_round`), which the marks and the LL words carry.
+    seq: u64,
     /// Device pointer to every rank's combine marks, `[n_ranks]` device addresses (u64).
     mark_ptrs: u64,
+    /// Device pointer to the dispatch's round word (u32), which this kernel advances for the
+    /// next round's dispatch (`ep_advance_dispatch_round`; null: none).
+    next_round: u64,
 }
 /// ep_combine_send_ordered: the send's, and each message's rows in token order.
 EpCombineSendOrderedParams {
@@ -594,8 +608,9 @@ EpCombineAwaitMarksParams {
     /// Device pointer to this rank's combine marks, one per (token, slot), `[max_tokens, top_k]`
     /// (u32): the combine's number, written by the slot's sender after its row.
     marks: u64,
-    /// This round's number, which the marks, the LL words and the layout's release carry.
-    seq: u32,
+    /// Device pointer to this round's number (u32, the rank's round word, advanced on the device:
+    /// `next_round`), which the marks, the LL words and the layout's release carry.
+    seq: u64,
     /// The longest this launch polls for what has not come, ns (a slice of the deadline).
     slice_ns: u64,
     /// Device pointer to the round's status words (u32): the wait's code, then a flag per (local
@@ -606,8 +621,9 @@ EpCombineAwaitMarksParams {
 EpCombineLlUnpackParams {
     /// Device pointer to every rank's LL rows, `[n_ranks]` device addresses (u64).
     ll_ptrs: u64,
-    /// This round's number, which the marks, the LL words and the layout's release carry.
-    seq: u32,
+    /// Device pointer to this round's number (u32, the rank's round word, advanced on the device:
+    /// `next_round`), which the marks, the LL words and the layout's release carry.
+    seq: u64,
     /// The longest this launch polls for what has not come, ns (a slice of the deadline).
     slice_ns: u64,
     /// Device pointer to the tokens' expert ids, `[n_tokens, top_k]` (i32, -1 masks a slot).
@@ -708,8 +724,9 @@ EpCombineReduceMarkedParams {
     /// Device pointer to this rank's combine marks, `[max_tokens, top_k]` (u32): the combine's
     /// number, written by the slot's sender after its row.
     marks: u64,
-    /// This round's number, which the marks, the LL words and the layout's release carry.
-    seq: u32,
+    /// Device pointer to this round's number (u32, the rank's round word, advanced on the device:
+    /// `next_round`), which the marks, the LL words and the layout's release carry.
+    seq: u64,
     /// The longest this launch polls for what has not come, ns (a slice of the deadline).
     slice_ns: u64,
 }
@@ -795,10 +812,14 @@ EpCombineSingleParams {
     nmsg: u64,
     /// Device pointer to every rank's LL rows, `[n_ranks]` device addresses (u64).
     ll_ptrs: u64,
-    /// This round's number, which the marks, the LL words and the layout's release carry.
-    seq: u32,
+    /// Device pointer to this round's number (u32, the rank's round word, advanced on the device:
+    /// `next_round`), which the marks, the LL words and the layout's release carry.
+    seq: u64,
     /// Device pointer to every rank's combine marks, `[n_ranks]` device addresses (u64).
     mark_ptrs: u64,
+    /// Device pointer to the dispatch's round word (u32), which this kernel advances for the
+    /// next round's dispatch (`ep_advance_dispatch_round`; null: none).
+    next_round: u64,
 }
 /// ep_swiglu (swiglu.cu): the gated activation of the dispatched rows, quantised.
 EpSwigluParams {

@@ -49,7 +49,7 @@ extern "C" __global__ void __launch_bounds__(512)
     for (int t = blockIdx.x; t < p.n_tokens; t += gridDim.x) {
         ep_list_slots(sl, t, p.reduce.ids, p.reduce.weights, p.reduce.top_k, p.reduce.rank, p.reduce.n_local,
                       p.reduce.skip_a2a);
-        if (!ep_await_marks(t, sl.row, sl.n, p.marks, p.reduce.ids, p.reduce.top_k, p.reduce.n_local, p.n_ranks, p.seq,
+        if (!ep_await_marks(t, sl.row, sl.n, p.marks, p.reduce.ids, p.reduce.top_k, p.reduce.n_local, p.n_ranks, *p.seq,
                             deadline, p.reduce.status)) return;
         ep_reduce_token<4, false>(t, 0, 1, sl, smem_f, p.reduce.recv, p.reduce.top_k, p.reduce.hidden,
                                   p.reduce.shared_rows, p.reduce.shared_start, p.reduce.shared_end,
@@ -72,7 +72,7 @@ extern "C" __global__ void ep_combine_await_marks(const __grid_constant__ EpComb
             if (ep_routed_slot(tid, k, p.rank, p.n_local, p.skip_a2a) == k) rows[n++] = k;
     }
     __syncthreads();
-    ep_await_marks(t, rows, n, p.marks, p.ids, p.top_k, p.n_local, p.n_ranks, p.seq, ep_globaltimer() + p.slice_ns,
+    ep_await_marks(t, rows, n, p.marks, p.ids, p.top_k, p.n_local, p.n_ranks, *p.seq, ep_globaltimer() + p.slice_ns,
                    p.status);
 }
 

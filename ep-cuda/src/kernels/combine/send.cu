@@ -319,6 +319,7 @@ extern "C" __global__ void ep_combine_wait(const __grid_constant__ EpCombineWait
 extern "C" __global__ void ep_combine_send(const __grid_constant__ EpCombineSendParams p) {
     ep_await_prior_grid(); // a phase's first kernel, launched chained (comm/mod.rs, `Chain::First`)
     ep_release_dependents(); // the wait (one block) may wait beside the send
+    ep_advance_dispatch_round(p.next_round);
     u64 row = blockIdx.x;
     u32 lane_nmsg = ep_lane_nmsg(p.nmsg, p.n_ranks);
     if (p.signal && row == 0)
@@ -327,7 +328,7 @@ extern "C" __global__ void ep_combine_send(const __grid_constant__ EpCombineSend
     if (row < *p.targets.rows_end)
         ep_send_row(row, p.expert_out, p.targets.src_info, p.targets.row_src, p.targets.hidden, p.targets.top_k,
                     p.targets.recv_ptrs, p.targets.rank, p.targets.gpus_per_node, p.targets.staging, p.nmsg,
-                    lane_nmsg, p.ll_ptrs, p.seq, p.mark_ptrs);
+                    lane_nmsg, p.ll_ptrs, *p.seq, p.mark_ptrs);
     if (p.signal && ep_last_block(p.ticket))
         ep_publish_rows(p.dispatch_counts, p.n_local, p.n_ranks, p.targets.rank, p.skip_a2a, p.count_ptrs, p.nmsg,
                         lane_nmsg, false);
@@ -344,6 +345,8 @@ extern "C" __global__ void ep_combine_send(const __grid_constant__ EpCombineSend
 extern "C" __global__ void ep_combine_send_ordered(const __grid_constant__ EpCombineSendOrderedParams p) {
     ep_await_prior_grid(); // a phase's first kernel, launched chained (comm/mod.rs, `Chain::First`)
     __shared__ int rows[EP_MAX_TOP_K];
+    ep_advance_dispatch_round(p.send.next_round);
+    const u32 seq = *p.send.seq;
     u32 lane_nmsg = ep_lane_nmsg(p.send.nmsg, p.send.n_ranks);
     if (p.send.signal && blockIdx.x == 0)
         ep_publish_rows(p.send.dispatch_counts, p.send.n_local, p.send.n_ranks, p.send.targets.rank, p.send.skip_a2a,
@@ -364,7 +367,7 @@ extern "C" __global__ void ep_combine_send_ordered(const __grid_constant__ EpCom
                 ep_send_row(rows[k], p.send.expert_out, p.send.targets.src_info, p.send.targets.row_src,
                             p.send.targets.hidden, p.send.targets.top_k, p.send.targets.recv_ptrs, p.send.targets.rank,
                             p.send.targets.gpus_per_node,
-                            p.send.targets.staging, p.send.nmsg, lane_nmsg, p.send.ll_ptrs, p.send.seq,
+                            p.send.targets.staging, p.send.nmsg, lane_nmsg, p.send.ll_ptrs, seq,
                             p.send.mark_ptrs);
         __syncthreads(); // `rows` is the next message's
     }

@@ -103,6 +103,8 @@ __device__ __forceinline__ void ep_combine_single_body(const EpCombineSinglePara
     // first round staged; in the batched send (ep_send_rows_batched), 11 the first batch's rows
     // found (its barrier), 12 thread 0's stores of it issued, 13 and 14 the same of the second.
     ep_await_prior_grid(); // a phase's first kernel, launched chained (comm/mod.rs, `Chain::First`)
+    const u32 seq = *p.seq;
+    ep_advance_dispatch_round(p.next_round);
     EP_STAMPS
     u64 rows = *p.rows_end;
     u32 lane_nmsg = ep_lane_nmsg(p.nmsg, p.n_ranks);
@@ -144,20 +146,20 @@ __device__ __forceinline__ void ep_combine_single_body(const EpCombineSinglePara
         for (u64 row = blockIdx.x; row < rows; row += gridDim.x)
             ep_send_row_loaded(row, p.expert_out, p.src_info, p.row_src, p.hidden, p.top_k, p.recv_ptrs, p.rank,
                                p.n_ranks, p.nmsg,
-                               lane_nmsg, p.ll_ptrs, p.seq, p.mark_ptrs);
+                               lane_nmsg, p.ll_ptrs, seq, p.mark_ptrs);
     } else if (forms.all_ll) {
         for (u64 row = blockIdx.x; row < rows; row += gridDim.x)
             ep_send_row(row, p.expert_out, p.src_info, p.row_src, p.hidden, p.top_k, p.recv_ptrs, p.rank, p.n_ranks,
                         nullptr, p.nmsg,
-                        lane_nmsg, p.ll_ptrs, p.seq, p.mark_ptrs, false);
+                        lane_nmsg, p.ll_ptrs, seq, p.mark_ptrs, false);
     } else {
         marked = ep_send_rows_batched(rows, p.expert_out, p.src_info, p.row_src, p.hidden, p.top_k, p.recv_ptrs, p.rank,
                                       p.n_ranks,
-                                      p.nmsg, lane_nmsg, p.ll_ptrs, p.seq, p.mark_ptrs);
+                                      p.nmsg, lane_nmsg, p.ll_ptrs, seq, p.mark_ptrs);
     }
     // Rows to a rank that takes them marked: one fence for the block's rows, then their marks.
     if (forms.any_marked && !marked)
-        ep_mark_rows_sent(rows, p.src_info, p.row_src, p.top_k, p.nmsg, lane_nmsg, p.seq, p.mark_ptrs);
+        ep_mark_rows_sent(rows, p.src_info, p.row_src, p.top_k, p.nmsg, lane_nmsg, seq, p.mark_ptrs);
     EP_STAMP(1);
     // While the stores drain (before them, these loads held the sends back; cb55e0d); any block
     // may be the ticket's last. (Publishing behind the ticket's own acquire fence, by warp 0, one
@@ -188,14 +190,14 @@ __device__ __forceinline__ void ep_combine_single_body(const EpCombineSinglePara
     ep_counts_read(outcome, p.ticket + 1, p.status);
     if (outcome == EP_OK) {
         EpLlWait ll{};
-        if (Ll) ll = EpLlWait{ll_here, p.seq, ep_globaltimer() + p.slice_ns, p.status, p.n_local, p.n_ranks};
+        if (Ll) ll = EpLlWait{ll_here, seq, ep_globaltimer() + p.slice_ns, p.status, p.n_local, p.n_ranks};
         // Marked rows: each token's marks before its rows are read; one that does not come within
         // the slice leaves the status EP_MESSAGES_PENDING and the host reduces again after the
         // marks' wait.
         u64 deadline = marks ? ep_globaltimer() + p.slice_ns : 0;
         for (int i = rb; i < items; i += gridDim.x) {
             if (!one_item) ep_list_slots(sl, i / parts, p.ids, p.weights, p.top_k, p.rank, p.n_local, p.skip_a2a);
-            if (marks && !ep_await_marks(i / parts, sl.row, sl.n, marks, p.ids, p.top_k, p.n_local, p.n_ranks, p.seq,
+            if (marks && !ep_await_marks(i / parts, sl.row, sl.n, marks, p.ids, p.top_k, p.n_local, p.n_ranks, seq,
                                          deadline, p.status))
                 break;
             if (threadIdx.x == 0) EP_STAMP_FIRST(7);

@@ -185,6 +185,20 @@ __device__ void ep_reset_counts(u64* counts, int n, int rank, int n_ranks, int s
         if (ep_awaited(i, n_ranks, rank, skip_a2a)) *((volatile u64*)(counts + i)) = EP_SENTINEL;
 }
 
+// The rank's round words (comm/mod.rs, `RankBuffers::rounds`): [0] the number of the rank's next
+// dispatch, [1] of its combine. They live on the device so that a captured round replays with the
+// next numbers: a phase's first kernel advances the other phase's word (block 0, thread 0, after
+// the prior grid), which no kernel of its own phase reads, and every kernel reads its own phase's
+// word. Every rank makes the same calls, so the numbers agree. A dispatch's run 1 .. 2^31 - 1 and
+// round again (clear of EP_LANDED_PLACED and of 0, which flags start at); a combine's skip 0 (LL
+// rows start at 0).
+__device__ __forceinline__ void ep_advance_dispatch_round(u32* word) {
+    if (word && blockIdx.x == 0 && threadIdx.x == 0) *word = *word % 0x7fffffffu + 1;
+}
+__device__ __forceinline__ void ep_advance_combine_round(u32* word) {
+    if (word && blockIdx.x == 0 && threadIdx.x == 0) *word = *word + 1 == 0 ? 1 : *word + 1;
+}
+
 // The wait kernels' wait, one block: ep_poll_counts into `snapshot`, with the not-arrived flags
 // in status[1 ..] and the outcome in status[0]; once every count is there and passed its check,
 // they are reset. A count that failed its check stays: it may be a peer's poison (ep-core's

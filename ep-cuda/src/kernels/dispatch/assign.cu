@@ -375,6 +375,7 @@ __device__ void ep_assign_publish(const u64* sent, const u32* msgs_to, int n_exp
 // leaves alone).
 extern "C" __global__ void ep_assign_slots(const __grid_constant__ EpAssignParams p) {
     ep_await_prior_grid(); // a phase's first kernel, launched chained (comm/mod.rs, `Chain::First`)
+    ep_advance_combine_round(p.next_round);
     ep_release_dependents(); // the send blocks may fetch their rows meanwhile (ep_dispatch_send_body)
     EP_STAMPS
     ep_assign_block(p.ids, p.n_tokens, p.top_k, p.n_experts, p.n_local, p.n_ranks, p.rank, p.skip_a2a, p.slots,
@@ -395,6 +396,7 @@ extern "C" __global__ void ep_assign_slots(const __grid_constant__ EpAssignParam
 extern "C" __global__ void __launch_bounds__(EP_ASSIGN_THREADS)
     ep_assign_chunks(const __grid_constant__ EpAssignParams p) {
     ep_await_prior_grid();   // as ep_assign_slots
+    ep_advance_combine_round(p.next_round);
     ep_release_dependents(); // as ep_assign_slots
     EP_STAMPS
     ep_assign_chunk(p.ids, p.n_tokens, p.top_k, p.n_experts, p.n_local, p.n_ranks, p.rank, p.skip_a2a, p.slots,

@@ -187,7 +187,7 @@ extern "C" __global__ void ep_dispatch_wait(const __grid_constant__ EpDispatchWa
     __syncthreads();
     if (threadIdx.x == 0) {
         p.layout_seq[1] = 0;
-        ep_store_release_gpu(p.layout_seq, p.seq);
+        ep_store_release_gpu(p.layout_seq, *p.seq);
     }
 }
 

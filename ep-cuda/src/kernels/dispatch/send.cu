@@ -159,7 +159,7 @@ __device__ __forceinline__ void ep_dispatch_send_body(const EpDispatchSendParams
         const bool finder = threadIdx.x >= blockDim.x - 32;
         u32 start0 = 0, start1 = 0, total = 0;
         if (finder) {
-            const bool mine = p.layout_seq && ep_layout_released(p.layout_seq, p.seq, p.layout_wait_ns);
+            const bool mine = p.layout_seq && ep_layout_released(p.layout_seq, *p.seq, p.layout_wait_ns);
             const bool released = __all_sync(0xffffffffu, mine);
             if (threadIdx.x == blockDim.x - 32) placed = released ? p.targets.rank : -1;
             if (released) {
@@ -174,7 +174,7 @@ __device__ __forceinline__ void ep_dispatch_send_body(const EpDispatchSendParams
                              p.targets.max_tokens, p.targets.staging, p.shared_start, p.shared_end, p.shared_msgs,
                              &placed);
         if (p.early)
-            ep_mark_landed(route, p.targets.top_k, p.targets.m, p.seq, ep_shared_msg(t, p.shared_start, p.shared_end,
+            ep_mark_landed(route, p.targets.top_k, p.targets.m, *p.seq, ep_shared_msg(t, p.shared_start, p.shared_end,
                     p.shared_msgs, p.targets.m), placed);
         if (placed >= 0) {
             if (finder)

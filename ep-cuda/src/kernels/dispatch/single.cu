@@ -285,6 +285,8 @@ __device__ __forceinline__ void ep_dispatch_single_body(const EpDispatchSinglePa
     // 30 a mark's first poll returned, 27 its rows found by warp 0, 28 thread 0's stores to the
     // first row issued (ep_block_copy_message; the first message each).
     ep_await_prior_grid(); // a phase's first kernel, launched chained (comm/mod.rs, `Chain::First`)
+    const u32 seq = *p.seq;
+    ep_advance_combine_round(p.next_round);
     EP_STAMPS
     int senders = gridDim.x - 1;
     bool counter = blockIdx.x == senders;
@@ -298,7 +300,7 @@ __device__ __forceinline__ void ep_dispatch_single_body(const EpDispatchSinglePa
         ep_publish_counts(hist, hist + p.n_experts, p.n_experts, p.n_local, p.n_ranks, p.rank, p.skip_a2a, p.count_ptrs,
                           ep_nmsg_flags(1, p.ll, p.marked));
         __syncthreads(); // every warp's counts stored
-        if (threadIdx.x == 0) *(volatile u32*)(p.ticket + 2) = p.seq;
+        if (threadIdx.x == 0) *(volatile u32*)(p.ticket + 2) = seq;
         EP_STAMP(2);
     }
     // Spread: each block sends one token to one rank (item i: token i / n_ranks, rank
@@ -320,9 +322,9 @@ __device__ __forceinline__ void ep_dispatch_single_body(const EpDispatchSinglePa
         ep_send_token(t, route, p.input_scales, p.hidden, p.top_k, fmt, p.m, p.recv_ptrs, p.rank, p.n_ranks,
                       p.max_tokens, nullptr,
                       own ? p.shared_start : 0, own ? p.shared_end : 0, p.shared_msgs, nullptr,
-                      Spread ? p.ticket + 2 : nullptr, p.seq, EP_HOLD_NS, peer);
+                      Spread ? p.ticket + 2 : nullptr, seq, EP_HOLD_NS, peer);
         u8* shared_msg = own ? ep_shared_msg(t, p.shared_start, p.shared_end, p.shared_msgs, p.m) : nullptr;
-        ep_mark_landed(route, p.top_k, p.m, p.seq, shared_msg);
+        ep_mark_landed(route, p.top_k, p.m, seq, shared_msg);
         EP_DELAY(2);
         if (i == blockIdx.x) EP_STAMP(2);
         __syncthreads(); // the route and the message in shared memory are the next token's
@@ -364,7 +366,7 @@ __device__ __forceinline__ void ep_dispatch_single_body(const EpDispatchSinglePa
             // and finish long after the rest (14029b0).
             u32 busy = 2 * items <= senders ? items : 0;
             ep_single_copy_out<Spread>(got, start, src_off, (blockIdx.x + senders - busy) % senders, senders,
-                                       shared_len, p.shared_msgs, row_multiple, EpLanding{p.seq, p.slice_ns}, p.recv,
+                                       shared_len, p.shared_msgs, row_multiple, EpLanding{seq, p.slice_ns}, p.recv,
                                        nmsg_here,
                                        p.n_local, p.n_ranks, p.rank, p.skip_a2a, p.shared_groups, p.max_tokens,
                                        p.hidden, fmt, p.m,
