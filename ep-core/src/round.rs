@@ -126,6 +126,18 @@ impl RoundTracker {
             _ => self.check_dispatch_async(),
         }
     }
+    /// A wait of `phase` that returned before the device ran it (a stream-ordered wait) met a
+    /// peer's rejection: the phase is in flight again, so that the caller waits for it again,
+    /// if no call came after the wait. `false` when one did (the round cannot be taken up).
+    pub fn reopen(&mut self, phase: Phase) -> bool {
+        let reopened = match (phase, &self.state) {
+            (Phase::Dispatch, State::Dispatched) => State::DispatchSent,
+            (Phase::Combine, State::Idle) => State::CombineSent,
+            _ => return false,
+        };
+        self.state = reopened;
+        true
+    }
     /// `combine_async` succeeded; its pending combine.
     pub fn combine_sent(&mut self) -> PendingCombine {
         self.state = State::CombineSent;

@@ -173,6 +173,12 @@ pub struct CudaComm {
     /// Per phase (dispatch, combine): this rank's last call of the phase rejected its input, so
     /// its peers' counts hold its poison until its next call of the phase replaces it.
     poisoned: [bool; 2],
+    /// Waits are stream-ordered: a wait kernel runs to the deadline behind the phase on the
+    /// stream and the host does not wait for it (`wait_on_stream`); where ranks share a GPU the
+    /// host waits in slices instead (common/protocol.cuh, `ep_wait_counts`, says why).
+    stream_waits: bool,
+    /// The phase whose wait is on the stream unread (`check_waits`).
+    unchecked: Option<Phase>,
     /// `max_tokens_per_rank` scales of 1.0: a round's input scales when the caller gives none.
     ones: DevBuf,
     /// Copies between host and device this rank made, and their bytes (`CudaComm::copies`).
@@ -193,6 +199,8 @@ impl CudaComm {
             .map_err(cuda)
         };
         let (forked, joined) = (event()?, event()?);
+        let d = world.device_of[rank];
+        let stream_waits = world.device_of.iter().filter(|&&e| e == d).count() == 1;
         let t = world.cfg.max_tokens_per_rank;
         let ones = DevBuf::new(ctx, t * 4)?;
         ones.upload(&vec![1.0f32; t], &stream)?;
@@ -221,6 +229,8 @@ impl CudaComm {
             poisoned: [false; 2],
             ones,
             copies: Default::default(),
+            stream_waits,
+            unchecked: None,
         })
     }
 
@@ -672,12 +682,14 @@ impl EpComm for CudaComm {
             self.count_copy(bytes.len());
         }
         self.sync()?;
+        self.check_waits()?;
         Ok(host)
     }
 
     fn synchronize(&mut self) -> Result<()> {
         self.bind()?;
-        self.sync()
+        self.sync()?;
+        self.check_waits()
     }
 
     fn staging(&mut self) -> Result<Staging<Self>> {
@@ -724,18 +736,26 @@ impl EpComm for CudaComm {
     fn dispatch_wait(&mut self, pending: PendingDispatch) -> Result<Dispatched<Self>> {
         self.tracker.check_dispatch_wait(&pending)?;
         let issued = !std::mem::take(&mut self.round.resume) && self.dispatch_wait_issued();
-        self.wait_sliced(Phase::Dispatch, issued, &mut |c, slice| {
-            c.issue_dispatch_wait(slice)
-        })?;
+        let issue: &mut dyn FnMut(&mut Self, u64) -> Result<()> =
+            &mut |c, slice| c.issue_dispatch_wait(slice);
+        if self.stream_waits {
+            self.wait_on_stream(Phase::Dispatch, issued, issue)?;
+        } else {
+            self.wait_sliced(Phase::Dispatch, issued, issue)?;
+        }
         let cfg = self.cfg.clone();
         let (g, hidden, cap) = (cfg.n_groups(), cfg.hidden, cfg.max_recv_rows());
         let fmt = cfg.format;
         let mut expert_ids = vec![-1; cfg.shared_groups()];
         expert_ids.extend(0..cfg.n_local_experts() as i32);
         // The row count sizes the combine's multi-kernel grid (its kernels stop at the count on
-        // the device): a control word, like the wait's status, not data.
-        let count_at = self.bufs().row_offsets.ptr + 4 * g as u64;
-        self.round.rows = self.read_word(count_at)? as usize;
+        // the device): read where the host waited anyway, else the most rows.
+        self.round.rows = if self.stream_waits {
+            cap
+        } else {
+            let count_at = self.bufs().row_offsets.ptr + 4 * g as u64;
+            self.read_word(count_at)? as usize
+        };
         let handle = self.tracker.dispatched();
         let b = self.bufs();
         let out = Dispatched {
@@ -818,10 +838,15 @@ impl EpComm for CudaComm {
     fn combine_wait(&mut self, pending: PendingCombine) -> Result<Combined<Self>> {
         self.tracker.check_combine_wait(&pending)?;
         let issued = !std::mem::take(&mut self.round.resume) && self.combine_wait_issued();
-        self.wait_sliced(Phase::Combine, issued, &mut |c, slice| {
+        let issue: &mut dyn FnMut(&mut Self, u64) -> Result<()> = &mut |c, slice| {
             c.issue_combine_wait(slice)?;
             c.issue_combine_output()
-        })?;
+        };
+        if self.stream_waits {
+            self.wait_on_stream(Phase::Combine, issued, issue)?;
+        } else {
+            self.wait_sliced(Phase::Combine, issued, issue)?;
+        }
         let (t, top_k, hidden) = (self.round.n_tokens, self.cfg.top_k, self.cfg.hidden);
         let b = self.bufs();
         let output = match (self.round.reduced, &self.round.epilogue) {

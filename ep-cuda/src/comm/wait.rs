@@ -226,9 +226,84 @@ impl CudaComm {
         }
     }
 
-    /// The first slice of a wait issued with its phase (single-launch or overlapped), in ns.
+    /// The first slice of a wait issued with its phase (single-launch or overlapped), in ns: the
+    /// whole deadline where the waits are stream-ordered.
     pub(super) fn first_slice_ns(&self) -> u64 {
+        if self.stream_waits {
+            return self.cfg.timeout.as_nanos() as u64;
+        }
         self.cfg.timeout.min(WAIT_SLICE).as_nanos() as u64
+    }
+
+    /// A phase's wait left on the stream (`stream_waits`): issued with the whole deadline unless
+    /// its first launch already was (`issued`), not waited for. The host reads its status at the
+    /// next point it waits for the stream anyway (`check_waits`).
+    pub(crate) fn wait_on_stream(
+        &mut self,
+        phase: Phase,
+        issued: bool,
+        issue: &mut dyn FnMut(&mut Self, u64) -> Result<()>,
+    ) -> Result<()> {
+        if !issued {
+            issue(self, self.cfg.timeout.as_nanos() as u64)?;
+        }
+        self.unchecked = Some(phase);
+        Ok(())
+    }
+
+    /// After the stream has run: the status the last wait left, as the host waits read it. A
+    /// wait that ran out of its deadline is a timeout naming what never came. One that met a
+    /// peer's poison is taken up again from the host (`wait_sliced`), which returns
+    /// `PeerRejected` as a host wait does, and reopens the phase for the caller's next wait, if
+    /// nothing was called after it; otherwise the rank is poisoned. A captured round's replays
+    /// are checked the same way: the status word is the last wait's, whichever call issued it.
+    pub(crate) fn check_waits(&mut self) -> Result<()> {
+        if !self.stream_waits {
+            return Ok(());
+        }
+        let phase = self.unchecked.take().unwrap_or(Phase::Combine);
+        let mut code = [0u32];
+        self.bufs().status.download(&mut code, &self.stream)?;
+        match WaitStatus::from_word(code[0]) {
+            Some(WaitStatus::Ok) => Ok(()),
+            Some(WaitStatus::Pending | WaitStatus::MessagesPending) => {
+                let start = Instant::now()
+                    .checked_sub(self.cfg.timeout)
+                    .unwrap_or_else(Instant::now);
+                match self.wait_outcome(phase, start, true) {
+                    Ok(_) => Ok(()),
+                    Err(e) => Err(self.tracker_poisoned(e)),
+                }
+            }
+            _ => {
+                let issue: &mut dyn FnMut(&mut Self, u64) -> Result<()> = match phase {
+                    Phase::Combine => &mut |c, slice| {
+                        c.issue_combine_wait(slice)?;
+                        c.issue_combine_output()
+                    },
+                    _ => &mut |c, slice| c.issue_dispatch_wait(slice),
+                };
+                // The host waits: slices, and a relaunch after a poison is replaced.
+                self.stream_waits = false;
+                let outcome = self.wait_sliced(phase, true, issue);
+                self.stream_waits = true;
+                match outcome {
+                    Err(e @ EpError::PeerRejected { .. }) => {
+                        if self.tracker.reopen(phase) {
+                            Err(e)
+                        } else {
+                            Err(self.fail(e))
+                        }
+                    }
+                    other => other,
+                }
+            }
+        }
+    }
+
+    /// `err`, with the rank poisoned (already so where `wait_outcome` failed it).
+    fn tracker_poisoned(&mut self, err: EpError) -> EpError {
+        self.fail(err)
     }
 }
 
