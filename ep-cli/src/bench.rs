@@ -154,6 +154,9 @@ struct Samples {
     split_combine: Vec<f64>,
     nccl_dispatch: Vec<f64>,
     nccl_combine: Vec<f64>,
+    /// The same rounds through the public API (ep-cuda's `bench_round_api`), interleaved.
+    api_dispatch: Vec<f64>,
+    api_combine: Vec<f64>,
 }
 
 /// One measurement of a scenario: its samples and how many rounds they cover.
@@ -174,6 +177,7 @@ struct Summary {
     split_dispatch: Option<Stats>,
     split_combine: Option<Stats>,
     nccl: Option<(Stats, Stats)>,
+    api: Option<(Stats, Stats)>,
 }
 
 impl Measured {
@@ -190,6 +194,7 @@ impl Measured {
             split_dispatch: opt(cat(|s| &s.split_dispatch)),
             split_combine: opt(cat(|s| &s.split_combine)),
             nccl: opt(cat(|s| &s.nccl_dispatch)).zip(opt(cat(|s| &s.nccl_combine))),
+            api: opt(cat(|s| &s.api_dispatch)).zip(opt(cat(|s| &s.api_combine))),
         }
     }
 }
@@ -731,12 +736,16 @@ fn measure_cuda(
         };
         c.bench_load(&input, inputs.weights[r].view())
             .unwrap_or_else(|e| fail(e));
-        let mut times = Vec::new();
+        // Each round twice, interleaved: the private path, then the same through the API.
+        let (mut times, mut api) = (Vec::new(), Vec::new());
         for i in 0..warm + rounds {
             let t = c.bench_round(&gate, timing.cuda());
             let t = t.unwrap_or_else(|e| fail(e));
+            let a = c.bench_round_api(&gate, timing.cuda());
+            let a = a.unwrap_or_else(|e| fail(e));
             if i >= warm {
                 times.push(t);
+                api.push(a);
             }
         }
         // The probed rounds, with an event after every kernel, also time the async parts.
@@ -744,9 +753,10 @@ fn measure_cuda(
         for _ in 0..if probe { PROBED_ROUNDS } else { 0 } {
             probed.push(c.bench_round_probed(&gate).unwrap_or_else(|e| fail(e)));
         }
-        (times, probed)
+        ((times, api), probed)
     });
     let (per_rank, probed): (Vec<_>, Vec<_>) = per_rank.into_iter().unzip();
+    let (per_rank, api): (Vec<_>, Vec<_>) = per_rank.into_iter().unzip();
     drop(gate);
     drop(comms);
     type Times = ep::cuda::bench::PhaseTimes;
@@ -773,6 +783,8 @@ fn measure_cuda(
             combine: worst(&per_rank, |t| Some(t.combine_ms)),
             dispatch_async: worst(&probed_times, |t| t.dispatch_async_ms),
             combine_async: worst(&probed_times, |t| t.combine_async_ms),
+            api_dispatch: worst(&api, |t| Some(t.dispatch_ms)),
+            api_combine: worst(&api, |t| Some(t.combine_ms)),
             ..Default::default()
         },
         rounds,
@@ -884,6 +896,10 @@ fn row(
         "nccl_combine_stats_us": m.nccl.map(|n| st(&n.1)),
         "nccl_over_ours_dispatch": m.nccl.map(|n| n.0.median / m.dispatch.median),
         "nccl_over_ours_combine": m.nccl.map(|n| n.1.median / m.combine.median),
+        "api_dispatch_us": m.api.map(|a| a.0.median),
+        "api_combine_us": m.api.map(|a| a.1.median),
+        "api_dispatch_stats_us": m.api.map(|a| st(&a.0)),
+        "api_combine_stats_us": m.api.map(|a| st(&a.1)),
     })
 }
 
@@ -925,6 +941,23 @@ fn print_results(rows: &[Value]) {
         );
     }
     println!("(times: slowest rank per round, median and p95 over the measured rounds; GB/s: remote share, DeepEP convention; ceil: measured in this run)");
+    if rows.iter().any(|r| r["api_dispatch_us"].is_number()) {
+        println!("\nthrough the public API (dispatch_async .. combine_wait on the loaded buffers), rounds interleaved with the above:");
+        for r in rows {
+            let ratio = |a: &str, b: &str| match (r[a].as_f64(), r[b].as_f64()) {
+                (Some(x), Some(y)) => format!("{:+.1}%", (x / y - 1.0) * 100.0),
+                _ => "-".into(),
+            };
+            println!(
+                "{:<22} dispatch {:>9} us ({}), combine {:>9} us ({})",
+                r["name"].as_str().unwrap_or(""),
+                f(&r["api_dispatch_us"], 1),
+                ratio("api_dispatch_us", "dispatch_us"),
+                f(&r["api_combine_us"], 1),
+                ratio("api_combine_us", "combine_us"),
+            );
+        }
+    }
     for r in rows {
         if let Some(steps) = r["breakdown_us"].as_array() {
             let steps: Vec<String> = steps

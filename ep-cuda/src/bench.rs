@@ -13,7 +13,9 @@ use std::time::Duration;
 
 use cudarc::driver::{sys, CudaContext, CudaEvent, CudaFunction, CudaStream};
 use cudarc::nccl::result as nccl;
-use ep_core::{validate, DispatchInput, EpComm, EpConfig, EpError, Phase, Result};
+use ep_core::{
+    validate, CombineArgs, DispatchArgs, DispatchInput, EpComm, EpConfig, EpError, Phase, Result,
+};
 use ndarray::{Array2, ArrayView2};
 
 use crate::comm::CudaComm;
@@ -703,6 +705,45 @@ impl CudaComm {
             dispatch_async_ms: sent_ms(&dispatch, 0)?,
             combine_ms: combine.ms(&words)?,
             combine_async_ms: sent_ms(&combine, 1)?,
+        })
+    }
+
+    /// [`CudaComm::bench_round`] through the public API: the loaded inputs handed to
+    /// `dispatch_async`, `dispatch_wait`, `combine_async` and `combine_wait` as a caller's own
+    /// buffers, each phase started behind `gate` and its end queued after its wait returns (on
+    /// the stream, where the waits are stream-ordered), then `synchronize`. What a model's step
+    /// gets, measured as the private round is, in the same run.
+    pub fn bench_round_api(&mut self, gate: &StartGate, timing: Timing) -> Result<PhaseTimes> {
+        let own = |w: &Weak<World>| std::ptr::eq(w.as_ptr(), Arc::as_ptr(self.world()));
+        if !gate.world.as_ref().is_some_and(own) {
+            return Err(EpError::Backend(
+                "ep bench: the start gate was made for another world's comms".into(),
+            ));
+        }
+        let s = Arc::clone(self.stream());
+        let st = self.staging()?;
+        let (t, scales) = self.loaded_round();
+        let mut args = DispatchArgs::new(&st.tokens, &st.topk_ids, t);
+        if scales {
+            args = args.with_input_scales(&st.input_scales);
+        }
+        self.start_gate(gate)?;
+        let dispatch = PhaseClock::start(timing, gate, self.rank(), &s)?;
+        let pending = self.dispatch_async(&args)?;
+        let d = self.dispatch_wait(pending)?;
+        dispatch.end(gate, &s)?;
+        self.start_gate(gate)?;
+        let combine = PhaseClock::start(timing, gate, self.rank(), &s)?;
+        let pending = self.combine_async(&d.handle, &CombineArgs::weighted(&st.expert_out, &st.weights))?;
+        self.combine_wait(pending)?;
+        combine.end(gate, &s)?;
+        self.synchronize()?;
+        let words = gate.check(self.rank(), &s)?;
+        Ok(PhaseTimes {
+            dispatch_ms: dispatch.ms(&words)?,
+            dispatch_async_ms: None,
+            combine_ms: combine.ms(&words)?,
+            combine_async_ms: None,
         })
     }
 

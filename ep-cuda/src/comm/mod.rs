@@ -293,6 +293,12 @@ impl CudaComm {
         Ok(self.read_word(at)? as usize)
     }
 
+    /// The loaded round's tokens, and whether it has input scales (`start_staged_round`).
+    #[cfg(feature = "bench")]
+    pub(crate) fn loaded_round(&self) -> (usize, bool) {
+        (self.round.n_tokens, self.round.inputs.scales.is_some())
+    }
+
     /// Starts a round whose inputs are the staging buffers (`EpComm::staging`), written by the
     /// caller: tokens, ids, `scales` or not, expert outputs and weights (benchmark rounds).
     #[cfg(feature = "bench")]

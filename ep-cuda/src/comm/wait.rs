@@ -64,6 +64,11 @@ impl CudaComm {
                 .saturating_sub(start.elapsed())
                 .min(WAIT_SLICE);
             if !std::mem::take(&mut issued) {
+                if slices > 0 {
+                    // The last slice's EP_PENDING would make the kernels give up at once
+                    // (common/protocol.cuh, `ep_slice`): EP_OK again before they wait anew.
+                    self.bufs().status.fill_async(0, 4, &self.stream)?;
+                }
                 issue(self, slice.as_nanos() as u64)?;
             }
             self.sync()?;

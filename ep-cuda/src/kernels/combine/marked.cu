@@ -45,7 +45,7 @@ extern "C" __global__ void __launch_bounds__(512)
     if (p.reduce.status[0] != EP_OK) return;
     extern __shared__ float smem_f[];
     __shared__ EpSlots sl;
-    u64 deadline = ep_globaltimer() + p.slice_ns;
+    u64 deadline = ep_globaltimer() + ep_slice(p.slice_ns, p.reduce.status);
     for (int t = blockIdx.x; t < p.n_tokens; t += gridDim.x) {
         ep_list_slots(sl, t, p.reduce.ids, p.reduce.weights, p.reduce.top_k, p.reduce.rank, p.reduce.n_local,
                       p.reduce.skip_a2a);
@@ -72,7 +72,7 @@ extern "C" __global__ void ep_combine_await_marks(const __grid_constant__ EpComb
             if (ep_routed_slot(tid, k, p.rank, p.n_local, p.skip_a2a) == k) rows[n++] = k;
     }
     __syncthreads();
-    ep_await_marks(t, rows, n, p.marks, p.ids, p.top_k, p.n_local, p.n_ranks, *p.seq, ep_globaltimer() + p.slice_ns,
+    ep_await_marks(t, rows, n, p.marks, p.ids, p.top_k, p.n_local, p.n_ranks, *p.seq, ep_globaltimer() + ep_slice(p.slice_ns, p.status),
                    p.status);
 }
 

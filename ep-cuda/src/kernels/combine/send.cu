@@ -306,7 +306,7 @@ struct EpRowsMatch {
 // kernels after it may launch once the counts are in.
 extern "C" __global__ void ep_combine_wait(const __grid_constant__ EpCombineWaitParams p) {
     ep_await_prior_grid();
-    if (ep_wait_counts(p.counts, p.n_local * p.n_ranks, p.rank, p.n_ranks, p.skip_a2a, p.slice_ns, p.status, p.snapshot,
+    if (ep_wait_counts(p.counts, p.n_local * p.n_ranks, p.rank, p.n_ranks, p.skip_a2a, ep_slice(p.slice_ns, p.status), p.status, p.snapshot,
                        EpRowsMatch{p.sent, p.n_local, p.n_ranks}))
         ep_release_dependents();
 }

@@ -184,17 +184,17 @@ __device__ __forceinline__ void ep_combine_single_body(const EpCombineSinglePara
     const ulonglong2* ll_here = Ll ? (const ulonglong2*)p.ll_ptrs[p.rank] : nullptr;
     const u32* marks = !Ll && ep_rows_marked(ep_nmsg_of(p.rank, lane_nmsg,
                                                         p.nmsg)) ? (const u32*)p.mark_ptrs[p.rank] : nullptr;
-    u32 outcome = ep_poll_counts(p.counts, n, p.rank, p.n_ranks, p.skip_a2a, p.slice_ns, cnt, nullptr,
+    u32 outcome = ep_poll_counts(p.counts, n, p.rank, p.n_ranks, p.skip_a2a, ep_slice(p.slice_ns, p.status), cnt, nullptr,
                                  EpRowsMatch{p.sent, p.n_local, p.n_ranks});
     EP_STAMP(4);
     ep_counts_read(outcome, p.ticket + 1, p.status);
     if (outcome == EP_OK) {
         EpLlWait ll{};
-        if (Ll) ll = EpLlWait{ll_here, seq, ep_globaltimer() + p.slice_ns, p.status, p.n_local, p.n_ranks};
+        if (Ll) ll = EpLlWait{ll_here, seq, ep_globaltimer() + ep_slice(p.slice_ns, p.status), p.status, p.n_local, p.n_ranks};
         // Marked rows: each token's marks before its rows are read; one that does not come within
         // the slice leaves the status EP_MESSAGES_PENDING and the host reduces again after the
         // marks' wait.
-        u64 deadline = marks ? ep_globaltimer() + p.slice_ns : 0;
+        u64 deadline = marks ? ep_globaltimer() + ep_slice(p.slice_ns, p.status) : 0;
         for (int i = rb; i < items; i += gridDim.x) {
             if (!one_item) ep_list_slots(sl, i / parts, p.ids, p.weights, p.top_k, p.rank, p.n_local, p.skip_a2a);
             if (marks && !ep_await_marks(i / parts, sl.row, sl.n, marks, p.ids, p.top_k, p.n_local, p.n_ranks, seq,

@@ -31,7 +31,7 @@ extern "C" __global__ void ep_combine_ll_unpack(const __grid_constant__ EpCombin
     if (!ep_wait_completed(p.status)) return;
     int t = blockIdx.x, w8 = p.hidden / 8;
     const int* tid = p.ids + (u64)t * p.top_k;
-    EpLlWait ll{(const ulonglong2*)p.ll_ptrs[p.rank], *p.seq, ep_globaltimer() + p.slice_ns, p.status, p.n_local,
+    EpLlWait ll{(const ulonglong2*)p.ll_ptrs[p.rank], *p.seq, ep_globaltimer() + ep_slice(p.slice_ns, p.status), p.status, p.n_local,
     p.n_ranks};
     for (int k = 0; k < p.top_k; k++) {
         if (ep_routed_slot(tid, k, p.rank, p.n_local, p.skip_a2a) != k) continue; // masked, elsewhere, or a repeat

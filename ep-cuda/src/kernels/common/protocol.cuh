@@ -185,6 +185,14 @@ __device__ void ep_reset_counts(u64* counts, int n, int rank, int n_ranks, int s
         if (ep_awaited(i, n_ranks, rank, skip_a2a)) *((volatile u64*)(counts + i)) = EP_SENTINEL;
 }
 
+// A wait's slice, or none where an earlier wait of the rank ran out and left EP_PENDING: with
+// stream-ordered waits (comm/wait.rs) nothing relaunches a wait, so the rank's later waits of the
+// round look once and give up, and a round whose peer never signals ends within one deadline, not
+// one per wait. Host-driven waits reset the word before they launch a wait again.
+__device__ __forceinline__ u64 ep_slice(u64 slice_ns, const u32* status) {
+    return *(volatile const u32*)status == EP_PENDING ? 0 : slice_ns;
+}
+
 // The rank's round words (comm/mod.rs, `RankBuffers::rounds`): [0] the number of the rank's next
 // dispatch, [1] of its combine. They live on the device so that a captured round replays with the
 // next numbers: a phase's first kernel advances the other phase's word (block 0, thread 0, after

@@ -425,7 +425,7 @@ extern "C" __global__ void __launch_bounds__(128, 10)
         u32 nm = p.copy.nmsg[s], count = ep_messages_from(nm, s, p.copy.rank, p.copy.skip_a2a, p.copy.max_tokens);
 #pragma unroll 1
         for (u32 j = b % p.per_sender; j < count; j += p.per_sender)
-            if (!ep_block_copy_message<true>(s, j, 0, 1, nm, EpLanding{*p.copy.seq, p.copy.slice_ns}, p.copy.recv,
+            if (!ep_block_copy_message<true>(s, j, 0, 1, nm, EpLanding{*p.copy.seq, ep_slice(p.copy.slice_ns, p.copy.status)}, p.copy.recv,
                                              p.copy.src_offsets, rows,
                                              p.copy.n_local, p.copy.n_ranks, p.copy.rank, p.copy.shared_groups,
                                              p.copy.max_tokens, p.copy.hidden, p.copy.fmt, p.copy.m,
@@ -447,7 +447,7 @@ extern "C" __global__ void __launch_bounds__(128, 10)
     u64 first = p.copy.src_offsets[p.copy.rank], end = p.copy.src_offsets[p.copy.rank + 1];
     if (first + b < end)
         ep_copy_shared_row(first, b, rows, p.shared_msgs, p.copy.nmsg[p.copy.rank], EpLanding{*p.copy.seq,
-                           p.copy.slice_ns}, p.copy.rank, p.copy.n_local, p.copy.n_ranks,
+                           ep_slice(p.copy.slice_ns, p.copy.status)}, p.copy.rank, p.copy.n_local, p.copy.n_ranks,
                            p.copy.hidden, p.copy.fmt, p.copy.m, p.copy.recv_tokens, p.copy.recv_scales, p.copy.src_info,
                            p.copy.row_src, p.copy.status);
 }
@@ -530,7 +530,7 @@ __device__ __forceinline__ void ep_dispatch_copy_messages_body(const EpDispatchC
     __shared__ EpRows scratch[EP_COPY_WARPS];
     __shared__ bool laid_out;
     if (p.helper) {
-        if (threadIdx.x == 0) laid_out = ep_layout_released(p.layout_seq, *p.copy.seq, p.copy.slice_ns, p.copy.status);
+        if (threadIdx.x == 0) laid_out = ep_layout_released(p.layout_seq, *p.copy.seq, ep_slice(p.copy.slice_ns, p.copy.status), p.copy.status);
         __syncthreads();
         if (!laid_out) return;
     }
@@ -542,7 +542,7 @@ __device__ __forceinline__ void ep_dispatch_copy_messages_body(const EpDispatchC
         0, 0, p.copy.recv, p.copy.nmsg, p.copy.src_offsets, rows, p.copy.n_local, p.copy.n_ranks, p.copy.rank,
         p.copy.skip_a2a, p.copy.shared_groups, p.copy.max_tokens, p.copy.hidden, p.copy.fmt,
         p.copy.m, p.copy.recv_tokens, p.copy.recv_scales, p.copy.src_info, p.copy.row_src, p.copy.status,
-        EpLanding{*p.copy.seq, p.copy.slice_ns}, &scratch[warp], p.copy.msg_rows, p.layout_seq + 1);
+        EpLanding{*p.copy.seq, ep_slice(p.copy.slice_ns, p.copy.status)}, &scratch[warp], p.copy.msg_rows, p.layout_seq + 1);
 #ifdef EP_TRACE
     __syncthreads();
     EP_STAMP(2);

@@ -175,7 +175,7 @@ extern "C" __global__ void ep_dispatch_wait(const __grid_constant__ EpDispatchWa
     // The counts and the layout, the counts' misses in status[1 ..], the outcome in status[0]; the
     // counts reset once every one was there and fit (a count that does not may be a peer's poison:
     // it stays for the host to read, ep_wait_counts says why).
-    u32 outcome = ep_poll_layout(p.counts, p.n_local, p.n_ranks, p.rank, p.skip_a2a, p.slice_ns, p.max_tokens,
+    u32 outcome = ep_poll_layout(p.counts, p.n_local, p.n_ranks, p.rank, p.skip_a2a, ep_slice(p.slice_ns, p.status), p.max_tokens,
                                  p.snapshot, p.status + 1,
                                  p.nmsg, p.shared_groups, p.shared_len, p.row_multiple, start, p.src_offsets);
     if (outcome == EP_OK) ep_reset_counts(p.counts, n, p.rank, p.n_ranks, p.skip_a2a);

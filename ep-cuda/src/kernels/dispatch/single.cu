@@ -345,7 +345,7 @@ __device__ __forceinline__ void ep_dispatch_single_body(const EpDispatchSinglePa
         u32* src_off = start + n_groups + 1;             // [n_groups, n_ranks + 1]
         u32* nmsg_here = src_off + n_groups * (p.n_ranks + 1); // [n_ranks]
         int shared_len = p.shared_end - p.shared_start;
-        u32 outcome = ep_poll_layout(p.counts, p.n_local, p.n_ranks, p.rank, p.skip_a2a, p.slice_ns, p.max_tokens, got,
+        u32 outcome = ep_poll_layout(p.counts, p.n_local, p.n_ranks, p.rank, p.skip_a2a, ep_slice(p.slice_ns, p.status), p.max_tokens, got,
                                      nullptr,
                                      nmsg_here, p.shared_groups, shared_len, row_multiple, start, src_off);
         EP_STAMP(4);
@@ -366,7 +366,7 @@ __device__ __forceinline__ void ep_dispatch_single_body(const EpDispatchSinglePa
             // and finish long after the rest (14029b0).
             u32 busy = 2 * items <= senders ? items : 0;
             ep_single_copy_out<Spread>(got, start, src_off, (blockIdx.x + senders - busy) % senders, senders,
-                                       shared_len, p.shared_msgs, row_multiple, EpLanding{seq, p.slice_ns}, p.recv,
+                                       shared_len, p.shared_msgs, row_multiple, EpLanding{seq, ep_slice(p.slice_ns, p.status)}, p.recv,
                                        nmsg_here,
                                        p.n_local, p.n_ranks, p.rank, p.skip_a2a, p.shared_groups, p.max_tokens,
                                        p.hidden, fmt, p.m,
