@@ -157,6 +157,8 @@ struct Samples {
     /// The same rounds through the public API (ep-cuda's `bench_round_api`), interleaved.
     api_dispatch: Vec<f64>,
     api_combine: Vec<f64>,
+    /// Decode rounds (dispatch and combine) replayed from a CUDA graph, µs a round, per rank.
+    graph: Vec<f64>,
 }
 
 /// One measurement of a scenario: its samples and how many rounds they cover.
@@ -178,6 +180,7 @@ struct Summary {
     split_combine: Option<Stats>,
     nccl: Option<(Stats, Stats)>,
     api: Option<(Stats, Stats)>,
+    graph: Option<Stats>,
 }
 
 impl Measured {
@@ -195,6 +198,7 @@ impl Measured {
             split_combine: opt(cat(|s| &s.split_combine)),
             nccl: opt(cat(|s| &s.nccl_dispatch)).zip(opt(cat(|s| &s.nccl_combine))),
             api: opt(cat(|s| &s.api_dispatch)).zip(opt(cat(|s| &s.api_combine))),
+            graph: opt(cat(|s| &s.graph)),
         }
     }
 }
@@ -726,6 +730,7 @@ fn measure_cuda(
     // which is the only synchronisation between the rank threads.
     let gate =
         ep::cuda::bench::StartGate::for_world(&comms, &bench_options).map_err(|e| e.to_string())?;
+    let ready = std::sync::Barrier::new(cfg.n_ranks());
     let per_rank = ep::on_every_rank(&mut comms, |c| {
         let r = c.rank();
         let input = inputs.dispatch_input(r);
@@ -748,15 +753,22 @@ fn measure_cuda(
                 api.push(a);
             }
         }
+        // Decode sizes: the round replayed from a CUDA graph.
+        let graph = if input.n_tokens() <= GRAPH_MAX_TOKENS {
+            c.bench_graph(GRAPH_REPLAYS, &ready).unwrap_or_else(|e| fail(e))
+        } else {
+            None
+        };
         // The probed rounds, with an event after every kernel, also time the async parts.
         let mut probed = Vec::new();
         for _ in 0..if probe { PROBED_ROUNDS } else { 0 } {
             probed.push(c.bench_round_probed(&gate).unwrap_or_else(|e| fail(e)));
         }
-        ((times, api), probed)
+        ((times, api), (probed, graph))
     });
     let (per_rank, probed): (Vec<_>, Vec<_>) = per_rank.into_iter().unzip();
     let (per_rank, api): (Vec<_>, Vec<_>) = per_rank.into_iter().unzip();
+    let (probed, graph): (Vec<_>, Vec<Option<f64>>) = probed.into_iter().unzip();
     drop(gate);
     drop(comms);
     type Times = ep::cuda::bench::PhaseTimes;
@@ -785,6 +797,13 @@ fn measure_cuda(
             combine_async: worst(&probed_times, |t| t.combine_async_ms),
             api_dispatch: worst(&api, |t| Some(t.dispatch_ms)),
             api_combine: worst(&api, |t| Some(t.combine_ms)),
+            // The slowest rank's.
+            graph: graph
+                .iter()
+                .copied()
+                .try_fold(0.0, |a: f64, g| g.map(|g| a.max(g)))
+                .into_iter()
+                .collect(),
             ..Default::default()
         },
         rounds,
@@ -811,6 +830,13 @@ fn measure_cuda(
     }
     Ok(m)
 }
+
+/// Decode sizes, up to this many tokens a rank, are also timed replayed from a CUDA graph.
+#[cfg(feature = "cuda")]
+const GRAPH_MAX_TOKENS: usize = 128;
+/// Replays timed per scenario.
+#[cfg(feature = "cuda")]
+const GRAPH_REPLAYS: usize = 200;
 
 /// Rounds timed kernel by kernel per scenario with --breakdown.
 #[cfg(feature = "cuda")]
@@ -900,6 +926,7 @@ fn row(
         "api_combine_us": m.api.map(|a| a.1.median),
         "api_dispatch_stats_us": m.api.map(|a| st(&a.0)),
         "api_combine_stats_us": m.api.map(|a| st(&a.1)),
+        "graph_round_us": m.graph.map(|g| g.median),
     })
 }
 
@@ -948,8 +975,12 @@ fn print_results(rows: &[Value]) {
                 (Some(x), Some(y)) => format!("{:+.1}%", (x / y - 1.0) * 100.0),
                 _ => "-".into(),
             };
+            let graph = match r["graph_round_us"].as_f64() {
+                Some(g) => format!("; a round replayed from a CUDA graph {g:.1} us"),
+                None => String::new(),
+            };
             println!(
-                "{:<22} dispatch {:>9} us ({}), combine {:>9} us ({})",
+                "{:<22} dispatch {:>9} us ({}), combine {:>9} us ({}){graph}",
                 r["name"].as_str().unwrap_or(""),
                 f(&r["api_dispatch_us"], 1),
                 ratio("api_dispatch_us", "dispatch_us"),

@@ -747,6 +747,53 @@ impl CudaComm {
         })
     }
 
+    /// Graph-replayed rounds: the public round on the loaded buffers (dispatch, combine) captured
+    /// once on the rank's stream, replayed `replays` times back to back after a few unmeasured
+    /// ones; µs a round, from events around the replays on the stream. `ready` lines the ranks up
+    /// before each part. Needs stream-ordered waits (a GPU a rank): `None` otherwise.
+    pub fn bench_graph(&mut self, replays: usize, ready: &std::sync::Barrier) -> Result<Option<f64>> {
+        use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
+        if !self.stream_ordered_waits() {
+            return Ok(None);
+        }
+        let s = Arc::clone(self.stream());
+        let st = self.staging()?;
+        let (t, scales) = self.loaded_round();
+        let mut args = DispatchArgs::new(&st.tokens, &st.topk_ids, t);
+        if scales {
+            args = args.with_input_scales(&st.input_scales);
+        }
+        s.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+            .map_err(cuda)?;
+        let captured = (|| -> Result<()> {
+            let pending = self.dispatch_async(&args)?;
+            let d = self.dispatch_wait(pending)?;
+            let weighted = CombineArgs::weighted(&st.expert_out, &st.weights);
+            let pending = self.combine_async(&d.handle, &weighted)?;
+            self.combine_wait(pending).map(drop)
+        })();
+        let graph = s.end_capture(CUgraphInstantiate_flags(0)).map_err(cuda);
+        captured?;
+        let graph = graph?.ok_or_else(|| EpError::Backend("ep bench: nothing captured".into()))?;
+        let launch = |n: usize| -> Result<()> {
+            for _ in 0..n {
+                graph.launch().map_err(cuda)?;
+            }
+            Ok(())
+        };
+        ready.wait();
+        launch(3)?;
+        self.synchronize()?;
+        ready.wait();
+        let (start, end) = (timing_event(s.context())?, timing_event(s.context())?);
+        start.record(&s).map_err(cuda)?;
+        launch(replays)?;
+        end.record(&s).map_err(cuda)?;
+        self.synchronize()?;
+        let ms = start.elapsed_ms(&end).map_err(cuda)?;
+        Ok(Some(ms as f64 * 1e3 / replays.max(1) as f64))
+    }
+
     /// Queues this rank's gate of `gate` for the next phase.
     fn start_gate(&self, gate: &StartGate) -> Result<()> {
         gate.launch(self.rank(), self.stream(), Some(self.bufs()))?;

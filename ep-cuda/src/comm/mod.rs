@@ -259,6 +259,14 @@ impl CudaComm {
         Ok(())
     }
 
+    /// Whether this rank's waits are stream-ordered (it has its GPU to itself): then a round
+    /// issues no host wait between `dispatch_async` and `combine_wait`, and can be captured
+    /// into a CUDA graph on [`CudaComm::stream`]. Where ranks share a GPU the host waits in
+    /// slices (common/protocol.cuh, `ep_wait_counts`, says why) and a capture fails.
+    pub fn stream_ordered_waits(&self) -> bool {
+        self.stream_waits
+    }
+
     /// The CUDA context of this rank's GPU (its primary context, as PyTorch's), for the
     /// caller's own kernels and streams.
     pub fn context(&self) -> &Arc<cudarc::driver::CudaContext> {
