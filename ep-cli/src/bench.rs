@@ -755,7 +755,8 @@ fn measure_cuda(
         }
         // Decode sizes: the round replayed from a CUDA graph.
         let graph = if input.n_tokens() <= GRAPH_MAX_TOKENS {
-            c.bench_graph(GRAPH_REPLAYS, &ready).unwrap_or_else(|e| fail(e))
+            c.bench_graph(GRAPH_REPLAYS, &ready)
+                .unwrap_or_else(|e| fail(e))
         } else {
             None
         };

@@ -681,7 +681,7 @@ impl CudaComm {
         let rows = self.rows_received()?;
         self.start_gate(gate)?;
         let combine = PhaseClock::start(timing, gate, self.rank(), &s)?;
-        self.issue_combine_send(rows)?;
+        self.issue_combine_send(Some(rows))?;
         if time_async {
             sent[1].record(&s).map_err(cuda)?;
         }
@@ -734,7 +734,10 @@ impl CudaComm {
         dispatch.end(gate, &s)?;
         self.start_gate(gate)?;
         let combine = PhaseClock::start(timing, gate, self.rank(), &s)?;
-        let pending = self.combine_async(&d.handle, &CombineArgs::weighted(&st.expert_out, &st.weights))?;
+        let pending = self.combine_async(
+            &d.handle,
+            &CombineArgs::weighted(&st.expert_out, &st.weights),
+        )?;
         self.combine_wait(pending)?;
         combine.end(gate, &s)?;
         self.synchronize()?;
@@ -751,7 +754,11 @@ impl CudaComm {
     /// once on the rank's stream, replayed `replays` times back to back after a few unmeasured
     /// ones; µs a round, from events around the replays on the stream. `ready` lines the ranks up
     /// before each part. Needs stream-ordered waits (a GPU a rank): `None` otherwise.
-    pub fn bench_graph(&mut self, replays: usize, ready: &std::sync::Barrier) -> Result<Option<f64>> {
+    pub fn bench_graph(
+        &mut self,
+        replays: usize,
+        ready: &std::sync::Barrier,
+    ) -> Result<Option<f64>> {
         use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
         if !self.stream_ordered_waits() {
             return Ok(None);

@@ -59,7 +59,7 @@ impl CudaComm {
     /// combine_async kernels; at decode sizes inside one node, the whole combine in one launch.
     /// `grid_rows` covers at least the rows the dispatch produced (the kernels stop at the
     /// device's row count): the multi-kernel send's grid, a block per row.
-    pub(crate) fn issue_combine_send(&mut self, grid_rows: usize) -> Result<()> {
+    pub(crate) fn issue_combine_send(&mut self, grid_rows: Option<usize>) -> Result<()> {
         if self.single_combine() {
             return self.issue_combine_single();
         }
@@ -93,8 +93,9 @@ impl CudaComm {
             mark_ptrs: b.c_mark_ptrs.ptr,
             next_round: self.dispatch_round(),
         };
-        // At least one block: a rank that received no rows still signals.
-        let grid = grid_rows.max(1) as u32;
+        // At least one block: a rank that received no rows still signals. Where the host does not
+        // know the rows (stream-ordered waits), the most a rank can receive.
+        let grid = grid_rows.unwrap_or(cfg.max_recv_rows()).max(1) as u32;
         // A marked round (combine/marked.cu) reduces beside the send, on the copy stream: forked
         // before the send (the stream's inputs are there; the rows come with their marks), joined
         // after.
@@ -127,6 +128,13 @@ impl CudaComm {
                 )?
             };
         } else {
+            // Rows unknown: the blocks the rank's share of the GPU holds at once, each taking every
+            // grid-th row, rather than a block for each possible row, most of which would start
+            // only to find nothing to send (+6% on a 512-token combine, measured at cbd0ea3).
+            let grid = match grid_rows {
+                Some(_) => grid,
+                None => grid.min(self.resident_blocks("ep_combine_send", THREADS, 0).max(1) as u32),
+            };
             // SAFETY: as the ordered send's.
             unsafe { self.launch(Chain::First, "ep_combine_send", grid, THREADS, 0, &send)? };
         }

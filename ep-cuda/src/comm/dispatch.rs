@@ -226,7 +226,7 @@ impl CudaComm {
     /// Blocks of `threads` threads of `kernel`, each with `smem` bytes of dynamic shared memory,
     /// that this rank's share of the SMs holds at once (0 where the driver does not say). Asked
     /// of the driver once per block size: the kernel and its shared memory are the world's.
-    fn resident_blocks(&self, kernel: &'static str, threads: u32, smem: u32) -> usize {
+    pub(super) fn resident_blocks(&self, kernel: &'static str, threads: u32, smem: u32) -> usize {
         let mut known = self.resident.borrow_mut();
         let per_sm = *known.entry((kernel, threads, smem)).or_insert_with(|| {
             self.k()

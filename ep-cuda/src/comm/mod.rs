@@ -96,7 +96,8 @@ struct RoundData {
     inputs: RoundInputs,
     n_tokens: usize,
     shared: std::ops::Range<usize>,
-    rows: usize,
+    /// The rows the dispatch produced, where the host read them (host waits).
+    rows: Option<usize>,
     reduced: bool,
     epilogue: Option<Epilogue>,
     /// The last wait slice had every count but not every message: only the copy-out again.
@@ -765,10 +766,10 @@ impl EpComm for CudaComm {
         // The row count sizes the combine's multi-kernel grid (its kernels stop at the count on
         // the device): read where the host waited anyway, else the most rows.
         self.round.rows = if self.stream_waits {
-            cap
+            None
         } else {
             let count_at = self.bufs().row_offsets.ptr + 4 * g as u64;
-            self.read_word(count_at)? as usize
+            Some(self.read_word(count_at)? as usize)
         };
         let handle = self.tracker.dispatched();
         let b = self.bufs();

@@ -320,12 +320,14 @@ extern "C" __global__ void ep_combine_send(const __grid_constant__ EpCombineSend
     ep_await_prior_grid(); // a phase's first kernel, launched chained (comm/mod.rs, `Chain::First`)
     ep_release_dependents(); // the wait (one block) may wait beside the send
     ep_advance_dispatch_round(p.next_round);
-    u64 row = blockIdx.x;
     u32 lane_nmsg = ep_lane_nmsg(p.nmsg, p.n_ranks);
-    if (p.signal && row == 0)
+    if (p.signal && blockIdx.x == 0)
         ep_publish_rows(p.dispatch_counts, p.n_local, p.n_ranks, p.targets.rank, p.skip_a2a, p.count_ptrs, p.nmsg,
                         lane_nmsg, true);
-    if (row < *p.targets.rows_end)
+    // A block a row where the host knew the rows (the grid is the rows); a grid of what the GPU
+    // holds at once, each block every gridDim.x-th row, where it did not (comm/combine.rs).
+    const u64 rows = *p.targets.rows_end;
+    for (u64 row = blockIdx.x; row < rows; row += gridDim.x)
         ep_send_row(row, p.expert_out, p.targets.src_info, p.targets.row_src, p.targets.hidden, p.targets.top_k,
                     p.targets.recv_ptrs, p.targets.rank, p.targets.gpus_per_node, p.targets.staging, p.nmsg,
                     lane_nmsg, p.ll_ptrs, *p.seq, p.mark_ptrs);
