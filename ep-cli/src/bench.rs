@@ -154,9 +154,6 @@ struct Samples {
     split_combine: Vec<f64>,
     nccl_dispatch: Vec<f64>,
     nccl_combine: Vec<f64>,
-    /// The same rounds through the public API (ep-cuda's `bench_round_api`), interleaved.
-    api_dispatch: Vec<f64>,
-    api_combine: Vec<f64>,
     /// Decode rounds (dispatch and combine) replayed from a CUDA graph, µs a round, per rank.
     graph: Vec<f64>,
 }
@@ -179,7 +176,6 @@ struct Summary {
     split_dispatch: Option<Stats>,
     split_combine: Option<Stats>,
     nccl: Option<(Stats, Stats)>,
-    api: Option<(Stats, Stats)>,
     graph: Option<Stats>,
 }
 
@@ -197,7 +193,6 @@ impl Measured {
             split_dispatch: opt(cat(|s| &s.split_dispatch)),
             split_combine: opt(cat(|s| &s.split_combine)),
             nccl: opt(cat(|s| &s.nccl_dispatch)).zip(opt(cat(|s| &s.nccl_combine))),
-            api: opt(cat(|s| &s.api_dispatch)).zip(opt(cat(|s| &s.api_combine))),
             graph: opt(cat(|s| &s.graph)),
         }
     }
@@ -741,16 +736,12 @@ fn measure_cuda(
         };
         c.bench_load(&input, inputs.weights[r].view())
             .unwrap_or_else(|e| fail(e));
-        // Each round twice, interleaved: the private path, then the same through the API.
-        let (mut times, mut api) = (Vec::new(), Vec::new());
+        let mut times = Vec::new();
         for i in 0..warm + rounds {
             let t = c.bench_round(&gate, timing.cuda());
             let t = t.unwrap_or_else(|e| fail(e));
-            let a = c.bench_round_api(&gate, timing.cuda());
-            let a = a.unwrap_or_else(|e| fail(e));
             if i >= warm {
                 times.push(t);
-                api.push(a);
             }
         }
         // Decode sizes: the round replayed from a CUDA graph.
@@ -765,10 +756,9 @@ fn measure_cuda(
         for _ in 0..if probe { PROBED_ROUNDS } else { 0 } {
             probed.push(c.bench_round_probed(&gate).unwrap_or_else(|e| fail(e)));
         }
-        ((times, api), (probed, graph))
+        (times, (probed, graph))
     });
     let (per_rank, probed): (Vec<_>, Vec<_>) = per_rank.into_iter().unzip();
-    let (per_rank, api): (Vec<_>, Vec<_>) = per_rank.into_iter().unzip();
     let (probed, graph): (Vec<_>, Vec<Option<f64>>) = probed.into_iter().unzip();
     drop(gate);
     drop(comms);
@@ -796,8 +786,6 @@ fn measure_cuda(
             combine: worst(&per_rank, |t| Some(t.combine_ms)),
             dispatch_async: worst(&probed_times, |t| t.dispatch_async_ms),
             combine_async: worst(&probed_times, |t| t.combine_async_ms),
-            api_dispatch: worst(&api, |t| Some(t.dispatch_ms)),
-            api_combine: worst(&api, |t| Some(t.combine_ms)),
             // The slowest rank's.
             graph: graph
                 .iter()
@@ -923,10 +911,6 @@ fn row(
         "nccl_combine_stats_us": m.nccl.map(|n| st(&n.1)),
         "nccl_over_ours_dispatch": m.nccl.map(|n| n.0.median / m.dispatch.median),
         "nccl_over_ours_combine": m.nccl.map(|n| n.1.median / m.combine.median),
-        "api_dispatch_us": m.api.map(|a| a.0.median),
-        "api_combine_us": m.api.map(|a| a.1.median),
-        "api_dispatch_stats_us": m.api.map(|a| st(&a.0)),
-        "api_combine_stats_us": m.api.map(|a| st(&a.1)),
         "graph_round_us": m.graph.map(|g| g.median),
     })
 }
@@ -969,25 +953,16 @@ fn print_results(rows: &[Value]) {
         );
     }
     println!("(times: slowest rank per round, median and p95 over the measured rounds; GB/s: remote share, DeepEP convention; ceil: measured in this run)");
-    if rows.iter().any(|r| r["api_dispatch_us"].is_number()) {
-        println!("\nthrough the public API (dispatch_async .. combine_wait on the loaded buffers), rounds interleaved with the above:");
-        for r in rows {
-            let ratio = |a: &str, b: &str| match (r[a].as_f64(), r[b].as_f64()) {
-                (Some(x), Some(y)) => format!("{:+.1}%", (x / y - 1.0) * 100.0),
-                _ => "-".into(),
-            };
-            let graph = match r["graph_round_us"].as_f64() {
-                Some(g) => format!("; a round replayed from a CUDA graph {g:.1} us"),
-                None => String::new(),
-            };
-            println!(
-                "{:<22} dispatch {:>9} us ({}), combine {:>9} us ({}){graph}",
-                r["name"].as_str().unwrap_or(""),
-                f(&r["api_dispatch_us"], 1),
-                ratio("api_dispatch_us", "dispatch_us"),
-                f(&r["api_combine_us"], 1),
-                ratio("api_combine_us", "combine_us"),
-            );
+    let graphs: Vec<_> = rows
+        .iter()
+        .filter_map(|r| Some((r["name"].as_str()?, r["graph_round_us"].as_f64()?)))
+        .collect();
+    if !graphs.is_empty() {
+        println!(
+            "\na decode round (dispatch and combine) replayed from a CUDA graph, back to back:"
+        );
+        for (name, us) in graphs {
+            println!("{name:<22} {us:>8.1} us a round");
         }
     }
     for r in rows {

@@ -14,7 +14,7 @@ use std::time::Duration;
 use cudarc::driver::{sys, CudaContext, CudaEvent, CudaFunction, CudaStream};
 use cudarc::nccl::result as nccl;
 use ep_core::{
-    validate, CombineArgs, DispatchArgs, DispatchInput, EpComm, EpConfig, EpError, Phase, Result,
+    validate, CombineArgs, DispatchArgs, DispatchInput, EpComm, EpConfig, EpError, Result,
 };
 use ndarray::{Array2, ArrayView2};
 
@@ -643,77 +643,13 @@ impl CudaComm {
         self.stream().synchronize().map_err(cuda)
     }
 
-    /// One dispatch and one combine on the loaded inputs, each phase started behind `gate` (the
-    /// world's [`StartGate`], which every rank's round passes) and timed as `timing` says, so
-    /// the times are the phase's device work.
+    /// One round on the loaded inputs through the public API, as a model's step makes it: the
+    /// loaded buffers handed to `dispatch_async`, `dispatch_wait`, `combine_async` and
+    /// `combine_wait` as a caller's own, each phase started behind `gate` (the world's
+    /// [`StartGate`], which every rank's round passes) and its end queued after its wait
+    /// returns (on the stream where the waits are stream-ordered), then `synchronize`. While
+    /// probing, also the end of each phase's async half.
     pub fn bench_round(&mut self, gate: &StartGate, timing: Timing) -> Result<PhaseTimes> {
-        let own = |w: &Weak<World>| std::ptr::eq(w.as_ptr(), Arc::as_ptr(self.world()));
-        if !gate.world.as_ref().is_some_and(own) {
-            return Err(EpError::Backend(
-                "ep bench: the start gate was made for another world's comms".into(),
-            ));
-        }
-        let s = Arc::clone(self.stream());
-        // The async parts' ends only in probed rounds: where the wait is a kernel of its own, the
-        // event would sit between two of the phase's kernels and lengthen the gap between them
-        // (7954f26), which a caller's dispatch_async + dispatch_wait never has.
-        let time_async = self.probing() && timing == Timing::Events;
-        let sent = [timing_event(s.context())?, timing_event(s.context())?];
-        self.start_gate(gate)?;
-        let dispatch = PhaseClock::start(timing, gate, self.rank(), &s)?;
-        self.issue_dispatch_send()?;
-        if time_async {
-            sent[0].record(&s).map_err(cuda)?;
-        }
-        // The ends are queued with each slice of the wait, so the last one counts; a
-        // single-launch phase's first slice is its one kernel, an overlapped dispatch's is issued
-        // with the send.
-        let issued = self.dispatch_wait_issued();
-        if issued {
-            dispatch.end(gate, &s)?;
-        }
-        self.wait_sliced(Phase::Dispatch, issued, &mut |c, slice| {
-            c.issue_dispatch_wait(slice)?;
-            dispatch.end(gate, &s)
-        })?;
-        // The combine's grid from the rows the dispatch produced, as a caller's combine_async has
-        // them from dispatch_wait (the wait synchronised: the read is outside both phases).
-        let rows = self.rows_received()?;
-        self.start_gate(gate)?;
-        let combine = PhaseClock::start(timing, gate, self.rank(), &s)?;
-        self.issue_combine_send(Some(rows))?;
-        if time_async {
-            sent[1].record(&s).map_err(cuda)?;
-        }
-        let issued = self.combine_wait_issued();
-        if issued {
-            combine.end(gate, &s)?;
-        }
-        self.wait_sliced(Phase::Combine, issued, &mut |c, slice| {
-            c.issue_combine_wait(slice)?;
-            c.issue_combine_output()?;
-            combine.end(gate, &s)
-        })?;
-        let words = gate.check(self.rank(), &s)?;
-        let sent_ms = |clock: &PhaseClock, i: usize| -> Result<Option<f32>> {
-            time_async
-                .then(|| clock.start.elapsed_ms(&sent[i]).map_err(cuda))
-                .transpose()
-        };
-        Ok(PhaseTimes {
-            dispatch_ms: dispatch.ms(&words)?,
-            dispatch_async_ms: sent_ms(&dispatch, 0)?,
-            combine_ms: combine.ms(&words)?,
-            combine_async_ms: sent_ms(&combine, 1)?,
-        })
-    }
-
-    /// [`CudaComm::bench_round`] through the public API: the loaded inputs handed to
-    /// `dispatch_async`, `dispatch_wait`, `combine_async` and `combine_wait` as a caller's own
-    /// buffers, each phase started behind `gate` and its end queued after its wait returns (on
-    /// the stream, where the waits are stream-ordered), then `synchronize`. What a model's step
-    /// gets, measured as the private round is, in the same run.
-    pub fn bench_round_api(&mut self, gate: &StartGate, timing: Timing) -> Result<PhaseTimes> {
         let own = |w: &Weak<World>| std::ptr::eq(w.as_ptr(), Arc::as_ptr(self.world()));
         if !gate.world.as_ref().is_some_and(own) {
             return Err(EpError::Backend(
@@ -727,26 +663,39 @@ impl CudaComm {
         if scales {
             args = args.with_input_scales(&st.input_scales);
         }
+        // The async halves' ends only in probed rounds: an event between two of a phase's
+        // kernels lengthens the gap between them (7954f26), which a caller's round never has.
+        let time_async = self.probing() && timing == Timing::Events;
+        let sent = [timing_event(s.context())?, timing_event(s.context())?];
         self.start_gate(gate)?;
         let dispatch = PhaseClock::start(timing, gate, self.rank(), &s)?;
         let pending = self.dispatch_async(&args)?;
+        if time_async {
+            sent[0].record(&s).map_err(cuda)?;
+        }
         let d = self.dispatch_wait(pending)?;
         dispatch.end(gate, &s)?;
         self.start_gate(gate)?;
         let combine = PhaseClock::start(timing, gate, self.rank(), &s)?;
-        let pending = self.combine_async(
-            &d.handle,
-            &CombineArgs::weighted(&st.expert_out, &st.weights),
-        )?;
+        let weighted = CombineArgs::weighted(&st.expert_out, &st.weights);
+        let pending = self.combine_async(&d.handle, &weighted)?;
+        if time_async {
+            sent[1].record(&s).map_err(cuda)?;
+        }
         self.combine_wait(pending)?;
         combine.end(gate, &s)?;
         self.synchronize()?;
         let words = gate.check(self.rank(), &s)?;
+        let sent_ms = |clock: &PhaseClock, i: usize| -> Result<Option<f32>> {
+            time_async
+                .then(|| clock.start.elapsed_ms(&sent[i]).map_err(cuda))
+                .transpose()
+        };
         Ok(PhaseTimes {
             dispatch_ms: dispatch.ms(&words)?,
-            dispatch_async_ms: None,
+            dispatch_async_ms: sent_ms(&dispatch, 0)?,
             combine_ms: combine.ms(&words)?,
-            combine_async_ms: None,
+            combine_async_ms: sent_ms(&combine, 1)?,
         })
     }
 

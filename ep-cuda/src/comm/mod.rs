@@ -295,13 +295,6 @@ impl CudaComm {
         &self.world.ranks[self.rank]
     }
 
-    /// The rows the last dispatch produced on this rank, padding included.
-    #[cfg(feature = "bench")]
-    pub(crate) fn rows_received(&mut self) -> Result<usize> {
-        let at = self.bufs().row_offsets.ptr + 4 * self.cfg.n_groups() as u64;
-        Ok(self.read_word(at)? as usize)
-    }
-
     /// The loaded round's tokens, and whether it has input scales (`start_staged_round`).
     #[cfg(feature = "bench")]
     pub(crate) fn loaded_round(&self) -> (usize, bool) {
