@@ -14,7 +14,7 @@ use std::time::Duration;
 use cudarc::driver::{sys, CudaContext, CudaEvent, CudaFunction, CudaStream};
 use cudarc::nccl::result as nccl;
 use ep_core::{
-    validate, CombineArgs, DispatchArgs, DispatchInput, EpComm, EpConfig, EpError, Result,
+    validate, CombineArgs, DispatchArgs, DispatchInput, EpComm, EpConfig, EpError, Result, Staging,
 };
 use ndarray::{Array2, ArrayView2};
 
@@ -658,11 +658,7 @@ impl CudaComm {
         }
         let s = Arc::clone(self.stream());
         let st = self.staging()?;
-        let (t, scales) = self.loaded_round();
-        let mut args = DispatchArgs::new(&st.tokens, &st.topk_ids, t);
-        if scales {
-            args = args.with_input_scales(&st.input_scales);
-        }
+        let args = self.loaded_args(&st);
         // The async halves' ends only in probed rounds: an event between two of a phase's
         // kernels lengthens the gap between them (7954f26), which a caller's round never has.
         let time_async = self.probing() && timing == Timing::Events;
@@ -714,11 +710,7 @@ impl CudaComm {
         }
         let s = Arc::clone(self.stream());
         let st = self.staging()?;
-        let (t, scales) = self.loaded_round();
-        let mut args = DispatchArgs::new(&st.tokens, &st.topk_ids, t);
-        if scales {
-            args = args.with_input_scales(&st.input_scales);
-        }
+        let args = self.loaded_args(&st);
         s.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
             .map_err(cuda)?;
         let captured = (|| -> Result<()> {
@@ -748,6 +740,16 @@ impl CudaComm {
         self.synchronize()?;
         let ms = start.elapsed_ms(&end).map_err(cuda)?;
         Ok(Some(ms as f64 * 1e3 / replays.max(1) as f64))
+    }
+
+    /// The loaded round's dispatch, on the staging buffers `st` it was loaded into.
+    fn loaded_args<'a>(&self, st: &'a Staging<CudaComm>) -> DispatchArgs<'a, CudaComm> {
+        let (t, scales) = self.loaded_round();
+        let args = DispatchArgs::new(&st.tokens, &st.topk_ids, t);
+        match scales {
+            true => args.with_input_scales(&st.input_scales),
+            false => args,
+        }
     }
 
     /// Queues this rank's gate of `gate` for the next phase.

@@ -74,7 +74,7 @@ pub struct RankBuffers {
     /// the copy-out's helpers start from it), then how many of the round's messages the copy-out
     /// has taken (dispatch/copy_out.cu, ep_dispatch_copy_messages).
     pub layout_seq: DevBuf,
-    /// The rank's round numbers (u32): [0] its next dispatch's, [1] its combine's. On the device,
+    /// The rank's round numbers (u32): first its next dispatch's, then its combine's. On the device,
     /// so that a captured round replays with the next numbers: each phase's first kernel advances
     /// the other's (common/protocol.cuh, `ep_advance_dispatch_round`).
     pub rounds: DevBuf,
