@@ -126,6 +126,13 @@ impl RoundTracker {
             _ => self.check_dispatch_async(),
         }
     }
+    /// Whether [`RoundTracker::reopen`] would reopen `phase`: no call came after its wait.
+    pub fn can_reopen(&self, phase: Phase) -> bool {
+        matches!(
+            (phase, &self.state),
+            (Phase::Dispatch, State::Dispatched) | (Phase::Combine, State::Idle)
+        )
+    }
     /// A wait of `phase` that returned before the device ran it (a stream-ordered wait) met a
     /// peer's rejection: the phase is in flight again, so that the caller waits for it again,
     /// if no call came after the wait. `false` when one did (the round cannot be taken up).

@@ -288,6 +288,7 @@ impl PhaseBuffers for RankBuffers {
                 msg_rows,
                 layout_seq,
                 rounds,
+                refused,
                 expert_out,
                 weights,
                 residual,

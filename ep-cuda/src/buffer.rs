@@ -41,9 +41,10 @@ impl<T: Element> DeviceBuffer<T> {
     /// pointer): `len` elements of `T` at `ptr` on GPU `device`, aligned for `T`.
     ///
     /// # Safety
-    /// The memory must stay allocated, on that GPU, for as long as any round that was handed
-    /// the buffer may run (until the call that waits for the round has returned), and must not
-    /// be written by others while a round reads it.
+    /// The memory must stay allocated, on that GPU, until the rank's stream has run every round
+    /// that was handed the buffer (waits may be stream-ordered: `synchronize` or `to_host`, or
+    /// work ordered after it on the same stream), and must not be written by others while a
+    /// round reads it.
     pub unsafe fn borrowed(ptr: u64, len: usize, device: usize) -> Self {
         DeviceBuffer {
             ptr,

@@ -37,6 +37,7 @@ pub const FILES: &[(&str, &str)] = kernel_files!(
     "params.cuh",
     "dispatch.cu",
     "dispatch/wire.cu",
+    "dispatch/ids.cu",
     "dispatch/assign.cu",
     "dispatch/route.cu",
     "dispatch/layout.cu",
@@ -136,6 +137,7 @@ pub const PROGRAMS: &[(&str, &str, &[&str])] = &[
         "dispatch",
         DISPATCH,
         &[
+            "ep_take_ids",
             "ep_assign_slots",
             "ep_assign_chunks",
             "ep_dispatch_send",

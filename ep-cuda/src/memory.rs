@@ -89,8 +89,10 @@ impl DevBuf {
 impl Drop for DevBuf {
     fn drop(&mut self) {
         if self.ctx.bind_to_thread().is_ok() {
-            // SAFETY: allocated by malloc_sync in this context; every stream that used it has
-            // been synchronised by the communicator that owned it.
+            // SAFETY: allocated by malloc_sync in this context. The world's buffers are freed
+            // after every rank's stream is synchronised (CudaComm's drop); a caller's buffer from
+            // `alloc` once no round holds it (rounds hold their inputs until the stream has run
+            // them, `CudaComm::retired`), and cuMemFree waits for the device's work besides.
             let _ = unsafe { result::free_sync(self.ptr) };
         }
     }

@@ -78,6 +78,9 @@ pub struct RankBuffers {
     /// so that a captured round replays with the next numbers: each phase's first kernel advances
     /// the other's (common/protocol.cuh, `ep_advance_dispatch_round`).
     pub rounds: DevBuf,
+    /// A refused batch of device-memory expert ids (dispatch/ids.cu): 1, then the first bad
+    /// id's token, slot and value (u32); 0 while none is unread.
+    pub refused: DevBuf,
     // Combine.
     pub expert_out: DevBuf,
     pub weights: DevBuf,
@@ -414,6 +417,7 @@ impl RankBuffers {
             // Last, as c_ll above.
             chunk_base: b(assign_chunks(t) * (cfg.n_experts + n) * 4)?,
             rounds: b(8)?,
+            refused: b(16)?,
         };
         bufs.d_counts.fill(0xFF)?;
         bufs.d_ticket.fill(0)?;
@@ -430,6 +434,7 @@ impl RankBuffers {
         bufs.layout_seq.fill(0)?;
         // The first dispatch is round 1; the first dispatch advances the combine's word to 1.
         bufs.rounds.fill(0)?;
+        bufs.refused.fill(0)?;
         // SAFETY: one u32 inside the 8-byte allocation, in the context `fill` bound.
         unsafe { cudarc::driver::result::memcpy_htod_sync(bufs.rounds.ptr, &[1u32]) }
             .map_err(cuda)?;

@@ -2,8 +2,9 @@
 //! (dispatch, an expert stand-in kernel, combine) is captured once per rank on the caller's
 //! stream, then replayed 1,000 times with fresh inputs written into the same buffers, each
 //! replay's output checked bit for bit against the oracle; then timed, replayed and issued call by
-//! call; then one rank stops replaying and the other's replay must end in a timeout naming it,
-//! within its deadline. At 1 and 128 tokens a rank (EP_GRAPH_TOKENS: a comma-separated list),
+//! call; then a bad expert id in one rank's device memory must come back as a typed error; then
+//! one rank stops replaying and the other's replay must end in a timeout naming it, within its
+//! deadline. At 1 and 128 tokens a rank (EP_GRAPH_TOKENS: a comma-separated list),
 //! EP_GRAPH_REPLAYS replays (default 1000). Without two GPUs it says it did not run.
 
 use std::sync::Arc;
@@ -221,6 +222,31 @@ fn run_rank(
     }
     c.synchronize().map_err(e)?;
     let issued = t0.elapsed().as_secs_f64() * 1e6 / n as f64;
+    barrier.wait();
+    // Rank 0's ids in device memory hold one outside [-1, experts): its batch is refused on the
+    // device (none of its tokens sent, nothing indexed past the world) and its next wait for the
+    // stream says which; rank 1's round completes.
+    let mut inputs = Inputs::new(&cfg, t, u64::MAX);
+    let bad = (t - 1, TOP_K - 1, EXPERTS as i32 + 5);
+    inputs.ids[0][[bad.0, bad.1]] = bad.2;
+    b.write(c, &inputs).map_err(e)?;
+    round(c, &b, &expert, t).map_err(e)?;
+    match (r, c.synchronize()) {
+        (
+            0,
+            Err(EpError::ExpertIdOutOfRange {
+                token, slot, id, ..
+            }),
+        ) if (token, slot, id) == bad => {}
+        (0, other) => return Err(format!("a bad id in device memory: got {other:?}")),
+        (_, other) => other.map_err(e)?,
+    }
+    if r == 0 {
+        println!(
+            "  rank 0: id {} at ({}, {}) in device memory -> ExpertIdOutOfRange",
+            bad.2, bad.0, bad.1
+        );
+    }
     barrier.wait();
     // Rank 1 stops; rank 0's next replay waits for it until its deadline.
     if r == 0 {

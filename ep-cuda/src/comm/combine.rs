@@ -1,7 +1,9 @@
 //! The combine's kernels (kernels/combine/), issued: rows back to their tokens, the wait, and the
 //! reduction (or the unreduced layout) with its epilogue; the single-launch combine.
 
-use ep_core::{Epilogue, Result};
+use ep_core::{EpError, Epilogue, Result};
+
+use crate::driver::cuda;
 
 use super::{addr, contiguous, Chain, CudaComm, SEND_THREADS, THREADS, WAIT_THREADS};
 use crate::kernels::params::{
@@ -47,6 +49,16 @@ impl CudaComm {
     /// host: `Epilogue::AddResidual` holds a host array).
     pub(crate) fn upload_residual(&self, epilogue: Option<&Epilogue>) -> Result<()> {
         if let Some(Epilogue::AddResidual(r)) = epilogue {
+            // A copy from host memory is not a graph's to replay: refused inside a capture.
+            let capturing = self.stream.capture_status().map_err(cuda)?
+                != cudarc::driver::sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
+            if capturing {
+                return Err(EpError::Incompatible {
+                    rank: self.rank,
+                    what: "Epilogue::AddResidual in a captured round",
+                    why: "its rows are copied from host memory; add the residual in a kernel of your own",
+                });
+            }
             let view = r.view();
             let rows = contiguous(&view);
             self.bufs().residual.upload(rows.as_ref(), &self.stream)?;

@@ -28,7 +28,7 @@ use crate::buffer::DeviceBuffer;
 use ep_core::Buffer;
 
 use crate::driver::cuda;
-use crate::kernels::params::EpSwigluParams;
+use crate::kernels::params::{EpSwigluParams, EpTakeIdsParams};
 use crate::kernels::{launch_params, KernelParams, Kernels};
 use crate::memory::DevBuf;
 use crate::world::{RankBuffers, World};
@@ -178,8 +178,17 @@ pub struct CudaComm {
     /// stream and the host does not wait for it (`wait_on_stream`); where ranks share a GPU the
     /// host waits in slices instead (common/protocol.cuh, `ep_wait_counts`, says why).
     stream_waits: bool,
-    /// The phase whose wait is on the stream unread (`check_waits`).
+    /// The earliest phase whose wait is on the stream unread (`check_waits`).
     unchecked: Option<Phase>,
+    /// The host saw the status word other than EP_OK: it is reset before the next wait
+    /// (`clean_status`).
+    status_dirty: bool,
+    /// A round took its ids from device memory through `ep_take_ids` (and a captured one may
+    /// again, replayed): the host reads its refusal record at every check (`check_refused`).
+    ids_on_device: bool,
+    /// Earlier rounds' inputs, held until the stream has run them (`sync`): a caller's buffer
+    /// whose last handle was a round's is freed only then, never under a kernel or a capture.
+    retired: Vec<RoundInputs>,
     /// `max_tokens_per_rank` scales of 1.0: a round's input scales when the caller gives none.
     ones: DevBuf,
     /// Copies between host and device this rank made, and their bytes (`CudaComm::copies`).
@@ -232,6 +241,9 @@ impl CudaComm {
             copies: Default::default(),
             stream_waits,
             unchecked: None,
+            status_dirty: false,
+            ids_on_device: false,
+            retired: Vec::new(),
         })
     }
 
@@ -248,11 +260,11 @@ impl CudaComm {
     /// a CUDA graph. Waits for what the rank issued on its previous stream. The stream must be
     /// of this rank's GPU ([`CudaComm::context`]).
     pub fn set_stream(&mut self, stream: Arc<CudaStream>) -> Result<()> {
-        if stream.context().ordinal() != self.device() {
+        if stream.context().cu_ctx() != self.context().cu_ctx() {
             return Err(EpError::Incompatible {
                 rank: self.rank,
                 what: "the stream",
-                why: "it belongs to another GPU than the rank",
+                why: "it belongs to another CUDA context than the rank's (its GPU's primary one)",
             });
         }
         self.sync()?;
@@ -505,7 +517,10 @@ impl CudaComm {
 
     fn sync(&mut self) -> Result<()> {
         match self.stream.synchronize() {
-            Ok(()) => Ok(()),
+            Ok(()) => {
+                self.retired.clear();
+                Ok(())
+            }
             Err(e) => Err(self.fail(cuda(e))),
         }
     }
@@ -537,8 +552,10 @@ fn contiguous<'a, T: Clone, D: ndarray::Dimension>(
 }
 
 impl CudaComm {
-    /// Copies between host and device this rank has made (`write`, `to_host` and the waits'
-    /// status reads), and their bytes: a test counts what a round moves through the host.
+    /// Copies of data between host and device this rank has made (`write`, `to_host`, a
+    /// residual epilogue's rows), and their bytes: a test counts what a round moves through the
+    /// host. The control words the host reads where it waits (a wait's status word, with host
+    /// waits the row count) are not data and not counted.
     pub fn copies(&self) -> (u64, u64) {
         self.copies.get()
     }
@@ -570,12 +587,16 @@ impl CudaComm {
         } else {
             0..0
         };
-        self.round = RoundData {
-            inputs,
-            n_tokens,
-            shared,
-            ..Default::default()
-        };
+        let last = std::mem::replace(
+            &mut self.round,
+            RoundData {
+                inputs,
+                n_tokens,
+                shared,
+                ..Default::default()
+            },
+        );
+        self.retired.push(last.inputs);
         // (A test hook: a kernel that writes them late, `TestHooks::late_inputs_ns`.)
         #[cfg(feature = "test-hooks")]
         {
@@ -590,6 +611,33 @@ impl CudaComm {
             }
         }
         Ok(())
+    }
+
+    /// The round's expert ids as its kernels will read them: the staging buffer's as they are
+    /// (`HostIo` checked them on the host), any other buffer's checked on the device while
+    /// copied into the staging buffer (dispatch/ids.cu, `ep_take_ids`: a bad id refuses the
+    /// batch, reported at the next wait for the stream, `check_refused`).
+    fn take_ids(&mut self, ids: &DeviceBuffer<i32>, n_tokens: usize) -> Result<DeviceBuffer<i32>> {
+        let staged = self.bufs().ids.ptr;
+        let k = self.cfg.top_k;
+        let own = self.view::<i32>(&self.bufs().ids, self.cfg.max_tokens_per_rank * k);
+        if ids.device_ptr() == staged {
+            return Ok(own);
+        }
+        let params = EpTakeIdsParams {
+            src: ids.device_ptr(),
+            dst: staged,
+            n_tokens: n_tokens as i32,
+            top_k: k as i32,
+            n_experts: self.cfg.n_experts as i32,
+            refused: self.bufs().refused.ptr,
+        };
+        let threads = (n_tokens * k).next_multiple_of(32).clamp(32, 1024) as u32;
+        // SAFETY: `ids` holds `n_tokens * top_k` ids (dispatch_args checked it), the staging
+        // buffer `max_tokens_per_rank * top_k`, `refused` four words.
+        unsafe { self.launch(Chain::First, "ep_take_ids", 1, threads, 0, &params)? };
+        self.ids_on_device = true;
+        Ok(own)
     }
 
     fn count_copy(&self, bytes: usize) {
@@ -628,6 +676,8 @@ impl EpComm for CudaComm {
         &self.cfg
     }
 
+    /// Device memory of this rank's GPU, zeroed, freed when its last handle goes (a round
+    /// holds its inputs' handles until the rank's stream has run it).
     fn alloc<T: Element>(&self, len: usize) -> Result<DeviceBuffer<T>> {
         self.bind()?;
         let bytes =
@@ -674,6 +724,9 @@ impl EpComm for CudaComm {
     fn to_host<T: Element>(&mut self, src: &DeviceBuffer<T>) -> Result<Vec<T>> {
         self.on_device("a read's source", src)?;
         self.bind()?;
+        // The waits' outcome first: a wait taken up again from the host rewrites the outputs.
+        self.sync()?;
+        self.check_waits()?;
         let mut host: Vec<T> = zeroed_vec(src.len(), "a buffer's host copy")?;
         if !host.is_empty() {
             let bytes = ep_core::memory::as_bytes_mut(&mut host);
@@ -690,7 +743,6 @@ impl EpComm for CudaComm {
             self.count_copy(bytes.len());
         }
         self.sync()?;
-        self.check_waits()?;
         Ok(host)
     }
 
@@ -712,9 +764,9 @@ impl EpComm for CudaComm {
         })
     }
 
-    /// Expert ids in device memory are not checked here (the host would have to read them):
-    /// [`ep_core::HostIo`] checks host arrays before they are copied. The ids buffer is read
-    /// again by the round's combine: keep it unchanged until then.
+    /// Expert ids from a buffer other than the staging one are checked on the device while
+    /// copied into the rank's own ids buffer (`take_ids`): a bad one refuses the batch and comes
+    /// back from the next wait for the stream as `ExpertIdOutOfRange` (docs/contract.md).
     fn dispatch_async(&mut self, args: &DispatchArgs<'_, Self>) -> Result<PendingDispatch> {
         self.tracker.check_dispatch_async()?;
         let checked = validate::dispatch_args(&self.cfg, self.rank, args)
@@ -728,14 +780,19 @@ impl EpComm for CudaComm {
         if let Err(e) = checked {
             return Err(self.reject(Phase::Dispatch, e));
         }
+        self.clean_status()?;
+        let ids = self.take_ids(args.topk_ids, args.n_tokens)?;
         let inputs = RoundInputs {
             tokens: Some(args.tokens.clone()),
-            ids: Some(args.topk_ids.clone()),
+            ids: Some(ids),
             scales: args.input_scales.cloned(),
             ..Default::default()
         };
         self.start_dispatch(args.n_tokens, inputs)?;
         self.issue_dispatch_send()?;
+        if self.stream_waits && self.dispatch_wait_issued() {
+            self.unchecked.get_or_insert(Phase::Dispatch);
+        }
         self.round.resume = false;
         self.replaced_poison(Phase::Dispatch)?;
         Ok(self.tracker.dispatch_sent())
@@ -821,7 +878,11 @@ impl EpComm for CudaComm {
             let n = self.round.n_tokens * self.cfg.top_k;
             self.late_inputs(w.device_ptr(), w.bytes(), n, late_inputs::Words::Bits)?;
         }
+        self.clean_status()?;
         self.issue_combine_send(self.round.rows)?;
+        if self.stream_waits && self.combine_wait_issued() {
+            self.unchecked.get_or_insert(Phase::Combine);
+        }
         self.round.resume = false;
         self.replaced_poison(Phase::Combine)?;
         Ok(self.tracker.combine_sent())

@@ -64,11 +64,7 @@ impl CudaComm {
                 .saturating_sub(start.elapsed())
                 .min(WAIT_SLICE);
             if !std::mem::take(&mut issued) {
-                if slices > 0 {
-                    // The last slice's EP_PENDING would make the kernels give up at once
-                    // (common/protocol.cuh, `ep_slice`): EP_OK again before they wait anew.
-                    self.bufs().status.fill_async(0, 4, &self.stream)?;
-                }
+                self.clean_status()?;
                 issue(self, slice.as_nanos() as u64)?;
             }
             self.sync()?;
@@ -99,6 +95,7 @@ impl CudaComm {
         let mut code = [0u32];
         self.bufs().status.download(&mut code, &self.stream)?;
         let status = WaitStatus::from_word(code[0]);
+        self.status_dirty = status != Some(WaitStatus::Ok);
         self.round.messages_pending = status == Some(WaitStatus::MessagesPending);
         let rank = self.rank;
         // A slice that ran out with counts missing (a slow path already: a slice is
@@ -250,10 +247,45 @@ impl CudaComm {
         issue: &mut dyn FnMut(&mut Self, u64) -> Result<()>,
     ) -> Result<()> {
         if !issued {
+            self.clean_status()?;
             issue(self, self.cfg.timeout.as_nanos() as u64)?;
         }
-        self.unchecked = Some(phase);
+        self.unchecked.get_or_insert(phase);
         Ok(())
+    }
+
+    /// The status word back to EP_OK where the host saw it otherwise, before a wait is launched
+    /// (a wait that finds an earlier failure there gives up at once: common/protocol.cuh,
+    /// `ep_failed_before`).
+    pub(super) fn clean_status(&mut self) -> Result<()> {
+        if std::mem::take(&mut self.status_dirty) {
+            self.bufs().status.fill_async(0, 4, &self.stream)?;
+        }
+        Ok(())
+    }
+
+    /// After the stream has run: a batch of expert ids from device memory that the dispatch
+    /// refused (dispatch/ids.cu: every id masked, the first bad one recorded) is
+    /// `ExpertIdOutOfRange`; the round went on without the rank's tokens, so the rank is
+    /// poisoned.
+    fn check_refused(&mut self) -> Result<()> {
+        if !self.ids_on_device {
+            return Ok(());
+        }
+        let mut w = [0u32; 4];
+        self.bufs().refused.download(&mut w, &self.stream)?;
+        if w[0] == 0 {
+            return Ok(());
+        }
+        self.bufs().refused.fill_async(0, 16, &self.stream)?;
+        let err = EpError::ExpertIdOutOfRange {
+            rank: self.rank,
+            token: w[1] as usize,
+            slot: w[2] as usize,
+            id: w[3] as i32,
+            n_experts: self.cfg.n_experts,
+        };
+        Err(self.fail(err))
     }
 
     /// After the stream has run: the status the last wait left, as the host waits read it. A
@@ -263,18 +295,31 @@ impl CudaComm {
     /// nothing was called after it; otherwise the rank is poisoned. A captured round's replays
     /// are checked the same way: the status word is the last wait's, whichever call issued it.
     pub(crate) fn check_waits(&mut self) -> Result<()> {
+        self.check_refused()?;
         if !self.stream_waits {
             return Ok(());
         }
-        let phase = self.unchecked.take().unwrap_or(Phase::Combine);
+        // The earliest wait not read yet: a later one gives up behind a failure and leaves it.
+        // A replayed graph's round starts with its dispatch.
+        let phase = self.unchecked.take().unwrap_or(Phase::Dispatch);
         let mut code = [0u32];
         self.bufs().status.download(&mut code, &self.stream)?;
-        match WaitStatus::from_word(code[0]) {
+        let status = WaitStatus::from_word(code[0]);
+        self.status_dirty = status != Some(WaitStatus::Ok);
+        match status {
             Some(WaitStatus::Ok) => Ok(()),
             Some(WaitStatus::Pending | WaitStatus::MessagesPending) => {
                 let start = Instant::now()
                     .checked_sub(self.cfg.timeout)
                     .unwrap_or_else(Instant::now);
+                match self.wait_outcome(phase, start, true) {
+                    Ok(_) => Ok(()),
+                    Err(e) => Err(self.tracker_poisoned(e)),
+                }
+            }
+            // Nothing to take up again once a later call was made: the round's state is gone.
+            _ if !self.tracker.can_reopen(phase) => {
+                let start = Instant::now();
                 match self.wait_outcome(phase, start, true) {
                     Ok(_) => Ok(()),
                     Err(e) => Err(self.tracker_poisoned(e)),

@@ -1,6 +1,7 @@
 // The dispatch program: its parts, one file a step, in the order each uses what the ones before it
 // define (dispatch/wire.cu says what each holds).
 #include "dispatch/wire.cu"
+#include "dispatch/ids.cu"
 #include "dispatch/assign.cu"
 #include "dispatch/route.cu"
 #include "dispatch/layout.cu"

@@ -7,6 +7,17 @@
 
 #include "common/types.cuh"
 
+// ep_take_ids (dispatch/ids.cu): a round's expert ids from the caller's device memory, checked
+// while copied into the rank's own.
+struct EpTakeIdsParams {
+    const int* src;
+    int* dst;
+    int n_tokens;
+    int top_k;
+    int n_experts;
+    u32* refused;
+};
+
 // ep_assign_slots and ep_assign_chunks (dispatch/assign.cu): the row and message slots of the
 // round's tokens, and the counts published after them.
 struct EpAssignParams {

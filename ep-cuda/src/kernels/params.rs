@@ -68,6 +68,23 @@ macro_rules! kernel_params {
 }
 
 kernel_params! {
+/// ep_take_ids (dispatch/ids.cu): a round's expert ids from the caller's device memory, checked
+/// while copied into the rank's own.
+EpTakeIdsParams {
+    /// Device pointer to the caller's expert ids, `[n_tokens, top_k]` (i32).
+    src: u64,
+    /// Device pointer to the rank's ids buffer the round reads, `[n_tokens, top_k]` (i32).
+    dst: u64,
+    /// This rank's tokens this round.
+    n_tokens: i32,
+    /// Expert slots per token.
+    top_k: i32,
+    /// Experts in the world: ids must be in `[-1, n_experts)`.
+    n_experts: i32,
+    /// Device pointer to the rank's refusal record, 4 words (u32): 1 once a batch was refused,
+    /// then the first bad id's token, slot and value.
+    refused: u64,
+}
 /// ep_assign_slots and ep_assign_chunks (dispatch/assign.cu): the row and message slots of the
 /// round's tokens, and the counts published after them.
 EpAssignParams {

@@ -185,12 +185,18 @@ __device__ void ep_reset_counts(u64* counts, int n, int rank, int n_ranks, int s
         if (ep_awaited(i, n_ranks, rank, skip_a2a)) *((volatile u64*)(counts + i)) = EP_SENTINEL;
 }
 
-// A wait's slice, or none where an earlier wait of the rank ran out and left EP_PENDING: with
-// stream-ordered waits (comm/wait.rs) nothing relaunches a wait, so the rank's later waits of the
-// round look once and give up, and a round whose peer never signals ends within one deadline, not
-// one per wait. Host-driven waits reset the word before they launch a wait again.
+// Whether an earlier wait of the rank failed (ran out, or met a count that failed its check) and
+// left its outcome in status[0]: with stream-ordered waits (comm/wait.rs) nothing relaunches a
+// wait, so the rank's later waits give up at once and leave that outcome for the host to read,
+// and a round whose peer never signals ends within one deadline, not one per wait. The host resets
+// the word before it launches a wait again (comm/wait.rs, `clean_status`).
+__device__ __forceinline__ bool ep_failed_before(const u32* status) {
+    return *(volatile const u32*)status != EP_OK;
+}
+
+// A wait's slice, or none after an earlier failure (ep_failed_before).
 __device__ __forceinline__ u64 ep_slice(u64 slice_ns, const u32* status) {
-    return *(volatile const u32*)status == EP_PENDING ? 0 : slice_ns;
+    return ep_failed_before(status) ? 0 : slice_ns;
 }
 
 // The rank's round words (comm/mod.rs, `RankBuffers::rounds`): [0] the number of the rank's next
@@ -221,6 +227,7 @@ __device__ __forceinline__ void ep_advance_combine_round(u32* word) {
 template <typename Check>
 __device__ bool ep_wait_counts(u64* counts, int n, int rank, int n_ranks, int skip_a2a, u64 slice_ns, u32* status,
                                u64* snapshot, Check check) {
+    if (ep_failed_before(status)) return false; // (ep_failed_before: its outcome stays)
     u32 outcome = ep_poll_counts(counts, n, rank, n_ranks, skip_a2a, slice_ns, snapshot, status + 1, check);
     if (outcome == EP_OK) ep_reset_counts(counts, n, rank, n_ranks, skip_a2a);
     if (threadIdx.x == 0) status[0] = outcome;

@@ -172,6 +172,7 @@ extern "C" __global__ void ep_dispatch_wait(const __grid_constant__ EpDispatchWa
     extern __shared__ u32 start[]; // [n_groups + 1]
     int n = p.n_local * p.n_ranks, n_groups = p.n_local + p.shared_groups;
     ep_await_prior_grid(); // launched chained after the send (comm/dispatch.rs)
+    if (ep_failed_before(p.status)) return; // its outcome stays (common/protocol.cuh)
     // The counts and the layout, the counts' misses in status[1 ..], the outcome in status[0]; the
     // counts reset once every one was there and fit (a count that does not may be a peer's poison:
     // it stays for the host to read, ep_wait_counts says why).
