@@ -248,8 +248,9 @@ fn run_rank(
         );
     }
     barrier.wait();
-    // Rank 1 stops; rank 0's next replay waits for it until its deadline.
+    // Rank 1 stops; rank 0's next replay, on good inputs again, waits for it until its deadline.
     if r == 0 {
+        b.write(c, &Inputs::new(&cfg, t, 0)).map_err(e)?;
         let t0 = Instant::now();
         graph.launch().map_err(|e| format!("{e:?}"))?;
         let outcome = c.synchronize();
