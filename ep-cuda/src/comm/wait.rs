@@ -306,54 +306,39 @@ impl CudaComm {
         self.bufs().status.download(&mut code, &self.stream)?;
         let status = WaitStatus::from_word(code[0]);
         self.status_dirty = status != Some(WaitStatus::Ok);
-        match status {
-            Some(WaitStatus::Ok) => Ok(()),
-            Some(WaitStatus::Pending | WaitStatus::MessagesPending) => {
-                let start = Instant::now()
-                    .checked_sub(self.cfg.timeout)
-                    .unwrap_or_else(Instant::now);
-                match self.wait_outcome(phase, start, true) {
-                    Ok(_) => Ok(()),
-                    Err(e) => Err(self.tracker_poisoned(e)),
-                }
-            }
-            // Nothing to take up again once a later call was made: the round's state is gone.
-            _ if !self.tracker.can_reopen(phase) => {
-                let start = Instant::now();
-                match self.wait_outcome(phase, start, true) {
-                    Ok(_) => Ok(()),
-                    Err(e) => Err(self.tracker_poisoned(e)),
-                }
-            }
-            _ => {
-                let issue: &mut dyn FnMut(&mut Self, u64) -> Result<()> = match phase {
-                    Phase::Combine => &mut |c, slice| {
-                        c.issue_combine_wait(slice)?;
-                        c.issue_combine_output()
-                    },
-                    _ => &mut |c, slice| c.issue_dispatch_wait(slice),
-                };
-                // The host waits: slices, and a relaunch after a poison is replaced.
-                self.stream_waits = false;
-                let outcome = self.wait_sliced(phase, true, issue);
-                self.stream_waits = true;
-                match outcome {
-                    Err(e @ EpError::PeerRejected { .. }) => {
-                        if self.tracker.reopen(phase) {
-                            Err(e)
-                        } else {
-                            Err(self.fail(e))
-                        }
-                    }
-                    other => other,
-                }
-            }
+        if status == Some(WaitStatus::Ok) {
+            return Ok(());
         }
-    }
-
-    /// `err`, with the rank poisoned (already so where `wait_outcome` failed it).
-    fn tracker_poisoned(&mut self, err: EpError) -> EpError {
-        self.fail(err)
+        // A wait that ran out had the whole deadline; one that met a count that failed its check
+        // can be taken up again only if no later call was made (the round's state is gone then).
+        let ran_out = matches!(
+            status,
+            Some(WaitStatus::Pending | WaitStatus::MessagesPending)
+        );
+        if ran_out || !self.tracker.can_reopen(phase) {
+            let now = Instant::now();
+            let start = match ran_out {
+                true => now.checked_sub(self.cfg.timeout).unwrap_or(now),
+                false => now,
+            };
+            return match self.wait_outcome(phase, start, true) {
+                Ok(_) => Ok(()),
+                Err(e) => Err(self.fail(e)),
+            };
+        }
+        // From the host, as host waits: slices, and a relaunch once a poison is replaced.
+        let issue: &mut dyn FnMut(&mut Self, u64) -> Result<()> = match phase {
+            Phase::Combine => &mut |c, slice| {
+                c.issue_combine_wait(slice)?;
+                c.issue_combine_output()
+            },
+            _ => &mut |c, slice| c.issue_dispatch_wait(slice),
+        };
+        match self.wait_sliced(phase, true, issue) {
+            Err(e @ EpError::PeerRejected { .. }) if self.tracker.reopen(phase) => Err(e),
+            Err(e @ EpError::PeerRejected { .. }) => Err(self.fail(e)),
+            other => other,
+        }
     }
 }
 
