@@ -189,6 +189,9 @@ pub struct CudaComm {
     /// Earlier rounds' inputs, held until the stream has run them (`sync`): a caller's buffer
     /// whose last handle was a round's is freed only then, never under a kernel or a capture.
     retired: Vec<RoundInputs>,
+    /// SwiGLU's device buffers (its input, payload and scales), grown to the largest call yet
+    /// rather than allocated per call (`swiglu_space`).
+    swiglu_space: [DevBuf; 3],
     /// `max_tokens_per_rank` scales of 1.0: a round's input scales when the caller gives none.
     ones: DevBuf,
     /// Copies between host and device this rank made, and their bytes (`CudaComm::copies`).
@@ -213,6 +216,11 @@ impl CudaComm {
         let stream_waits = world.device_of.iter().filter(|&&e| e == d).count() == 1;
         let t = world.cfg.max_tokens_per_rank;
         let ones = DevBuf::new(ctx, t * 4)?;
+        let swiglu_space = [
+            DevBuf::new(ctx, 0)?,
+            DevBuf::new(ctx, 0)?,
+            DevBuf::new(ctx, 0)?,
+        ];
         ones.upload(&vec![1.0f32; t], &stream)?;
         stream.synchronize().map_err(cuda)?;
         #[cfg(feature = "test-hooks")]
@@ -237,6 +245,7 @@ impl CudaComm {
             #[cfg(feature = "test-hooks")]
             late,
             poisoned: [false; 2],
+            swiglu_space,
             ones,
             copies: Default::default(),
             stream_waits,
@@ -640,6 +649,15 @@ impl CudaComm {
         Ok(own)
     }
 
+    /// SwiGLU's buffer `i` with room for `bytes`, grown when it has less (the stream has run
+    /// every earlier call: each ends in a download), and its address.
+    fn swiglu_space(&mut self, i: usize, bytes: usize) -> Result<u64> {
+        if self.swiglu_space[i].len < bytes {
+            self.swiglu_space[i] = DevBuf::new(&self.k().ctx, bytes)?;
+        }
+        Ok(self.swiglu_space[i].ptr)
+    }
+
     fn count_copy(&self, bytes: usize) {
         let (n, b) = self.copies.get();
         self.copies.set((n + 1, b + bytes as u64));
@@ -940,17 +958,21 @@ impl EpComm for CudaComm {
         self.tracker.check_routing(&routing.handle)?;
         swiglu::check(self.rank, routing, &input, opts)?;
         self.bind()?;
-        let ctx = &self.k().ctx;
-        let s = &self.stream;
+        // The layout it reads is the dispatch's: its wait's outcome first.
+        self.sync()?;
+        self.check_waits()?;
         let (rows, width) = (input.nrows(), input.ncols() / 2);
         let fmt = opts.format;
         let payload_bytes = fmt.payload_bytes(width);
         let scale_len = fmt.output_scales_bytes(width, rows);
-        let x = DevBuf::new(ctx, rows * 2 * width * 2)?;
-        let payload = DevBuf::new(ctx, rows * payload_bytes)?;
-        let scales = DevBuf::new(ctx, scale_len)?;
-        x.upload(contiguous(&input).as_ref(), s)?;
-        scales.fill_async(0, scale_len, s)?;
+        let x = self.swiglu_space(0, rows * 2 * width * 2)?;
+        let payload = self.swiglu_space(1, rows * payload_bytes)?;
+        let scales = self.swiglu_space(2, scale_len)?;
+        let (s, spaces) = (&self.stream, &self.swiglu_space);
+        let input = contiguous(&input);
+        spaces[0].upload(input.as_ref(), s)?;
+        spaces[2].fill_async(0, scale_len, s)?;
+        self.count_copy(std::mem::size_of_val(input.as_ref()));
         let (clamp, alpha, limit) = match opts.clamp {
             Some(c) => (1, c.alpha, c.limit),
             None => (0, 0.0, 0.0),
@@ -959,7 +981,7 @@ impl EpComm for CudaComm {
         let smem = (width * 4 + fmt.scale_bytes(width) + 16) as u32;
         let b = self.bufs();
         let params = EpSwigluParams {
-            x: x.ptr,
+            x,
             rows: rows as u64,
             width: width as i32,
             src_offsets: b.src_offsets.ptr,
@@ -972,10 +994,10 @@ impl EpComm for CudaComm {
             fmt: format_id(fmt),
             input_scale: opts.input_scale,
             payload_bytes: payload_bytes as i32,
-            payload: payload.ptr,
-            scales: scales.ptr,
+            payload,
+            scales,
         };
-        // SAFETY: `x`, `payload` and `scales` are allocated above for `rows` rows of `width`;
+        // SAFETY: `x`, `payload` and `scales` hold (at least) `rows` rows of `width`;
         // `src_offsets` is the round's layout, `n_groups + 1` entries.
         unsafe {
             self.launch(
@@ -987,10 +1009,11 @@ impl EpComm for CudaComm {
                 &params,
             )?
         };
-        let mut out = vec![0u8; rows * payload_bytes];
-        let mut sc = vec![0u8; scale_len];
-        payload.download(&mut out, s)?;
-        scales.download(&mut sc, s)?;
+        let mut out = zeroed_vec(rows * payload_bytes, "SwiGLU's host copy")?;
+        let mut sc = zeroed_vec(scale_len, "SwiGLU's scales' host copy")?;
+        self.swiglu_space[1].download(&mut out, &self.stream)?;
+        self.swiglu_space[2].download(&mut sc, &self.stream)?;
+        self.count_copy(out.len() + sc.len());
         Ok(SwigluOutput {
             format: fmt,
             width,
