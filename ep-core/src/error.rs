@@ -285,6 +285,33 @@ pub enum EpError {
         reason: String,
     },
 
+    /// A variable a launcher sets (`RANK`, `WORLD_SIZE`, ...) is missing or does not fit the
+    /// others.
+    #[error("launcher variable {variable}: {problem}")]
+    Launch {
+        /// The variable's name.
+        variable: String,
+        /// What is wrong with it.
+        problem: String,
+    },
+
+    /// Ranks of a world made one per process did not reach the rendezvous in time, or left it
+    /// ([`crate::rendezvous`]).
+    #[error(
+        "rank {rank}: rank(s) {} did not {during} within {waited_ms} ms",
+        compact_list(peers, "ranks")
+    )]
+    Unreachable {
+        /// The rank that waited.
+        rank: usize,
+        /// The ranks it did not hear from.
+        peers: Vec<usize>,
+        /// What they did not do (`connect`, `send`, ...).
+        during: &'static str,
+        /// Milliseconds it waited.
+        waited_ms: u64,
+    },
+
     /// Any other failure inside a backend (a driver call, a kernel compile); the message says
     /// which.
     #[error("{0}")]

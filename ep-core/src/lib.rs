@@ -11,6 +11,8 @@
 //! - [`epilogue`], [`swiglu`]: what combine can do with its output, and fused SwiGLU.
 //! - [`numerics`]: `exp` and friends, defined exactly so every backend computes the same bits.
 //! - [`validate`], [`round`]: input checks and call-order rules shared by all backends.
+//! - [`rendezvous`]: a world of one process per rank: its launcher's variables, and how its
+//!   ranks find each other.
 //! - [`error`]: [`EpError`], one typed error for everything; [`host_memory`]: host allocations
 //!   that fail with it instead of aborting.
 //!
@@ -34,6 +36,7 @@ pub mod io;
 pub mod memory;
 pub mod numerics;
 pub mod oracle;
+pub mod rendezvous;
 pub mod round;
 pub mod swiglu;
 pub mod validate;
