@@ -329,6 +329,49 @@ impl EpConfig {
         Ok(first)
     }
 
+    /// The config as bytes another process reads back with [`EpConfig::from_bytes`]: every
+    /// field, little-endian, the format by name (so a process built with other formats still
+    /// reads it).
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let words = [
+            self.hidden as u64,
+            self.top_k as u64,
+            self.n_experts as u64,
+            self.max_tokens_per_rank as u64,
+            self.n_gpus_per_node as u64,
+            self.n_nodes as u64,
+            self.timeout.as_nanos().min(u64::MAX as u128) as u64,
+            self.fused_shared_expert as u64,
+            self.skip_a2a.map_or(0, |w| w as u64 + 1),
+        ];
+        let mut v: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+        v.extend(self.format.name().as_bytes());
+        v
+    }
+
+    /// A config from [`EpConfig::to_bytes`]; `None` when the bytes are not one.
+    pub fn from_bytes(b: &[u8]) -> Option<EpConfig> {
+        const WORDS: usize = 9;
+        let (words, name) = b.split_at_checked(WORDS * 8)?;
+        let w: Vec<u64> = words
+            .chunks_exact(8)
+            .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
+            .collect();
+        let n = |i: usize| usize::try_from(w[i]).ok();
+        Some(EpConfig {
+            hidden: n(0)?,
+            top_k: n(1)?,
+            n_experts: n(2)?,
+            max_tokens_per_rank: n(3)?,
+            n_gpus_per_node: n(4)?,
+            n_nodes: n(5)?,
+            timeout: Duration::from_nanos(w[6]),
+            fused_shared_expert: w[7] != 0,
+            skip_a2a: n(8)?.checked_sub(1),
+            format: std::str::from_utf8(name).ok()?.parse().ok()?,
+        })
+    }
+
     /// The first field in which `other` differs, with both values printed.
     pub fn first_difference(&self, other: &EpConfig) -> Option<(&'static str, String, String)> {
         macro_rules! cmp {

@@ -9,6 +9,7 @@ use std::io::{ErrorKind, Read, Write};
 use std::net::{TcpListener, TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
+use crate::config::EpConfig;
 use crate::error::{EpError, Result};
 
 /// This process's place in a world of one process per rank.
@@ -275,6 +276,22 @@ impl Rendezvous {
         Ok(all)
     }
 
+    /// Every rank's config, checked as [`EpConfig::check_world`] checks one process's: the world
+    /// has as many ranks as the config says, and a rank whose config differs from rank 0's gets
+    /// [`EpError::ConfigMismatch`] naming it and the first field, on every rank.
+    pub fn agree(&mut self, cfg: &EpConfig) -> Result<EpConfig> {
+        let all = self.all_gather(&cfg.to_bytes())?;
+        let configs = all
+            .iter()
+            .enumerate()
+            .map(|(r, b)| {
+                EpConfig::from_bytes(b)
+                    .ok_or_else(|| EpError::Backend(format!("rendezvous: rank {r} sent no config")))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        EpConfig::check_world(&configs).cloned()
+    }
+
     /// Returns once every rank has called it (an empty [`Rendezvous::all_gather`]).
     pub fn barrier(&mut self) -> Result<()> {
         self.all_gather(&[]).map(drop)
@@ -458,6 +475,33 @@ mod tests {
             Some(Err(EpError::Unreachable { rank: 1, .. }))
         ));
         assert!(t0.elapsed() < Duration::from_secs(3));
+    }
+
+    #[test]
+    fn configs_agree_across_processes_or_the_rank_that_differs_is_named() {
+        let cfg = EpConfig::new(64, 2, 8, 4, 2).with_nodes(2);
+        assert_eq!(EpConfig::from_bytes(&cfg.to_bytes()), Some(cfg.clone()));
+        let modes = EpConfig::new(128, 4, 16, 8, 4)
+            .with_skip_a2a(2)
+            .with_shared_expert()
+            .with_format(crate::Format::Nvfp4);
+        assert_eq!(EpConfig::from_bytes(&modes.to_bytes()), Some(modes));
+        assert_eq!(EpConfig::from_bytes(&[1, 2, 3]), None);
+        let out = world(4, Duration::from_secs(10), |rv| {
+            let mut rv = rv.unwrap();
+            let mut mine = cfg.clone();
+            if rv.spec().rank == 3 {
+                mine.top_k = 4;
+            }
+            (rv.agree(&cfg), rv.agree(&mine))
+        });
+        for (same, differs) in out {
+            assert_eq!(same.unwrap(), cfg);
+            match differs {
+                Err(EpError::ConfigMismatch { rank: 3, field, .. }) => assert_eq!(field, "top_k"),
+                other => panic!("{other:?}"),
+            }
+        }
     }
 
     #[test]
