@@ -22,7 +22,8 @@ mod wait;
 
 use std::sync::Arc;
 
-use ep_core::{EpBackend, EpConfig, Result};
+use ep_core::rendezvous::Rendezvous;
+use ep_core::{EpBackend, EpConfig, EpError, Result};
 
 pub use buffer::HostBuffer;
 pub use comm::SimComm;
@@ -36,6 +37,56 @@ impl SimBackend {
     /// The backend (it holds nothing; worlds are built by `init`).
     pub fn new() -> Self {
         SimBackend
+    }
+
+    /// One rank of a world whose ranks are made one at a time, each by its own process (or
+    /// thread), found through `rv`: the configs agree (as `init` checks them), rank 0 creates
+    /// a file for every rank's buffers and counts and the others map it too, each rank marks
+    /// its counts "not arrived", and once every rank has mapped it the file's name goes (the
+    /// mappings stay). Ranks on other nodes are reached through this process's NIC thread.
+    pub fn init_rank(&self, cfg: &EpConfig, rv: &mut Rendezvous) -> Result<SimComm> {
+        let cfg = rv.agree(cfg)?;
+        let rank = rv.spec().rank;
+        let geo = memory::Geometry::new(&cfg);
+        let bytes = geo.rank_bytes(cfg.max_recv_rows()) * cfg.n_ranks();
+        if bytes > memory::host_memory_limit() {
+            return Err(EpError::OutOfMemory {
+                bytes,
+                what: "the world's shared buffers".into(),
+            });
+        }
+        let io = |what: &str, e: std::io::Error| EpError::Backend(format!("{what}: {e}"));
+        let named = match rank {
+            0 => {
+                let nanos = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_nanos());
+                let path =
+                    std::env::temp_dir().join(format!("ep-sim-{}-{nanos}", std::process::id()));
+                let file = std::fs::File::create_new(&path)
+                    .map_err(|e| io("creating the world's shared buffers", e))?;
+                file.set_len(bytes as u64)
+                    .map_err(|e| io("sizing the world's shared buffers", e))?;
+                path.to_string_lossy().into_owned().into_bytes()
+            }
+            _ => Vec::new(),
+        };
+        let path = String::from_utf8_lossy(&rv.all_gather(&named)?[0]).into_owned();
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+            .map_err(|e| io(&format!("opening {path}"), e))?;
+        let mapping = memory::Mapping::new(&file)?;
+        let world = Arc::new(World::in_mapping(&cfg, &mapping));
+        world.ranks[rank].dispatch.counts.reset_all();
+        world.ranks[rank].combine.counts.reset_all();
+        rv.barrier()?;
+        if rank == 0 {
+            let _ = std::fs::remove_file(&path);
+        }
+        let nic = (cfg.n_nodes > 1).then(|| transport::start_nic(&world, cfg.node_of(rank)));
+        Ok(SimComm::new(cfg, Transport::new(rank, world, nic)))
     }
 }
 

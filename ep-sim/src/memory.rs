@@ -6,6 +6,7 @@
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 pub use ep_core::host_memory::{host_memory_limit, zeroed_vec};
 use ep_core::{EpConfig, EpError, MessageLayout, Result};
@@ -18,6 +19,9 @@ pub const SENTINEL: u64 = u64::MAX;
 pub struct SymmetricBuffer {
     ptr: NonNull<u8>,
     len: usize,
+    /// The shared mapping the bytes are in (a world of one process per rank), kept alive by
+    /// the buffer; `None`: a heap allocation of its own.
+    mapping: Option<Arc<Mapping>>,
 }
 
 // SAFETY: the buffer is plain memory; callers uphold the protocol (disjoint slots per sender,
@@ -38,6 +42,7 @@ impl SymmetricBuffer {
             return Ok(SymmetricBuffer {
                 ptr: NonNull::dangling(),
                 len,
+                mapping: None,
             });
         }
         let oom = || EpError::OutOfMemory {
@@ -51,7 +56,25 @@ impl SymmetricBuffer {
         // SAFETY: non-zero size.
         let ptr = unsafe { alloc_zeroed(layout) };
         let ptr = NonNull::new(ptr).ok_or_else(oom)?;
-        Ok(SymmetricBuffer { ptr, len })
+        Ok(SymmetricBuffer {
+            ptr,
+            len,
+            mapping: None,
+        })
+    }
+
+    /// `len` bytes at `offset` of `mapping` (inside it: `Geometry::map_rank` lays them out).
+    fn in_mapping(mapping: &Arc<Mapping>, offset: usize, len: usize) -> Self {
+        assert!(
+            offset + len <= mapping.len(),
+            "a buffer past the mapping's end"
+        );
+        SymmetricBuffer {
+            // SAFETY: inside the mapping (asserted); the mapping lives as long as the buffer.
+            ptr: NonNull::new(unsafe { mapping.ptr().add(offset) }).expect("mapped"),
+            len,
+            mapping: Some(Arc::clone(mapping)),
+        }
     }
 
     /// Size in bytes.
@@ -95,7 +118,7 @@ impl SymmetricBuffer {
 
 impl Drop for SymmetricBuffer {
     fn drop(&mut self) {
-        if self.len > 0 {
+        if self.len > 0 && self.mapping.is_none() {
             // SAFETY: allocated in `new` with this layout.
             unsafe {
                 dealloc(
@@ -108,29 +131,95 @@ impl Drop for SymmetricBuffer {
 }
 
 /// The receive counts of one buffer group: `[n_local_experts, n_ranks]`, index `g * n_ranks + src`.
-pub struct Counts(Box<[AtomicU64]>);
+pub struct Counts {
+    /// The counts, in `heap` or in a shared mapping the buffer keeps alive.
+    ptr: NonNull<AtomicU64>,
+    len: usize,
+    heap: Option<Box<[AtomicU64]>>,
+    _mapping: Option<Arc<Mapping>>,
+}
+
+// SAFETY: the counts are atomics; the pointer is into memory the value keeps alive.
+unsafe impl Send for Counts {}
+unsafe impl Sync for Counts {}
 
 impl Counts {
     fn new(n: usize) -> Self {
-        Counts((0..n).map(|_| AtomicU64::new(SENTINEL)).collect())
+        let mut heap: Box<[AtomicU64]> = (0..n).map(|_| AtomicU64::new(SENTINEL)).collect();
+        Counts {
+            ptr: NonNull::new(heap.as_mut_ptr()).unwrap_or(NonNull::dangling()),
+            len: n,
+            heap: Some(heap),
+            _mapping: None,
+        }
+    }
+
+    /// `n` counts at `offset` of `mapping` (8-byte aligned), as they are there: the owning rank
+    /// sets them to "not arrived" (`reset_all`) before any peer may publish.
+    fn in_mapping(mapping: &Arc<Mapping>, offset: usize, n: usize) -> Self {
+        assert!(
+            offset.is_multiple_of(8) && offset + n * 8 <= mapping.len(),
+            "counts outside the mapping"
+        );
+        // SAFETY: inside the mapping and aligned (asserted); AtomicU64 has u64's layout.
+        let ptr = unsafe { mapping.ptr().add(offset) }.cast::<AtomicU64>();
+        Counts {
+            ptr: NonNull::new(ptr).expect("mapped"),
+            len: n,
+            heap: None,
+            _mapping: Some(Arc::clone(mapping)),
+        }
     }
 
     /// Every count, at `count_index(g, src)`; `u64::MAX` means not arrived.
     pub fn as_slice(&self) -> &[AtomicU64] {
-        &self.0
+        match &self.heap {
+            Some(h) => h,
+            // SAFETY: `len` atomics the mapping holds for as long as `self`.
+            None => unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) },
+        }
     }
 
     /// Publishes a count: every data write by this thread before it is visible to the reader
     /// that acquires it.
     pub fn publish(&self, index: usize, value: u64) {
-        self.0[index].store(value, Ordering::Release);
+        self.as_slice()[index].store(value, Ordering::Release);
     }
 
     /// Back to "not arrived" for the next round.
     pub fn reset(&self, indices: &[usize]) {
+        let c = self.as_slice();
         for &i in indices {
-            self.0[i].store(SENTINEL, Ordering::Relaxed);
+            c[i].store(SENTINEL, Ordering::Relaxed);
         }
+    }
+
+    /// Every count "not arrived".
+    pub fn reset_all(&self) {
+        for c in self.as_slice() {
+            c.store(SENTINEL, Ordering::Relaxed);
+        }
+    }
+}
+
+/// A file mapped into this process, shared with the other processes of the world that map it:
+/// every rank's buffers and counts, at the offsets `Geometry::map_rank` gives.
+pub struct Mapping(memmap2::MmapRaw);
+
+impl Mapping {
+    /// Maps all of `file`, shared.
+    pub fn new(file: &std::fs::File) -> Result<Arc<Mapping>> {
+        memmap2::MmapRaw::map_raw(file)
+            .map(|m| Arc::new(Mapping(m)))
+            .map_err(|e| EpError::Backend(format!("mapping the world's shared memory: {e}")))
+    }
+
+    fn ptr(&self) -> *mut u8 {
+        self.0.as_mut_ptr()
+    }
+
+    fn len(&self) -> usize {
+        self.0.len()
     }
 }
 
@@ -196,6 +285,57 @@ impl Geometry {
     /// Index in [`Counts`] of the count from `src` for local expert `g`.
     pub fn count_index(&self, g: usize, src: usize) -> usize {
         g * self.n_ranks + src
+    }
+
+    /// Each of a rank's buffers and count arrays, bytes, in the order `map_rank` lays them out.
+    fn rank_parts(&self, max_recv_rows: usize) -> [usize; 6] {
+        let counts = self.n_local * self.n_ranks * 8;
+        [
+            self.max_tokens * self.msg.bytes,
+            self.n_local * self.n_ranks * self.max_tokens * self.msg.bytes,
+            counts,
+            max_recv_rows * self.row_bytes,
+            self.max_tokens * self.top_k * self.row_bytes,
+            counts,
+        ]
+    }
+
+    /// Bytes of one rank's memory in a shared mapping (each part 64-byte aligned).
+    pub fn rank_bytes(&self, max_recv_rows: usize) -> usize {
+        self.rank_parts(max_recv_rows)
+            .iter()
+            .map(|b| b.next_multiple_of(64))
+            .sum()
+    }
+
+    /// Rank `rank`'s memory inside `mapping`, which holds every rank's, `rank_bytes` each.
+    pub fn map_rank(
+        &self,
+        mapping: &Arc<Mapping>,
+        rank: usize,
+        max_recv_rows: usize,
+    ) -> RankMemory {
+        let parts = self.rank_parts(max_recv_rows);
+        let mut offsets = [0usize; 6];
+        let mut at = rank * self.rank_bytes(max_recv_rows);
+        for (o, len) in offsets.iter_mut().zip(parts) {
+            *o = at;
+            at += len.next_multiple_of(64);
+        }
+        let buf = |i: usize| SymmetricBuffer::in_mapping(mapping, offsets[i], parts[i]);
+        let counts = |i: usize| Counts::in_mapping(mapping, offsets[i], parts[i] / 8);
+        RankMemory {
+            dispatch: BufferGroup {
+                send: buf(0),
+                recv: buf(1),
+                counts: counts(2),
+            },
+            combine: BufferGroup {
+                send: buf(3),
+                recv: buf(4),
+                counts: counts(5),
+            },
+        }
     }
 
     /// Every buffer of one rank. The sizes cannot wrap: `EpConfig::validate` bounds them

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use crossbeam::channel::{unbounded, Receiver, Sender};
 use ep_core::{EpConfig, Result};
 
-use crate::memory::{BufferGroup, Geometry, RankMemory};
+use crate::memory::{BufferGroup, Geometry, Mapping, RankMemory};
 
 /// Every rank's memory plus the shared geometry.
 pub struct World {
@@ -38,6 +38,20 @@ impl World {
             ranks,
             n_gpus_per_node: cfg.n_gpus_per_node,
         })
+    }
+
+    /// Every rank's memory inside `mapping`, which every process of a world of one process per
+    /// rank maps (`SimBackend::init_rank`).
+    pub fn in_mapping(cfg: &EpConfig, mapping: &Arc<Mapping>) -> Self {
+        let geo = Geometry::new(cfg);
+        let ranks = (0..cfg.n_ranks())
+            .map(|r| geo.map_rank(mapping, r, cfg.max_recv_rows()))
+            .collect();
+        World {
+            geo,
+            ranks,
+            n_gpus_per_node: cfg.n_gpus_per_node,
+        }
     }
 
     pub fn group(&self, rank: usize, g: GroupId) -> &BufferGroup {
@@ -73,17 +87,18 @@ pub enum Op {
 /// Starts one NIC thread per node. Returns the queue of each node's NIC; a NIC thread ends when
 /// every sender of its queue is dropped (when the world's communicators are dropped).
 pub fn start_nics(world: &Arc<World>, n_nodes: usize) -> Vec<Sender<Op>> {
-    (0..n_nodes)
-        .map(|node| {
-            let (tx, rx) = unbounded();
-            let world = Arc::clone(world);
-            std::thread::Builder::new()
-                .name(format!("ep-sim-nic-{node}"))
-                .spawn(move || run_nic(&world, rx))
-                .expect("spawn NIC thread");
-            tx
-        })
-        .collect()
+    (0..n_nodes).map(|node| start_nic(world, node)).collect()
+}
+
+/// One NIC thread for `node`'s ranks; it ends when its last sender goes.
+pub fn start_nic(world: &Arc<World>, node: usize) -> Sender<Op> {
+    let (tx, rx) = unbounded();
+    let world = Arc::clone(world);
+    std::thread::Builder::new()
+        .name(format!("ep-sim-nic-{node}"))
+        .spawn(move || run_nic(&world, rx))
+        .expect("spawn NIC thread");
+    tx
 }
 
 fn run_nic(world: &World, rx: Receiver<Op>) {
