@@ -3,6 +3,7 @@
 mod bench;
 mod conformance;
 mod dump;
+mod launch;
 mod npy;
 mod options;
 mod report;
@@ -37,6 +38,8 @@ enum Command {
     /// Many consecutive rounds with fresh random routing on one world, each checked against the
     /// oracle.
     Soak(soak::Args),
+    /// One process per rank, as torchrun starts them: `ep launch --nproc-per-node 4 -- run`.
+    Launch(launch::Args),
 }
 
 fn main() -> ExitCode {
@@ -52,6 +55,7 @@ fn main() -> ExitCode {
         Command::Conformance(a) => conformance::main(a),
         Command::Bench(a) => bench::main(a),
         Command::Soak(a) => soak::main(a),
+        Command::Launch(a) => launch::main(a),
     };
     match result {
         Ok(code) => code,

@@ -108,7 +108,82 @@ fn load(scenario: &str, format: Format) -> Result<(String, EpConfig, RoundInputs
     Ok((fx.name.clone(), fx.config(format), fx.inputs()))
 }
 
+/// `ep run` as one rank of a world of one process per rank (started by `ep launch` or a
+/// `torchrun`-style launcher: `RANK` is set): this process makes its own rank (the simulator so
+/// far: `SimBackend::init_rank`), runs the scenario's rounds for it, and checks its outputs
+/// against the oracle, which it computes for the whole world from the scenario.
+fn main_rank(args: &Args) -> Result<ExitCode, String> {
+    use ep::rendezvous::{RankSpec, Rendezvous};
+    use ep::HostIo;
+    let (spec, master) =
+        RankSpec::from_vars(|k| std::env::var(k).ok()).map_err(|e| e.to_string())?;
+    if args.target.backend != ep::BackendKind::Sim {
+        return Err("one process per rank: the simulator only, so far".into());
+    }
+    if args.split
+        || args.dump.is_some()
+        || args.shared_expert
+        || args.unreduced
+        || args.skip_a2a.is_some()
+        || args.epilogue.is_some()
+        || args.swiglu.is_some()
+    {
+        return Err(
+            "one process per rank runs the plain round only, so far (no mode flags)".into(),
+        );
+    }
+    let (name, cfg, inputs) = match &args.scenario {
+        Some(s) => load(s, args.format)?,
+        None => {
+            let (n, c, i) = demo();
+            (n, c.with_format(args.format), i)
+        }
+    };
+    let r = spec.rank;
+    let deadline = cfg.timeout.max(Duration::from_secs(30));
+    let mut rv = Rendezvous::connect(spec, &master, deadline).map_err(|e| e.to_string())?;
+    let mut comm = ep::sim::SimBackend::new()
+        .init_rank(&cfg, &mut rv)
+        .map_err(|e| e.to_string())?;
+    let opts = RoundOptions::new(Calls::Fused, WeightKind::F32);
+    let d_in = inputs.dispatch_inputs();
+    let want_d = ep::oracle::dispatch(&cfg, &d_in).map_err(|e| format!("oracle: {e}"))?;
+    let ys: Vec<_> = want_d.iter().map(|d| (opts.experts)(d)).collect();
+    let c_in: Vec<_> = (0..cfg.n_ranks())
+        .map(|q| inputs.combine_input(q, &ys[q], WeightKind::F32))
+        .collect();
+    let want_c =
+        ep::oracle::combine(&cfg, &d_in, &want_d, &c_in).map_err(|e| format!("oracle: {e}"))?;
+    for round in 0..args.rounds {
+        let d = comm
+            .host_dispatch(&d_in[r])
+            .map_err(|e| format!("round {round}: {e}"))?;
+        if let Some(diff) = d.bit_diff(&want_d[r]) {
+            println!("rank {r}: round {round}: dispatch differs from the oracle: {diff}");
+            return Ok(ExitCode::FAILURE);
+        }
+        let y = (opts.experts)(&d);
+        let c = comm
+            .host_combine(&d, &inputs.combine_input(r, &y, WeightKind::F32))
+            .map_err(|e| format!("round {round}: {e}"))?;
+        if c != want_c[r] {
+            println!("rank {r}: round {round}: combine differs from the oracle");
+            return Ok(ExitCode::FAILURE);
+        }
+    }
+    println!(
+        "rank {r} of {}: scenario {name}, {} rounds, outputs match the oracle bit for bit ({} rows received)",
+        cfg.n_ranks(),
+        args.rounds,
+        want_d[r].rows()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
 pub fn main(args: Args) -> Result<ExitCode, String> {
+    if std::env::var_os("RANK").is_some() {
+        return main_rank(&args);
+    }
     if args.shared_expert && args.unreduced {
         // The contract rejects it per rank at combine; said once, before any world is built.
         return Err("--shared-expert and --unreduced cannot be combined: the shared expert's \
