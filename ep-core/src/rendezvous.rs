@@ -298,6 +298,56 @@ impl Rendezvous {
     }
 }
 
+/// Every rank of an `n`-rank world (`local_world_size` ranks a node) on a thread of this process,
+/// each with a rendezvous of its own over localhost (rank 0 on a port the system picks), running
+/// `f` with it: a world made as separate processes make it, for tests and single-machine tools.
+/// Returns each rank's result in rank order.
+pub fn on_threads<R: Send>(
+    n: usize,
+    local_world_size: usize,
+    deadline: Duration,
+    f: impl Fn(Result<Rendezvous>) -> R + Sync,
+) -> Vec<R> {
+    let bound = TcpListener::bind("127.0.0.1:0").and_then(|l| Ok((l.local_addr()?.port(), l)));
+    let (port, listener) = match bound {
+        Ok(v) => v,
+        Err(e) => {
+            let err = || Err(EpError::Backend(format!("rendezvous: no local port: {e}")));
+            return (0..n).map(|_| f(err())).collect();
+        }
+    };
+    let master = Master {
+        addr: "127.0.0.1".into(),
+        port,
+    };
+    let mut listener = Some(listener);
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..n)
+            .map(|rank| {
+                let (f, master) = (&f, &master);
+                let mine = listener.take().filter(|_| rank == 0);
+                s.spawn(move || {
+                    let spec = RankSpec {
+                        rank,
+                        world_size: n,
+                        local_rank: rank % local_world_size.max(1),
+                        local_world_size,
+                    };
+                    let rv = match mine {
+                        Some(l) => Rendezvous::accept(spec, l, deadline),
+                        None => Rendezvous::join(spec, master, deadline),
+                    };
+                    f(rv)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .collect()
+    })
+}
+
 /// What is left of `deadline` since `start`, at least a millisecond (a zero timeout is none).
 fn remaining(start: Instant, deadline: Duration) -> Duration {
     deadline
@@ -405,36 +455,12 @@ mod tests {
         }
     }
 
-    /// Rank 0 on a port of the system's choosing; the others join it, as threads.
     fn world<R: Send>(
         n: usize,
         deadline: Duration,
         f: impl Fn(Result<Rendezvous>) -> R + Sync,
     ) -> Vec<R> {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let master = Master {
-            addr: "127.0.0.1".into(),
-            port: listener.local_addr().unwrap().port(),
-        };
-        let listener = std::sync::Mutex::new(Some(listener));
-        std::thread::scope(|s| {
-            let handles: Vec<_> = (0..n)
-                .map(|r| {
-                    let (f, master, listener) = (&f, &master, &listener);
-                    s.spawn(move || {
-                        let rv = match r {
-                            0 => {
-                                let l = listener.lock().unwrap().take().unwrap();
-                                Rendezvous::accept(spec(0, n), l, deadline)
-                            }
-                            _ => Rendezvous::join(spec(r, n), master, deadline),
-                        };
-                        f(rv)
-                    })
-                })
-                .collect();
-            handles.into_iter().map(|h| h.join().unwrap()).collect()
-        })
+        on_threads(n, n, deadline, f)
     }
 
     #[test]

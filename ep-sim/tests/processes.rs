@@ -7,7 +7,7 @@ use std::net::TcpListener;
 use std::time::Duration;
 
 use ep_conformance::rng::Rng;
-use ep_core::rendezvous::{Master, RankSpec, Rendezvous};
+use ep_core::rendezvous::{on_threads, Master, RankSpec, Rendezvous};
 use ep_core::{
     bf16, oracle, CombineInput, DispatchInput, EpConfig, EpError, HostIo, RouterWeights,
 };
@@ -43,37 +43,9 @@ fn per_rank<R: Send>(
     cfg: &EpConfig,
     f: impl Fn(ep_core::Result<ep_sim::SimComm>) -> R + Sync,
 ) -> Vec<R> {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let master = Master {
-        addr: "127.0.0.1".into(),
-        port: listener.local_addr().unwrap().port(),
-    };
-    let listener = std::sync::Mutex::new(Some(listener));
-    let n = cfg.n_ranks();
-    std::thread::scope(|s| {
-        let handles: Vec<_> = (0..n)
-            .map(|r| {
-                let (f, master, listener) = (&f, &master, &listener);
-                s.spawn(move || {
-                    let spec = RankSpec {
-                        rank: r,
-                        world_size: n,
-                        local_rank: r % cfg.n_gpus_per_node,
-                        local_world_size: cfg.n_gpus_per_node,
-                    };
-                    let deadline = Duration::from_secs(20);
-                    let rv = match r {
-                        0 => {
-                            let l = listener.lock().unwrap().take().unwrap();
-                            Rendezvous::accept(spec, l, deadline)
-                        }
-                        _ => Rendezvous::join(spec, master, deadline),
-                    };
-                    f(rv.and_then(|mut rv| SimBackend::new().init_rank(cfg, &mut rv)))
-                })
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    let deadline = Duration::from_secs(20);
+    on_threads(cfg.n_ranks(), cfg.n_gpus_per_node, deadline, |rv| {
+        f(rv.and_then(|mut rv| SimBackend::new().init_rank(cfg, &mut rv)))
     })
 }
 
