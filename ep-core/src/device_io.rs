@@ -20,6 +20,9 @@ pub struct DispatchArgs<'a, C: EpComm + ?Sized> {
     pub input_scales: Option<&'a C::Buffer<f32>>,
     /// Tokens this round: at most `max_tokens_per_rank`.
     pub n_tokens: usize,
+    /// The caller vouches that every id is in `[-1, n_experts)`
+    /// ([`DispatchArgs::with_checked_ids`]), so a backend need not check them where it reads them.
+    ids_checked: bool,
 }
 
 impl<'a, C: EpComm + ?Sized> DispatchArgs<'a, C> {
@@ -30,7 +33,23 @@ impl<'a, C: EpComm + ?Sized> DispatchArgs<'a, C> {
             topk_ids,
             input_scales: None,
             n_tokens,
+            ids_checked: false,
         }
+    }
+
+    /// Ids already checked, so the backend skips its own check (on CUDA a kernel per round).
+    ///
+    /// # Safety
+    /// Every id of the round is in `[-1, n_experts)`: a backend that trusts this indexes ranks
+    /// and experts by them, in other ranks' memory too.
+    pub unsafe fn with_checked_ids(mut self) -> Self {
+        self.ids_checked = true;
+        self
+    }
+
+    /// Whether the caller vouched for the ids ([`DispatchArgs::with_checked_ids`]).
+    pub fn ids_checked(&self) -> bool {
+        self.ids_checked
     }
 
     /// With per-token input scales.

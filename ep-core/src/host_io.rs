@@ -35,7 +35,8 @@ pub trait HostIo: EpComm {
         if let Some(s) = &scales {
             self.write(&st.input_scales, s)?;
         }
-        let mut args = DispatchArgs::new(&st.tokens, &st.topk_ids, t);
+        // SAFETY: `validate::dispatch_input` checked every id above.
+        let mut args = unsafe { DispatchArgs::new(&st.tokens, &st.topk_ids, t).with_checked_ids() };
         if scales.is_some() {
             args = args.with_input_scales(&st.input_scales);
         }

@@ -101,6 +101,16 @@ impl RoundTracker {
         self.expect("combine_async", State::Dispatched)?;
         self.check_routing(handle)
     }
+    /// [`RoundTracker::check_combine_async`], sorted by what the call does with it: `Ok(None)`
+    /// it goes on; `Ok(Some(e))` a stale handle, bad input the call refuses as it refuses any
+    /// (its peers told); `Err(e)` the call is out of order (nothing to tell).
+    pub fn stale_combine(&self, handle: &RoutingHandle) -> Result<Option<EpError>> {
+        match self.check_combine_async(handle) {
+            Ok(()) => Ok(None),
+            Err(e @ EpError::StaleHandle { .. }) => Ok(Some(e)),
+            Err(e) => Err(e),
+        }
+    }
     /// `handle` is this rank's latest finished dispatch (before or after its combine): what
     /// combine and operations on a dispatch output (SwiGLU) take, since a backend may keep that
     /// routing (on a GPU: on the device) only until the next dispatch.

@@ -746,7 +746,8 @@ impl CudaComm {
     /// The loaded round's dispatch, on the staging buffers `st` it was loaded into.
     fn loaded_args<'a>(&self, st: &'a Staging<CudaComm>) -> DispatchArgs<'a, CudaComm> {
         let (t, scales) = self.loaded_round();
-        let args = DispatchArgs::new(&st.tokens, &st.topk_ids, t);
+        // SAFETY: `bench_load` checked every id (`validate::dispatch_input`).
+        let args = unsafe { DispatchArgs::new(&st.tokens, &st.topk_ids, t).with_checked_ids() };
         match scales {
             true => args.with_input_scales(&st.input_scales),
             false => args,

@@ -65,6 +65,14 @@ impl<T: Element> DeviceBuffer<T> {
         self.device
     }
 
+    /// Whether dropping this handle frees memory: no other handle (or caller, for borrowed
+    /// memory) keeps it.
+    pub(crate) fn last_handle(&self) -> bool {
+        self.owner
+            .as_ref()
+            .is_some_and(|o| Arc::strong_count(o) == 1)
+    }
+
     /// Bytes it spans.
     pub fn bytes(&self) -> usize {
         self.len * std::mem::size_of::<T>()

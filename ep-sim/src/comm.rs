@@ -427,16 +427,8 @@ impl SimComm {
         })
     }
 
-    fn send_combine(
-        &mut self,
-        handle: &RoutingHandle,
-        input: &CombineInput<'_>,
-    ) -> Result<PendingCombine> {
-        match self.tracker.check_combine_async(handle) {
-            // A handle from another round is bad input to this round's combine.
-            Err(e @ EpError::StaleHandle { .. }) => return Err(self.reject(GroupId::Combine, e)),
-            other => other?,
-        }
+    fn send_combine(&mut self, input: &CombineInput<'_>) -> Result<PendingCombine> {
+        // (combine_async checked the call and its handle.)
         let data = self
             .round
             .as_ref()
@@ -748,10 +740,9 @@ impl EpComm for SimComm {
         handle: &RoutingHandle,
         args: &CombineArgs<'_, Self>,
     ) -> Result<PendingCombine> {
-        match self.tracker.check_combine_async(handle) {
-            // A handle from another round is bad input to this round's combine.
-            Err(e @ EpError::StaleHandle { .. }) => return Err(self.reject(GroupId::Combine, e)),
-            other => other?,
+        // A handle from another round is bad input to this round's combine.
+        if let Some(e) = self.tracker.stale_combine(handle)? {
+            return Err(self.reject(GroupId::Combine, e));
         }
         let (cfg, rank) = (&self.cfg, self.net.rank);
         let round = self.round.as_ref().expect("a dispatch finished");
@@ -775,7 +766,7 @@ impl EpComm for SimComm {
             }),
             epilogue: args.epilogue,
         };
-        self.send_combine(handle, &input)
+        self.send_combine(&input)
     }
 
     fn combine_wait(&mut self, pending: PendingCombine) -> Result<Combined<Self>> {

@@ -231,16 +231,17 @@ impl EpComm for Comm {
     fn dispatch_async(&mut self, args: &DispatchArgs<'_, Self>) -> Result<PendingDispatch> {
         let rank = self.rank();
         each!(self, c => {
-            let args = DispatchArgs {
-                tokens: unwrap(rank, "tokens", args.tokens)?,
-                topk_ids: unwrap(rank, "topk_ids", args.topk_ids)?,
-                input_scales: args
-                    .input_scales
-                    .map(|s| unwrap(rank, "input_scales", s))
-                    .transpose()?,
-                n_tokens: args.n_tokens,
-            };
-            c.dispatch_async(&args)
+            let tokens = unwrap(rank, "tokens", args.tokens)?;
+            let ids = unwrap(rank, "topk_ids", args.topk_ids)?;
+            let mut inner = DispatchArgs::new(tokens, ids, args.n_tokens);
+            if let Some(s) = args.input_scales {
+                inner = inner.with_input_scales(unwrap(rank, "input_scales", s)?);
+            }
+            if args.ids_checked() {
+                // SAFETY: the caller vouched for these very ids.
+                inner = unsafe { inner.with_checked_ids() };
+            }
+            c.dispatch_async(&inner)
         })
     }
 

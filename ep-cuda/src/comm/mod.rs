@@ -85,6 +85,20 @@ struct RoundInputs {
     weights: Option<DeviceBuffer<f32>>,
 }
 
+impl RoundInputs {
+    /// Whether any of them is the last handle to its memory (`DeviceBuffer::last_handle`).
+    fn last_handles(&self) -> bool {
+        fn last<T: Element>(b: &Option<DeviceBuffer<T>>) -> bool {
+            b.as_ref().is_some_and(DeviceBuffer::last_handle)
+        }
+        last(&self.tokens)
+            || last(&self.ids)
+            || last(&self.scales)
+            || last(&self.expert_out)
+            || last(&self.weights)
+    }
+}
+
 /// The device address of a round input (0 before the phase that sets it).
 fn addr<T: Element>(b: &Option<DeviceBuffer<T>>) -> u64 {
     b.as_ref().map_or(0, DeviceBuffer::device_ptr)
@@ -605,7 +619,12 @@ impl CudaComm {
                 ..Default::default()
             },
         );
-        self.retired.push(last.inputs);
+        // Only inputs whose last handle this is need to wait for the stream: the rest free
+        // nothing when dropped (a caller that keeps its buffers, the staging ones), so a loop
+        // that never synchronises holds nothing.
+        if last.inputs.last_handles() {
+            self.retired.push(last.inputs);
+        }
         // (A test hook: a kernel that writes them late, `TestHooks::late_inputs_ns`.)
         #[cfg(feature = "test-hooks")]
         {
@@ -622,15 +641,33 @@ impl CudaComm {
         Ok(())
     }
 
-    /// The round's expert ids as its kernels will read them: the staging buffer's as they are
-    /// (`HostIo` checked them on the host), any other buffer's checked on the device while
-    /// copied into the staging buffer (dispatch/ids.cu, `ep_take_ids`: a bad id refuses the
-    /// batch, reported at the next wait for the stream, `check_refused`).
-    fn take_ids(&mut self, ids: &DeviceBuffer<i32>, n_tokens: usize) -> Result<DeviceBuffer<i32>> {
+    /// The round's expert ids in the rank's own ids buffer (the staging one), which its
+    /// kernels, the combine's too, read: ids the caller vouched for (`checked`: `HostIo` checked
+    /// them on the host) copied as they are, others checked on the device while copied
+    /// (dispatch/ids.cu, `ep_take_ids`: a bad id refuses the batch, reported at the next wait for
+    /// the stream, `check_refused`). Ids already there are not copied.
+    fn take_ids(
+        &mut self,
+        ids: &DeviceBuffer<i32>,
+        n_tokens: usize,
+        checked: bool,
+    ) -> Result<DeviceBuffer<i32>> {
         let staged = self.bufs().ids.ptr;
         let k = self.cfg.top_k;
         let own = self.view::<i32>(&self.bufs().ids, self.cfg.max_tokens_per_rank * k);
-        if ids.device_ptr() == staged {
+        if checked {
+            if ids.device_ptr() != staged && n_tokens > 0 {
+                // SAFETY: both hold `n_tokens * top_k` ids (dispatch_args checked the source).
+                unsafe {
+                    cudarc::driver::result::memcpy_dtod_async(
+                        staged,
+                        ids.device_ptr(),
+                        n_tokens * k * 4,
+                        self.stream.cu_stream(),
+                    )
+                }
+                .map_err(cuda)?;
+            }
             return Ok(own);
         }
         let params = EpTakeIdsParams {
@@ -799,7 +836,7 @@ impl EpComm for CudaComm {
             return Err(self.reject(Phase::Dispatch, e));
         }
         self.clean_status()?;
-        let ids = self.take_ids(args.topk_ids, args.n_tokens)?;
+        let ids = self.take_ids(args.topk_ids, args.n_tokens, args.ids_checked())?;
         let inputs = RoundInputs {
             tokens: Some(args.tokens.clone()),
             ids: Some(ids),
@@ -862,10 +899,9 @@ impl EpComm for CudaComm {
         handle: &RoutingHandle,
         args: &CombineArgs<'_, Self>,
     ) -> Result<PendingCombine> {
-        match self.tracker.check_combine_async(handle) {
-            // A handle from another round is bad input to this round's combine.
-            Err(e @ EpError::StaleHandle { .. }) => return Err(self.reject(Phase::Combine, e)),
-            other => other?,
+        // A handle from another round is bad input to this round's combine.
+        if let Some(e) = self.tracker.stale_combine(handle)? {
+            return Err(self.reject(Phase::Combine, e));
         }
         let cap = self.cfg.max_recv_rows();
         let checked =
