@@ -30,6 +30,18 @@ pub trait EpBackend: Send + Sync {
     /// fresh world (for example after a timeout).
     fn init(&self, configs: &[EpConfig]) -> Result<Vec<Self::Comm>>;
 
+    /// `ep_init` for this process's rank alone, in a world whose ranks are made one per process
+    /// (or thread) and find each other through `rendezvous` (its [`crate::rendezvous::RankSpec`]
+    /// says which rank this is): every rank's config is checked against every other's
+    /// (`ConfigMismatch` on every rank, naming the first that differs), the symmetric buffers
+    /// are shared through what the backend's ranks can reach, and a rank that never comes is a
+    /// timeout naming it.
+    fn init_rank(
+        &self,
+        config: &EpConfig,
+        rendezvous: &mut crate::rendezvous::Rendezvous,
+    ) -> Result<Self::Comm>;
+
     /// Whether combine can run host-closure epilogues (`Epilogue::Host`): true for CPU backends.
     fn host_closures(&self) -> bool {
         false

@@ -123,4 +123,16 @@ impl EpBackend for CudaBackend {
             .map(|r| CudaComm::new(r, Arc::clone(&world)))
             .collect()
     }
+
+    fn init_rank(
+        &self,
+        config: &EpConfig,
+        rv: &mut ep_core::rendezvous::Rendezvous,
+    ) -> Result<CudaComm> {
+        let _ = (config, rv);
+        Err(ep_core::EpError::BackendUnavailable {
+            backend: "cuda".into(),
+            reason: "a world of one process per GPU is not built yet".into(),
+        })
+    }
 }

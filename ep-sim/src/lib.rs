@@ -38,13 +38,25 @@ impl SimBackend {
     pub fn new() -> Self {
         SimBackend
     }
+}
+
+impl EpBackend for SimBackend {
+    type Comm = SimComm;
+
+    fn name(&self) -> &str {
+        "sim"
+    }
+
+    fn host_closures(&self) -> bool {
+        true
+    }
 
     /// One rank of a world whose ranks are made one at a time, each by its own process (or
     /// thread), found through `rv`: the configs agree (as `init` checks them), rank 0 creates
     /// a file for every rank's buffers and counts and the others map it too, each rank marks
     /// its counts "not arrived", and once every rank has mapped it the file's name goes (the
     /// mappings stay). Ranks on other nodes are reached through this process's NIC thread.
-    pub fn init_rank(&self, cfg: &EpConfig, rv: &mut Rendezvous) -> Result<SimComm> {
+    fn init_rank(&self, cfg: &EpConfig, rv: &mut Rendezvous) -> Result<SimComm> {
         let cfg = rv.agree(cfg)?;
         let rank = rv.spec().rank;
         let geo = memory::Geometry::new(&cfg);
@@ -87,18 +99,6 @@ impl SimBackend {
         }
         let nic = (cfg.n_nodes > 1).then(|| transport::start_nic(&world, cfg.node_of(rank)));
         Ok(SimComm::new(cfg, Transport::new(rank, world, nic)))
-    }
-}
-
-impl EpBackend for SimBackend {
-    type Comm = SimComm;
-
-    fn name(&self) -> &str {
-        "sim"
-    }
-
-    fn host_closures(&self) -> bool {
-        true
     }
 
     fn init(&self, configs: &[EpConfig]) -> Result<Vec<SimComm>> {

@@ -9,7 +9,7 @@ use std::time::Duration;
 use ep_conformance::rng::Rng;
 use ep_core::rendezvous::{on_threads, Master, RankSpec, Rendezvous};
 use ep_core::{
-    bf16, oracle, CombineInput, DispatchInput, EpConfig, EpError, HostIo, RouterWeights,
+    bf16, oracle, CombineInput, DispatchInput, EpBackend, EpConfig, EpError, HostIo, RouterWeights,
 };
 use ep_sim::SimBackend;
 use ndarray::Array2;

@@ -136,6 +136,19 @@ impl EpBackend for Backend {
             Backend::Cuda(b) => Ok(b.init(configs)?.into_iter().map(Comm::Cuda).collect()),
         }
     }
+
+    fn init_rank(
+        &self,
+        config: &EpConfig,
+        rv: &mut ep_core::rendezvous::Rendezvous,
+    ) -> Result<Comm> {
+        match self {
+            #[cfg(feature = "sim")]
+            Backend::Sim(b) => Ok(Comm::Sim(b.init_rank(config, rv)?)),
+            #[cfg(feature = "cuda")]
+            Backend::Cuda(b) => Ok(Comm::Cuda(b.init_rank(config, rv)?)),
+        }
+    }
 }
 
 #[cfg(test)]
