@@ -193,6 +193,11 @@ const GATE_TIMEOUT: Duration = Duration::from_secs(10);
 /// rank's n-th. Made for a world's comms ([`StartGate::for_world`]) and passed to each of their
 /// rounds ([`CudaComm::bench_round`]); the NCCL baseline and the floors make their own.
 pub struct StartGate {
+    /// The first rank this process gates (0, or its own in a world of one process per rank):
+    /// the vectors below hold the ranks from it on.
+    first: usize,
+    /// Ranks in the world.
+    n_ranks: usize,
     flags: Vec<DevBuf>,
     tables: Vec<DevBuf>,
     kernels: Vec<BenchKernels>,
@@ -214,6 +219,8 @@ pub struct StartGate {
     rewarm: Rewarm,
     /// Under [`crate::CudaOptions::trace`]: each check prints when the rank's last gates ended.
     trace: bool,
+    /// Other processes' flags mapped here (a world of one process per rank).
+    _mapped: Vec<crate::ipc::Mapped>,
 }
 
 /// The device buffers of one rank's timed phases, which `EP_BENCH_REWARM` reads back: ep's
@@ -432,7 +439,8 @@ impl StartGate {
             ));
         };
         let world = first.world();
-        let whole = comms.len() == world.cfg.n_ranks()
+        let whole = world.whole()
+            && comms.len() == world.cfg.n_ranks()
             && comms
                 .iter()
                 .enumerate()
@@ -443,13 +451,37 @@ impl StartGate {
             ));
         }
         let kernels = world
-            .kernels
-            .iter()
-            .map(|k| BenchKernels::new(Arc::clone(k)))
+            .local_ranks()
+            .map(|(_, r)| BenchKernels::new(Arc::clone(&r.kernels)))
             .collect::<Result<_>>()?;
-        let mut gate = StartGate::new(kernels, &world.options, bench)?;
+        let n = world.cfg.n_ranks();
+        let mut gate = StartGate::new(kernels, 0, n, &world.options, bench, None)?;
         gate.world = Some(Arc::downgrade(world));
         Ok(gate)
+    }
+
+    /// The gate of `comm`'s rounds in a world of one process per rank (`init_rank`): this
+    /// process gates its rank, and the ranks' flags are mapped into each other's processes
+    /// through CUDA IPC (`rv`, the world's rendezvous), so every rank of the world must be on
+    /// one host, the world's nodes included.
+    pub fn for_rank(
+        comm: &CudaComm,
+        rv: &mut ep_core::rendezvous::Rendezvous,
+        bench: &BenchOptions,
+    ) -> Result<StartGate> {
+        let world = comm.world();
+        let kernels = vec![BenchKernels::new(Arc::clone(
+            &world.rank(comm.rank()).kernels,
+        ))?];
+        let n = world.cfg.n_ranks();
+        let mut gate = StartGate::new(kernels, comm.rank(), n, &world.options, bench, Some(rv))?;
+        gate.world = Some(Arc::downgrade(world));
+        Ok(gate)
+    }
+
+    /// Index of rank `rank` in the gate's vectors.
+    fn ix(&self, rank: usize) -> usize {
+        rank - self.first
     }
 
     /// A gate for ranks whose devices' kernels are `kernels` (one entry per rank; the devices
@@ -457,11 +489,13 @@ impl StartGate {
     /// apply before each gate.
     fn new(
         kernels: Vec<BenchKernels>,
+        first: usize,
+        n: usize,
         options: &CudaOptions,
         bench: &BenchOptions,
+        rv: Option<&mut ep_core::rendezvous::Rendezvous>,
     ) -> Result<StartGate> {
         bench.validate()?;
-        let n = kernels.len();
         let flags: Vec<DevBuf> = kernels
             .iter()
             .map(|BenchKernels { k, .. }| {
@@ -470,7 +504,13 @@ impl StartGate {
                 Ok(b)
             })
             .collect::<Result<_>>()?;
-        let table: Vec<u64> = flags.iter().map(|b| b.ptr).collect();
+        let (table, mapped) = match rv {
+            None => (flags.iter().map(|b| b.ptr).collect(), Vec::new()),
+            Some(rv) => {
+                let (mut t, m) = crate::ipc::share(rv, &kernels[0].k.ctx, &[&flags[0]], |_| true)?;
+                (t.remove(0), m)
+            }
+        };
         let tables = kernels
             .iter()
             .map(|BenchKernels { k, .. }| {
@@ -494,6 +534,9 @@ impl StartGate {
             })
             .collect::<Result<_>>()?;
         Ok(StartGate {
+            first,
+            n_ranks: n,
+            _mapped: mapped,
             flags,
             tables,
             queued: (0..n).map(|_| Default::default()).collect(),
@@ -512,12 +555,12 @@ impl StartGate {
 
     /// The next epoch of rank `rank`'s flags (1, 2, ...).
     fn next_epoch(&self, rank: usize) -> u64 {
-        self.queued[rank].fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1
+        self.queued[self.ix(rank)].fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1
     }
 
     /// The epoch of rank `rank`'s last gate queued.
     pub(crate) fn last_epoch(&self, rank: usize) -> u64 {
-        self.queued[rank].load(std::sync::atomic::Ordering::Relaxed)
+        self.queued[self.ix(rank)].load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Under [`Timing::Step`], after the phase behind rank `rank`'s last gate (its epoch
@@ -525,9 +568,9 @@ impl StartGate {
     /// device takes it, writes when the phase's work is complete (a later stamp for the same gate
     /// overwrites it).
     pub(crate) fn stamp_end(&self, rank: usize, stream: &CudaStream) -> Result<()> {
-        let n = self.kernels.len() as u64;
-        let at = self.flags[rank].ptr + (n + 3 + self.last_epoch(rank) % 2) * 8;
-        let k = &self.kernels[rank];
+        let n = self.n_ranks as u64;
+        let at = self.flags[self.ix(rank)].ptr + (n + 3 + self.last_epoch(rank) % 2) * 8;
+        let k = &self.kernels[self.ix(rank)];
         let f = k.get("ep_bench_stamp");
         unsafe {
             // SAFETY: the arguments are the bench.cu kernel's parameters in its order, each device
@@ -549,11 +592,12 @@ impl StartGate {
             (Rewarm::Inputs, Some(p)) => p.inputs(),
             _ => vec![],
         };
-        if let Some(b) = &self.evict[rank] {
+        let i = self.ix(rank);
+        if let Some(b) = &self.evict[i] {
             // The evict buffer's last word is the reads' sink (ep_bench_read), left out of them.
             let sink = b.ptr + (b.len as u64 / 16 - 1) * 16;
             let read = |ptr: u64, n16: u64| {
-                let k = self.kernels[rank].get("ep_bench_read");
+                let k = self.kernels[i].get("ep_bench_read");
                 unsafe {
                     // SAFETY: the arguments are the bench.cu kernel's parameters in its order, each device
                     // pointer a live buffer of the size the kernel indexes.
@@ -569,7 +613,7 @@ impl StartGate {
                 read(r.ptr, r.len as u64 / 16)?;
             }
         }
-        let n = self.kernels.len() as i32;
+        let n = self.n_ranks as i32;
         let epoch = self.next_epoch(rank);
         let (hold, timeout) = (GATE_HOLD.as_nanos() as u64, GATE_TIMEOUT.as_nanos() as u64);
         unsafe {
@@ -577,12 +621,12 @@ impl StartGate {
             // pointer a live buffer of the size the kernel indexes.
             launch(
                 stream,
-                self.kernels[rank].get("ep_bench_gate"),
+                self.kernels[i].get("ep_bench_gate"),
                 1,
                 32,
                 0,
                 &[
-                    &self.tables[rank].ptr,
+                    &self.tables[i].ptr,
                     &(rank as i32),
                     &n,
                     &epoch,
@@ -596,17 +640,18 @@ impl StartGate {
     /// After the stream finished: an error when one of rank `rank`'s gates timed out; else the
     /// rank's words, for the step times of its last two phases.
     pub(crate) fn check(&self, rank: usize, stream: &Arc<CudaStream>) -> Result<GateWords> {
-        let n = self.kernels.len();
+        let n = self.n_ranks;
+        let i = self.ix(rank);
         let mut flags = vec![0u64; n + GATE_WORDS];
-        self.flags[rank].download(&mut flags, stream)?;
+        self.flags[i].download(&mut flags, stream)?;
         if self.trace {
             // For scripts/trace_summary.py: when this rank's last two gates ended.
-            let last = self.queued[rank].load(std::sync::atomic::Ordering::Relaxed);
+            let last = self.queued[i].load(std::sync::atomic::Ordering::Relaxed);
             for epoch in last.saturating_sub(1).max(1)..=last {
                 let end = flags[n + 1 + (epoch % 2) as usize];
                 println!("trace gate rank {rank} epoch {epoch} end {end}");
             }
-            self.kernels[rank].k.collect_trace(stream)?;
+            self.kernels[i].k.collect_trace(stream)?;
         }
         if flags[n] != 0 {
             return Err(EpError::Backend(format!(
@@ -703,7 +748,7 @@ impl CudaComm {
     pub fn bench_graph(
         &mut self,
         replays: usize,
-        ready: &std::sync::Barrier,
+        mut ready: impl FnMut() -> Result<()>,
     ) -> Result<Option<f64>> {
         use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
         if !self.stream_ordered_waits() {
@@ -730,10 +775,10 @@ impl CudaComm {
             }
             Ok(())
         };
-        ready.wait();
+        ready()?;
         launch(3)?;
         self.synchronize()?;
-        ready.wait();
+        ready()?;
         let (start, end) = (timing_event(s.context())?, timing_event(s.context())?);
         start.record(&s).map_err(cuda)?;
         launch(replays)?;
@@ -1004,8 +1049,8 @@ impl<'a> AllToAll<'a> {
             _recvs: recvs,
             dst_tables,
             slice,
-            gate: StartGate::new(ks.to_vec(), options, bench)?,
-            flags: StartGate::new(ks.to_vec(), options, bench)?,
+            gate: StartGate::new(ks.to_vec(), 0, ks.len(), options, bench, None)?,
+            flags: StartGate::new(ks.to_vec(), 0, ks.len(), options, bench, None)?,
         })
     }
 
@@ -1367,7 +1412,10 @@ impl NcclBaseline {
         crate::world::enable_peer_access(&ctxs)?;
         Ok(NcclBaseline {
             comms,
-            gate: StartGate::new(kernels, options, bench)?,
+            gate: {
+                let n = kernels.len();
+                StartGate::new(kernels, 0, n, options, bench, None)?
+            },
             ranks,
             row_bytes,
             hidden,

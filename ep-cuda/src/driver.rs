@@ -60,3 +60,14 @@ pub fn nvrtc_present() -> Result<(), EpError> {
 pub fn cuda(e: DriverError) -> EpError {
     EpError::Backend(format!("CUDA: {e}"))
 }
+
+/// The GPU's UUID (16 bytes), which tells two processes whether they hold the same GPU.
+pub fn uuid(ctx: &cudarc::driver::CudaContext) -> Result<Vec<u8>, EpError> {
+    let mut id = std::mem::MaybeUninit::<cudarc::driver::sys::CUuuid>::zeroed();
+    // SAFETY: writes the 16-byte UUID of a live device into `id`.
+    unsafe { cudarc::driver::sys::cuDeviceGetUuid_v2(id.as_mut_ptr(), ctx.cu_device()).result() }
+        .map_err(cuda)?;
+    // SAFETY: initialised by the call above.
+    let id = unsafe { id.assume_init() };
+    Ok(id.bytes.iter().map(|&b| b as u8).collect())
+}

@@ -165,6 +165,7 @@ pub const PROGRAMS: &[(&str, &str, &[&str])] = &[
             "ep_combine_send_ordered",
             "ep_combine_put",
             "ep_combine_signal",
+            "ep_combine_net_rows",
             "ep_combine_wait",
             "ep_combine_reduce",
             "ep_combine_unreduced",

@@ -27,8 +27,10 @@ mod buffer;
 mod comm;
 pub mod driver;
 pub mod epilogue_check;
+mod ipc;
 pub mod kernels;
 mod memory;
+mod net;
 mod options;
 mod path_policy;
 #[cfg(feature = "bench")]
@@ -129,10 +131,7 @@ impl EpBackend for CudaBackend {
         config: &EpConfig,
         rv: &mut ep_core::rendezvous::Rendezvous,
     ) -> Result<CudaComm> {
-        let _ = (config, rv);
-        Err(ep_core::EpError::BackendUnavailable {
-            backend: "cuda".into(),
-            reason: "a world of one process per GPU is not built yet".into(),
-        })
+        let world = Arc::new(world::World::for_rank(config, rv, &self.options)?);
+        CudaComm::new(rv.spec().rank, world)
     }
 }

@@ -98,26 +98,64 @@ pub struct RankBuffers {
     pub c_mark_ptrs: DevBuf,
 }
 
+/// A rank this process drives: its GPU, kernels and buffers.
+pub struct RankState {
+    /// Device ordinal of the rank's GPU.
+    pub device: usize,
+    /// The kernels loaded on it.
+    pub kernels: Arc<Kernels>,
+    pub bufs: RankBuffers,
+    /// The SMs of its GPU divided among the ranks that share it, the share its grids fill (its
+    /// per-token grids in waves: comm/dispatch.rs, `chain_send_threads`).
+    pub sms: u32,
+    /// Whether other ranks share its GPU (which gives its persistent grids a share of the SMs,
+    /// and changes which phases are one launch: comm/path.rs).
+    pub shares_gpu: bool,
+}
+
+/// The ranks of a world this process holds, and how it reaches the others: every rank of a
+/// world made by `init` (one process), or one rank of a world made rank by rank (`init_rank`,
+/// one process per GPU), whose peers' buffers inside its node are mapped through CUDA IPC and
+/// whose peers on other nodes are reached through NCCL (`net`).
 pub struct World {
     pub cfg: EpConfig,
     /// The dispatch message as ep-cuda's kernels send it (ep-core's message, then its row slots).
     pub msg: MsgLayout,
-    /// Device ordinal of each rank.
-    pub device_of: Vec<usize>,
-    /// Loaded kernels of each rank's device.
-    pub kernels: Vec<Arc<Kernels>>,
-    pub ranks: Vec<RankBuffers>,
+    /// By rank: the ranks this process drives (`None`: a rank of another process).
+    ranks: Vec<Option<RankState>>,
     /// The backend's options, which every rank reads (comm/path.rs, comm/dispatch.rs, ...).
     pub options: crate::CudaOptions,
-    /// Per rank: the SMs of its GPU divided among the ranks that share it, the share its grids
-    /// fill (its per-token grids in waves: comm/dispatch.rs, `chain_send_threads`).
-    pub rank_sms: Vec<u32>,
-    /// Per rank: whether other ranks share its GPU (which gives its persistent grids a share of
-    /// the SMs, and changes which phases are one launch: comm/path.rs).
-    pub shares_gpu: Vec<bool>,
+    /// Every rank's dispatch and combine count arrays as this process addresses them, where a
+    /// rejected call writes its poison (0: a rank on another node, reached through `net` only).
+    pub counts: Vec<[u64; 2]>,
+    /// Other processes' buffers mapped here (closed when the world goes, after the ranks).
+    _mapped: Vec<crate::ipc::Mapped>,
+    /// Between nodes in a world of one process per rank: the NCCL transport.
+    pub net: Option<crate::net::Net>,
 }
 
 impl World {
+    /// Rank `r`, which this process drives (every comm is made for one of its world's).
+    pub fn rank(&self, r: usize) -> &RankState {
+        self.ranks[r]
+            .as_ref()
+            .expect("a comm is made only for a rank its process drives")
+    }
+
+    /// The ranks this process drives, in rank order.
+    pub fn local_ranks(&self) -> impl Iterator<Item = (usize, &RankState)> {
+        self.ranks
+            .iter()
+            .enumerate()
+            .filter_map(|(r, s)| s.as_ref().map(|s| (r, s)))
+    }
+
+    /// Whether this process drives every rank of the world (`init`).
+    #[cfg(feature = "bench")]
+    pub fn whole(&self) -> bool {
+        self.ranks.iter().all(Option::is_some)
+    }
+
     /// Most blocks of rank `rank`'s single-launch phase (`ep_dispatch_single`,
     /// `ep_combine_single`): every block of such a grid must be resident at once, since its
     /// blocks wait for counts that the grid's last block publishes. One 512-thread block per SM
@@ -126,10 +164,11 @@ impl World {
     /// overlapped dispatch's copy-out grid, whose blocks wait for the send's messages, is sized
     /// from it too.
     pub fn single_launch_blocks(&self, rank: usize) -> u32 {
-        if self.shares_gpu[rank] {
-            self.rank_sms[rank] / 2
+        let r = self.rank(rank);
+        if r.shares_gpu {
+            r.sms / 2
         } else {
-            self.rank_sms[rank]
+            r.sms
         }
     }
 
@@ -209,30 +248,148 @@ impl World {
         for ctx in ctxs.values() {
             ctx.synchronize().map_err(cuda)?;
         }
-        let kernels: Vec<Arc<Kernels>> = device_of.iter().map(|d| Arc::clone(&loaded[d])).collect();
-        let mut rank_sms = Vec::with_capacity(n);
-        let mut shares_gpu = Vec::with_capacity(n);
-        for &d in &device_of {
-            let sms = ctxs[&d]
-                .attribute(
-                    cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
-                )
-                .map_err(cuda)? as usize;
+        let counts = ranks
+            .iter()
+            .map(|b| [b.d_counts.ptr, b.c_counts.ptr])
+            .collect();
+        let mut states = Vec::with_capacity(n);
+        for (bufs, &d) in ranks.into_iter().zip(&device_of) {
             let sharing = device_of.iter().filter(|&&e| e == d).count();
-            rank_sms.push((sms / sharing) as u32);
-            shares_gpu.push(sharing > 1);
+            states.push(Some(RankState {
+                device: d,
+                kernels: Arc::clone(&loaded[&d]),
+                bufs,
+                sms: (sm_count(&ctxs[&d])? / sharing) as u32,
+                shares_gpu: sharing > 1,
+            }));
         }
         Ok(World {
-            rank_sms,
-            shares_gpu,
             cfg: cfg.clone(),
             msg,
             options: options.clone(),
-            kernels,
-            device_of,
-            ranks,
+            ranks: states,
+            counts,
+            _mapped: Vec::new(),
+            net: None,
         })
     }
+
+    /// One rank of a world made rank by rank, each by its own process with a GPU of its own
+    /// (`CudaBackend::init_rank`): the rank's GPU is the launcher's `LOCAL_RANK`-th visible one
+    /// (the only one when the launcher gives each process one); the ranks check that no two
+    /// share a GPU, allocate their buffers, map the buffers of the ranks of their node (CUDA IPC)
+    /// and, between nodes, form an NCCL communicator (`net`).
+    pub fn for_rank(
+        cfg: &EpConfig,
+        rv: &mut ep_core::rendezvous::Rendezvous,
+        options: &crate::CudaOptions,
+    ) -> Result<World> {
+        let cfg = &rv.agree(cfg)?;
+        options.validate()?;
+        fits_kernel_sizes(cfg)?;
+        let n_dev = crate::driver::device_count()?;
+        crate::driver::nvrtc_present()?;
+        let spec = rv.spec();
+        let (rank, n) = (spec.rank, cfg.n_ranks());
+        let device = match (n_dev, spec.local_rank) {
+            (1, _) => 0,
+            (_, l) if l < n_dev => l,
+            (_, l) => {
+                return Err(EpError::Launch {
+                    variable: "LOCAL_RANK".into(),
+                    problem: format!(
+                        "{l}, but this process sees {n_dev} GPUs: give each process one \
+                         (CUDA_VISIBLE_DEVICES) or at least LOCAL_WORLD_SIZE"
+                    ),
+                })
+            }
+        };
+        let kernels = device_kernels(device, options)?;
+        let ctx = Arc::clone(&kernels.ctx);
+        // No two ranks on one GPU: ranks sharing a GPU from separate processes would spin in
+        // separate contexts, which the GPU time-slices.
+        let uuids = rv.all_gather(&crate::driver::uuid(&ctx)?)?;
+        if let Some(other) = (0..n).find(|&r| r != rank && uuids[r] == uuids[rank]) {
+            return Err(ConfigError::Unsupported(format!(
+                "ranks {} and {} are on the same GPU; a world of one process per rank needs a \
+                 GPU per process",
+                other.min(rank),
+                other.max(rank)
+            ))
+            .into());
+        }
+        let msg = MsgLayout::from(&MessageLayout::new(cfg.format, cfg.hidden, cfg.top_k));
+        let bufs = RankBuffers::new(cfg, &msg, &ctx, options.ll_max_tokens)?;
+        // Every rank's buffers are set (counts to the sentinel) before its handles go out, so a
+        // peer that has them may signal at once.
+        let node = cfg.node_of(rank);
+        let shared = [
+            &bufs.d_recv,
+            &bufs.d_counts,
+            &bufs.c_recv,
+            &bufs.c_counts,
+            &bufs.c_ll,
+            &bufs.c_marks,
+        ];
+        let (mut tables, mapped) =
+            crate::ipc::share(rv, &ctx, &shared, |r| cfg.node_of(r) == node)?;
+        // A rejected call poisons the counts it can reach: those of its node.
+        let counts = (0..n).map(|r| [tables[1][r], tables[3][r]]).collect();
+        let net = match cfg.n_nodes {
+            1 => None,
+            _ => Some(crate::net::Net::new(
+                cfg,
+                &msg,
+                rank,
+                &ctx,
+                rv,
+                &mut tables,
+            )?),
+        };
+        let stream = ctx.default_stream();
+        for (buf, t) in [
+            &bufs.d_recv_ptrs,
+            &bufs.d_count_ptrs,
+            &bufs.c_recv_ptrs,
+            &bufs.c_count_ptrs,
+            &bufs.c_ll_ptrs,
+            &bufs.c_mark_ptrs,
+        ]
+        .into_iter()
+        .zip(&tables)
+        {
+            buf.upload(t, &stream)?;
+        }
+        stream.synchronize().map_err(cuda)?;
+        let mut ranks: Vec<Option<RankState>> = (0..n).map(|_| None).collect();
+        ranks[rank] = Some(RankState {
+            device,
+            kernels,
+            bufs,
+            sms: sm_count(&ctx)? as u32,
+            shares_gpu: false,
+        });
+        // Nobody starts a round before every rank's tables are in place.
+        rv.barrier()?;
+        Ok(World {
+            cfg: cfg.clone(),
+            msg,
+            ranks,
+            options: options.clone(),
+            counts,
+            _mapped: mapped,
+            net,
+        })
+    }
+}
+
+/// The SMs of `ctx`'s GPU.
+fn sm_count(ctx: &Arc<CudaContext>) -> Result<usize> {
+    Ok(ctx
+        .attribute(
+            cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+        )
+        .map_err(cuda)? as usize)
 }
 
 /// GPU `gpu`'s context and `program`, one compiled only when a tool runs (the signal probes, the

@@ -7,9 +7,10 @@ use crate::driver::cuda;
 
 use super::{addr, contiguous, Chain, CudaComm, SEND_THREADS, THREADS, WAIT_THREADS};
 use crate::kernels::params::{
-    EpCombineAwaitMarksParams, EpCombineLlUnpackParams, EpCombineReduceMarkedParams,
-    EpCombineReduceParams, EpCombineSendOrderedParams, EpCombineSendParams, EpCombineSignalParams,
-    EpCombineSingleParams, EpCombineTargets, EpCombineUnreducedParams, EpCombineWaitParams,
+    EpCombineAwaitMarksParams, EpCombineLlUnpackParams, EpCombineNetRowsParams,
+    EpCombineReduceMarkedParams, EpCombineReduceParams, EpCombineSendOrderedParams,
+    EpCombineSendParams, EpCombineSignalParams, EpCombineSingleParams, EpCombineTargets,
+    EpCombineUnreducedParams, EpCombineWaitParams,
 };
 
 /// Up to this many tokens the combine reduce gives each token a block as wide as its row.
@@ -183,8 +184,49 @@ impl CudaComm {
                     &signal,
                 )?;
             }
+            self.exchange_between_nodes()?;
         }
         Ok(())
+    }
+
+    /// Between nodes over NCCL (net.rs): the outboxes out, the other nodes' rows and counts in,
+    /// and those rows to their slots (`ep_combine_net_rows`).
+    fn exchange_between_nodes(&self) -> Result<()> {
+        let Some(net) = &self.world.net else {
+            return Ok(());
+        };
+        if self.cfg.skip_a2a.is_some() {
+            return Ok(());
+        }
+        let (cfg, b) = (&self.cfg, self.bufs());
+        net.exchange(ep_core::Phase::Combine, &self.stream, 0, b.c_counts.ptr)?;
+        let t = self.round.n_tokens;
+        if t == 0 {
+            return Ok(());
+        }
+        let rows = EpCombineNetRowsParams {
+            inbox: net.combine_inbox(),
+            recv: b.c_recv.ptr,
+            ids: addr(&self.round.inputs.ids),
+            hidden: cfg.hidden as i32,
+            top_k: cfg.top_k as i32,
+            max_tokens: cfg.max_tokens_per_rank as i32,
+            n_local: cfg.n_local_experts() as i32,
+            rank: self.rank as i32,
+            gpus_per_node: cfg.n_gpus_per_node as i32,
+        };
+        // SAFETY: the inbox holds `max_tokens x top_k` rows of every rank of another node, the
+        // receive buffer and the ids `max_tokens x top_k`; `t` tokens this round.
+        unsafe {
+            self.launch(
+                Chain::Plain,
+                "ep_combine_net_rows",
+                t as u32,
+                THREADS,
+                0,
+                &rows,
+            )
+        }
     }
 
     /// One slice of the combine wait, with the count check; for a rank that takes its rows in LL

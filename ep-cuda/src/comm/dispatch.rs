@@ -234,7 +234,7 @@ impl CudaComm {
                 .occupancy_max_active_blocks_per_multiprocessor(threads, smem as usize, None)
                 .unwrap_or(0)
         });
-        per_sm as usize * self.world.rank_sms[self.rank] as usize
+        per_sm as usize * self.world.rank(self.rank).sms as usize
     }
 
     /// Slots, sends and signals (between nodes: sends, puts, signals): the dispatch_async
@@ -420,6 +420,16 @@ impl CudaComm {
                     WAIT_THREADS,
                     0,
                     &signal,
+                )?;
+            }
+            // Between nodes over NCCL (net.rs): the outboxes out, the other nodes' messages
+            // and counts in.
+            if let Some(net) = self.world.net.as_ref().filter(|_| cfg.skip_a2a.is_none()) {
+                net.exchange(
+                    ep_core::Phase::Dispatch,
+                    &self.stream,
+                    b.d_recv.ptr,
+                    b.d_counts.ptr,
                 )?;
             }
         }

@@ -214,7 +214,7 @@ pub struct CudaComm {
 
 impl CudaComm {
     pub(crate) fn new(rank: usize, world: Arc<World>) -> Result<CudaComm> {
-        let ctx = &world.kernels[rank].ctx;
+        let ctx = &world.rank(rank).kernels.ctx;
         let stream = ctx.new_stream().map_err(cuda)?;
         ctx.bind_to_thread().map_err(cuda)?;
         let (_, highest) = cudarc::driver::result::stream::get_priority_range().map_err(cuda)?;
@@ -226,8 +226,7 @@ impl CudaComm {
             .map_err(cuda)
         };
         let (forked, joined) = (event()?, event()?);
-        let d = world.device_of[rank];
-        let stream_waits = world.device_of.iter().filter(|&&e| e == d).count() == 1;
+        let stream_waits = !world.rank(rank).shares_gpu;
         let t = world.cfg.max_tokens_per_rank;
         let ones = DevBuf::new(ctx, t * 4)?;
         let swiglu_space = [
@@ -241,7 +240,7 @@ impl CudaComm {
         let late = late_inputs::LateInputs::from_options(
             &world.cfg,
             &world.options,
-            &world.kernels[rank],
+            &world.rank(rank).kernels,
         )?;
         Ok(CudaComm {
             rank,
@@ -317,7 +316,7 @@ impl CudaComm {
 
     /// The GPU this rank runs on.
     pub fn device(&self) -> usize {
-        self.world.device_of[self.rank]
+        self.world.rank(self.rank).device
     }
 
     /// The world this rank belongs to (shared by its ranks).
@@ -327,7 +326,7 @@ impl CudaComm {
     }
 
     pub(crate) fn bufs(&self) -> &RankBuffers {
-        &self.world.ranks[self.rank]
+        &self.world.rank(self.rank).bufs
     }
 
     /// The loaded round's tokens, and whether it has input scales (`start_staged_round`).
@@ -357,7 +356,7 @@ impl CudaComm {
     }
 
     pub(super) fn k(&self) -> &Kernels {
-        &self.world.kernels[self.rank]
+        &self.world.rank(self.rank).kernels
     }
 
     /// Launches kernel `name` of this rank's device on its stream, behind the kernel before it as
@@ -494,21 +493,30 @@ impl CudaComm {
         let (rank, n, l) = (self.rank, self.cfg.n_ranks(), self.cfg.n_local_experts());
         let written = (|| -> Result<()> {
             for dst in (0..n).filter(|&d| d != rank) {
-                let peer = &self.world.ranks[dst];
-                // The peer's device context (a plain copy in it, on its null stream, which the
-                // ranks' non-blocking streams do not wait for).
-                self.world.kernels[dst].ctx.bind_to_thread().map_err(cuda)?;
+                let [d_counts, c_counts] = self.world.counts[dst];
+                if d_counts == 0 {
+                    // On another node, reached through NCCL only: it waits to its deadline.
+                    continue;
+                }
+                // The peer's device context where this process drives it too (a plain copy in
+                // it, on its null stream, which the ranks' non-blocking streams do not wait
+                // for); else this rank's, where the peer's memory is mapped.
+                let ctx = match self.world.local_ranks().find(|&(r, _)| r == dst) {
+                    Some((_, peer)) => &peer.kernels.ctx,
+                    None => &self.k().ctx,
+                };
+                ctx.bind_to_thread().map_err(cuda)?;
                 for g in 0..l {
                     // Dispatch: count (g, rank) at the rank holding expert dst * l + g; combine:
                     // count (g, rank) at dst, for this rank's expert rank * l + g.
                     let (counts, routed) = match phase {
-                        Phase::Dispatch => (&peer.d_counts, self.cfg.routes_to(rank, dst * l + g)),
-                        _ => (&peer.c_counts, self.cfg.routes_to(dst, rank * l + g)),
+                        Phase::Dispatch => (d_counts, self.cfg.routes_to(rank, dst * l + g)),
+                        _ => (c_counts, self.cfg.routes_to(dst, rank * l + g)),
                     };
                     if !routed {
                         continue;
                     }
-                    let at = counts.ptr + ((g * n + rank) * 8) as u64;
+                    let at = counts + ((g * n + rank) * 8) as u64;
                     // SAFETY: one aligned u64 inside the peer's count array; the call returns
                     // once it is written.
                     unsafe { cudarc::driver::result::memcpy_htod_sync(at, &v) }.map_err(cuda)?;
@@ -539,12 +547,21 @@ impl CudaComm {
     }
 
     fn sync(&mut self) -> Result<()> {
-        match self.stream.synchronize() {
+        match self.wait_stream() {
             Ok(()) => {
                 self.retired.clear();
                 Ok(())
             }
-            Err(e) => Err(self.fail(cuda(e))),
+            Err(e) => Err(self.fail(e)),
+        }
+    }
+
+    /// Waits for the rank's stream. Between nodes an exchange a peer never joins holds it: the
+    /// wait ends at twice the deadline (the round's waits take one), the communicator aborted.
+    fn wait_stream(&self) -> Result<()> {
+        match &self.world.net {
+            Some(net) => net.wait_stream(&self.stream, self.cfg.timeout * 2),
+            None => self.stream.synchronize().map_err(cuda),
         }
     }
 
@@ -1087,10 +1104,10 @@ impl EpComm for CudaComm {
 impl Drop for CudaComm {
     fn drop(&mut self) {
         // Nothing of this rank may still run when its buffers are freed.
-        let _ = self.stream.synchronize();
+        let _ = self.wait_stream();
         // Under `CudaOptions::trace`, the records (`ep bench` collects them between rounds; whatever
         // else ran, up to the buffer's size, now), printed.
-        let kernels = &self.world.kernels[self.rank];
+        let kernels = &self.world.rank(self.rank).kernels;
         if let Err(e) = kernels.collect_trace(&self.stream) {
             eprintln!("trace: {e}");
         }

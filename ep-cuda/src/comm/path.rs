@@ -276,7 +276,7 @@ impl CudaComm {
     /// A threshold's default: `own` on a rank with a GPU of its own, `shared` on a rank that shares
     /// its GPU with other ranks (whose persistent grids get a share of the SMs).
     fn own_or_shared_gpu(&self, own: usize, shared: usize) -> usize {
-        if self.world.shares_gpu[self.rank] {
+        if self.world.rank(self.rank).shares_gpu {
             shared
         } else {
             own

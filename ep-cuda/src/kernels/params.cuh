@@ -268,6 +268,19 @@ struct EpCombineSignalParams {
     const u32* nmsg;
 };
 
+// ep_combine_net_rows (combine/send.cu): the rows NCCL brought from other nodes, to their slots.
+struct EpCombineNetRowsParams {
+    const u8* inbox;
+    u8* recv;
+    const int* ids;
+    int hidden;
+    int top_k;
+    int max_tokens;
+    int n_local;
+    int rank;
+    int gpus_per_node;
+};
+
 // ep_combine_wait (combine/send.cu): the counts and their check.
 struct EpCombineWaitParams {
     u64* counts;

@@ -584,6 +584,28 @@ EpCombineSignalParams {
     /// Device pointer to the message count word from each rank, `[n_ranks]` (u32).
     nmsg: u64,
 }
+/// ep_combine_net_rows (combine/send.cu): the rows NCCL brought from the ranks of other nodes
+/// (net.rs), each slot whose expert is on one of them to the receive buffer.
+EpCombineNetRowsParams {
+    /// Device pointer to the inbox, `[remote ranks, max_tokens, top_k, hidden]` (bf16 bits).
+    inbox: u64,
+    /// Device pointer to this rank's combine receive buffer, `[max_tokens, top_k, hidden]`.
+    recv: u64,
+    /// Device pointer to the round's expert ids, `[tokens, top_k]` (i32, -1 masked).
+    ids: u64,
+    /// Elements per row.
+    hidden: i32,
+    /// Expert slots per token.
+    top_k: i32,
+    /// Tokens a rank may send (the inbox regions' size).
+    max_tokens: i32,
+    /// Experts per rank.
+    n_local: i32,
+    /// This rank.
+    rank: i32,
+    /// GPUs per node.
+    gpus_per_node: i32,
+}
 /// ep_combine_wait (combine/send.cu): the counts and their check.
 EpCombineWaitParams {
     /// Device pointer to the combine count words this rank receives, `[n_local, n_ranks]` (u64),

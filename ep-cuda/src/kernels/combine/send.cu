@@ -394,3 +394,23 @@ extern "C" __global__ void ep_combine_signal(const __grid_constant__ EpCombineSi
                     ep_lane_nmsg(p.nmsg, p.n_ranks), false);
 }
 
+// Between nodes over NCCL (net.rs): the rows of each rank of another node came whole into its
+// region of `inbox`, each at its slot (token, k) as that rank's ep_combine_put wrote it. Each slot
+// whose expert is on such a rank goes to the receive buffer, where the reduce reads it; the
+// others are this node's. One block a token.
+extern "C" __global__ void ep_combine_net_rows(const __grid_constant__ EpCombineNetRowsParams p) {
+    int t = blockIdx.x;
+    int first = p.rank / p.gpus_per_node * p.gpus_per_node;
+    u64 row_bytes = (u64)p.hidden * 2;
+    for (int k = 0; k < p.top_k; k++) {
+        int id = p.ids[(u64)t * p.top_k + k];
+        if (id < 0) continue;
+        int src = id / p.n_local;
+        if (src >= first && src < first + p.gpus_per_node) continue;
+        int j = src < first ? src : src - p.gpus_per_node; // its place among the other nodes' ranks
+        u64 slot = (u64)t * p.top_k + k;
+        ep_block_copy(p.recv + slot * row_bytes, p.inbox + ((u64)j * p.max_tokens * p.top_k + slot) * row_bytes,
+                      row_bytes);
+    }
+}
+

@@ -1,0 +1,107 @@
+//! A rank's buffers mapped into the other processes of its node (CUDA IPC): each process makes a
+//! handle for each of its buffers, the handles go round through the rendezvous, and each process
+//! opens its node peers'. The NVLink kernels then take the mapped addresses as they take a
+//! peer's in a world of one process.
+
+use std::sync::Arc;
+
+use cudarc::driver::sys;
+use cudarc::driver::CudaContext;
+use ep_core::rendezvous::Rendezvous;
+use ep_core::{EpError, Result};
+
+use crate::driver::cuda;
+use crate::memory::DevBuf;
+
+/// A peer's buffer opened here; closed on drop.
+pub struct Mapped {
+    ptr: sys::CUdeviceptr,
+    ctx: Arc<CudaContext>,
+}
+
+impl Drop for Mapped {
+    fn drop(&mut self) {
+        if self.ctx.bind_to_thread().is_ok() {
+            // SAFETY: opened by cuIpcOpenMemHandle in this context; the world that used it is
+            // gone (its streams were synchronised when its comms dropped).
+            let _ = unsafe { sys::cuIpcCloseMemHandle(self.ptr) };
+        }
+    }
+}
+
+const HANDLE: usize = std::mem::size_of::<sys::CUipcMemHandle>();
+
+/// Shares `bufs` (each a plain `cuMemAlloc`, as IPC needs) with every rank `reachable` says
+/// this process can map: per buffer, every rank's address as seen here (this rank's own, a
+/// mapped peer's, or 0 for a rank it cannot reach), and the mappings, which must outlive every
+/// use of those addresses.
+pub fn share(
+    rv: &mut Rendezvous,
+    ctx: &Arc<CudaContext>,
+    bufs: &[&DevBuf],
+    reachable: impl Fn(usize) -> bool,
+) -> Result<(Vec<Vec<u64>>, Vec<Mapped>)> {
+    ctx.bind_to_thread().map_err(cuda)?;
+    let mut mine = Vec::with_capacity(bufs.len() * HANDLE);
+    for b in bufs {
+        let mut h = std::mem::MaybeUninit::<sys::CUipcMemHandle>::zeroed();
+        // SAFETY: `b.ptr` is the base of a live cuMemAlloc allocation in this context.
+        unsafe { sys::cuIpcGetMemHandle(h.as_mut_ptr(), b.ptr).result() }.map_err(cuda)?;
+        // SAFETY: initialised by the call above.
+        let h = unsafe { h.assume_init() };
+        mine.extend(h.reserved.iter().map(|&c| c as u8));
+    }
+    let all = rv.all_gather(&mine)?;
+    let rank = rv.spec().rank;
+    let mut tables = vec![vec![0u64; all.len()]; bufs.len()];
+    let mut mapped = Vec::new();
+    for (r, theirs) in all.iter().enumerate() {
+        if r != rank && !reachable(r) {
+            continue;
+        }
+        if theirs.len() != mine.len() {
+            return Err(EpError::Backend(format!(
+                "rank {r} shared {} bytes of buffer handles; this rank expects {}",
+                theirs.len(),
+                mine.len()
+            )));
+        }
+        for (i, b) in bufs.iter().enumerate() {
+            if r == rank {
+                tables[i][r] = b.ptr;
+                continue;
+            }
+            let mut h: sys::CUipcMemHandle = unsafe { std::mem::zeroed() };
+            for (d, &s) in h
+                .reserved
+                .iter_mut()
+                .zip(&theirs[i * HANDLE..(i + 1) * HANDLE])
+            {
+                *d = s as _;
+            }
+            let mut ptr: sys::CUdeviceptr = 0;
+            // SAFETY: a handle another process made for a live allocation of its GPU; the
+            // driver checks it and enables peer access to that GPU on first use.
+            unsafe {
+                sys::cuIpcOpenMemHandle_v2(
+                    &mut ptr,
+                    h,
+                    sys::CUipcMem_flags::CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS as u32,
+                )
+                .result()
+            }
+            .map_err(|e| {
+                EpError::Backend(format!(
+                    "mapping rank {r}'s buffers into rank {rank} (CUDA IPC; the config puts \
+                     both on one node): {e}"
+                ))
+            })?;
+            mapped.push(Mapped {
+                ptr,
+                ctx: Arc::clone(ctx),
+            });
+            tables[i][r] = ptr;
+        }
+    }
+    Ok((tables, mapped))
+}

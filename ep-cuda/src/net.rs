@@ -1,0 +1,312 @@
+//! Between nodes, in a world of one process per rank: NCCL carries what the kernels put for the
+//! ranks of other nodes. The kernels run unchanged: in the pointer tables they take, a rank on
+//! another node's receive buffer and counts are this rank's outboxes for it, where the puts and
+//! the signal (`ep_dispatch_put`/`ep_dispatch_signal`, `ep_combine_put`/`ep_combine_signal`) write
+//! what they would have written there. After them, on the rank's stream, one NCCL group sends
+//! each outbox to its rank and receives each such rank's: dispatch messages straight into the
+//! receive buffer's region of their sender, combine rows into an inbox from which
+//! `ep_combine_net_rows` moves the slots that sender filled, and each sender's counts into the
+//! count array's column of that sender (a 2D copy). Everything is stream-ordered, so a round
+//! stays capturable in a CUDA graph, and the wait kernels find the counts there.
+//!
+//! NCCL's send and receive take sizes the host knows, and the host does not know how many
+//! messages or rows a peer sends (only the device does): each transfer is the region's
+//! capacity, `max_tokens_per_rank` messages, or `max_tokens_per_rank x top_k` rows
+//! (docs/perf.md says what that costs).
+
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::Arc;
+
+use cudarc::driver::sys as cu;
+use cudarc::driver::{CudaContext, CudaStream};
+use cudarc::nccl::{result as nccl, sys};
+use ep_core::rendezvous::Rendezvous;
+use ep_core::{EpConfig, EpError, MissingSignal, Phase, Result};
+
+use crate::driver::cuda;
+use crate::kernels::MsgLayout;
+use crate::memory::DevBuf;
+
+/// A phase's boxes: per rank of another node, what this rank sends it and what it receives.
+struct Boxes {
+    /// `[remote ranks, bytes]`: what the puts wrote for each.
+    out: DevBuf,
+    /// `[remote ranks, bytes]` (combine): each one's rows, before `ep_combine_net_rows`.
+    inbox: Option<DevBuf>,
+    /// `[remote ranks, n_local x n_ranks]` u64: the signal's count words for each (a whole count
+    /// array, of which the column of this rank is written).
+    counts_out: DevBuf,
+    /// `[remote ranks, n_local x n_ranks]` u64: each one's count words for this rank.
+    counts_in: DevBuf,
+    /// Bytes of one remote rank's region.
+    bytes: usize,
+}
+
+/// The NCCL transport of one rank.
+pub struct Net {
+    comm: sys::ncclComm_t,
+    ctx: Arc<CudaContext>,
+    rank: usize,
+    n_ranks: usize,
+    n_local: usize,
+    /// The ranks of other nodes, ascending; a rank's place here is its place in the boxes.
+    remote: Vec<usize>,
+    dispatch: Boxes,
+    combine: Boxes,
+    /// Where the dispatch's receive buffer holds each sender's messages: `max_tokens x wire`
+    /// bytes a sender.
+    d_recv_region: usize,
+    /// The phase whose exchange was issued last (0 none, 1 dispatch, 2 combine).
+    last: AtomicU8,
+    aborted: AtomicBool,
+}
+
+// SAFETY: the communicator is used by the one thread that drives the rank at a time (the comm's
+// `&mut self` calls), and NCCL allows a communicator to move between threads.
+unsafe impl Send for Net {}
+// SAFETY: as above; the shared state is atomics.
+unsafe impl Sync for Net {}
+
+fn nccl_err(what: &str, e: impl std::fmt::Debug) -> EpError {
+    EpError::Backend(format!("NCCL {what}: {e:?}"))
+}
+
+impl Net {
+    /// Forms the world's NCCL communicator (rank 0's unique id through the rendezvous), allocates
+    /// the boxes and points `tables` (`[d_recv, d_counts, c_recv, c_counts, ...]`, every rank's
+    /// address as seen here, 0 for a rank on another node) at this rank's outboxes for the ranks
+    /// of other nodes.
+    pub fn new(
+        cfg: &EpConfig,
+        msg: &MsgLayout,
+        rank: usize,
+        ctx: &Arc<CudaContext>,
+        rv: &mut Rendezvous,
+        tables: &mut [Vec<u64>],
+    ) -> Result<Net> {
+        // SAFETY: only tries to load the library.
+        if !unsafe { sys::is_culib_present() } {
+            return Err(EpError::BackendUnavailable {
+                backend: "cuda".into(),
+                reason: "libnccl could not be loaded: a world of several nodes needs NCCL".into(),
+            });
+        }
+        let n = cfg.n_ranks();
+        let (t, k, h, l) = (
+            cfg.max_tokens_per_rank,
+            cfg.top_k,
+            cfg.hidden,
+            cfg.n_local_experts(),
+        );
+        let node = cfg.node_of(rank);
+        let remote: Vec<usize> = (0..n).filter(|&r| cfg.node_of(r) != node).collect();
+        let wire = msg.bytes as usize;
+        let counts = l * n * 8;
+        let boxes = |bytes: usize, inbox: bool| -> Result<Boxes> {
+            let m = remote.len();
+            let b = Boxes {
+                out: DevBuf::new(ctx, m * bytes)?,
+                inbox: inbox.then(|| DevBuf::new(ctx, m * bytes)).transpose()?,
+                counts_out: DevBuf::new(ctx, m * counts)?,
+                counts_in: DevBuf::new(ctx, m * counts)?,
+                bytes,
+            };
+            // Count words no signal writes stay "not arrived" (the sentinel).
+            b.counts_out.fill(0xFF)?;
+            b.counts_in.fill(0xFF)?;
+            Ok(b)
+        };
+        let dispatch = boxes(t * wire, false)?;
+        let combine = boxes(t * k * h * 2, true)?;
+        for (j, &r) in remote.iter().enumerate() {
+            // The dispatch's put writes sender `rank`'s message at `rank x max_tokens + slot`
+            // messages from the table's address: this one lands it in slot `slot` of box j.
+            tables[0][r] = dispatch
+                .out
+                .ptr
+                .wrapping_add((j * t * wire) as u64)
+                .wrapping_sub((rank * t * wire) as u64);
+            tables[1][r] = dispatch.counts_out.ptr + (j * counts) as u64;
+            tables[2][r] = combine.out.ptr + (j * combine.bytes) as u64;
+            tables[3][r] = combine.counts_out.ptr + (j * counts) as u64;
+        }
+
+        let id = match rank {
+            0 => {
+                let id = nccl::get_uniqueid().map_err(|e| nccl_err("unique id", e))?;
+                id.internal.iter().map(|&c| c as u8).collect()
+            }
+            _ => Vec::new(),
+        };
+        let ids = rv.all_gather(&id)?;
+        let mut id = sys::ncclUniqueId { internal: [0; 128] };
+        if ids[0].len() != id.internal.len() {
+            return Err(EpError::Backend(format!(
+                "rank 0 sent an NCCL id of {} bytes",
+                ids[0].len()
+            )));
+        }
+        for (d, &s) in id.internal.iter_mut().zip(&ids[0]) {
+            *d = s as _;
+        }
+        ctx.bind_to_thread().map_err(cuda)?;
+        let mut comm = std::ptr::null_mut();
+        // SAFETY: every rank of the world calls this with the same id once the rendezvous has
+        // handed it out; `comm` receives the communicator.
+        unsafe { nccl::comm_init_rank(&mut comm, n as i32, id, rank as i32) }
+            .map_err(|e| nccl_err("communicator init", e))?;
+        Ok(Net {
+            comm,
+            ctx: Arc::clone(ctx),
+            rank,
+            n_ranks: n,
+            n_local: l,
+            remote,
+            dispatch,
+            combine,
+            d_recv_region: t * wire,
+            last: AtomicU8::new(0),
+            aborted: AtomicBool::new(false),
+        })
+    }
+
+    /// The combine inbox (`[remote ranks, max_tokens, top_k, hidden]` bf16), for
+    /// `ep_combine_net_rows`.
+    pub fn combine_inbox(&self) -> u64 {
+        self.combine.inbox.as_ref().map_or(0, |b| b.ptr)
+    }
+
+    /// On `stream`, after the phase's puts and signal: every outbox to its rank, every remote
+    /// rank's messages or rows and counts in (`recv`: the dispatch's receive buffer; `counts`:
+    /// the phase's count array).
+    pub fn exchange(
+        &self,
+        phase: Phase,
+        stream: &CudaStream,
+        recv: u64,
+        counts: u64,
+    ) -> Result<()> {
+        if self.aborted.load(Ordering::Acquire) {
+            return Err(EpError::Backend(
+                "the NCCL communicator was aborted after a timeout".into(),
+            ));
+        }
+        let b = match phase {
+            Phase::Dispatch => &self.dispatch,
+            _ => &self.combine,
+        };
+        let cb = self.n_local * self.n_ranks * 8;
+        let s = stream.cu_stream() as sys::cudaStream_t;
+        let u8t = sys::ncclDataType_t::ncclUint8;
+        let err = |e| nccl_err("send/receive", e);
+        self.ctx.bind_to_thread().map_err(cuda)?;
+        nccl::group_start().map_err(err)?;
+        for (j, &r) in self.remote.iter().enumerate() {
+            let into = match &b.inbox {
+                Some(inbox) => inbox.ptr + (j * b.bytes) as u64,
+                None => recv + (r * self.d_recv_region) as u64,
+            };
+            // SAFETY: each range lies inside its allocation (the boxes and the receive buffer
+            // are sized for `max_tokens` messages or rows of every remote rank); the stream is
+            // this rank's, of the communicator's GPU.
+            unsafe {
+                let out = (b.out.ptr + (j * b.bytes) as u64) as *const _;
+                nccl::send(out, b.bytes, u8t, r as i32, self.comm, s).map_err(err)?;
+                let c_out = (b.counts_out.ptr + (j * cb) as u64) as *const _;
+                nccl::send(c_out, cb, u8t, r as i32, self.comm, s).map_err(err)?;
+                nccl::recv(into as *mut _, b.bytes, u8t, r as i32, self.comm, s).map_err(err)?;
+                let c_in = (b.counts_in.ptr + (j * cb) as u64) as *mut _;
+                nccl::recv(c_in, cb, u8t, r as i32, self.comm, s).map_err(err)?;
+            }
+        }
+        nccl::group_end().map_err(err)?;
+        // Sender r's words are column r of the count array ([n_local, n_ranks]).
+        for (j, &r) in self.remote.iter().enumerate() {
+            let copy = cu::CUDA_MEMCPY2D {
+                srcXInBytes: r * 8,
+                srcY: 0,
+                srcMemoryType: cu::CUmemorytype::CU_MEMORYTYPE_DEVICE,
+                srcHost: std::ptr::null(),
+                srcDevice: b.counts_in.ptr + (j * cb) as u64,
+                srcArray: std::ptr::null_mut(),
+                srcPitch: self.n_ranks * 8,
+                dstXInBytes: r * 8,
+                dstY: 0,
+                dstMemoryType: cu::CUmemorytype::CU_MEMORYTYPE_DEVICE,
+                dstHost: std::ptr::null_mut(),
+                dstDevice: counts,
+                dstArray: std::ptr::null_mut(),
+                dstPitch: self.n_ranks * 8,
+                WidthInBytes: 8,
+                Height: self.n_local,
+            };
+            // SAFETY: `n_local` words of stride `n_ranks` inside the inbox and the count array.
+            unsafe { cu::cuMemcpy2DAsync_v2(&copy, stream.cu_stream()).result() }.map_err(cuda)?;
+        }
+        self.last.store(
+            if phase == Phase::Dispatch { 1 } else { 2 },
+            Ordering::Relaxed,
+        );
+        Ok(())
+    }
+
+    /// Waits for `stream` up to `deadline`. An exchange that a peer on another node never joins
+    /// holds the stream: past the deadline the communicator is aborted (NCCL's kernels give
+    /// up, so the stream drains) and the result is a timeout naming the ranks of other nodes.
+    pub fn wait_stream(&self, stream: &CudaStream, deadline: std::time::Duration) -> Result<()> {
+        let start = std::time::Instant::now();
+        loop {
+            // SAFETY: a query of a live stream.
+            match unsafe { cu::cuStreamQuery(stream.cu_stream()) } {
+                cu::CUresult::CUDA_SUCCESS => return Ok(()),
+                cu::CUresult::CUDA_ERROR_NOT_READY => {}
+                e => return Err(cuda(e.result().unwrap_err())),
+            }
+            if start.elapsed() >= deadline {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_micros(50));
+        }
+        self.abort();
+        let _ = stream.synchronize();
+        let phase = match self.last.load(Ordering::Relaxed) {
+            1 => Phase::Dispatch,
+            _ => Phase::Combine,
+        };
+        let missing = self
+            .remote
+            .iter()
+            .flat_map(|&r| {
+                (0..self.n_local).map(move |g| MissingSignal {
+                    src_rank: r,
+                    expert: match phase {
+                        Phase::Dispatch => self.rank * self.n_local + g,
+                        _ => r * self.n_local + g,
+                    },
+                })
+            })
+            .collect();
+        Err(EpError::Timeout {
+            rank: self.rank,
+            phase,
+            waited_ms: start.elapsed().as_millis() as u64,
+            missing,
+        })
+    }
+
+    /// Aborts the communicator: its pending operations end, and every later exchange fails.
+    pub fn abort(&self) {
+        if !self.aborted.swap(true, Ordering::AcqRel) {
+            // SAFETY: the communicator is live and aborted once.
+            let _ = unsafe { nccl::comm_abort(self.comm) };
+        }
+    }
+}
+
+impl Drop for Net {
+    fn drop(&mut self) {
+        // Abort rather than destroy: destroying waits for operations that a peer gone
+        // mid-round never completes, and the world is going anyway.
+        self.abort();
+    }
+}
