@@ -81,6 +81,10 @@ pub struct Args {
     /// of %globaltimer), print it and exit.
     #[arg(long, conflicts_with_all = ["sweep", "print"])]
     probe_signals: bool,
+    /// Nodes the world's ranks are split into (each scenario's config: ranks / nodes GPUs a
+    /// node). With one process per rank (`ep launch`), NCCL carries the traffic between nodes.
+    #[arg(long, default_value_t = 1, value_parser = crate::at_least_one)]
+    nodes: usize,
 }
 
 /// `--timing` (ep-cuda's `bench::Timing`).
@@ -225,12 +229,19 @@ pub fn main(args: Args) -> Result<ExitCode, String> {
     if args.timing == TimingArg::Step && args.target.backend == BackendKind::Sim {
         return Err("--timing step times device kernels: it needs --backend cuda".into());
     }
+    // Under a launcher (`RANK` set): this process times its own rank of a world of one process
+    // per GPU; rank 0 also measures the ceiling and NCCL's baseline, gathers and reports.
+    let mut procs = per_process(&args)?;
+    let lead = procs.as_ref().is_none_or(|rv| rv.spec().rank == 0);
     let gpus = gpu_names(args.target.backend)?;
-    let ranks = args.ranks.unwrap_or(match args.target.backend {
-        BackendKind::Cuda => gpus.len(),
-        BackendKind::Sim if args.sweep => 2,
-        BackendKind::Sim => 8,
-    });
+    let ranks = match &procs {
+        Some(rv) => rv.spec().world_size,
+        None => args.ranks.unwrap_or(match args.target.backend {
+            BackendKind::Cuda => gpus.len(),
+            BackendKind::Sim if args.sweep => 2,
+            BackendKind::Sim => 8,
+        }),
+    };
     let scenarios: Vec<Scenario> = if args.sweep {
         let mut v = Vec::new();
         for tokens in [1, 32, 128, 512, 1024, 4096] {
@@ -258,7 +269,7 @@ pub fn main(args: Args) -> Result<ExitCode, String> {
         .iter()
         .map(|sc| scenario_config(&args, sc, ranks))
         .collect::<Result<Vec<_>, _>>()?;
-    if args.target.backend == BackendKind::Sim {
+    if args.target.backend == BackendKind::Sim && lead {
         // The simulator holds every rank's rows in this process: say what that costs before it
         // starts, and refuse a run the machine cannot hold.
         let need = scenarios
@@ -270,12 +281,17 @@ pub fn main(args: Args) -> Result<ExitCode, String> {
     }
     let device = match args.target.backend {
         BackendKind::Cuda => format!(
-            "{}-x{}",
+            "{}-x{}{}",
             gpus[0]
                 .to_lowercase()
                 .replace("nvidia ", "")
                 .replace(' ', "-"),
-            gpus.len()
+            gpus.len(),
+            match (&procs, args.nodes) {
+                (None, _) => String::new(),
+                (Some(_), 1) => "-procs".into(),
+                (Some(_), n) => format!("-procs-{n}nodes"),
+            }
         ),
         BackendKind::Sim => format!(
             "sim-{}cores",
@@ -283,22 +299,35 @@ pub fn main(args: Args) -> Result<ExitCode, String> {
         ),
     };
     let shape = json!({ "ranks": ranks, "hidden": args.hidden, "top_k": args.top_k, "experts": args.experts, "max_tokens_per_rank": args.max_tokens, "timing_mode": args.timing.name() });
-    println!(
-        "{}",
-        header(&device, args.target.backend.name(), &shape, scenarios.len())
-    );
-
-    let ceiling = measure_ceiling(
-        args.target.backend,
-        ranks,
-        args.target.ranks_per_gpu,
-        gpus.len(),
-        args.hidden,
-        args.timing,
-    )?;
-    println!("ceiling: {}", ceiling_text(&ceiling));
+    let ceiling = match lead {
+        true => {
+            println!(
+                "{}",
+                header(&device, args.target.backend.name(), &shape, scenarios.len())
+            );
+            // With one process per rank, rank 0's process alone, over every GPU it sees, while
+            // the others wait.
+            let c = measure_ceiling(
+                args.target.backend,
+                ranks,
+                args.target.ranks_per_gpu,
+                gpus.len(),
+                args.hidden,
+                args.timing,
+            )?;
+            println!("ceiling: {}", ceiling_text(&c));
+            c
+        }
+        false => Value::Null,
+    };
+    if let Some(rv) = procs.as_mut() {
+        rv.barrier().map_err(|e| e.to_string())?;
+    }
     let passes = args.passes.max(1);
-    let bar = indicatif::ProgressBar::new((scenarios.len() * passes) as u64);
+    let bar = match lead {
+        true => indicatif::ProgressBar::new((scenarios.len() * passes) as u64),
+        false => indicatif::ProgressBar::hidden(),
+    };
     bar.set_style(
         indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} {msg} [{elapsed} < {eta}]")
             .expect("template"),
@@ -313,6 +342,15 @@ pub fn main(args: Args) -> Result<ExitCode, String> {
             let rounds = rounds_for(&args, sc).div_ceil(passes);
             samples[i].push(match args.target.backend {
                 BackendKind::Sim => measure_sim(cfg, &inputs, rounds)?,
+                #[cfg(feature = "cuda")]
+                BackendKind::Cuda if procs.is_some() => measure_cuda_rank(
+                    cfg,
+                    &inputs,
+                    rounds,
+                    procs.as_mut().expect("checked"),
+                    gpus.len(),
+                    args.timing,
+                )?,
                 BackendKind::Cuda => {
                     let probe = args.breakdown && pass == 0;
                     measure_cuda(
@@ -331,6 +369,10 @@ pub fn main(args: Args) -> Result<ExitCode, String> {
             }
             bar.inc(1);
         }
+    }
+    if !lead {
+        // Rank 0 reports the world's rounds.
+        return Ok(ExitCode::SUCCESS);
     }
     let rows: Vec<Value> = scenarios
         .iter()
@@ -360,6 +402,8 @@ pub fn main(args: Args) -> Result<ExitCode, String> {
         "date": today(),
         "commit": env!("EP_COMMIT"),
         "ranks": ranks,
+        "nodes": args.nodes,
+        "processes": if procs.is_some() { "one per rank (ep launch or torchrun's variables)" } else { "one" },
         "hidden": args.hidden,
         "top_k": args.top_k,
         "experts": args.experts,
@@ -420,9 +464,22 @@ fn scenario_config(args: &Args, sc: &Scenario, ranks: usize) -> Result<EpConfig,
             sc.name()
         ));
     }
-    let cfg = EpConfig::new(args.hidden, args.top_k, args.experts, max_tokens, ranks)
-        .with_format(sc.format)
-        .with_timeout(Duration::from_secs(60));
+    if !ranks.is_multiple_of(args.nodes) {
+        return Err(format!(
+            "--nodes {}: {ranks} ranks do not split into that many nodes",
+            args.nodes
+        ));
+    }
+    let cfg = EpConfig::new(
+        args.hidden,
+        args.top_k,
+        args.experts,
+        max_tokens,
+        ranks / args.nodes,
+    )
+    .with_nodes(args.nodes)
+    .with_format(sc.format)
+    .with_timeout(Duration::from_secs(60));
     cfg.validate().map_err(|e| e.to_string())?;
     Ok(cfg)
 }
@@ -746,8 +803,11 @@ fn measure_cuda(
         }
         // Decode sizes: the round replayed from a CUDA graph.
         let graph = if input.n_tokens() <= GRAPH_MAX_TOKENS {
-            c.bench_graph(GRAPH_REPLAYS, &ready)
-                .unwrap_or_else(|e| fail(e))
+            c.bench_graph(GRAPH_REPLAYS, || {
+                ready.wait();
+                Ok(())
+            })
+            .unwrap_or_else(|e| fail(e))
         } else {
             None
         };
@@ -817,6 +877,119 @@ fn measure_cuda(
         }
         (m.s.nccl_dispatch, m.s.nccl_combine) = (d, c);
     }
+    Ok(m)
+}
+
+/// The rendezvous of this process's rank when a launcher started it (`RANK` set), else `None`.
+fn per_process(args: &Args) -> Result<Option<ep::rendezvous::Rendezvous>, String> {
+    use ep::rendezvous::{RankSpec, Rendezvous};
+    if std::env::var_os("RANK").is_none() {
+        return Ok(None);
+    }
+    if args.target.backend != BackendKind::Cuda {
+        return Err("ep bench with one process per rank times GPUs: it needs --backend cuda (the simulator's bench runs its ranks in one process)".into());
+    }
+    if args.breakdown || args.ranks.is_some() || args.target.ranks_per_gpu.is_some() {
+        return Err("with one process per rank the world is the launcher's (a GPU a process): no --ranks, --ranks-per-gpu or --breakdown".into());
+    }
+    let (spec, master) =
+        RankSpec::from_vars(|k| std::env::var(k).ok()).map_err(|e| e.to_string())?;
+    // Long enough for rank 0's ceiling and NCCL baseline, which the others wait for.
+    Rendezvous::connect(spec, &master, Duration::from_secs(600))
+        .map(Some)
+        .map_err(|e| e.to_string())
+}
+
+/// `measure_cuda` for this process's rank of a world of one process per GPU: the rank is made by
+/// `init_rank`, its rounds start behind a gate whose flags every rank maps, and every rank's
+/// times reach rank 0, which returns the world's (the slowest rank's per round) with NCCL's
+/// baseline measured in its process over every GPU it sees; the other ranks return nothing.
+#[cfg(feature = "cuda")]
+fn measure_cuda_rank(
+    cfg: &EpConfig,
+    inputs: &RoundInputs,
+    rounds: usize,
+    rv: &mut ep::rendezvous::Rendezvous,
+    n_gpus: usize,
+    timing: TimingArg,
+) -> Result<Measured, String> {
+    let warm = 3;
+    let s = |e: ep::EpError| e.to_string();
+    let backend =
+        ep::cuda::CudaBackend::new().with_options(crate::options::cuda_options_from_env()?);
+    let bench_options = crate::options::bench_options_from_env()?;
+    let mut c = backend.init_rank(cfg, rv).map_err(s)?;
+    let gate = ep::cuda::bench::StartGate::for_rank(&c, rv, &bench_options).map_err(s)?;
+    let r = c.rank();
+    let input = inputs.dispatch_input(r);
+    c.bench_load(&input, inputs.weights[r].view()).map_err(s)?;
+    let mut mine = Vec::new();
+    for i in 0..warm + rounds {
+        let t = c.bench_round(&gate, timing.cuda()).map_err(s)?;
+        if i >= warm {
+            mine.extend([t.dispatch_ms as f64, t.combine_ms as f64]);
+        }
+    }
+    let graph = match input.n_tokens() <= GRAPH_MAX_TOKENS {
+        true => c.bench_graph(GRAPH_REPLAYS, || rv.barrier()).map_err(s)?,
+        false => None,
+    };
+    mine.push(graph.unwrap_or(f64::NAN));
+    drop(gate);
+    drop(c);
+    let bytes: Vec<u8> = mine.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let all = rv.all_gather(&bytes).map_err(s)?;
+    if r != 0 {
+        // Rank 0's NCCL baseline uses every GPU.
+        rv.barrier().map_err(s)?;
+        return Ok(Measured::default());
+    }
+    let per_rank: Vec<Vec<f64>> = all
+        .iter()
+        .map(|b| {
+            b.chunks_exact(8)
+                .map(|c| f64::from_le_bytes(c.try_into().expect("8 bytes")))
+                .collect()
+        })
+        .collect();
+    // Per round, the slowest rank's (ms → µs).
+    let worst = |i: usize| -> f64 { per_rank.iter().map(|v| v[i] * 1e3).fold(0.0, f64::max) };
+    let graph: Vec<f64> = per_rank
+        .iter()
+        .map(|v| v[2 * rounds])
+        .try_fold(0.0, |a: f64, g| (!g.is_nan()).then(|| a.max(g)))
+        .into_iter()
+        .collect();
+    let mut m = Measured {
+        s: Samples {
+            dispatch: (0..rounds).map(|i| worst(2 * i)).collect(),
+            combine: (0..rounds).map(|i| worst(2 * i + 1)).collect(),
+            graph,
+            ..Default::default()
+        },
+        rounds,
+        breakdown: Vec::new(),
+    };
+    if cfg.n_ranks() == n_gpus {
+        let mut nccl = ep::cuda::bench::NcclBaseline::new(
+            cfg,
+            &inputs.topk_ids,
+            &inputs.weights,
+            &backend.options,
+            &bench_options,
+        )
+        .map_err(s)?;
+        let (mut d, mut c) = (Vec::new(), Vec::new());
+        for i in 0..warm + rounds {
+            let t = nccl.round(timing.cuda()).map_err(s)?;
+            if i >= warm {
+                d.push(t.iter().map(|x| x.0 as f64 * 1e3).fold(0.0, f64::max));
+                c.push(t.iter().map(|x| x.1 as f64 * 1e3).fold(0.0, f64::max));
+            }
+        }
+        (m.s.nccl_dispatch, m.s.nccl_combine) = (d, c);
+    }
+    rv.barrier().map_err(s)?;
     Ok(m)
 }
 
