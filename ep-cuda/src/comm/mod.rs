@@ -556,11 +556,12 @@ impl CudaComm {
         }
     }
 
-    /// Waits for the rank's stream. Between nodes an exchange a peer never joins holds it: the
-    /// wait ends at twice the deadline (the round's waits take one), the communicator aborted.
+    /// Waits for the rank's stream. Between nodes an exchange a peer never joins holds it: past
+    /// the deadline the communicator is aborted, and the wait kernels behind it take at most one
+    /// more.
     fn wait_stream(&self) -> Result<()> {
         match &self.world.net {
-            Some(net) => net.wait_stream(&self.stream, self.cfg.timeout * 2),
+            Some(net) => net.wait_stream(&self.stream, self.cfg.timeout),
             None => self.stream.synchronize().map_err(cuda),
         }
     }
