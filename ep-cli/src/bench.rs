@@ -85,6 +85,10 @@ pub struct Args {
     /// node). With one process per rank (`ep launch`), NCCL carries the traffic between nodes.
     #[arg(long, default_value_t = 1, value_parser = crate::at_least_one)]
     nodes: usize,
+    /// The sweep's tokens per rank (comma-separated), instead of all six: a slow transport's
+    /// sweep, e.g. NCCL's sockets between nodes, over the sizes it finishes in time.
+    #[arg(long, value_delimiter = ',', requires = "sweep", value_parser = crate::at_least_one)]
+    sweep_tokens: Option<Vec<usize>>,
 }
 
 /// `--timing` (ep-cuda's `bench::Timing`).
@@ -244,7 +248,8 @@ pub fn main(args: Args) -> Result<ExitCode, String> {
     };
     let scenarios: Vec<Scenario> = if args.sweep {
         let mut v = Vec::new();
-        for tokens in [1, 32, 128, 512, 1024, 4096] {
+        let all = [1, 32, 128, 512, 1024, 4096];
+        for &tokens in args.sweep_tokens.as_deref().unwrap_or(&all) {
             for format in [Format::Bf16, Format::Fp8] {
                 for skewed in [false, true] {
                     v.push(Scenario {

@@ -252,13 +252,18 @@ impl Net {
 
     /// Waits for `stream` up to `deadline`. An exchange that a peer on another node never joins
     /// holds the stream: past the deadline the communicator is aborted (NCCL's kernels give
-    /// up, so the stream drains) and the result is a timeout naming the ranks of other nodes.
-    pub fn wait_stream(&self, stream: &CudaStream, deadline: std::time::Duration) -> Result<()> {
+    /// up, so the stream drains) and what comes back is a timeout naming the ranks of other
+    /// nodes, for a caller whose own waits on the stream do not say more.
+    pub fn wait_stream(
+        &self,
+        stream: &CudaStream,
+        deadline: std::time::Duration,
+    ) -> Result<Option<EpError>> {
         let start = std::time::Instant::now();
         loop {
             // SAFETY: a query of a live stream.
             match unsafe { cu::cuStreamQuery(stream.cu_stream()) } {
-                cu::CUresult::CUDA_SUCCESS => return Ok(()),
+                cu::CUresult::CUDA_SUCCESS => return Ok(None),
                 cu::CUresult::CUDA_ERROR_NOT_READY => {}
                 e => return Err(cuda(e.result().unwrap_err())),
             }
@@ -286,12 +291,12 @@ impl Net {
                 })
             })
             .collect();
-        Err(EpError::Timeout {
+        Ok(Some(EpError::Timeout {
             rank: self.rank,
             phase,
             waited_ms: start.elapsed().as_millis() as u64,
             missing,
-        })
+        }))
     }
 
     /// Aborts the communicator: its pending operations end, and every later exchange fails.

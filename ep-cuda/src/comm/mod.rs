@@ -548,21 +548,28 @@ impl CudaComm {
 
     fn sync(&mut self) -> Result<()> {
         match self.wait_stream() {
-            Ok(()) => {
+            Ok(None) => {
                 self.retired.clear();
                 Ok(())
+            }
+            Ok(Some(aborted)) => {
+                self.retired.clear();
+                // The wait kernels behind the aborted exchange name every count that never
+                // came, the node's peers' included; without one, the exchange's own timeout.
+                let e = self.check_waits().err().unwrap_or(aborted);
+                Err(self.fail(e))
             }
             Err(e) => Err(self.fail(e)),
         }
     }
 
     /// Waits for the rank's stream. Between nodes an exchange a peer never joins holds it: past
-    /// the deadline the communicator is aborted, and the wait kernels behind it take at most one
-    /// more.
-    fn wait_stream(&self) -> Result<()> {
+    /// the deadline the communicator is aborted (`Some`: the exchange's timeout), and the wait
+    /// kernels behind it take at most one more.
+    fn wait_stream(&self) -> Result<Option<EpError>> {
         match &self.world.net {
             Some(net) => net.wait_stream(&self.stream, self.cfg.timeout),
-            None => self.stream.synchronize().map_err(cuda),
+            None => self.stream.synchronize().map_err(cuda).map(|()| None),
         }
     }
 

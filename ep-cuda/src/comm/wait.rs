@@ -114,10 +114,15 @@ impl CudaComm {
             Some(WaitStatus::Pending | WaitStatus::MessagesPending) => {
                 let mut status = vec![0u32; 1 + l * n];
                 self.bufs().status.download(&mut status, &self.stream)?;
-                let missing = (0..l * n)
+                let mut missing: Vec<_> = (0..l * n)
                     .filter(|&i| status[1 + i] != 0)
                     .map(|i| self.missing_signal(phase, i))
                     .collect();
+                if missing.is_empty() {
+                    // A wait that flags no count (the single-launch phases'): the awaited counts
+                    // still "not arrived", which a wait that ran out leaves as they were.
+                    missing = self.unarrived(phase)?;
+                }
                 let waited_ms = start.elapsed().as_millis() as u64;
                 EpError::Timeout {
                     rank,
@@ -195,17 +200,35 @@ impl CudaComm {
         }
     }
 
-    /// The first awaited count of `phase` that holds a peer's poison: the peer and its reason.
-    fn poisoned_count(&self, phase: Phase) -> Result<Option<(usize, ep_core::RejectReason)>> {
+    /// The awaited counts of `phase` that still hold the sentinel, as signals.
+    fn unarrived(&self, phase: Phase) -> Result<Vec<MissingSignal>> {
+        let counts = self.counts_now(phase)?;
         let (n, rank) = (self.cfg.n_ranks(), self.rank);
+        Ok(counts
+            .iter()
+            .enumerate()
+            .filter(|&(i, &v)| v == u64::MAX && (self.cfg.skip_a2a.is_none() || i % n == rank))
+            .map(|(i, _)| self.missing_signal(phase, i))
+            .collect())
+    }
+
+    /// `phase`'s count array as it is now.
+    fn counts_now(&self, phase: Phase) -> Result<Vec<u64>> {
         let b = self.bufs();
         let buf = if phase == Phase::Combine {
             &b.c_counts
         } else {
             &b.d_counts
         };
-        let mut counts = vec![0u64; self.cfg.n_local_experts() * n];
+        let mut counts = vec![0u64; self.cfg.n_local_experts() * self.cfg.n_ranks()];
         buf.download(&mut counts, &self.stream)?;
+        Ok(counts)
+    }
+
+    /// The first awaited count of `phase` that holds a peer's poison: the peer and its reason.
+    fn poisoned_count(&self, phase: Phase) -> Result<Option<(usize, ep_core::RejectReason)>> {
+        let (n, rank) = (self.cfg.n_ranks(), self.rank);
+        let counts = self.counts_now(phase)?;
         Ok(counts.iter().enumerate().find_map(|(i, &v)| {
             let awaited = self.cfg.skip_a2a.is_none() || i % n == rank;
             let reason = ep_core::poison::decode(v).filter(|_| awaited)?;
