@@ -164,6 +164,8 @@ struct Samples {
     nccl_combine: Vec<f64>,
     /// Decode rounds (dispatch and combine) replayed from a CUDA graph, µs a round, per rank.
     graph: Vec<f64>,
+    /// The host's time to launch one replay, µs (the slowest rank's).
+    graph_launch: Vec<f64>,
 }
 
 /// One measurement of a scenario: its samples and how many rounds they cover.
@@ -185,6 +187,7 @@ struct Summary {
     split_combine: Option<Stats>,
     nccl: Option<(Stats, Stats)>,
     graph: Option<Stats>,
+    graph_launch: Option<Stats>,
 }
 
 impl Measured {
@@ -202,6 +205,7 @@ impl Measured {
             split_combine: opt(cat(|s| &s.split_combine)),
             nccl: opt(cat(|s| &s.nccl_dispatch)).zip(opt(cat(|s| &s.nccl_combine))),
             graph: opt(cat(|s| &s.graph)),
+            graph_launch: opt(cat(|s| &s.graph_launch)),
         }
     }
 }
@@ -824,7 +828,8 @@ fn measure_cuda(
         (times, (probed, graph))
     });
     let (per_rank, probed): (Vec<_>, Vec<_>) = per_rank.into_iter().unzip();
-    let (probed, graph): (Vec<_>, Vec<Option<f64>>) = probed.into_iter().unzip();
+    type Graph = Option<ep::cuda::bench::GraphRound>;
+    let (probed, graph): (Vec<_>, Vec<Graph>) = probed.into_iter().unzip();
     drop(gate);
     drop(comms);
     type Times = ep::cuda::bench::PhaseTimes;
@@ -852,12 +857,8 @@ fn measure_cuda(
             dispatch_async: worst(&probed_times, |t| t.dispatch_async_ms),
             combine_async: worst(&probed_times, |t| t.combine_async_ms),
             // The slowest rank's.
-            graph: graph
-                .iter()
-                .copied()
-                .try_fold(0.0, |a: f64, g| g.map(|g| a.max(g)))
-                .into_iter()
-                .collect(),
+            graph: slowest(graph.iter().map(|g| g.map(|g| g.round_us))),
+            graph_launch: slowest(graph.iter().map(|g| g.map(|g| g.launch_us))),
             ..Default::default()
         },
         rounds,
@@ -939,7 +940,8 @@ fn measure_cuda_rank(
         true => c.bench_graph(GRAPH_REPLAYS, || rv.barrier()).map_err(s)?,
         false => None,
     };
-    mine.push(graph.unwrap_or(f64::NAN));
+    mine.push(graph.map_or(f64::NAN, |g| g.round_us));
+    mine.push(graph.map_or(f64::NAN, |g| g.launch_us));
     drop(gate);
     drop(c);
     let bytes: Vec<u8> = mine.iter().flat_map(|v| v.to_le_bytes()).collect();
@@ -959,17 +961,13 @@ fn measure_cuda_rank(
         .collect();
     // Per round, the slowest rank's (ms → µs).
     let worst = |i: usize| -> f64 { per_rank.iter().map(|v| v[i] * 1e3).fold(0.0, f64::max) };
-    let graph: Vec<f64> = per_rank
-        .iter()
-        .map(|v| v[2 * rounds])
-        .try_fold(0.0, |a: f64, g| (!g.is_nan()).then(|| a.max(g)))
-        .into_iter()
-        .collect();
+    let graph_at = |i: usize| slowest(per_rank.iter().map(|v| Some(v[i]).filter(|g| !g.is_nan())));
     let mut m = Measured {
         s: Samples {
             dispatch: (0..rounds).map(|i| worst(2 * i)).collect(),
             combine: (0..rounds).map(|i| worst(2 * i + 1)).collect(),
-            graph,
+            graph: graph_at(2 * rounds),
+            graph_launch: graph_at(2 * rounds + 1),
             ..Default::default()
         },
         rounds,
@@ -996,6 +994,18 @@ fn measure_cuda_rank(
     }
     rv.barrier().map_err(s)?;
     Ok(m)
+}
+
+/// The largest of every rank's value, or nothing when a rank has none.
+fn slowest(per_rank: impl Iterator<Item = Option<f64>>) -> Vec<f64> {
+    let mut per_rank = per_rank.peekable();
+    if per_rank.peek().is_none() {
+        return Vec::new();
+    }
+    per_rank
+        .try_fold(0.0, |a: f64, g| g.map(|g| a.max(g)))
+        .into_iter()
+        .collect()
 }
 
 /// Decode sizes, up to this many tokens a rank, are also timed replayed from a CUDA graph.
@@ -1090,6 +1100,7 @@ fn row(
         "nccl_over_ours_dispatch": m.nccl.map(|n| n.0.median / m.dispatch.median),
         "nccl_over_ours_combine": m.nccl.map(|n| n.1.median / m.combine.median),
         "graph_round_us": m.graph.map(|g| g.median),
+        "graph_launch_us": m.graph_launch.map(|g| g.median),
     })
 }
 
@@ -1133,14 +1144,22 @@ fn print_results(rows: &[Value]) {
     println!("(times: slowest rank per round, median and p95 over the measured rounds; GB/s: remote share, DeepEP convention; ceil: measured in this run)");
     let graphs: Vec<_> = rows
         .iter()
-        .filter_map(|r| Some((r["name"].as_str()?, r["graph_round_us"].as_f64()?)))
+        .filter_map(|r| {
+            let launch = r["graph_launch_us"].as_f64();
+            Some((r["name"].as_str()?, r["graph_round_us"].as_f64()?, launch))
+        })
         .collect();
     if !graphs.is_empty() {
         println!(
             "\na decode round (dispatch and combine) replayed from a CUDA graph, back to back:"
         );
-        for (name, us) in graphs {
-            println!("{name:<22} {us:>8.1} us a round");
+        for (name, us, launch) in graphs {
+            match launch {
+                Some(l) => {
+                    println!("{name:<22} {us:>8.1} us a round (the host launches one in {l:.1} us)")
+                }
+                None => println!("{name:<22} {us:>8.1} us a round"),
+            }
         }
     }
     for r in rows {

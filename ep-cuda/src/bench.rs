@@ -662,6 +662,16 @@ impl StartGate {
     }
 }
 
+/// A round replayed from a CUDA graph ([`CudaComm::bench_graph`]).
+#[derive(Clone, Copy, Debug)]
+pub struct GraphRound {
+    /// Device time a round, µs: events around the replays on the stream.
+    pub round_us: f64,
+    /// Host time a replay's launch took, µs: a round is bound by the host where this is the
+    /// larger.
+    pub launch_us: f64,
+}
+
 impl CudaComm {
     /// Loads this rank's inputs for device-resident rounds: tokens, ids and router weights; the
     /// expert outputs are a constant pattern (values do not change the data movement).
@@ -749,7 +759,7 @@ impl CudaComm {
         &mut self,
         replays: usize,
         mut ready: impl FnMut() -> Result<()>,
-    ) -> Result<Option<f64>> {
+    ) -> Result<Option<GraphRound>> {
         use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
         if !self.stream_ordered_waits() {
             return Ok(None);
@@ -781,11 +791,17 @@ impl CudaComm {
         ready()?;
         let (start, end) = (timing_event(s.context())?, timing_event(s.context())?);
         start.record(&s).map_err(cuda)?;
+        let host = std::time::Instant::now();
         launch(replays)?;
+        let launched = host.elapsed();
         end.record(&s).map_err(cuda)?;
         self.synchronize()?;
         let ms = start.elapsed_ms(&end).map_err(cuda)?;
-        Ok(Some(ms as f64 * 1e3 / replays.max(1) as f64))
+        let per = replays.max(1) as f64;
+        Ok(Some(GraphRound {
+            round_us: ms as f64 * 1e3 / per,
+            launch_us: launched.as_secs_f64() * 1e6 / per,
+        }))
     }
 
     /// The loaded round's dispatch, on the staging buffers `st` it was loaded into.
