@@ -148,6 +148,9 @@ impl Rendezvous {
             match listener.accept() {
                 Ok((mut s, _)) => {
                     s.set_nonblocking(false).map_err(io)?;
+                    // Small messages answered at once: without this, Nagle's algorithm holds
+                    // each message's second write for the peer's delayed ACK (tens of ms).
+                    s.set_nodelay(true).map_err(io)?;
                     s.set_read_timeout(Some(remaining(start, deadline)))
                         .map_err(io)?;
                     let mut hello = [0u8; 12];
@@ -215,6 +218,8 @@ impl Rendezvous {
                 Err(_) => return Err(unreachable(spec.rank, vec![0], "listen", start)),
             }
         };
+        // As rank 0's side: no write waits for a delayed ACK.
+        let _ = stream.set_nodelay(true);
         let mut hello = HELLO.to_vec();
         hello.extend((spec.rank as u32).to_le_bytes());
         hello.extend((spec.world_size as u32).to_le_bytes());
