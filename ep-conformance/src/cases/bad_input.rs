@@ -483,6 +483,8 @@ pub fn peer_rejects_combine<B: EpBackend>(b: &B, cx: &Ctx) -> CaseResult {
             other => Err(format!("rank 2: {other:?}")),
         },
     )?;
+    // Rank 2's good combine must not replace the poison before every peer has met it.
+    cx.barrier("every rank met the rejection")?;
     combine_resumed(&mut comms, cx, &cfg, &inputs, dispatched, &outs, 2, true)?;
     let opts = RoundOptions::new(Calls::Split, WeightKind::F32);
     run_and_check(&mut comms, &good_inputs(&cfg, 15), &opts).map(|_| ())
@@ -573,15 +575,12 @@ pub fn stale_swiglu_routing<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
 pub fn calls_out_of_order<B: EpBackend>(b: &B, cx: &Ctx) -> CaseResult {
     let cfg = small_config();
     let mut comms = b.init_uniform(&cfg).map_err(err)?;
-    let before = digests(&comms)?;
-    cx.barrier("memory digested before the calls out of order")?;
-    if let Some(c) = rank_mut(&mut comms, 0) {
-        refused_out_of_order(c)?;
-    }
-    cx.barrier("calls out of order made")?;
-    if digests(&comms)? != before {
-        return Err("a refused call changed symmetric memory".into());
-    }
+    super::rank0_writes_nothing(
+        &mut comms,
+        cx,
+        "a refused call changed symmetric memory",
+        refused_out_of_order,
+    )?;
     // Rank 0 handed rank 1's pending dispatch: refused, nothing taken; rank 1 takes its
     // dispatch up again and the round completes.
     let inputs = good_inputs(&cfg, 9);

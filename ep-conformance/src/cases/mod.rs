@@ -226,8 +226,7 @@ pub(crate) fn routed_inputs(
 }
 
 /// Rank 0's `call` must fail with an error `expect` accepts, and leave every rank's symmetric
-/// memory as it was (a peer's poisoned count reads as the sentinel it replaced). Each process
-/// digests the ranks it holds before and after rank 0's call, which is between two barriers.
+/// memory as it was (a peer's poisoned count reads as the sentinel it replaced).
 pub(crate) fn refused_on_rank0<C: EpComm, T>(
     comms: &mut [C],
     cx: &Ctx,
@@ -235,18 +234,34 @@ pub(crate) fn refused_on_rank0<C: EpComm, T>(
     expect: impl Fn(&ep_core::EpError) -> bool,
     call: impl FnOnce(&mut C) -> Result<T, ep_core::EpError>,
 ) -> CaseResult {
+    let changed = format!("the rejected {what} changed symmetric memory");
+    rank0_writes_nothing(comms, cx, &changed, |c| match call(c) {
+        Ok(_) => Err(format!("the bad {what} succeeded")),
+        Err(e) if expect(&e) => Ok(()),
+        Err(e) => Err(format!("{what}: wrong error: {e}")),
+    })
+}
+
+/// Runs `calls` on rank 0 (in the process that holds it) and requires that no rank's symmetric
+/// memory changed (`changed` says so otherwise). Each process digests its ranks before and after,
+/// the calls between two barriers, and a third barrier keeps every rank's next call (which writes
+/// into its peers' memory) until every process has digested.
+pub(crate) fn rank0_writes_nothing<C: EpComm>(
+    comms: &mut [C],
+    cx: &Ctx,
+    changed: &str,
+    calls: impl FnOnce(&mut C) -> CaseResult,
+) -> CaseResult {
     let before = digests(comms)?;
-    cx.barrier("memory digested before the refused call")?;
+    cx.barrier("memory digested before rank 0's calls")?;
     if let Some(c) = rank_mut(comms, 0) {
-        match call(c) {
-            Ok(_) => return Err(format!("the bad {what} succeeded")),
-            Err(e) if expect(&e) => {}
-            Err(e) => return Err(format!("{what}: wrong error: {e}")),
-        }
+        calls(c)?;
     }
-    cx.barrier("refused call made")?;
-    if digests(comms)? != before {
-        return Err(format!("the rejected {what} changed symmetric memory"));
+    cx.barrier("rank 0's calls made")?;
+    let after = digests(comms)?;
+    cx.barrier("memory digested after rank 0's calls")?;
+    if after != before {
+        return Err(changed.into());
     }
     Ok(())
 }
