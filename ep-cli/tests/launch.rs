@@ -225,3 +225,60 @@ fn a_process_started_with_another_config_is_named_by_every_rank() {
         );
     }
 }
+
+/// `ep run`'s modes in four processes: split calls, the fused shared expert, an FP8 epilogue and
+/// fused SwiGLU, every rank bit-exact against the oracle.
+#[test]
+fn run_modes_per_rank_match_the_oracle() {
+    let out = Command::new(env!("CARGO_BIN_EXE_ep"))
+        .args(["launch", "--nproc-per-node", "4", "--"])
+        .args([
+            "run",
+            "--scenario",
+            "uniform",
+            "--format",
+            "fp8",
+            "--rounds",
+            "2",
+        ])
+        .args([
+            "--split",
+            "--shared-expert",
+            "--epilogue",
+            "fp8",
+            "--swiglu",
+            "fp8",
+        ])
+        .output()
+        .expect("ep runs");
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
+    for r in 0..4 {
+        let line = format!("[rank {r}] rank {r} of 4: scenario uniform, 2 rounds, outputs match");
+        assert!(stdout.contains(&line), "{stdout}");
+    }
+    assert!(
+        stdout.contains(
+            "split calls, fused shared expert, epilogue: quantize to FP8, fused SwiGLU into fp8"
+        ),
+        "{stdout}"
+    );
+}
+
+/// `ep soak` in two processes: every round of each rank checked, rank 0 reports the world.
+#[test]
+fn soak_per_rank_checks_every_round() {
+    let out = Command::new(env!("CARGO_BIN_EXE_ep"))
+        .args(["launch", "--nproc-per-node", "2", "--"])
+        .args(["soak", "--rounds", "60", "--format", "nvfp4"])
+        .output()
+        .expect("ep runs");
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
+    assert!(
+        stdout.contains(
+            "[rank 0] soak: 60 of 60 rounds matched the oracle bit for bit on each of the 2 ranks"
+        ),
+        "{stdout}"
+    );
+}
