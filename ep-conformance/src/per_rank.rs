@@ -141,7 +141,7 @@ impl Processes {
 
     /// Starts case `name` on every process: they must all be starting the same case (the same
     /// list in the same order); otherwise an error naming where each is.
-    pub fn begin(&self, name: &str) -> std::result::Result<(), String> {
+    pub(crate) fn begin(&self, name: &str) -> std::result::Result<(), String> {
         name.clone_into(&mut lock(&self.case));
         self.barrier("start")
     }
@@ -150,7 +150,7 @@ impl Processes {
     /// process that left the case early (it failed) waits here while the others reach the
     /// points it skipped, each of which then fails for them as out of step, until all have
     /// left it. Every process's verdict, in rank order.
-    pub fn settle(&self, verdict: &[u8]) -> std::result::Result<Vec<Vec<u8>>, String> {
+    pub(crate) fn settle(&self, verdict: &[u8]) -> std::result::Result<Vec<Vec<u8>>, String> {
         /// Far more exchanges than any case makes.
         const MOST_TRIES: usize = 1000;
         let label = format!("{}: end", self.case());
@@ -177,12 +177,14 @@ impl Processes {
             return EpConfig::check_world(configs).map(|_| Vec::new());
         }
         let listener = (p == 0).then(|| TcpListener::bind((self.master_addr.as_str(), 0)));
+        // Rank 0's port, or why it has none.
         let port = match &listener {
-            Some(Ok(l)) => l.local_addr().map(|a| a.port().to_string()),
-            Some(Err(e)) => Err(std::io::Error::new(e.kind(), e.to_string())),
-            None => Ok(String::new()),
-        }
-        .unwrap_or_else(|e| format!("! {e}"));
+            Some(Ok(l)) => l
+                .local_addr()
+                .map_or_else(|e| e.to_string(), |a| a.port().to_string()),
+            Some(Err(e)) => e.to_string(),
+            None => String::new(),
+        };
         let all = self
             .exchange(&format!("a world of {n} ranks"), port.as_bytes())
             .map_err(EpError::Backend)?;
