@@ -1,9 +1,19 @@
-//! `ep conformance`: the suite from the binary, snapshots compared with the embedded copies.
+//! `ep conformance`: the suite from the binary, snapshots compared with the embedded copies. Under
+//! a launcher (`RANK` set: `ep launch`, `torchrun`) each process runs the suite for its own ranks
+//! and rank 0 prints every rank's verdicts (`ep_conformance::per_rank`).
 
 use std::io::Write;
 use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
 
+use ep::rendezvous::RankSpec;
+use ep_conformance::per_rank::{PerRank, Processes};
 use ep_conformance::runner;
+
+/// How long a process waits at each meeting of the processes for the slowest one: longer than
+/// the longest case takes on a loaded machine.
+const PROCESSES_DEADLINE: Duration = Duration::from_secs(120);
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -29,6 +39,9 @@ pub fn main(args: Args) -> Result<ExitCode, String> {
         }
         return Ok(ExitCode::SUCCESS);
     }
+    if std::env::var_os("RANK").is_some() {
+        return main_rank(&args);
+    }
     let runs = policy_backends(&args)?;
     let device_ok = device_checks(args.target.backend)?;
     let backend = &runs[0].1;
@@ -36,28 +49,11 @@ pub fn main(args: Args) -> Result<ExitCode, String> {
     let total = runs.len()
         * (runner::cases_for(backend, args.filter.as_deref()).len() + usize::from(epilogue_case));
     let skipped = runner::skipped_for(backend, args.filter.as_deref());
-    let filter = args.filter.as_deref().unwrap_or_default();
-    if total + skipped.len() == 0 {
-        return Err(format!("no conformance case name contains `{filter}`"));
-    }
-    if total == 0 {
-        let names: Vec<_> = skipped
-            .iter()
-            .map(|(n, why)| format!("{n} ({why})"))
-            .collect();
-        return Err(format!(
-            "every case whose name contains `{filter}` is skipped on backend `{}`: {}",
-            args.target.backend,
-            names.join("; ")
-        ));
-    }
+    check_selection(&args, total, &skipped)?;
     println!(
         "running {total} conformance cases on backend `{}`{}",
         args.target.backend,
-        match skipped.len() {
-            0 => String::new(),
-            n => format!(" ({n} skipped, below)"),
-        }
+        skipped_note(&skipped)
     );
     for (name, why) in &skipped {
         println!("skipped {name}: {why}");
@@ -65,14 +61,7 @@ pub fn main(args: Args) -> Result<ExitCode, String> {
     let mut done = 0;
     let mut report = |policy: Option<&str>, o: &runner::Outcome| {
         done += 1;
-        let status = if o.result.is_ok() { "ok" } else { "FAILED" };
-        let prefix = policy.map(|p| format!("{p}::")).unwrap_or_default();
-        println!(
-            "[{done:>3}/{total}] {status:<6} {prefix}{} ({:.0} ms)",
-            o.name,
-            o.time.as_secs_f64() * 1e3
-        );
-        let _ = std::io::stdout().flush();
+        progress(done, total, policy, o);
     };
     let mut outcomes = Vec::new();
     for (policy, backend) in &runs {
@@ -98,6 +87,123 @@ pub fn main(args: Args) -> Result<ExitCode, String> {
     } else {
         ExitCode::FAILURE
     })
+}
+
+/// `ep conformance` in one process of a world of one process per rank: this process's ranks of
+/// every case's world, on the backend `--backend` names (through its `init_rank`), the verdicts
+/// of every process gathered; rank 0 prints the cases and the closing `N passed, N failed`,
+/// every process exits as the world's verdict says.
+fn main_rank(args: &Args) -> Result<ExitCode, String> {
+    if args.policy.is_some() {
+        return Err(
+            "--policy is not taken with one process per rank yet: each process runs the \
+                    suite once, with the backend's options from the environment"
+                .into(),
+        );
+    }
+    let (spec, master) =
+        RankSpec::from_vars(|k| std::env::var(k).ok()).map_err(|e| e.to_string())?;
+    let inner = args.target.backend()?;
+    let filter = args.filter.as_deref();
+    let mut skipped = runner::skipped_for(&inner, filter);
+    if applies_device_epilogue(&inner, filter) {
+        skipped.push((
+            DEVICE_EPILOGUE.into(),
+            "builds a world of its own in one process, so not with one process per rank",
+        ));
+    }
+    let total = runner::cases_for(&inner, filter).len();
+    check_selection(args, total, &skipped)?;
+    let processes =
+        Processes::connect(spec, &master, PROCESSES_DEADLINE).map_err(|e| e.to_string())?;
+    let backend = PerRank::new(inner, Arc::new(processes));
+    // Each node's GPUs are checked once, by its first process.
+    let device_ok = spec.local_rank != 0 || device_checks(args.target.backend)?;
+    let failed_checks = backend
+        .processes()
+        .total("device self-checks", u64::from(!device_ok))?;
+    let rank0 = spec.rank == 0;
+    if rank0 {
+        println!(
+            "running {total} conformance cases on backend `{}`, one process per rank ({} \
+             processes; each runs its own ranks, rank 0 reports every verdict){}",
+            args.target.backend,
+            spec.world_size,
+            skipped_note(&skipped)
+        );
+        for (name, why) in &skipped {
+            println!("skipped {name}: {why}");
+        }
+    }
+    let mut done = 0;
+    let outcomes = runner::run_all_per_rank(&backend, filter, |o| {
+        done += 1;
+        if rank0 {
+            progress(done, total, None, o);
+        }
+    });
+    let cases_ok = if rank0 {
+        runner::print_summary(&outcomes)
+    } else {
+        let failed = outcomes.iter().filter(|o| o.result.is_err()).count();
+        println!(
+            "rank {} of {}: ran its ranks of {total} cases ({failed} failed in the world); rank 0 \
+             reports the verdicts",
+            spec.rank, spec.world_size
+        );
+        failed == 0
+    };
+    if failed_checks > 0 && rank0 {
+        println!("device self-check FAILED on {failed_checks} node(s): the CUDA backend's FP8 encode is not exact there");
+    }
+    Ok(if cases_ok && failed_checks == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+/// An error when the filter selects no case this backend runs.
+fn check_selection(
+    args: &Args,
+    total: usize,
+    skipped: &[(String, &'static str)],
+) -> Result<(), String> {
+    let filter = args.filter.as_deref().unwrap_or_default();
+    if total + skipped.len() == 0 {
+        return Err(format!("no conformance case name contains `{filter}`"));
+    }
+    if total == 0 {
+        let names: Vec<_> = skipped
+            .iter()
+            .map(|(n, why)| format!("{n} ({why})"))
+            .collect();
+        return Err(format!(
+            "every case whose name contains `{filter}` is skipped on backend `{}`: {}",
+            args.target.backend,
+            names.join("; ")
+        ));
+    }
+    Ok(())
+}
+
+fn skipped_note(skipped: &[(String, &'static str)]) -> String {
+    match skipped.len() {
+        0 => String::new(),
+        n => format!(" ({n} skipped, below)"),
+    }
+}
+
+/// One case's line: `[  7/278] ok     NAME (12 ms)`.
+fn progress(done: usize, total: usize, policy: Option<&str>, o: &runner::Outcome) {
+    let status = if o.result.is_ok() { "ok" } else { "FAILED" };
+    let prefix = policy.map(|p| format!("{p}::")).unwrap_or_default();
+    println!(
+        "[{done:>3}/{total}] {status:<6} {prefix}{} ({:.0} ms)",
+        o.name,
+        o.time.as_secs_f64() * 1e3
+    );
+    let _ = std::io::stdout().flush();
 }
 
 /// The path policies' names (`--policy`); none without the CUDA backend compiled in.

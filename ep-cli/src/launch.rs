@@ -1,7 +1,9 @@
 //! `ep launch`: one process per rank, as `torchrun` starts them. Each child is this binary with
 //! the given subcommand and the variables a launcher sets (`RANK`, `WORLD_SIZE`, `LOCAL_RANK`,
 //! `LOCAL_WORLD_SIZE`, `MASTER_ADDR`, `MASTER_PORT`); its lines come out prefixed with its rank.
-//! The launcher waits for every child (none is left behind) and says how each ended.
+//! The launcher waits for every child (none is left behind) and says how each ended; where rank 0
+//! printed a verdict line (`N passed, N failed`: `ep conformance` gathers every rank's there),
+//! the launcher's last line repeats it.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, ExitCode, Stdio};
@@ -69,6 +71,7 @@ pub fn main(args: Args) -> Result<ExitCode, String> {
         children.push((rank, child));
     }
     let mut failed = Vec::new();
+    let mut verdict = None;
     for (rank, mut child) in children {
         match child.wait() {
             Ok(s) if s.success() => {}
@@ -77,18 +80,35 @@ pub fn main(args: Args) -> Result<ExitCode, String> {
         }
     }
     for r in relays {
-        let _ = r.join();
+        if let Ok(Some(line)) = r.join() {
+            verdict = Some(line);
+        }
     }
-    if failed.is_empty() {
+    let code = if failed.is_empty() {
         println!("ep launch: {n} of {n} ranks exited 0");
-        return Ok(ExitCode::SUCCESS);
+        ExitCode::SUCCESS
+    } else {
+        println!(
+            "ep launch: {} of {n} ranks exited 0; {}",
+            n - failed.len(),
+            failed.join(", ")
+        );
+        ExitCode::FAILURE
+    };
+    if let Some(v) = verdict {
+        println!("ep launch: {v} (rank 0's verdict, over every rank)");
     }
-    println!(
-        "ep launch: {} of {n} ranks exited 0; {}",
-        n - failed.len(),
-        failed.join(", ")
-    );
-    Ok(ExitCode::FAILURE)
+    Ok(code)
+}
+
+/// Whether `line` is a verdict: `N passed, N failed`.
+fn is_verdict(line: &str) -> bool {
+    let counts = |s: &str, word: &str| {
+        s.strip_suffix(word)
+            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+    };
+    line.split_once(", ")
+        .is_some_and(|(a, b)| counts(a, " passed") && counts(b, " failed"))
 }
 
 /// How a child that did not succeed ended: its exit code or the signal that killed it.
@@ -103,18 +123,24 @@ fn ended(s: &std::process::ExitStatus) -> String {
     }
 }
 
-/// Copies a child's lines to ours, each prefixed with its rank.
+/// Copies a child's lines to ours, each prefixed with its rank; rank 0's last verdict line on
+/// stdout ([`is_verdict`]) is what the thread returns.
 fn relay(
     rank: usize,
     from: impl std::io::Read + Send + 'static,
     to_stderr: bool,
-) -> std::thread::JoinHandle<()> {
+) -> std::thread::JoinHandle<Option<String>> {
     std::thread::spawn(move || {
+        let mut verdict = None;
         for line in BufReader::new(from).lines().map_while(Result::ok) {
             match to_stderr {
                 true => eprintln!("[rank {rank}] {line}"),
                 false => println!("[rank {rank}] {line}"),
             }
+            if rank == 0 && !to_stderr && is_verdict(&line) {
+                verdict = Some(line);
+            }
         }
+        verdict
     })
 }

@@ -109,98 +109,124 @@ fn load(scenario: &str, format: Format) -> Result<(String, EpConfig, RoundInputs
 }
 
 /// `ep run` as one rank of a world of one process per rank (started by `ep launch` or a
-/// `torchrun`-style launcher: `RANK` is set): this process makes its own rank (the simulator so
-/// far: `SimBackend::init_rank`), runs the scenario's rounds for it, and checks its outputs
-/// against the oracle, which it computes for the whole world from the scenario.
+/// `torchrun`-style launcher: `RANK` is set): this process makes its own rank with the backend's
+/// `init_rank`, runs the scenario's rounds for it in the modes the flags ask for, and checks its
+/// outputs against the oracle, which it computes for the whole world from the scenario.
 fn main_rank(args: &Args) -> Result<ExitCode, String> {
     use ep::rendezvous::{RankSpec, Rendezvous};
-    use ep::HostIo;
     let (spec, master) =
         RankSpec::from_vars(|k| std::env::var(k).ok()).map_err(|e| e.to_string())?;
-    if args.target.backend != ep::BackendKind::Sim {
-        return Err("one process per rank: the simulator only, so far".into());
+    if args.dump.is_some() {
+        return Err("--dump is not taken with one process per rank yet".into());
     }
-    if args.split
-        || args.dump.is_some()
-        || args.shared_expert
-        || args.unreduced
-        || args.skip_a2a.is_some()
-        || args.epilogue.is_some()
-        || args.swiglu.is_some()
-    {
-        return Err(
-            "one process per rank runs the plain round only, so far (no mode flags)".into(),
-        );
+    let (name, cfg, inputs) = scenario(args)?;
+    let (calls, opts) = round_options(args, &cfg, &inputs);
+    let deadline = cfg.timeout.max(Duration::from_secs(30));
+    let mut rv = Rendezvous::connect(spec, &master, deadline).map_err(|e| e.to_string())?;
+    let mut comm = args
+        .target
+        .backend()?
+        .init_rank(&cfg, &mut rv)
+        .map_err(|e| e.to_string())?;
+    let r = comm.rank();
+    let mut last = Vec::new();
+    for round in 0..args.rounds {
+        let got = run_round(std::slice::from_mut(&mut comm), &inputs, &opts)
+            .into_iter()
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| format!("round {round}: {e}"))?;
+        if let Err(e) = check_against_oracle(&cfg, &inputs, &opts, &got) {
+            println!("rank {r}: round {round}: {e}");
+            return Ok(ExitCode::FAILURE);
+        }
+        last = got;
     }
-    let (name, cfg, inputs) = match &args.scenario {
+    if let Some(format) = args.swiglu {
+        if let Err(e) = run_swiglu(std::slice::from_mut(&mut comm), &last, format) {
+            println!("rank {r}: {e}");
+            return Ok(ExitCode::FAILURE);
+        }
+    }
+    let modes = mode_names(args, calls);
+    println!(
+        "rank {r} of {}: scenario {name}, {} rounds, outputs match the oracle bit for bit ({} rows received){}",
+        cfg.n_ranks(),
+        args.rounds,
+        last.first().map_or(0, |g| g.dispatch.rows()),
+        match modes.is_empty() {
+            true => String::new(),
+            false => format!("; {}", modes.join(", ")),
+        }
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The scenario `--scenario` names (or the demo) in `--format`, with the modes the flags set on
+/// its config.
+fn scenario(args: &Args) -> Result<(String, EpConfig, RoundInputs), String> {
+    let (name, mut cfg, inputs) = match &args.scenario {
         Some(s) => load(s, args.format)?,
         None => {
             let (n, c, i) = demo();
             (n, c.with_format(args.format), i)
         }
     };
-    let r = spec.rank;
-    let deadline = cfg.timeout.max(Duration::from_secs(30));
-    let mut rv = Rendezvous::connect(spec, &master, deadline).map_err(|e| e.to_string())?;
-    let mut comm = ep::sim::SimBackend::new()
-        .init_rank(&cfg, &mut rv)
-        .map_err(|e| e.to_string())?;
-    let opts = RoundOptions::new(Calls::Fused, WeightKind::F32);
-    let d_in = inputs.dispatch_inputs();
-    let want_d = ep::oracle::dispatch(&cfg, &d_in).map_err(|e| format!("oracle: {e}"))?;
-    let ys: Vec<_> = want_d.iter().map(|d| (opts.experts)(d)).collect();
-    let c_in: Vec<_> = (0..cfg.n_ranks())
-        .map(|q| inputs.combine_input(q, &ys[q], WeightKind::F32))
-        .collect();
-    let want_c =
-        ep::oracle::combine(&cfg, &d_in, &want_d, &c_in).map_err(|e| format!("oracle: {e}"))?;
-    for round in 0..args.rounds {
-        let d = comm
-            .host_dispatch(&d_in[r])
-            .map_err(|e| format!("round {round}: {e}"))?;
-        if let Some(diff) = d.bit_diff(&want_d[r]) {
-            println!("rank {r}: round {round}: dispatch differs from the oracle: {diff}");
-            return Ok(ExitCode::FAILURE);
-        }
-        let y = (opts.experts)(&d);
-        let c = comm
-            .host_combine(&d, &inputs.combine_input(r, &y, WeightKind::F32))
-            .map_err(|e| format!("round {round}: {e}"))?;
-        if c != want_c[r] {
-            println!("rank {r}: round {round}: combine differs from the oracle");
-            return Ok(ExitCode::FAILURE);
-        }
-    }
-    println!(
-        "rank {r} of {}: scenario {name}, {} rounds, outputs match the oracle bit for bit ({} rows received)",
-        cfg.n_ranks(),
-        args.rounds,
-        want_d[r].rows()
-    );
-    Ok(ExitCode::SUCCESS)
+    cfg.fused_shared_expert = args.shared_expert;
+    cfg.skip_a2a = args.skip_a2a;
+    Ok((name, cfg, inputs))
+}
+
+/// How each round is driven: fused or split calls, weighted or unreduced, the epilogue.
+fn round_options(args: &Args, cfg: &EpConfig, inputs: &RoundInputs) -> (Calls, RoundOptions) {
+    let calls = if args.split {
+        Calls::Split
+    } else {
+        Calls::Fused
+    };
+    let weights = if args.unreduced {
+        WeightKind::None
+    } else {
+        WeightKind::F32
+    };
+    let epilogues = match args.epilogue {
+        None => Vec::new(),
+        Some(e) => (0..cfg.n_ranks()).map(|r| epilogue(e, inputs, r)).collect(),
+    };
+    (
+        calls,
+        RoundOptions::new(calls, weights).with_epilogues(epilogues),
+    )
+}
+
+/// The modes the flags ask for, in words.
+fn mode_names(args: &Args, calls: Calls) -> Vec<String> {
+    [
+        (calls == Calls::Split).then(|| "split calls".to_string()),
+        args.shared_expert
+            .then(|| "fused shared expert".to_string()),
+        args.unreduced.then(|| "unreduced combine".to_string()),
+        args.skip_a2a
+            .map(|w| format!("skip_a2a (all-reduce over {w})")),
+        args.epilogue
+            .map(|e| format!("epilogue: {}", epilogue_name(e))),
+        args.swiglu.map(|f| format!("fused SwiGLU into {f}")),
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
 }
 
 pub fn main(args: Args) -> Result<ExitCode, String> {
-    if std::env::var_os("RANK").is_some() {
-        return main_rank(&args);
-    }
     if args.shared_expert && args.unreduced {
         // The contract rejects it per rank at combine; said once, before any world is built.
         return Err("--shared-expert and --unreduced cannot be combined: the shared expert's \
                     output is added to the weighted sum, and an unreduced output has nowhere to put it"
             .into());
     }
-    let format = args.format;
-    let (name, cfg, inputs) = match &args.scenario {
-        Some(s) => load(s, format)?,
-        None => {
-            let (n, c, i) = demo();
-            (n, c.with_format(format), i)
-        }
-    };
-    let mut cfg = cfg;
-    cfg.fused_shared_expert = args.shared_expert;
-    cfg.skip_a2a = args.skip_a2a;
+    if std::env::var_os("RANK").is_some() {
+        return main_rank(&args);
+    }
+    let (name, cfg, inputs) = scenario(&args)?;
     let backend = args.target.backend()?;
     let mut comms = backend.init_uniform(&cfg).map_err(|e| e.to_string())?;
     println!(
@@ -215,36 +241,11 @@ pub fn main(args: Args) -> Result<ExitCode, String> {
         backend.name()
     );
 
-    let calls = if args.split {
-        Calls::Split
-    } else {
-        Calls::Fused
-    };
-    let weights = if args.unreduced {
-        WeightKind::None
-    } else {
-        WeightKind::F32
-    };
-    let epilogues = match args.epilogue {
-        None => Vec::new(),
-        Some(e) => (0..cfg.n_ranks())
-            .map(|r| epilogue(e, &inputs, r))
-            .collect(),
-    };
-    let opts = RoundOptions::new(calls, weights).with_epilogues(epilogues);
-    let modes: Vec<String> = [
-        args.shared_expert
-            .then(|| "fused shared expert".to_string()),
-        args.unreduced.then(|| "unreduced combine".to_string()),
-        args.skip_a2a
-            .map(|w| format!("skip_a2a (all-reduce over {w})")),
-        args.epilogue
-            .map(|e| format!("epilogue: {}", epilogue_name(e))),
-        args.swiglu.map(|f| format!("fused SwiGLU into {f}")),
-    ]
-    .into_iter()
-    .flatten()
-    .collect();
+    let (calls, opts) = round_options(&args, &cfg, &inputs);
+    let modes: Vec<String> = mode_names(&args, calls)
+        .into_iter()
+        .filter(|m| m != "split calls")
+        .collect();
     if !modes.is_empty() {
         println!("modes: {}", modes.join(", "));
     }

@@ -16,12 +16,15 @@
 //!   the rank threads' rendezvous, which a panicking rank breaks.
 //! - [`snapshot`]: routing snapshots shared by all backends (`fixtures/snapshots`).
 //! - [`cases`]: the cases; [`runner`]: the list of cases and a runner outside `cargo test`.
+//! - [`per_rank`]: the suite with one process per rank (under `ep launch` or `torchrun`): each
+//!   process runs the cases for its own ranks, kept in step with the others.
 
 #![warn(missing_docs)]
 
 pub mod barrier;
 pub mod cases;
 pub mod fixture;
+pub mod per_rank;
 pub mod rng;
 pub mod round;
 pub mod routing;
@@ -121,7 +124,7 @@ macro_rules! __testgen_emit {
             $(
                 #[test]
                 fn $hcase() {
-                    let cx = $crate::cases::Ctx { snapshots: $crate::snapshot::SnapshotMode::Insta };
+                    let cx = $crate::cases::Ctx::in_process($crate::snapshot::SnapshotMode::Insta);
                     if let Err(e) = $crate::cases::$hcase(&$backend, &cx) {
                         panic!("{}", e);
                     }
@@ -136,7 +139,7 @@ macro_rules! __testgen_emit {
             $(
                 mod $fx {
                     fn run(format: $crate::__ep_core::Format, mode: $crate::cases::FixtureMode) {
-                        let cx = $crate::cases::Ctx { snapshots: $crate::snapshot::SnapshotMode::Insta };
+                        let cx = $crate::cases::Ctx::in_process($crate::snapshot::SnapshotMode::Insta);
                         if let Err(e) = $crate::cases::fixture(&$backend, &cx, stringify!($fx), format, mode) {
                             panic!("{}", e);
                         }
@@ -152,7 +155,7 @@ macro_rules! __testgen_emit {
             $(
                 #[test]
                 fn $case() {
-                    let cx = $crate::cases::Ctx { snapshots: $crate::snapshot::SnapshotMode::Insta };
+                    let cx = $crate::cases::Ctx::in_process($crate::snapshot::SnapshotMode::Insta);
                     if let Err(e) = $crate::cases::$case(&$backend, &cx) {
                         panic!("{}", e);
                     }

@@ -1,5 +1,6 @@
 //! Runs the suite outside `cargo test` (the `ep conformance` command): the same cases as
-//! [`crate::testgen!`], snapshots compared with the embedded copies.
+//! [`crate::testgen!`], snapshots compared with the embedded copies; in one process
+//! ([`run_all`]) or in each process of a world of one process per rank ([`run_all_per_rank`]).
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::{Duration, Instant};
@@ -7,6 +8,7 @@ use std::time::{Duration, Instant};
 use ep_core::{EpBackend, Format};
 
 use crate::cases::{self, CaseResult, Ctx, FixtureMode};
+use crate::per_rank::PerRank;
 use crate::snapshot::SnapshotMode;
 
 /// A named case, ready to run on backend `B`.
@@ -142,9 +144,7 @@ pub fn run_all<B: EpBackend>(
     filter: Option<&str>,
     mut report: impl FnMut(&Outcome),
 ) -> Vec<Outcome> {
-    let cx = Ctx {
-        snapshots: SnapshotMode::Embedded,
-    };
+    let cx = Ctx::in_process(SnapshotMode::Embedded);
     cases_for(backend, filter)
         .into_iter()
         .map(|c| {
@@ -153,6 +153,86 @@ pub fn run_all<B: EpBackend>(
             o
         })
         .collect()
+}
+
+/// [`run_all`] in one process of a world of one process per rank, every process running the
+/// same list: each case starts on every process together (they agree on its name first), runs
+/// for the ranks each holds, and passes only if it passed on every process; every process gets
+/// every case's verdict, which names the processes (by rank) where it failed. Once the processes
+/// cannot agree (a list that differs, a process gone), the cases left fail as not run, so the
+/// count stays the list's.
+pub fn run_all_per_rank<B: EpBackend>(
+    backend: &PerRank<B>,
+    filter: Option<&str>,
+    mut report: impl FnMut(&Outcome),
+) -> Vec<Outcome> {
+    let processes = backend.processes();
+    let cx = Ctx {
+        snapshots: SnapshotMode::Embedded,
+        processes: Some(processes),
+    };
+    let cases = cases_for(backend, filter);
+    let mut broken = processes
+        .begin(&format!("a list of {} cases", cases.len()))
+        .err();
+    let mut outcomes = Vec::new();
+    for c in cases {
+        let t0 = Instant::now();
+        let result = match &broken {
+            Some(why) => Err(format!("not run: {why}")),
+            None => match processes.begin(&c.name) {
+                Err(e) => Err(broken.insert(e).clone()),
+                Ok(()) => {
+                    let mine = c.run(backend, &cx).result;
+                    match processes.settle(&verdict_bytes(&mine)) {
+                        Ok(all) => world_verdict(&all),
+                        Err(e) => {
+                            let lost = broken.insert(e).clone();
+                            Err(match mine {
+                                Ok(()) => lost,
+                                Err(m) => format!("{m}\n{lost}"),
+                            })
+                        }
+                    }
+                }
+            },
+        };
+        let o = Outcome {
+            name: c.name.clone(),
+            result,
+            time: t0.elapsed(),
+        };
+        report(&o);
+        outcomes.push(o);
+    }
+    outcomes
+}
+
+/// One process's verdict on a case, for the others.
+fn verdict_bytes(result: &CaseResult) -> Vec<u8> {
+    match result {
+        Ok(()) => vec![0],
+        Err(e) => [&[1u8][..], e.as_bytes()].concat(),
+    }
+}
+
+/// The case's verdict from every process's (in rank order): passed where every process passed;
+/// otherwise each failure, prefixed with its process's rank.
+fn world_verdict(all: &[Vec<u8>]) -> CaseResult {
+    let failures: Vec<String> = all
+        .iter()
+        .enumerate()
+        .filter_map(|(rank, v)| match v.split_first() {
+            Some((0, _)) => None,
+            Some((_, msg)) => Some(format!("[rank {rank}] {}", String::from_utf8_lossy(msg))),
+            None => Some(format!("[rank {rank}] sent no verdict")),
+        })
+        .collect();
+    if failures.is_empty() {
+        Ok(())
+    } else {
+        Err(failures.join("\n"))
+    }
 }
 
 /// Prints each failure's details and the closing `N passed, N failed` line; returns whether

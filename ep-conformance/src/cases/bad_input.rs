@@ -18,6 +18,7 @@ use crate::scenario::WeightKind;
 /// input, publishing real counts over the poison, and the round completes exactly.
 fn rejected_dispatch<B: EpBackend, T>(
     b: &B,
+    cx: &Ctx,
     cfg: &EpConfig,
     bad: impl FnOnce(&mut B::Comm) -> Result<T, EpError>,
     expect: impl Fn(&EpError) -> bool,
@@ -25,15 +26,17 @@ fn rejected_dispatch<B: EpBackend, T>(
     let mut comms = b.init_uniform(cfg).map_err(err)?;
     let opts = RoundOptions::new(Calls::Fused, WeightKind::F32);
     run_and_check(&mut comms, &good_inputs(cfg, 1), &opts)?;
-    super::refused_on_rank0(&mut comms, "call", expect, bad)?;
+    super::refused_on_rank0(&mut comms, cx, "call", expect, bad)?;
     let inputs = good_inputs(cfg, 2);
     // Rank 0 sends first (its peers' counts hold its poison); its thread below takes the
     // dispatch up again.
-    drop(
-        comms[0]
-            .host_dispatch_async(&inputs.dispatch_input(0))
-            .map_err(err)?,
-    );
+    if let Some(c) = rank_mut(&mut comms, 0) {
+        drop(
+            c.host_dispatch_async(&inputs.dispatch_input(0))
+                .map_err(err)?,
+        );
+    }
+    cx.barrier("rank 0 dispatched again")?;
     finish_round(&mut comms, cfg, &inputs, |c| match c.rank() {
         0 => c.pending_dispatch(),
         r => c.host_dispatch_async(&inputs.dispatch_input(r)),
@@ -65,13 +68,14 @@ fn finish_round<C: EpComm>(
 
 /// An id equal to `n_experts` on rank 0's last token is `ExpertIdOutOfRange` naming the token
 /// and slot; nothing is written and the round then completes.
-pub fn expert_id_too_large<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
+pub fn expert_id_too_large<B: EpBackend>(b: &B, cx: &Ctx) -> CaseResult {
     let cfg = small_config();
     let mut inputs = good_inputs(&cfg, 3);
     let last = inputs.topk_ids[0].nrows() - 1;
     inputs.topk_ids[0][[last, 2]] = cfg.n_experts as i32;
     rejected_dispatch(
         b,
+        cx,
         &cfg,
         |c| c.host_dispatch_async(&inputs.dispatch_input(0)),
         |e| {
@@ -82,12 +86,13 @@ pub fn expert_id_too_large<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
 }
 
 /// An id of -2 (below the masked -1) is `ExpertIdOutOfRange`, through the fused `dispatch`.
-pub fn expert_id_below_minus_one<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
+pub fn expert_id_below_minus_one<B: EpBackend>(b: &B, cx: &Ctx) -> CaseResult {
     let cfg = small_config();
     let mut inputs = good_inputs(&cfg, 4);
     inputs.topk_ids[0][[3, 0]] = -2;
     rejected_dispatch(
         b,
+        cx,
         &cfg,
         |c| c.host_dispatch(&inputs.dispatch_input(0)).map(|_| ()),
         |e| {
@@ -105,13 +110,14 @@ pub fn expert_id_below_minus_one<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
 }
 
 /// `max_tokens_per_rank + 1` tokens are `TooManyTokens` naming the count and the maximum.
-pub fn too_many_tokens<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
+pub fn too_many_tokens<B: EpBackend>(b: &B, cx: &Ctx) -> CaseResult {
     let cfg = small_config();
     let t = cfg.max_tokens_per_rank + 1;
     let tokens = Array2::<bf16>::zeros((t, cfg.hidden));
     let ids = Array2::<i32>::zeros((t, cfg.top_k));
     rejected_dispatch(
         b,
+        cx,
         &cfg,
         |c| c.host_dispatch_async(&DispatchInput::new(tokens.view(), ids.view())),
         |e| {
@@ -128,12 +134,13 @@ pub fn too_many_tokens<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
 }
 
 /// Token rows wider than `hidden` are a `Shape` error on `tokens`.
-pub fn tokens_wrong_shape<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
+pub fn tokens_wrong_shape<B: EpBackend>(b: &B, cx: &Ctx) -> CaseResult {
     let cfg = small_config();
     let tokens = Array2::<bf16>::zeros((4, cfg.hidden + 8));
     let ids = Array2::<i32>::zeros((4, cfg.top_k));
     rejected_dispatch(
         b,
+        cx,
         &cfg,
         |c| c.host_dispatch_async(&DispatchInput::new(tokens.view(), ids.view())),
         |e| matches!(e, EpError::Shape { what: "tokens", .. }),
@@ -141,7 +148,7 @@ pub fn tokens_wrong_shape<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
 }
 
 /// `topk_ids` with a column too many, or a row too few, is a `Shape` error on `topk_ids`.
-pub fn topk_ids_wrong_shape<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
+pub fn topk_ids_wrong_shape<B: EpBackend>(b: &B, cx: &Ctx) -> CaseResult {
     let cfg = small_config();
     let tokens = Array2::<bf16>::zeros((4, cfg.hidden));
     for ids in [
@@ -150,6 +157,7 @@ pub fn topk_ids_wrong_shape<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
     ] {
         rejected_dispatch(
             b,
+            cx,
             &cfg,
             |c| c.host_dispatch_async(&DispatchInput::new(tokens.view(), ids.view())),
             |e| {
@@ -226,6 +234,7 @@ pub fn config_mismatch<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
 /// first, completes the round exactly.
 fn rejected_combine<B: EpBackend, T>(
     b: &B,
+    cx: &Ctx,
     bad: impl Fn(&mut B::Comm, &ep_core::DispatchOutput) -> Result<T, EpError> + Sync,
     expect: impl Fn(&EpError) -> bool + Sync,
 ) -> CaseResult {
@@ -233,20 +242,25 @@ fn rejected_combine<B: EpBackend, T>(
     let inputs = good_inputs(&cfg, 6);
     let mut comms = b.init_uniform(&cfg).map_err(err)?;
     let dispatched = super::dispatch_all(&mut comms, &inputs)?;
-    super::refused_on_rank0(&mut comms, "combine", expect, |c| bad(c, &dispatched[0]))?;
+    let rank0 = position_of(&dispatched, 0);
+    super::refused_on_rank0(&mut comms, cx, "combine", expect, |c| {
+        bad(c, &dispatched[rank0.expect("called where rank 0 is held")])
+    })?;
     let outs: Vec<_> = dispatched
         .iter()
         .map(crate::scenario::toy_experts)
         .collect();
-    combine_resumed(&mut comms, &cfg, &inputs, dispatched, &outs, 0, false)
+    combine_resumed(&mut comms, cx, &cfg, &inputs, dispatched, &outs, 0, false)
 }
 
 /// Completes a round whose combine rank `first` must issue before the others (it rejected its
 /// input, and its peers' counts hold its poison): `first` issues its combine, then every other
 /// rank combines (or, with `peers_issued`, waits again for the combine it issued), and the round
-/// is held against the oracle.
+/// is held against the oracle. `outs` are the expert outputs of `dispatched`, in its order.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn combine_resumed<C: EpComm>(
     comms: &mut [C],
+    cx: &Ctx,
     cfg: &EpConfig,
     inputs: &crate::scenario::RoundInputs,
     dispatched: Vec<ep_core::DispatchOutput>,
@@ -254,21 +268,21 @@ pub(crate) fn combine_resumed<C: EpComm>(
     first: usize,
     peers_issued: bool,
 ) -> CaseResult {
+    let held = |r: usize| position_of(&dispatched, r).expect("every rank held here dispatched");
     // Its thread below takes the combine up again.
-    drop(
-        comms[first]
-            .host_combine_async(
-                &dispatched[first],
-                &inputs.combine_input(first, &outs[first], WeightKind::F32),
-            )
-            .map_err(err)?,
-    );
+    if let Some(c) = rank_mut(comms, first) {
+        let i = held(first);
+        let cin = inputs.combine_input(first, &outs[i], WeightKind::F32);
+        drop(c.host_combine_async(&dispatched[i], &cin).map_err(err)?);
+    }
+    cx.barrier("the rejecting rank combined again")?;
     let combined = ep_core::on_every_rank(comms, |c| {
         let r = c.rank();
         let pending = if r != first && !peers_issued {
+            let i = held(r);
             c.host_combine_async(
-                &dispatched[r],
-                &inputs.combine_input(r, &outs[r], WeightKind::F32),
+                &dispatched[i],
+                &inputs.combine_input(r, &outs[i], WeightKind::F32),
             )?
         } else {
             c.pending_combine()?
@@ -284,6 +298,9 @@ pub(crate) fn combine_resumed<C: EpComm>(
     )
 }
 
+/// Each rank's call, by rank, with the time it took.
+type TimedCalls = Vec<(usize, (Result<(), EpError>, Duration))>;
+
 /// A call's result with the time it took, error or not.
 fn timed(call: impl FnOnce() -> Result<(), EpError>) -> (Result<(), EpError>, Duration) {
     let start = Instant::now();
@@ -295,13 +312,13 @@ fn timed(call: impl FnOnce() -> Result<(), EpError>) -> (Result<(), EpError>, Du
 /// within a second; rank `bad`'s own error is what `own` accepts; every other rank's names rank
 /// `bad`, the phase and the reason.
 fn lone_rejection(
-    results: Vec<(Result<(), EpError>, Duration)>,
+    results: TimedCalls,
     bad: usize,
     phase: ep_core::Phase,
     reason: RejectReason,
     own: impl Fn(Result<(), EpError>) -> CaseResult,
 ) -> CaseResult {
-    for (r, (res, t)) in results.into_iter().enumerate() {
+    for (r, (res, t)) in results {
         within_a_second(r, t)?;
         if r == bad {
             own(res)?;
@@ -349,7 +366,7 @@ fn within_a_second(rank: usize, t: Duration) -> CaseResult {
 /// the same time: rank 1 returns its own typed error, and every other rank's dispatch returns
 /// within a second (not at the 10 s deadline) naming rank 1 and the reason. Then rank 1 dispatches
 /// good input, the others wait again, and the round completes exactly; so does the next one.
-pub fn peer_rejects_dispatch<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
+pub fn peer_rejects_dispatch<B: EpBackend>(b: &B, cx: &Ctx) -> CaseResult {
     let cfg = small_config().with_timeout(Duration::from_secs(10));
     assert!(cfg.n_ranks() > 2, "needs peers on both nodes");
     let mut comms = b.init_uniform(&cfg).map_err(err)?;
@@ -358,15 +375,18 @@ pub fn peer_rejects_dispatch<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
     let inputs = good_inputs(&cfg, 12);
     let mut bad = inputs.clone();
     bad.topk_ids[1][[0, 1]] = 999;
+    // Every rank's clock starts together, in whichever process it is.
+    cx.barrier("ready for the rejected dispatch")?;
     let results = ep_core::on_every_rank(&mut comms, |c| {
         let r = c.rank();
-        timed(|| {
+        let res = timed(|| {
             if r == 1 {
                 c.host_dispatch_async(&bad.dispatch_input(r)).map(drop)
             } else {
                 c.host_dispatch(&inputs.dispatch_input(r)).map(|_| ())
             }
-        })
+        });
+        (r, res)
     });
     lone_rejection(
         results,
@@ -385,26 +405,31 @@ pub fn peer_rejects_dispatch<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
         },
     )?;
     // The peers may ask again before rank 1 has sent: the same answer, at once.
-    let start = Instant::now();
-    // The wait met the rejection; the dispatch is still in flight, and waiting again needs it.
-    let again = comms[0]
-        .pending_dispatch()
-        .and_then(|pending| comms[0].host_dispatch_wait(pending))
-        .map(|_| start.elapsed());
-    expect_peer_rejected(
-        0,
-        &again,
-        1,
-        ep_core::Phase::Dispatch,
-        RejectReason::ExpertIdOutOfRange,
-    )?;
-    within_a_second(0, start.elapsed())?;
+    if let Some(c) = rank_mut(&mut comms, 0) {
+        let start = Instant::now();
+        // The wait met the rejection; the dispatch is still in flight, and waiting again needs it.
+        let again = c
+            .pending_dispatch()
+            .and_then(|pending| c.host_dispatch_wait(pending))
+            .map(|_| start.elapsed());
+        expect_peer_rejected(
+            0,
+            &again,
+            1,
+            ep_core::Phase::Dispatch,
+            RejectReason::ExpertIdOutOfRange,
+        )?;
+        within_a_second(0, start.elapsed())?;
+    }
+    cx.barrier("rank 0 asked again")?;
     // Rank 1 sends good input; the others take up their waits.
-    drop(
-        comms[1]
-            .host_dispatch_async(&inputs.dispatch_input(1))
-            .map_err(err)?,
-    );
+    if let Some(c) = rank_mut(&mut comms, 1) {
+        drop(
+            c.host_dispatch_async(&inputs.dispatch_input(1))
+                .map_err(err)?,
+        );
+    }
+    cx.barrier("rank 1 dispatched again")?;
     finish_round(&mut comms, &cfg, &inputs, |c| c.pending_dispatch())?;
     run_and_check(&mut comms, &good_inputs(&cfg, 13), &opts).map(|_| ())
 }
@@ -413,7 +438,7 @@ pub fn peer_rejects_dispatch<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
 /// others combine: rank 2 gets its shape error, every other rank's combine returns within a
 /// second naming rank 2; rank 2 then combines the right rows, the others wait again, and the round
 /// completes exactly; so does the next one.
-pub fn peer_rejects_combine<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
+pub fn peer_rejects_combine<B: EpBackend>(b: &B, cx: &Ctx) -> CaseResult {
     let cfg = small_config().with_timeout(Duration::from_secs(10));
     let mut comms = b.init_uniform(&cfg).map_err(err)?;
     let inputs = good_inputs(&cfg, 14);
@@ -422,24 +447,27 @@ pub fn peer_rejects_combine<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
         .iter()
         .map(crate::scenario::toy_experts)
         .collect();
-    let too_many = Array2::<bf16>::zeros((dispatched[2].rows() + 1, cfg.hidden));
+    cx.barrier("ready for the rejected combine")?;
     let results = ep_core::on_every_rank(&mut comms, |c| {
         let r = c.rank();
-        timed(|| {
+        let i = position_of(&dispatched, r).expect("every rank held here dispatched");
+        let too_many = Array2::<bf16>::zeros((dispatched[i].rows() + 1, cfg.hidden));
+        let res = timed(|| {
             if r == 2 {
                 c.host_combine_async(
-                    &dispatched[r],
+                    &dispatched[i],
                     &inputs.combine_input(r, &too_many, WeightKind::F32),
                 )
                 .map(drop)
             } else {
                 c.host_combine(
-                    &dispatched[r],
-                    &inputs.combine_input(r, &outs[r], WeightKind::F32),
+                    &dispatched[i],
+                    &inputs.combine_input(r, &outs[i], WeightKind::F32),
                 )
                 .map(|_| ())
             }
-        })
+        });
+        (r, res)
     });
     lone_rejection(
         results,
@@ -455,15 +483,18 @@ pub fn peer_rejects_combine<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
             other => Err(format!("rank 2: {other:?}")),
         },
     )?;
-    combine_resumed(&mut comms, &cfg, &inputs, dispatched, &outs, 2, true)?;
+    // Rank 2's good combine must not replace the poison before every peer has met it.
+    cx.barrier("every rank met the rejection")?;
+    combine_resumed(&mut comms, cx, &cfg, &inputs, dispatched, &outs, 2, true)?;
     let opts = RoundOptions::new(Calls::Split, WeightKind::F32);
     run_and_check(&mut comms, &good_inputs(&cfg, 15), &opts).map(|_| ())
 }
 
 /// Router weights with a row too many are a `Shape` error on `router weights` in combine.
-pub fn weights_wrong_shape<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
+pub fn weights_wrong_shape<B: EpBackend>(b: &B, cx: &Ctx) -> CaseResult {
     rejected_combine(
         b,
+        cx,
         |c, d| {
             let out = Array2::<bf16>::zeros((d.rows(), c.config().hidden));
             let w = Array2::<f32>::zeros((d.rows() + 1, c.config().top_k));
@@ -483,9 +514,10 @@ pub fn weights_wrong_shape<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
 }
 
 /// `expert_out` with a row more than the dispatch delivered is a `Shape` error on `expert_out`.
-pub fn expert_out_wrong_rows<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
+pub fn expert_out_wrong_rows<B: EpBackend>(b: &B, cx: &Ctx) -> CaseResult {
     rejected_combine(
         b,
+        cx,
         |c, d| {
             let out = Array2::<bf16>::zeros((d.rows() + 1, c.config().hidden));
             let cin = CombineInput::unreduced(out.view());
@@ -504,9 +536,10 @@ pub fn expert_out_wrong_rows<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
 }
 
 /// Combine with a handle from a round that never happened is `StaleHandle` on rank 0.
-pub fn stale_routing_handle<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
+pub fn stale_routing_handle<B: EpBackend>(b: &B, cx: &Ctx) -> CaseResult {
     rejected_combine(
         b,
+        cx,
         |c, d| {
             let mut stale = d.clone();
             stale.handle.round += 1;
@@ -524,9 +557,12 @@ pub fn stale_swiglu_routing<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
     let opts = RoundOptions::new(Calls::Fused, WeightKind::F32);
     let first = run_and_check(&mut comms, &good_inputs(&cfg, 7), &opts)?;
     run_and_check(&mut comms, &good_inputs(&cfg, 8), &opts)?;
-    let old = &first[0].dispatch;
+    let (Some(old), Some(c)) = (first.iter().find(|g| g.rank == 0), rank_mut(&mut comms, 0)) else {
+        return Ok(()); // rank 0 is another process's
+    };
+    let old = &old.dispatch;
     let x = Array2::<bf16>::zeros((old.rows(), 2 * cfg.hidden));
-    match comms[0].swiglu(old, x.view(), &ep_core::SwigluOptions::new(Format::Bf16)) {
+    match c.swiglu(old, x.view(), &ep_core::SwigluOptions::new(Format::Bf16)) {
         Err(EpError::StaleHandle { rank: 0, .. }) => Ok(()),
         Err(e) => Err(format!("wrong error: {e}")),
         Ok(_) => Err("SwiGLU on an earlier round's routing succeeded".into()),
@@ -534,13 +570,50 @@ pub fn stale_swiglu_routing<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
 }
 
 /// combine before any dispatch, and a wait with nothing in flight, are refused; a wait takes only
-/// its own rank's pending phase.
-pub fn calls_out_of_order<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
+/// its own rank's pending phase (checked where one process holds ranks 0 and 1: a pending phase
+/// never leaves its process, so across processes there is no other rank's to hand over).
+pub fn calls_out_of_order<B: EpBackend>(b: &B, cx: &Ctx) -> CaseResult {
     let cfg = small_config();
     let mut comms = b.init_uniform(&cfg).map_err(err)?;
-    let before = digests(&comms)?;
+    super::rank0_writes_nothing(
+        &mut comms,
+        cx,
+        "a refused call changed symmetric memory",
+        refused_out_of_order,
+    )?;
+    // Rank 0 handed rank 1's pending dispatch: refused, nothing taken; rank 1 takes its
+    // dispatch up again and the round completes.
+    let inputs = good_inputs(&cfg, 9);
+    let mut pending: Vec<_> = ep_core::on_every_rank(&mut comms, |c| {
+        let r = c.rank();
+        c.host_dispatch_async(&inputs.dispatch_input(r))
+            .map(|p| (r, p))
+    })
+    .into_iter()
+    .collect::<Result<_, _>>()
+    .map_err(err)?;
+    let rank1 = pending.iter().position(|(r, _)| *r == 1);
+    if let (Some(i), Some(c)) = (rank1, rank_mut(&mut comms, 0)) {
+        match c.host_dispatch_wait(pending.remove(i).1) {
+            Err(EpError::StaleHandle { rank: 0, .. }) => {}
+            Err(e) => return Err(format!("another rank's pending dispatch: wrong error: {e}")),
+            Ok(_) => return Err("rank 0 waited with rank 1's pending dispatch".into()),
+        }
+    }
+    drop(pending);
+    finish_round(&mut comms, &cfg, &inputs, |c| c.pending_dispatch())?;
+    run_and_check(
+        &mut comms,
+        &good_inputs(&cfg, 8),
+        &RoundOptions::new(Calls::Fused, WeightKind::None),
+    )
+    .map(|_| ())
+}
+
+/// Rank 0 (`c`, nothing dispatched yet): combine, and taking a pending dispatch or combine, are
+/// refused as out of order.
+fn refused_out_of_order<C: EpComm>(c: &mut C) -> CaseResult {
     let handle = ep_core::RoutingHandle { rank: 0, round: 0 };
-    let c = &mut comms[0];
     let staging = c.staging().map_err(err)?;
     if !matches!(
         c.combine_async(&handle, &CombineArgs::unreduced(&staging.expert_out)),
@@ -569,31 +642,7 @@ pub fn calls_out_of_order<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
     ) {
         return Err("a pending combine with none in flight was given".into());
     }
-    if digests(&comms)? != before {
-        return Err("a refused call changed symmetric memory".into());
-    }
-    // Rank 0 handed rank 1's pending dispatch: refused, nothing taken; rank 1 takes its
-    // dispatch up again and the round completes.
-    let inputs = good_inputs(&cfg, 9);
-    let mut pending: Vec<_> = ep_core::on_every_rank(&mut comms, |c| {
-        c.host_dispatch_async(&inputs.dispatch_input(c.rank()))
-    })
-    .into_iter()
-    .collect::<Result<_, _>>()
-    .map_err(err)?;
-    match comms[0].host_dispatch_wait(pending.remove(1)) {
-        Err(EpError::StaleHandle { rank: 0, .. }) => {}
-        Err(e) => return Err(format!("another rank's pending dispatch: wrong error: {e}")),
-        Ok(_) => return Err("rank 0 waited with rank 1's pending dispatch".into()),
-    }
-    drop(pending);
-    finish_round(&mut comms, &cfg, &inputs, |c| c.pending_dispatch())?;
-    run_and_check(
-        &mut comms,
-        &good_inputs(&cfg, 8),
-        &RoundOptions::new(Calls::Fused, WeightKind::None),
-    )
-    .map(|_| ())
+    Ok(())
 }
 
 /// Sizes no host or GPU can give are typed errors, and the process goes on: hidden 2^60 wraps a

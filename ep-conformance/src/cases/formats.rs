@@ -18,8 +18,8 @@ pub fn nonfinite_inputs<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
         inputs.tokens[0][[1, 200]] = bf16::NEG_INFINITY;
         let got = fused_round(b, &cfg, &inputs).map_err(|e| format!("{format}: {e}"))?;
         let block = format.block();
-        for (r, round) in got.iter().enumerate() {
-            let d = &round.dispatch;
+        for round in &got {
+            let (r, d) = (round.rank, &round.dispatch);
             let scales: Vec<_> = inputs.input_scales.iter().map(|s| s.view()).collect();
             let x = d.decode_rows_from(&scales);
             for row in 0..d.rows() {
@@ -112,7 +112,7 @@ const SPECIAL_BF16: [u16; 26] = [
 /// kept on their rank), at few tokens and at many (the GPU backend's single-launch, regular and
 /// lean sends). The backend matches the oracle too, so the oracle carries them as well; the
 /// combine of these rows is compared with the oracle's (its NaNs are the canonical 0x7FC0).
-pub fn bf16_bits_exact<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
+pub fn bf16_bits_exact<B: EpBackend>(b: &B, cx: &Ctx) -> CaseResult {
     let configs = [
         ("one node", EpConfig::new(64, 3, 8, 8, 2)),
         ("two nodes", EpConfig::new(64, 3, 8, 8, 2).with_nodes(2)),
@@ -133,8 +133,8 @@ pub fn bf16_bits_exact<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
         }
         let got = fused_round(b, &cfg, &inputs).map_err(|e| format!("{what}: {e}"))?;
         let mut checked = 0;
-        for (r, round) in got.iter().enumerate() {
-            let d = &round.dispatch;
+        for round in &got {
+            let (r, d) = (round.rank, &round.dispatch);
             let rows = d.tokens_bf16().ok_or("BF16 rows expected")?;
             for row in 0..d.rows() {
                 let (Some(s), t) = (d.source_rank(row), d.src_info[[row, 0]]) else {
@@ -153,7 +153,7 @@ pub fn bf16_bits_exact<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
                 checked += 1;
             }
         }
-        if checked == 0 {
+        if cx.total(&format!("{what}: rows checked"), checked)? == 0 {
             return Err(format!("{what}: no row received"));
         }
     }
@@ -165,7 +165,7 @@ pub fn bf16_bits_exact<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
 /// oracle's own encode and decode of each source token, with its scale. The suite's input scales
 /// differ by token and by rank, so the case also requires that decoding with the receiving
 /// rank's first scale (a decoder's easy mistake) would have given other values.
-pub fn nvfp4_source_scales<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
+pub fn nvfp4_source_scales<B: EpBackend>(b: &B, cx: &Ctx) -> CaseResult {
     let cfg = EpConfig::new(256, 3, 8, 12, 4).with_format(Format::Nvfp4);
     let inputs = good_inputs(&cfg, 61);
     let got = fused_round(b, &cfg, &inputs)?;
@@ -175,8 +175,8 @@ pub fn nvfp4_source_scales<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
         Format::Nvfp4.scale_bytes(cfg.hidden),
     );
     let mut wrong_scale_differs = false;
-    for (r, round) in got.iter().enumerate() {
-        let d = &round.dispatch;
+    for round in &got {
+        let (r, d) = (round.rank, &round.dispatch);
         let decoded = d.decode_rows_from(&scales);
         let first = inputs.input_scales[r].first().copied().unwrap_or(1.0);
         let with_first = d.decode_rows_with(first);
@@ -202,7 +202,11 @@ pub fn nvfp4_source_scales<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
             wrong_scale_differs |= with_first.row(row) != decoded.row(row);
         }
     }
-    if !wrong_scale_differs {
+    if cx.total(
+        "rows whose decode needs their scale",
+        usize::from(wrong_scale_differs),
+    )? == 0
+    {
         return Err("no row's decode depends on its token's scale: the case tests nothing".into());
     }
     Ok(())

@@ -6,6 +6,12 @@
 //! - `bad_input`: typed errors with nothing written; `timeouts`: ranks that never signal;
 //! - `formats`: non-finite inputs; `modes`: shared expert, skip_a2a, epilogues, SwiGLU;
 //! - `rules`: the contract's bit-level rules checked against the bits it names.
+//!
+//! A case runs the ranks its `init` returns: every rank of the world in one process, or, with one
+//! process per rank ([`crate::per_rank`]), those this process holds (possibly none). So a case
+//! finds a rank's results by its rank, never by position; a call one rank must make before
+//! another's is followed by [`Ctx::barrier`]; and a count over the whole world is
+//! [`Ctx::total`]. In one process both are immediate.
 
 mod bad_input;
 mod formats;
@@ -24,17 +30,48 @@ pub use timeouts::*;
 use ep_core::{EpBackend, EpComm, EpConfig, Format, HostIo};
 
 use crate::fixture::Fixture;
+use crate::per_rank::Processes;
 use crate::rng::Rng;
-use crate::round::{run_and_check, Calls, RoundOptions};
+use crate::round::{run_and_check, Calls, RankRound, RoundOptions};
 use crate::routing::RoutingSpec;
 use crate::scenario::{RoundInputs, WeightKind};
 use crate::snapshot::{self, SnapshotMode};
 
 /// What a case needs besides the backend.
 #[derive(Clone, Copy, Debug)]
-pub struct Ctx {
+pub struct Ctx<'a> {
     /// How fixture cases check their routing snapshots.
     pub snapshots: SnapshotMode,
+    /// The world's processes when each runs its own ranks; `None` when every rank of a case's
+    /// world is in this process.
+    pub processes: Option<&'a Processes>,
+}
+
+impl Ctx<'static> {
+    /// Every rank in this process.
+    pub fn in_process(snapshots: SnapshotMode) -> Self {
+        Ctx {
+            snapshots,
+            processes: None,
+        }
+    }
+}
+
+impl Ctx<'_> {
+    /// Returns once every process has reached this point (`what` names it): where a rank's
+    /// call must come before another rank's, which may be in another process.
+    pub fn barrier(&self, what: &str) -> CaseResult {
+        self.processes.map_or(Ok(()), |p| p.barrier(what))
+    }
+
+    /// `n` summed over the world's processes (`what` names the count): for the checks that a
+    /// case has teeth, which hold for the world, not for each rank.
+    pub fn total(&self, what: &str, n: usize) -> Result<usize, String> {
+        match self.processes {
+            None => Ok(n),
+            Some(p) => p.total(what, n as u64).map(|t| t as usize),
+        }
+    }
 }
 
 /// What a case returns: `Err` with a description of the first thing that breaks the contract.
@@ -101,12 +138,33 @@ pub fn fixture<B: EpBackend>(
     let inputs = fx.inputs();
     let mut comms = b.init_uniform(&cfg).map_err(err)?;
     let got = run_and_check(&mut comms, &inputs, &mode.options())?;
-    let outputs: Vec<_> = got.into_iter().map(|r| r.dispatch).collect();
+    if !got.iter().any(|g| g.rank == 0) {
+        // The process holding rank 0 checks the world's routing.
+        return Ok(());
+    }
+    let outputs = world_routing(&cfg, &inputs, got)?;
     snapshot::check(cx.snapshots, name, &snapshot::routing_text(&outputs))
 }
 
-/// A fresh world for `cfg`, one fused round with f32 weights, held against the oracle: every
-/// rank's round.
+/// Every rank's dispatch output: the ranks run here as they ran, the others (held by other
+/// processes, and already held against the oracle there) as the oracle gives them.
+fn world_routing(
+    cfg: &EpConfig,
+    inputs: &RoundInputs,
+    got: Vec<RankRound>,
+) -> Result<Vec<ep_core::DispatchOutput>, String> {
+    if got.len() == cfg.n_ranks() {
+        return Ok(got.into_iter().map(|r| r.dispatch).collect());
+    }
+    let mut all = ep_core::oracle::dispatch(cfg, &inputs.dispatch_inputs()).map_err(err)?;
+    for g in got {
+        all[g.rank] = g.dispatch;
+    }
+    Ok(all)
+}
+
+/// A fresh world for `cfg`, one fused round with f32 weights, held against the oracle: the round
+/// of every rank this process holds.
 pub(crate) fn fused_round<B: EpBackend>(
     b: &B,
     cfg: &EpConfig,
@@ -131,6 +189,7 @@ pub(crate) fn rank_rounds(
         .zip(combined)
         .map(|(dispatch, combine)| {
             Ok(crate::round::RankRound {
+                rank: dispatch.handle.rank,
                 dispatch,
                 combine: combine.map_err(err)?,
                 dispatch_time: std::time::Duration::ZERO,
@@ -170,20 +229,52 @@ pub(crate) fn routed_inputs(
 /// memory as it was (a peer's poisoned count reads as the sentinel it replaced).
 pub(crate) fn refused_on_rank0<C: EpComm, T>(
     comms: &mut [C],
+    cx: &Ctx,
     what: &str,
     expect: impl Fn(&ep_core::EpError) -> bool,
     call: impl FnOnce(&mut C) -> Result<T, ep_core::EpError>,
 ) -> CaseResult {
+    let changed = format!("the rejected {what} changed symmetric memory");
+    rank0_writes_nothing(comms, cx, &changed, |c| match call(c) {
+        Ok(_) => Err(format!("the bad {what} succeeded")),
+        Err(e) if expect(&e) => Ok(()),
+        Err(e) => Err(format!("{what}: wrong error: {e}")),
+    })
+}
+
+/// Runs `calls` on rank 0 (in the process that holds it) and requires that no rank's symmetric
+/// memory changed (`changed` says so otherwise). Each process digests its ranks before and after,
+/// the calls between two barriers, and a third barrier keeps every rank's next call (which writes
+/// into its peers' memory) until every process has digested.
+pub(crate) fn rank0_writes_nothing<C: EpComm>(
+    comms: &mut [C],
+    cx: &Ctx,
+    changed: &str,
+    calls: impl FnOnce(&mut C) -> CaseResult,
+) -> CaseResult {
     let before = digests(comms)?;
-    match call(&mut comms[0]) {
-        Ok(_) => return Err(format!("the bad {what} succeeded")),
-        Err(e) if expect(&e) => {}
-        Err(e) => return Err(format!("{what}: wrong error: {e}")),
+    cx.barrier("memory digested before rank 0's calls")?;
+    if let Some(c) = rank_mut(comms, 0) {
+        calls(c)?;
     }
-    if digests(comms)? != before {
-        return Err(format!("the rejected {what} changed symmetric memory"));
+    cx.barrier("rank 0's calls made")?;
+    let after = digests(comms)?;
+    cx.barrier("memory digested after rank 0's calls")?;
+    if after != before {
+        return Err(changed.into());
     }
     Ok(())
+}
+
+/// This process's communicator of rank `r`, if it holds that rank.
+pub(crate) fn rank_mut<C: EpComm>(comms: &mut [C], r: usize) -> Option<&mut C> {
+    comms.iter_mut().find(|c| c.rank() == r)
+}
+
+/// Where rank `r`'s dispatch output is among this process's (which come in the order of its
+/// communicators); `None` when this process does not hold rank `r`.
+pub(crate) fn position_of(dispatched: &[ep_core::DispatchOutput], r: usize) -> Option<usize> {
+    dispatched.iter().position(|d| d.handle.rank == r)
 }
 
 pub(crate) fn digests<C: EpComm>(comms: &[C]) -> Result<Vec<u64>, String> {
@@ -193,8 +284,8 @@ pub(crate) fn digests<C: EpComm>(comms: &[C]) -> Result<Vec<u64>, String> {
         .collect()
 }
 
-/// Dispatch on every rank (each on its thread) with `inputs`; every rank's output, or the first
-/// error.
+/// Dispatch on every rank this process holds (each on its thread) with `inputs`; their outputs,
+/// in the order of the communicators, or the first error.
 pub(crate) fn dispatch_all<C: EpComm>(
     comms: &mut [C],
     inputs: &RoundInputs,
@@ -205,8 +296,9 @@ pub(crate) fn dispatch_all<C: EpComm>(
         .map_err(err)
 }
 
-/// Completes a round whose dispatch ran separately: combine `outs` with f32 weights on every
-/// rank, then hold dispatch and combine against the oracle.
+/// Completes a round whose dispatch ran separately: combine `outs` (one per dispatch output, in
+/// the same order) with f32 weights on every rank held here, then hold dispatch and combine
+/// against the oracle.
 pub(crate) fn combine_all_and_check<C: EpComm>(
     comms: &mut [C],
     cfg: &EpConfig,
@@ -216,9 +308,10 @@ pub(crate) fn combine_all_and_check<C: EpComm>(
 ) -> CaseResult {
     let combined = ep_core::on_every_rank(comms, |c| {
         let r = c.rank();
+        let i = position_of(&dispatched, r).expect("every rank held here dispatched");
         c.host_combine(
-            &dispatched[r],
-            &inputs.combine_input(r, &outs[r], WeightKind::F32),
+            &dispatched[i],
+            &inputs.combine_input(r, &outs[i], WeightKind::F32),
         )
     });
     let rounds = rank_rounds(dispatched, combined)?;

@@ -13,36 +13,54 @@ use ndarray::Array2;
 
 use super::*;
 
-/// Combine `outs` with the inputs' f32 weights on every rank, checked bit for bit against the
-/// oracle; the combined rows.
+/// Combine, on every rank held here, what `experts` gives for its dispatch output, with the
+/// inputs' f32 weights, checked bit for bit against the oracle's combine of the same expert
+/// outputs (for the ranks held elsewhere, of the oracle's dispatch); each rank's combined rows.
 fn weighted_combine<C: EpComm>(
     comms: &mut [C],
     cfg: &EpConfig,
     inputs: &RoundInputs,
     dispatched: &[DispatchOutput],
-    outs: &[Array2<bf16>],
-) -> Result<Vec<Array2<bf16>>, String> {
-    let combine_input = |r: usize| {
-        CombineInput::weighted(outs[r].view(), RouterWeights::F32(inputs.weights[r].view()))
-    };
+    experts: impl Fn(&DispatchOutput) -> Array2<bf16>,
+) -> Result<Vec<(usize, Array2<bf16>)>, String> {
+    fn weighted<'a>(out: &'a Array2<bf16>, w: &'a Array2<f32>) -> CombineInput<'a> {
+        CombineInput::weighted(out.view(), RouterWeights::F32(w.view()))
+    }
+    let outs: Vec<_> = dispatched.iter().map(&experts).collect();
     let got = ep_core::on_every_rank(comms, |c| {
-        c.host_combine(&dispatched[c.rank()], &combine_input(c.rank()))
+        let r = c.rank();
+        let i = position_of(dispatched, r).expect("every rank held here dispatched");
+        c.host_combine(&dispatched[i], &weighted(&outs[i], &inputs.weights[r]))
     })
     .into_iter()
     .collect::<Result<Vec<_>, _>>()
     .map_err(err)?;
-    let plain: Vec<_> = (0..inputs.n_ranks()).map(combine_input).collect();
-    let want = oracle::combine(cfg, &inputs.dispatch_inputs(), dispatched, &plain).map_err(err)?;
+    let world = if dispatched.len() == cfg.n_ranks() {
+        dispatched.to_vec()
+    } else {
+        let mut world = oracle::dispatch(cfg, &inputs.dispatch_inputs()).map_err(err)?;
+        for d in dispatched {
+            world[d.handle.rank] = d.clone();
+        }
+        world
+    };
+    let world_outs: Vec<_> = world.iter().map(&experts).collect();
+    let plain: Vec<_> = (0..inputs.n_ranks())
+        .map(|r| weighted(&world_outs[r], &inputs.weights[r]))
+        .collect();
+    let want = oracle::combine(cfg, &inputs.dispatch_inputs(), &world, &plain).map_err(err)?;
     got.iter()
-        .zip(&want)
-        .enumerate()
-        .map(|(r, (g, w))| {
-            if let Some(d) = g.bit_diff(w) {
+        .zip(dispatched)
+        .map(|(g, d)| {
+            let r = d.handle.rank;
+            if let Some(d) = g.bit_diff(&want[r]) {
                 return Err(format!("rank {r}: combine differs from the oracle: {d}"));
             }
-            g.reduced()
+            let out = g
+                .reduced()
                 .cloned()
-                .ok_or_else(|| format!("rank {r}: a weighted combine must be reduced"))
+                .ok_or_else(|| format!("rank {r}: a weighted combine must be reduced"))?;
+            Ok((r, out))
         })
         .collect()
 }
@@ -66,12 +84,10 @@ pub fn combine_sum_starts_from_positive_zero<B: EpBackend>(b: &B, _: &Ctx) -> Ca
         let inputs = good_inputs(&cfg, 61);
         let mut comms = b.init_uniform(&cfg).map_err(err)?;
         let dispatched = dispatch_all(&mut comms, &inputs)?;
-        let outs: Vec<_> = dispatched
-            .iter()
-            .map(|d| constant_experts(d, |_| bf16::NEG_ZERO))
-            .collect();
-        let combined = weighted_combine(&mut comms, &cfg, &inputs, &dispatched, &outs)?;
-        for (r, out) in combined.iter().enumerate() {
+        let combined = weighted_combine(&mut comms, &cfg, &inputs, &dispatched, |d| {
+            constant_experts(d, |_| bf16::NEG_ZERO)
+        })?;
+        for (r, out) in &combined {
             if let Some(((t, c), v)) = out.indexed_iter().find(|(_, v)| v.to_bits() != 0) {
                 return Err(format!(
                     "shared expert {}: rank {r} token {t} column {c} is {:#06x}, not +0",
@@ -88,7 +104,7 @@ pub fn combine_sum_starts_from_positive_zero<B: EpBackend>(b: &B, _: &Ctx) -> Ca
 /// NaN scale (FP8 f32 `0x7FC00000`, MXFP4 e8m0 `0xFF`, NVFP4 e4m3fn `0x7F`) and all-zero
 /// elements; no other block has it. Combine: whatever NaN an expert output carries (signalling,
 /// negative, with payload bits), a NaN combined element is the canonical `0x7FC0`.
-pub fn nan_bit_patterns<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
+pub fn nan_bit_patterns<B: EpBackend>(b: &B, cx: &Ctx) -> CaseResult {
     const HIDDEN: usize = 256;
     // (column, value) planted in token 0 and token 1 of rank 0.
     let planted = [(0usize, 3usize, bf16::NAN), (1, 130, bf16::INFINITY)];
@@ -110,8 +126,8 @@ pub fn nan_bit_patterns<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
         };
         let payload_per_block = format.payload_bytes(HIDDEN) / (HIDDEN / block);
         let mut seen = 0;
-        for (r, round) in got.iter().enumerate() {
-            let d = &round.dispatch;
+        for round in &got {
+            let (r, d) = (round.rank, &round.dispatch);
             let mut scales = vec![0u8; format.scale_bytes(HIDDEN)];
             for row in (0..d.rows()).filter(|&row| d.src_info[[row, 0]] >= 0) {
                 format.gather_scales(HIDDEN, d.rows(), row, &d.recv_scales, &mut scales);
@@ -141,7 +157,7 @@ pub fn nan_bit_patterns<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
                 }
             }
         }
-        if seen == 0 {
+        if cx.total(&format!("{format}: planted blocks seen"), seen)? == 0 {
             return Err(format!("{format}: no planted block was delivered"));
         }
     }
@@ -152,16 +168,12 @@ pub fn nan_bit_patterns<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
     let inputs = good_inputs(&cfg, 71);
     let mut comms = b.init_uniform(&cfg).map_err(err)?;
     let dispatched = dispatch_all(&mut comms, &inputs)?;
-    let outs: Vec<_> = dispatched
-        .iter()
-        .map(|d| {
-            constant_experts(d, |c| {
-                nans.get(c).map_or(bf16::ONE, |&bits| bf16::from_bits(bits))
-            })
+    let combined = weighted_combine(&mut comms, &cfg, &inputs, &dispatched, |d| {
+        constant_experts(d, |c| {
+            nans.get(c).map_or(bf16::ONE, |&bits| bf16::from_bits(bits))
         })
-        .collect();
-    let combined = weighted_combine(&mut comms, &cfg, &inputs, &dispatched, &outs)?;
-    for (r, out) in combined.iter().enumerate() {
+    })?;
+    for &(r, ref out) in &combined {
         for t in 0..out.nrows() {
             let live = inputs.topk_ids[r].row(t).iter().any(|&e| e >= 0);
             for c in 0..nans.len() {
@@ -211,7 +223,7 @@ fn e4m3(byte: u8) -> f32 {
 /// token's scale shows) and make `q * (sf / input_scale)` differ in the last bit for some
 /// elements (checked: the case has teeth). Decoded here from the bytes, and compared with the
 /// format's decode and with `DispatchOutput::decode_rows_from`, which finds each row's source.
-pub fn nvfp4_decode_order<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
+pub fn nvfp4_decode_order<B: EpBackend>(b: &B, cx: &Ctx) -> CaseResult {
     const HIDDEN: usize = 64;
     let cfg = EpConfig::new(HIDDEN, 2, 8, 16, 2).with_format(Format::Nvfp4);
     let mut inputs = good_inputs(&cfg, 73);
@@ -225,8 +237,8 @@ pub fn nvfp4_decode_order<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
     let fmt = Format::Nvfp4;
     let (mut elements, mut orders_differ) = (0usize, 0usize);
     let all_scales: Vec<_> = inputs.input_scales.iter().map(|s| s.view()).collect();
-    for (r, round) in got.iter().enumerate() {
-        let d = &round.dispatch;
+    for round in &got {
+        let (r, d) = (round.rank, &round.dispatch);
         // What a user decodes with: every row with its source token's scale.
         let user = d.decode_rows_from(&all_scales);
         let mut scales = vec![0u8; fmt.scale_bytes(HIDDEN)];
@@ -254,7 +266,8 @@ pub fn nvfp4_decode_order<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
             }
         }
     }
-    if orders_differ == 0 {
+    let elements = cx.total("elements decoded", elements)?;
+    if cx.total("elements whose order shows", orders_differ)? == 0 {
         return Err(format!(
             "no element of {elements} tells the two orders apart: the case has no teeth"
         ));

@@ -12,15 +12,18 @@ const SHORT_TIMEOUT: Duration = Duration::from_millis(300);
 /// Generous slack over the deadline for a loaded 2-core CI machine.
 const TIMEOUT_SLACK: Duration = Duration::from_secs(5);
 
+/// Each rank's call, by rank: `None` for the rank that stayed away.
+type RankCalls = Vec<(usize, Option<Result<Duration, EpError>>)>;
+
 /// Checks that every rank but `absent` failed with a timeout naming `absent`, within the
 /// deadline, then that a fresh world works.
 fn expect_timeouts<B: EpBackend>(
     b: &B,
     cfg: &EpConfig,
     absent: usize,
-    results: Vec<Option<Result<Duration, EpError>>>,
+    results: RankCalls,
 ) -> CaseResult {
-    for (r, res) in results.into_iter().enumerate() {
+    for (r, res) in results {
         let Some(res) = res else { continue };
         match res {
             Err(e @ EpError::Timeout { .. }) => {
@@ -51,13 +54,14 @@ pub fn rank_never_dispatches<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
     let inputs = good_inputs(&cfg, 10);
     let mut comms = b.init_uniform(&cfg).map_err(err)?;
     let absent = 1;
+    // Its process (when it has one of its own) does nothing in this world.
     let results = on_every_rank(&mut comms, |c| {
         if c.rank() == absent {
-            return None;
+            return (absent, None);
         }
         let t0 = Instant::now();
         let r = c.host_dispatch(&inputs.dispatch_input(c.rank()));
-        Some(r.map(|_| t0.elapsed()))
+        (c.rank(), Some(r.map(|_| t0.elapsed())))
     });
     check_elapsed(&results)?;
     expect_timeouts(b, &cfg, absent, results)
@@ -73,22 +77,22 @@ pub fn rank_never_combines<B: EpBackend>(b: &B, _: &Ctx) -> CaseResult {
         let r = c.rank();
         let d = match c.host_dispatch(&inputs.dispatch_input(r)) {
             Ok(d) => d,
-            Err(e) => return Some(Err(e)),
+            Err(e) => return (r, Some(Err(e))),
         };
         if r == absent {
-            return None;
+            return (r, None);
         }
         let out = crate::scenario::toy_experts(&d);
         let t0 = Instant::now();
         let cin = inputs.combine_input(r, &out, WeightKind::F32);
-        Some(c.host_combine(&d, &cin).map(|_| t0.elapsed()))
+        (r, Some(c.host_combine(&d, &cin).map(|_| t0.elapsed())))
     });
     check_elapsed(&results)?;
     expect_timeouts(b, &cfg, absent, results)
 }
 
-fn check_elapsed(results: &[Option<Result<Duration, EpError>>]) -> CaseResult {
-    for (r, res) in results.iter().enumerate() {
+fn check_elapsed(results: &RankCalls) -> CaseResult {
+    for (r, res) in results {
         if let Some(Err(EpError::Timeout { waited_ms, .. })) = res {
             let waited = Duration::from_millis(*waited_ms);
             if waited > SHORT_TIMEOUT + TIMEOUT_SLACK {
@@ -113,10 +117,13 @@ pub fn rejecting_rank_never_calls_again<B: EpBackend>(b: &B, _: &Ctx) -> CaseRes
         let r = c.rank();
         if r == absent {
             return match c.host_dispatch_async(&bad.dispatch_input(r)) {
-                Err(EpError::ExpertIdOutOfRange { .. }) => None,
-                other => Some(Err(EpError::Backend(format!(
-                    "the bad input was not refused: {other:?}"
-                )))),
+                Err(EpError::ExpertIdOutOfRange { .. }) => (r, None),
+                other => (
+                    r,
+                    Some(Err(EpError::Backend(format!(
+                        "the bad input was not refused: {other:?}"
+                    )))),
+                ),
             };
         }
         let t0 = Instant::now();
@@ -133,7 +140,7 @@ pub fn rejecting_rank_never_calls_again<B: EpBackend>(b: &B, _: &Ctx) -> CaseRes
                 .and_then(|pending| c.host_dispatch_wait(pending))
                 .map(|_| t0.elapsed());
         }
-        Some(res)
+        (r, Some(res))
     });
     check_elapsed(&results)?;
     expect_timeouts(b, &cfg, absent, results)
