@@ -20,12 +20,15 @@ OUT=${OUT:-/tmp/gpu-sweep}
 mkdir -p "$OUT"
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1)
 n_gpus=$(nvidia-smi -L | wc -l)
+# nvidia-smi lists every GPU; the run sees CUDA_VISIBLE_DEVICES's.
+if [ -n "${CUDA_VISIBLE_DEVICES:-}" ]; then n_gpus=$(echo "$CUDA_VISIBLE_DEVICES" | tr ',' '\n' | grep -c .); fi
 driver=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -n 1)
 model=$(echo "$gpu" | grep -oiE 'H100|H200|B200|A100|GB200' | head -n 1 | tr 'A-Z' 'a-z')
 PROCS=${PROCS:-}
 NODES=${NODES:-1}
-[ -n "$PROCS" ] && n_gpus=$PROCS
-kind=${model:-gpu}-x$n_gpus${PROCS:+-procs}$([ "$NODES" != 1 ] && echo "-${NODES}nodes")
+if [ -n "$PROCS" ]; then n_gpus=$PROCS; fi
+kind=${model:-gpu}-x$n_gpus${PROCS:+-procs}
+if [ "$NODES" != 1 ]; then kind=$kind-${NODES}nodes; fi
 name=$kind-$(date -u +%F)
 if [ "$#" -gt 0 ] && [ "$1" != "--" ]; then name=$1; shift; fi
 [ "${1:-}" = "--" ] && shift
