@@ -30,6 +30,11 @@ pub struct Args {
     /// Print the path policies' names, one a line, and exit.
     #[arg(long)]
     list_policies: bool,
+    /// With one process per rank (under `ep launch` or torchrun's variables): run the fixtures
+    /// with their ranks split into this many nodes, e.g. 2 for a world of 2 nodes x 2 GPUs on
+    /// one 4-GPU host, whose traffic between nodes then takes NCCL.
+    #[arg(long, value_parser = crate::at_least_one)]
+    fixture_nodes: Option<usize>,
 }
 
 pub fn main(args: Args) -> Result<ExitCode, String> {
@@ -41,6 +46,9 @@ pub fn main(args: Args) -> Result<ExitCode, String> {
     }
     if std::env::var_os("RANK").is_some() {
         return main_rank(&args);
+    }
+    if args.fixture_nodes.is_some() {
+        return Err("--fixture-nodes splits the fixtures' worlds over a launch's processes: run under `ep launch` (or torchrun's variables)".into());
     }
     let runs = policy_backends(&args)?;
     let device_ok = device_checks(args.target.backend)?;
@@ -136,7 +144,7 @@ fn main_rank(args: &Args) -> Result<ExitCode, String> {
         }
     }
     let mut done = 0;
-    let outcomes = runner::run_all_per_rank(&backend, filter, |o| {
+    let outcomes = runner::run_all_per_rank(&backend, filter, args.fixture_nodes, |o| {
         done += 1;
         if rank0 {
             progress(done, total, None, o);
@@ -145,7 +153,7 @@ fn main_rank(args: &Args) -> Result<ExitCode, String> {
     let cases_ok = if rank0 {
         runner::print_summary(&outcomes)
     } else {
-        let failed = outcomes.iter().filter(|o| o.result.is_err()).count();
+        let failed = outcomes.iter().filter(|o| o.failed()).count();
         println!(
             "rank {} of {}: ran its ranks of {total} cases ({failed} failed in the world); rank 0 \
              reports the verdicts",
@@ -196,7 +204,11 @@ fn skipped_note(skipped: &[(String, &'static str)]) -> String {
 
 /// One case's line: `[  7/278] ok     NAME (12 ms)`.
 fn progress(done: usize, total: usize, policy: Option<&str>, o: &runner::Outcome) {
-    let status = if o.result.is_ok() { "ok" } else { "FAILED" };
+    let status = match (&o.result, o.skipped()) {
+        (Ok(()), _) => "ok",
+        (_, Some(_)) => "skipped",
+        _ => "FAILED",
+    };
     let prefix = policy.map(|p| format!("{p}::")).unwrap_or_default();
     println!(
         "[{done:>3}/{total}] {status:<6} {prefix}{} ({:.0} ms)",

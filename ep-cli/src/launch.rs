@@ -101,14 +101,18 @@ pub fn main(args: Args) -> Result<ExitCode, String> {
     Ok(code)
 }
 
-/// Whether `line` is a verdict: `N passed, N failed`.
+/// Whether `line` is a verdict: `N passed, N failed` (then `, N skipped (...)` where some were).
 fn is_verdict(line: &str) -> bool {
     let counts = |s: &str, word: &str| {
         s.strip_suffix(word)
             .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
     };
-    line.split_once(", ")
-        .is_some_and(|(a, b)| counts(a, " passed") && counts(b, " failed"))
+    let mut parts = line.splitn(3, ", ");
+    let (a, b) = (parts.next(), parts.next());
+    let skipped = parts.next();
+    a.is_some_and(|a| counts(a, " passed"))
+        && b.is_some_and(|b| counts(b, " failed"))
+        && skipped.is_none_or(|s| s.split_once(" skipped").is_some_and(|(n, _)| counts(n, "")))
 }
 
 /// How a child that did not succeed ended: its exit code or the signal that killed it.

@@ -31,6 +31,10 @@ pub struct Processes {
     /// Why the rendezvous can no longer be trusted: an exchange failed part way, so the next
     /// message on a connection may belong to the failed one.
     broken: Mutex<Option<String>>,
+    /// Why the backend could not place a world of the current case in these processes (its
+    /// `init_rank` returned `BackendUnavailable`: a GPU backend that takes a GPU per process,
+    /// given a world with more ranks than the launch has GPUs): the case is skipped, not failed.
+    unplaceable: Mutex<Option<String>>,
 }
 
 impl std::fmt::Debug for Processes {
@@ -64,7 +68,14 @@ impl Processes {
             rendezvous: Mutex::new(rv),
             case: Mutex::new(String::new()),
             broken: Mutex::new(None),
+            unplaceable: Mutex::new(None),
         }
+    }
+
+    /// Why a world of the case that ran last could not be placed in these processes, if so
+    /// (and forgets it).
+    pub fn take_unplaceable(&self) -> Option<String> {
+        lock(&self.unplaceable).take()
     }
 
     /// This process's place in the world.
@@ -225,6 +236,12 @@ impl Processes {
                 .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
                 .collect()
         });
+        if let Some(why) = made.iter().find_map(|m| match m {
+            Err(EpError::BackendUnavailable { reason, .. }) => Some(reason.clone()),
+            _ => None,
+        }) {
+            lock(&self.unplaceable).get_or_insert(why);
+        }
         made.into_iter().collect()
     }
 

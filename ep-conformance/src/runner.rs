@@ -58,6 +58,18 @@ macro_rules! __runner_list {
 }
 crate::__with_cases!(__runner_list!());
 
+impl Outcome {
+    /// Why the case was skipped: its world could not be placed in a launch's processes.
+    pub fn skipped(&self) -> Option<&str> {
+        self.result.as_ref().err()?.strip_prefix(SKIP_PREFIX)
+    }
+
+    /// Whether the case failed (it neither passed nor was skipped).
+    pub fn failed(&self) -> bool {
+        self.result.is_err() && self.skipped().is_none()
+    }
+}
+
 /// The outcome of one case.
 pub struct Outcome {
     /// The case's [`Case::name`].
@@ -164,12 +176,14 @@ pub fn run_all<B: EpBackend>(
 pub fn run_all_per_rank<B: EpBackend>(
     backend: &PerRank<B>,
     filter: Option<&str>,
+    fixture_nodes: Option<usize>,
     mut report: impl FnMut(&Outcome),
 ) -> Vec<Outcome> {
     let processes = backend.processes();
     let cx = Ctx {
         snapshots: SnapshotMode::Embedded,
         processes: Some(processes),
+        fixture_nodes,
     };
     let cases = cases_for(backend, filter);
     let mut broken = processes
@@ -183,8 +197,13 @@ pub fn run_all_per_rank<B: EpBackend>(
             None => match processes.begin(&c.name) {
                 Err(e) => Err(broken.insert(e).clone()),
                 Ok(()) => {
+                    processes.take_unplaceable();
                     let mine = c.run(backend, &cx).result;
-                    match processes.settle(&verdict_bytes(&mine)) {
+                    let verdict = match processes.take_unplaceable() {
+                        Some(why) => [&[SKIPPED][..], why.as_bytes()].concat(),
+                        None => verdict_bytes(&mine),
+                    };
+                    match processes.settle(&verdict) {
                         Ok(all) => world_verdict(&all),
                         Err(e) => {
                             let lost = broken.insert(e).clone();
@@ -208,6 +227,13 @@ pub fn run_all_per_rank<B: EpBackend>(
     outcomes
 }
 
+/// A process's verdict that the backend could not place the case's world in these processes
+/// (then its reason); the case is skipped wherever one process says so.
+const SKIPPED: u8 = 2;
+
+/// The prefix of a skipped case's result (`Err`), which [`Outcome::skipped`] recognises.
+const SKIP_PREFIX: &str = "skipped: ";
+
 /// One process's verdict on a case, for the others.
 fn verdict_bytes(result: &CaseResult) -> Vec<u8> {
     match result {
@@ -219,6 +245,12 @@ fn verdict_bytes(result: &CaseResult) -> Vec<u8> {
 /// The case's verdict from every process's (in rank order): passed where every process passed;
 /// otherwise each failure, prefixed with its process's rank.
 fn world_verdict(all: &[Vec<u8>]) -> CaseResult {
+    if let Some((_, why)) = all
+        .iter()
+        .find_map(|v| v.split_first().filter(|(&t, _)| t == SKIPPED))
+    {
+        return Err(format!("{SKIP_PREFIX}{}", String::from_utf8_lossy(why)));
+    }
     let failures: Vec<String> = all
         .iter()
         .enumerate()
@@ -238,14 +270,24 @@ fn world_verdict(all: &[Vec<u8>]) -> CaseResult {
 /// Prints each failure's details and the closing `N passed, N failed` line; returns whether
 /// every case passed.
 pub fn print_summary(outcomes: &[Outcome]) -> bool {
-    let failed: Vec<_> = outcomes.iter().filter(|o| o.result.is_err()).collect();
+    let failed: Vec<_> = outcomes.iter().filter(|o| o.failed()).collect();
     for o in &failed {
         println!("\n--- {} ---\n{}", o.name, o.result.as_ref().unwrap_err());
     }
-    println!(
-        "\n{} passed, {} failed",
-        outcomes.len() - failed.len(),
-        failed.len()
-    );
+    let skipped: Vec<_> = outcomes.iter().filter_map(|o| o.skipped()).collect();
+    let passed = outcomes.len() - failed.len() - skipped.len();
+    match skipped.first() {
+        None => println!("\n{passed} passed, {} failed", failed.len()),
+        Some(why) => println!(
+            "\n{passed} passed, {} failed, {} skipped (not counted as passed: {why}{})",
+            failed.len(),
+            skipped.len(),
+            if skipped.iter().all(|w| w == why) {
+                ""
+            } else {
+                "; and others"
+            }
+        ),
+    }
     failed.is_empty()
 }

@@ -21,7 +21,7 @@ fn run(n: usize, filters: impl Fn(usize) -> Vec<&'static str> + Sync) -> Vec<Vec
         let backend = PerRank::new(SimBackend::new(), processes);
         filters(p)
             .into_iter()
-            .flat_map(|f| runner::run_all_per_rank(&backend, Some(f), |_| {}))
+            .flat_map(|f| runner::run_all_per_rank(&backend, Some(f), None, |_| {}))
             .collect()
     })
 }

@@ -1,7 +1,9 @@
 //! A rank's buffers mapped into the other processes of its node (CUDA IPC): each process makes a
 //! handle for each of its buffers, the handles go round through the rendezvous, and each process
 //! opens its node peers'. The NVLink kernels then take the mapped addresses as they take a
-//! peer's in a world of one process.
+//! peer's in a world of one process. A peer in the same process (a launch with fewer processes
+//! than ranks) is not mapped, since a handle does not open in the process that made it: its
+//! addresses are used as they are, with peer access between the two GPUs.
 
 use std::sync::Arc;
 
@@ -31,6 +33,20 @@ impl Drop for Mapped {
 
 const HANDLE: usize = std::mem::size_of::<sys::CUipcMemHandle>();
 
+/// This process's key: equal keys in the rendezvous are ranks of one process.
+pub fn process_key() -> [u8; 16] {
+    static KEY: std::sync::OnceLock<[u8; 16]> = std::sync::OnceLock::new();
+    *KEY.get_or_init(|| {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let mut k = [0u8; 16];
+        k[..4].copy_from_slice(&std::process::id().to_le_bytes());
+        k[4..].copy_from_slice(&nanos.to_le_bytes()[..12]);
+        k
+    })
+}
+
 /// Shares `bufs` (each a plain `cuMemAlloc`, as IPC needs) with every rank `reachable` says
 /// this process can map: per buffer, every rank's address as seen here (this rank's own, a
 /// mapped peer's, or 0 for a rank it cannot reach), and the mappings, which must outlive every
@@ -42,7 +58,11 @@ pub fn share(
     reachable: impl Fn(usize) -> bool,
 ) -> Result<(Vec<Vec<u64>>, Vec<Mapped>)> {
     ctx.bind_to_thread().map_err(cuda)?;
-    let mut mine = Vec::with_capacity(bufs.len() * HANDLE);
+    let mut mine = process_key().to_vec();
+    mine.extend((ctx.ordinal() as u32).to_le_bytes());
+    for b in bufs {
+        mine.extend(b.ptr.to_le_bytes());
+    }
     for b in bufs {
         let mut h = std::mem::MaybeUninit::<sys::CUipcMemHandle>::zeroed();
         // SAFETY: `b.ptr` is the base of a live cuMemAlloc allocation in this context.
@@ -53,6 +73,7 @@ pub fn share(
     }
     let all = rv.all_gather(&mine)?;
     let rank = rv.spec().rank;
+    let head = 16 + 4 + 8 * bufs.len();
     let mut tables = vec![vec![0u64; all.len()]; bufs.len()];
     let mut mapped = Vec::new();
     for (r, theirs) in all.iter().enumerate() {
@@ -66,17 +87,25 @@ pub fn share(
                 mine.len()
             )));
         }
+        let same_process = theirs[..16] == mine[..16];
+        if same_process && r != rank {
+            let device = u32::from_le_bytes(theirs[16..20].try_into().expect("4 bytes"));
+            peer_access(ctx, device as usize)?;
+        }
         for (i, b) in bufs.iter().enumerate() {
             if r == rank {
                 tables[i][r] = b.ptr;
                 continue;
             }
+            if same_process {
+                let at = 20 + 8 * i;
+                tables[i][r] = u64::from_le_bytes(theirs[at..at + 8].try_into().expect("8 bytes"));
+                continue;
+            }
+            // SAFETY: a plain byte array.
             let mut h: sys::CUipcMemHandle = unsafe { std::mem::zeroed() };
-            for (d, &s) in h
-                .reserved
-                .iter_mut()
-                .zip(&theirs[i * HANDLE..(i + 1) * HANDLE])
-            {
+            let at = head + i * HANDLE;
+            for (d, &s) in h.reserved.iter_mut().zip(&theirs[at..at + HANDLE]) {
                 *d = s as _;
             }
             let mut ptr: sys::CUdeviceptr = 0;
@@ -104,4 +133,18 @@ pub fn share(
         }
     }
     Ok((tables, mapped))
+}
+
+/// Peer access from `ctx` to GPU `device`'s (primary) context, which this process also holds.
+fn peer_access(ctx: &Arc<CudaContext>, device: usize) -> Result<()> {
+    if device == ctx.ordinal() {
+        return Ok(());
+    }
+    let ctxs = [
+        (ctx.ordinal(), Arc::clone(ctx)),
+        (device, crate::world::device_context(device)?),
+    ]
+    .into_iter()
+    .collect();
+    crate::world::enable_peer_access(&ctxs)
 }

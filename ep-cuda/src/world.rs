@@ -306,18 +306,12 @@ impl World {
         };
         let kernels = device_kernels(device, options)?;
         let ctx = Arc::clone(&kernels.ctx);
-        // No two ranks on one GPU: ranks sharing a GPU from separate processes would spin in
-        // separate contexts, which the GPU time-slices.
-        let uuids = rv.all_gather(&crate::driver::uuid(&ctx)?)?;
-        if let Some(other) = (0..n).find(|&r| r != rank && uuids[r] == uuids[rank]) {
-            return Err(ConfigError::Unsupported(format!(
-                "ranks {} and {} are on the same GPU; a world of one process per rank needs a \
-                 GPU per process",
-                other.min(rank),
-                other.max(rank)
-            ))
-            .into());
-        }
+        let mine = [
+            crate::driver::uuid(&ctx)?,
+            crate::ipc::process_key().to_vec(),
+        ]
+        .concat();
+        let sharing = placement_check(cfg, &rv.all_gather(&mine)?, rank)?;
         let msg = MsgLayout::from(&MessageLayout::new(cfg.format, cfg.hidden, cfg.top_k));
         let bufs = RankBuffers::new(cfg, &msg, &ctx, options.ll_max_tokens)?;
         // Every rank's buffers are set (counts to the sentinel) before its handles go out, so a
@@ -366,8 +360,8 @@ impl World {
             device,
             kernels,
             bufs,
-            sms: sm_count(&ctx)? as u32,
-            shares_gpu: false,
+            sms: (sm_count(&ctx)? / sharing) as u32,
+            shares_gpu: sharing > 1,
         });
         // Nobody starts a round before every rank's tables are in place.
         rv.barrier()?;
@@ -381,6 +375,41 @@ impl World {
             net,
         })
     }
+}
+
+/// Where every rank of a world made rank by rank is (`placed[r]`: its GPU's UUID, then its
+/// process's key): how many ranks share `rank`'s GPU, or why the world cannot be placed so.
+/// Every rank judges from the same table, so all refuse together. Ranks may share a GPU only
+/// inside one process (ranks in separate processes would spin in separate contexts, which the
+/// GPU time-slices), and not between nodes, where NCCL takes a GPU per rank.
+fn placement_check(cfg: &EpConfig, placed: &[Vec<u8>], rank: usize) -> Result<usize> {
+    let unavailable = |reason: String| EpError::BackendUnavailable {
+        backend: "cuda".into(),
+        reason,
+    };
+    let gpu = |r: usize| &placed[r][..16];
+    let process = |r: usize| &placed[r][16..];
+    for a in 0..placed.len() {
+        for b in a + 1..placed.len() {
+            if gpu(a) != gpu(b) {
+                continue;
+            }
+            if process(a) != process(b) {
+                return Err(unavailable(format!(
+                    "ranks {a} and {b} are on one GPU from two processes: give each process \
+                     its own GPU (LOCAL_RANK, CUDA_VISIBLE_DEVICES)"
+                )));
+            }
+            if cfg.n_nodes > 1 {
+                return Err(unavailable(format!(
+                    "ranks {a} and {b} share a GPU in a world of {} nodes: NCCL, which carries \
+                     the traffic between nodes, takes a GPU per rank",
+                    cfg.n_nodes
+                )));
+            }
+        }
+    }
+    Ok((0..placed.len()).filter(|&r| gpu(r) == gpu(rank)).count())
 }
 
 /// The SMs of `ctx`'s GPU.
@@ -459,7 +488,7 @@ pub(crate) fn device_kernels(d: usize, options: &crate::CudaOptions) -> Result<A
 
 /// Device `d`'s (primary) context, made once per process and shared by every set of kernels and
 /// tool on it ([`device_kernels`] says why).
-fn device_context(d: usize) -> Result<Arc<CudaContext>> {
+pub(crate) fn device_context(d: usize) -> Result<Arc<CudaContext>> {
     static CONTEXTS: std::sync::OnceLock<std::sync::Mutex<HashMap<usize, Arc<CudaContext>>>> =
         std::sync::OnceLock::new();
     let mut contexts = CONTEXTS.get_or_init(Default::default).lock().unwrap();

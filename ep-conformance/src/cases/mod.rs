@@ -45,6 +45,10 @@ pub struct Ctx<'a> {
     /// The world's processes when each runs its own ranks; `None` when every rank of a case's
     /// world is in this process.
     pub processes: Option<&'a Processes>,
+    /// The fixtures' worlds split into this many nodes (their ranks divided evenly), instead of
+    /// the nodes each fixture names: a launch's processes then form such a world's nodes, and
+    /// the traffic between them takes the backend's path between nodes.
+    pub fixture_nodes: Option<usize>,
 }
 
 impl Ctx<'static> {
@@ -53,6 +57,7 @@ impl Ctx<'static> {
         Ctx {
             snapshots,
             processes: None,
+            fixture_nodes: None,
         }
     }
 }
@@ -134,7 +139,14 @@ pub fn fixture<B: EpBackend>(
     mode: FixtureMode,
 ) -> CaseResult {
     let fx = Fixture::load(name)?;
-    let cfg = fx.config(format);
+    let mut cfg = fx.config(format);
+    if let Some(m) = cx
+        .fixture_nodes
+        .filter(|&m| cfg.n_ranks().is_multiple_of(m))
+    {
+        cfg.n_gpus_per_node = cfg.n_ranks() / m;
+        cfg.n_nodes = m;
+    }
     let inputs = fx.inputs();
     let mut comms = b.init_uniform(&cfg).map_err(err)?;
     let got = run_and_check(&mut comms, &inputs, &mode.options())?;
