@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::Arc;
 
 use cudarc::driver::sys as cu;
-use cudarc::driver::{CudaContext, CudaStream};
+use cudarc::driver::{CudaContext, CudaEvent, CudaStream};
 use cudarc::nccl::{result as nccl, sys};
 use ep_core::rendezvous::Rendezvous;
 use ep_core::{EpConfig, EpError, MissingSignal, Phase, Result};
@@ -58,6 +58,8 @@ pub struct Net {
     d_recv_region: usize,
     /// The phase whose exchange was issued last (0 none, 1 dispatch, 2 combine).
     last: AtomicU8,
+    /// Recorded on the stream before each exchange: the phase's puts and counts are out.
+    before_exchange: CudaEvent,
     aborted: AtomicBool,
 }
 
@@ -166,6 +168,9 @@ impl Net {
             combine,
             d_recv_region: t * wire,
             last: AtomicU8::new(0),
+            before_exchange: ctx
+                .new_event(Some(cu::CUevent_flags::CU_EVENT_DISABLE_TIMING))
+                .map_err(cuda)?,
             aborted: AtomicBool::new(false),
         })
     }
@@ -200,6 +205,7 @@ impl Net {
         let u8t = sys::ncclDataType_t::ncclUint8;
         let err = |e| nccl_err("send/receive", e);
         self.ctx.bind_to_thread().map_err(cuda)?;
+        self.before_exchange.record(stream).map_err(cuda)?;
         nccl::group_start().map_err(err)?;
         for (j, &r) in self.remote.iter().enumerate() {
             let into = match &b.inbox {
@@ -297,6 +303,12 @@ impl Net {
             waited_ms: start.elapsed().as_millis() as u64,
             missing,
         }))
+    }
+
+    /// Returns once the stream has run what came before the last exchange: the phase's puts and
+    /// its counts to this node's peers.
+    pub fn published(&self) -> Result<()> {
+        self.before_exchange.synchronize().map_err(cuda)
     }
 
     /// Aborts the communicator: its pending operations end, and every later exchange fails.

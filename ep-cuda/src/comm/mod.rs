@@ -538,6 +538,12 @@ impl CudaComm {
     /// publish), so that a peer that waits again after this call returns no longer sees it.
     fn replaced_poison(&mut self, phase: Phase) -> Result<()> {
         if std::mem::take(&mut self.poisoned[(phase == Phase::Combine) as usize]) {
+            if let Some(net) = &self.world.net {
+                // Between nodes the stream goes on into the exchange, which the peers join only
+                // when they call: the publish before it is what replaced the poison (the
+                // poison reached this node's peers alone).
+                return net.published().map_err(|e| self.fail(e));
+            }
             self.sync()?;
             if let Err(e) = self.copy_stream.synchronize() {
                 return Err(self.fail(cuda(e)));
