@@ -5,6 +5,7 @@
 //! than ranks) is not mapped, since a handle does not open in the process that made it: its
 //! addresses are used as they are, with peer access between the two GPUs.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use cudarc::driver::sys;
@@ -17,16 +18,87 @@ use crate::memory::DevBuf;
 
 /// A peer's buffer opened here; closed on drop.
 pub struct Mapped {
-    ptr: sys::CUdeviceptr,
+    key: OpenKey,
     ctx: Arc<CudaContext>,
+}
+
+/// A handle opened in a context: the handle's bytes and the context's device.
+type OpenKey = (Vec<u8>, usize);
+
+/// Every handle open in this process, with its address and how many [`Mapped`] hold it: a
+/// handle opens once per context (again is `CUDA_ERROR_ALREADY_MAPPED`), and ranks of one
+/// process on one GPU share its context.
+fn open_handles() -> std::sync::MutexGuard<'static, HashMap<OpenKey, (sys::CUdeviceptr, usize)>> {
+    static OPEN: std::sync::OnceLock<
+        std::sync::Mutex<HashMap<OpenKey, (sys::CUdeviceptr, usize)>>,
+    > = std::sync::OnceLock::new();
+    OPEN.get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+}
+
+impl Mapped {
+    /// Opens `handle` (another process's allocation) in `ctx`, or takes the mapping this
+    /// process already has of it there.
+    fn open(ctx: &Arc<CudaContext>, handle: &[u8]) -> std::result::Result<(Mapped, u64), String> {
+        let key = (handle.to_vec(), ctx.ordinal());
+        let mut open = open_handles();
+        if let Some((ptr, holders)) = open.get_mut(&key) {
+            *holders += 1;
+            let ptr = *ptr;
+            return Ok((
+                Mapped {
+                    key,
+                    ctx: Arc::clone(ctx),
+                },
+                ptr,
+            ));
+        }
+        // SAFETY: a plain byte array.
+        let mut h: sys::CUipcMemHandle = unsafe { std::mem::zeroed() };
+        for (d, &s) in h.reserved.iter_mut().zip(handle) {
+            *d = s as _;
+        }
+        let mut ptr: sys::CUdeviceptr = 0;
+        ctx.bind_to_thread().map_err(|e| e.to_string())?;
+        // SAFETY: a handle another process made for a live allocation of its GPU; the driver
+        // checks it and enables peer access to that GPU on first use.
+        unsafe {
+            sys::cuIpcOpenMemHandle_v2(
+                &mut ptr,
+                h,
+                sys::CUipcMem_flags::CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS as u32,
+            )
+            .result()
+        }
+        .map_err(|e| e.to_string())?;
+        open.insert(key.clone(), (ptr, 1));
+        Ok((
+            Mapped {
+                key,
+                ctx: Arc::clone(ctx),
+            },
+            ptr,
+        ))
+    }
 }
 
 impl Drop for Mapped {
     fn drop(&mut self) {
+        let mut open = open_handles();
+        let Some((ptr, holders)) = open.get_mut(&self.key) else {
+            return;
+        };
+        *holders -= 1;
+        if *holders > 0 {
+            return;
+        }
+        let ptr = *ptr;
+        open.remove(&self.key);
         if self.ctx.bind_to_thread().is_ok() {
-            // SAFETY: opened by cuIpcOpenMemHandle in this context; the world that used it is
-            // gone (its streams were synchronised when its comms dropped).
-            let _ = unsafe { sys::cuIpcCloseMemHandle(self.ptr) };
+            // SAFETY: opened by cuIpcOpenMemHandle in this context and held by no world now
+            // (their streams were synchronised when their comms dropped).
+            let _ = unsafe { sys::cuIpcCloseMemHandle(ptr) };
         }
     }
 }
@@ -102,33 +174,14 @@ pub fn share(
                 tables[i][r] = u64::from_le_bytes(theirs[at..at + 8].try_into().expect("8 bytes"));
                 continue;
             }
-            // SAFETY: a plain byte array.
-            let mut h: sys::CUipcMemHandle = unsafe { std::mem::zeroed() };
             let at = head + i * HANDLE;
-            for (d, &s) in h.reserved.iter_mut().zip(&theirs[at..at + HANDLE]) {
-                *d = s as _;
-            }
-            let mut ptr: sys::CUdeviceptr = 0;
-            // SAFETY: a handle another process made for a live allocation of its GPU; the
-            // driver checks it and enables peer access to that GPU on first use.
-            unsafe {
-                sys::cuIpcOpenMemHandle_v2(
-                    &mut ptr,
-                    h,
-                    sys::CUipcMem_flags::CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS as u32,
-                )
-                .result()
-            }
-            .map_err(|e| {
+            let (m, ptr) = Mapped::open(ctx, &theirs[at..at + HANDLE]).map_err(|e| {
                 EpError::Backend(format!(
                     "mapping rank {r}'s buffers into rank {rank} (CUDA IPC; the config puts \
                      both on one node): {e}"
                 ))
             })?;
-            mapped.push(Mapped {
-                ptr,
-                ctx: Arc::clone(ctx),
-            });
+            mapped.push(m);
             tables[i][r] = ptr;
         }
     }
