@@ -157,7 +157,7 @@ impl Net {
         // handed it out; `comm` receives the communicator.
         unsafe { nccl::comm_init_rank(&mut comm, n as i32, id, rank as i32) }
             .map_err(|e| nccl_err("communicator init", e))?;
-        Ok(Net {
+        let net = Net {
             comm,
             ctx: Arc::clone(ctx),
             rank,
@@ -172,7 +172,16 @@ impl Net {
                 .new_event(Some(cu::CUevent_flags::CU_EVENT_DISABLE_TIMING))
                 .map_err(cuda)?,
             aborted: AtomicBool::new(false),
-        })
+        };
+        // NCCL connects to a peer at the first send or receive with it, and the group that
+        // connects holds the host until the peer joins: a round would then wait on the host,
+        // past every deadline, for a peer that never calls. So each phase's exchange once now,
+        // at its sizes, while every rank is in init (what it moves is not read).
+        let warm = ctx.new_stream().map_err(cuda)?;
+        net.group(&net.dispatch, &warm, tables[0][rank])?;
+        net.group(&net.combine, &warm, 0)?;
+        warm.synchronize().map_err(cuda)?;
+        Ok(net)
     }
 
     /// The combine inbox (`[remote ranks, max_tokens, top_k, hidden]` bf16), for
@@ -201,31 +210,9 @@ impl Net {
             _ => &self.combine,
         };
         let cb = self.n_local * self.n_ranks * 8;
-        let s = stream.cu_stream() as sys::cudaStream_t;
-        let u8t = sys::ncclDataType_t::ncclUint8;
-        let err = |e| nccl_err("send/receive", e);
         self.ctx.bind_to_thread().map_err(cuda)?;
         self.before_exchange.record(stream).map_err(cuda)?;
-        nccl::group_start().map_err(err)?;
-        for (j, &r) in self.remote.iter().enumerate() {
-            let into = match &b.inbox {
-                Some(inbox) => inbox.ptr + (j * b.bytes) as u64,
-                None => recv + (r * self.d_recv_region) as u64,
-            };
-            // SAFETY: each range lies inside its allocation (the boxes and the receive buffer
-            // are sized for `max_tokens` messages or rows of every remote rank); the stream is
-            // this rank's, of the communicator's GPU.
-            unsafe {
-                let out = (b.out.ptr + (j * b.bytes) as u64) as *const _;
-                nccl::send(out, b.bytes, u8t, r as i32, self.comm, s).map_err(err)?;
-                let c_out = (b.counts_out.ptr + (j * cb) as u64) as *const _;
-                nccl::send(c_out, cb, u8t, r as i32, self.comm, s).map_err(err)?;
-                nccl::recv(into as *mut _, b.bytes, u8t, r as i32, self.comm, s).map_err(err)?;
-                let c_in = (b.counts_in.ptr + (j * cb) as u64) as *mut _;
-                nccl::recv(c_in, cb, u8t, r as i32, self.comm, s).map_err(err)?;
-            }
-        }
-        nccl::group_end().map_err(err)?;
+        self.group(b, stream, recv)?;
         // Sender r's words are column r of the count array ([n_local, n_ranks]).
         for (j, &r) in self.remote.iter().enumerate() {
             let copy = cu::CUDA_MEMCPY2D {
@@ -303,6 +290,36 @@ impl Net {
             waited_ms: start.elapsed().as_millis() as u64,
             missing,
         }))
+    }
+
+    /// The NCCL group of one exchange on `stream`: every outbox of `b` to its rank, every remote
+    /// rank's region and counts in (`recv`: the dispatch's receive buffer).
+    fn group(&self, b: &Boxes, stream: &CudaStream, recv: u64) -> Result<()> {
+        let cb = self.n_local * self.n_ranks * 8;
+        let s = stream.cu_stream() as sys::cudaStream_t;
+        let u8t = sys::ncclDataType_t::ncclUint8;
+        let err = |e| nccl_err("send/receive", e);
+        nccl::group_start().map_err(err)?;
+        for (j, &r) in self.remote.iter().enumerate() {
+            let into = match &b.inbox {
+                Some(inbox) => inbox.ptr + (j * b.bytes) as u64,
+                None => recv + (r * self.d_recv_region) as u64,
+            };
+            // SAFETY: each range lies inside its allocation (the boxes and the receive buffer
+            // are sized for `max_tokens` messages or rows of every remote rank); the stream is
+            // this rank's, of the communicator's GPU.
+            unsafe {
+                let out = (b.out.ptr + (j * b.bytes) as u64) as *const _;
+                nccl::send(out, b.bytes, u8t, r as i32, self.comm, s).map_err(err)?;
+                let c_out = (b.counts_out.ptr + (j * cb) as u64) as *const _;
+                nccl::send(c_out, cb, u8t, r as i32, self.comm, s).map_err(err)?;
+                nccl::recv(into as *mut _, b.bytes, u8t, r as i32, self.comm, s).map_err(err)?;
+                let c_in = (b.counts_in.ptr + (j * cb) as u64) as *mut _;
+                nccl::recv(c_in, cb, u8t, r as i32, self.comm, s).map_err(err)?;
+            }
+        }
+        nccl::group_end().map_err(err)?;
+        Ok(())
     }
 
     /// Returns once the stream has run what came before the last exchange: the phase's puts and
