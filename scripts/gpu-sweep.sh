@@ -36,7 +36,7 @@ commit=$(cat COMMIT 2>/dev/null || echo unknown)
 link=$(nvidia-smi topo -m 2>/dev/null | awk '/^GPU0/{for (i = 2; i <= NF; i++) if ($i ~ /^NV[0-9]+$/) {print $i; exit}}')
 {
   echo "# device: $kind (${n_gpus}x $gpu, driver $driver${link:+, $link}), date: $(date -u +%F), commit: $commit"
-  echo "# command: ${PROCS:+./ep-gpu launch --nproc-per-node $PROCS -- }./ep-gpu bench --backend cuda --sweep --nodes $NODES --out $name.json $*   (scripts/gpu-sweep.sh${PROCS:+, PROCS=$PROCS}; NCCL_P2P_DISABLE=${NCCL_P2P_DISABLE:-unset} NCCL_SHM_DISABLE=${NCCL_SHM_DISABLE:-unset})"
+  echo "# command: ./ep-gpu ${PROCS:+launch --nproc-per-node $PROCS -- }bench --backend cuda --sweep --nodes $NODES --out $name.json $*   (scripts/gpu-sweep.sh${PROCS:+, PROCS=$PROCS}; NCCL_P2P_DISABLE=${NCCL_P2P_DISABLE:-unset} NCCL_SHM_DISABLE=${NCCL_SHM_DISABLE:-unset})"
   echo "# timing: see docs/perf.md (\"How phases are timed\")"
 } > "$OUT/$name.txt"
 # stdout only into the .txt (what `ep bench --print` reprints); stderr (progress, warnings) beside it.
