@@ -86,3 +86,35 @@ fn the_readme_shows_this_example() {
         "README.md and tests/readme.rs differ"
     );
 }
+
+/// The README's "One process per GPU" lines, in a function that compiles them (each process of
+/// a launch calls it; `ep-cli/tests/launch.rs` runs such processes).
+#[allow(dead_code, unused_mut)]
+#[rustfmt::skip]
+fn one_rank_of_a_launch(backend: &ep::Backend, cfg: EpConfig) -> ep::Result<ep::Comm> {
+    use std::time::Duration;
+    // README-LAUNCH-BEGIN
+let (spec, master) = ep::rendezvous::RankSpec::from_vars(|k| std::env::var(k).ok())?;
+let mut rv = ep::rendezvous::Rendezvous::connect(spec, &master, Duration::from_secs(60))?;
+let mut rank = backend.init_rank(&cfg, &mut rv)?; // configs checked across processes
+    // README-LAUNCH-END
+    let _ = rank.rank();
+    Ok(rank)
+}
+
+#[test]
+fn the_readme_shows_the_launch_lines() {
+    let readme = include_str!("../../README.md");
+    let section = &readme[readme.find("## One process per GPU").expect("the section")..];
+    let start = section.find("```rust\n").expect("a rust block") + "```rust\n".len();
+    let block = &section[start..start + section[start..].find("```").expect("closed")];
+    let me = include_str!("readme.rs");
+    let marker = "// README-LAUNCH-BEGIN\n";
+    let begin = me.find(marker).unwrap() + marker.len();
+    let end = me.find("    // README-LAUNCH-END").unwrap();
+    assert_eq!(
+        block,
+        &me[begin..end],
+        "README.md and tests/readme.rs differ"
+    );
+}
