@@ -865,23 +865,8 @@ fn measure_cuda(
         breakdown: median_steps(&steps),
     };
     if cfg.n_ranks() == n_gpus {
-        let mut nccl = ep::cuda::bench::NcclBaseline::new(
-            cfg,
-            &inputs.topk_ids,
-            &inputs.weights,
-            &backend.options,
-            &bench_options,
-        )
-        .map_err(|e| e.to_string())?;
-        let (mut d, mut c) = (Vec::new(), Vec::new());
-        for i in 0..warm + rounds {
-            let t = nccl.round(timing.cuda()).map_err(|e| e.to_string())?;
-            if i >= warm {
-                d.push(t.iter().map(|x| x.0 as f64 * 1e3).fold(0.0, f64::max));
-                c.push(t.iter().map(|x| x.1 as f64 * 1e3).fold(0.0, f64::max));
-            }
-        }
-        (m.s.nccl_dispatch, m.s.nccl_combine) = (d, c);
+        (m.s.nccl_dispatch, m.s.nccl_combine) =
+            nccl_baseline(cfg, inputs, warm, rounds, &backend.options, timing)?;
     }
     Ok(m)
 }
@@ -974,26 +959,42 @@ fn measure_cuda_rank(
         breakdown: Vec::new(),
     };
     if cfg.n_ranks() == n_gpus {
-        let mut nccl = ep::cuda::bench::NcclBaseline::new(
-            cfg,
-            &inputs.topk_ids,
-            &inputs.weights,
-            &backend.options,
-            &bench_options,
-        )
-        .map_err(s)?;
-        let (mut d, mut c) = (Vec::new(), Vec::new());
-        for i in 0..warm + rounds {
-            let t = nccl.round(timing.cuda()).map_err(s)?;
-            if i >= warm {
-                d.push(t.iter().map(|x| x.0 as f64 * 1e3).fold(0.0, f64::max));
-                c.push(t.iter().map(|x| x.1 as f64 * 1e3).fold(0.0, f64::max));
-            }
-        }
-        (m.s.nccl_dispatch, m.s.nccl_combine) = (d, c);
+        (m.s.nccl_dispatch, m.s.nccl_combine) =
+            nccl_baseline(cfg, inputs, warm, rounds, &backend.options, timing)?;
     }
     rv.barrier().map_err(s)?;
     Ok(m)
+}
+
+/// NCCL's grouped send/receive of the scenario's rows between every GPU this process sees,
+/// behind its own start gate: per measured round the slowest rank's dispatch and combine, µs.
+#[cfg(feature = "cuda")]
+fn nccl_baseline(
+    cfg: &EpConfig,
+    inputs: &RoundInputs,
+    warm: usize,
+    rounds: usize,
+    options: &ep::cuda::CudaOptions,
+    timing: TimingArg,
+) -> Result<(Vec<f64>, Vec<f64>), String> {
+    let bench_options = crate::options::bench_options_from_env()?;
+    let mut nccl = ep::cuda::bench::NcclBaseline::new(
+        cfg,
+        &inputs.topk_ids,
+        &inputs.weights,
+        options,
+        &bench_options,
+    )
+    .map_err(|e| e.to_string())?;
+    let (mut d, mut c) = (Vec::new(), Vec::new());
+    for i in 0..warm + rounds {
+        let t = nccl.round(timing.cuda()).map_err(|e| e.to_string())?;
+        if i >= warm {
+            d.push(t.iter().map(|x| x.0 as f64 * 1e3).fold(0.0, f64::max));
+            c.push(t.iter().map(|x| x.1 as f64 * 1e3).fold(0.0, f64::max));
+        }
+    }
+    Ok((d, c))
 }
 
 /// The largest of every rank's value, or nothing when a rank has none.

@@ -10,19 +10,31 @@ fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
-#[test]
-fn four_processes_each_match_the_oracle() {
-    let out = Command::new(env!("CARGO_BIN_EXE_ep"))
-        .args(["launch", "--nproc-per-node", "4", "--"])
-        .args(["run", "--scenario", "uniform", "--rounds", "2"])
-        .output()
-        .expect("ep runs");
+/// A launch of `ep run --scenario uniform --rounds 2` in four processes that succeeded, every
+/// rank saying its outputs matched the oracle: its stdout.
+fn every_rank_matched(out: &std::process::Output) -> String {
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
     for r in 0..4 {
         let line = format!("[rank {r}] rank {r} of 4: scenario uniform, 2 rounds, outputs match");
         assert!(stdout.contains(&line), "{stdout}");
     }
+    stdout
+}
+
+/// `ep launch --nproc-per-node n -- args...`, run to its end.
+fn launch(n: usize, args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_ep"))
+        .args(["launch", "--nproc-per-node", &n.to_string(), "--"])
+        .args(args)
+        .output()
+        .expect("ep runs")
+}
+
+#[test]
+fn four_processes_each_match_the_oracle() {
+    let out = launch(4, &["run", "--scenario", "uniform", "--rounds", "2"]);
+    let stdout = every_rank_matched(&out);
     assert!(
         stdout.contains("ep launch: 4 of 4 ranks exited 0"),
         "{stdout}"
@@ -108,11 +120,7 @@ fn verdicts(stdout: &str) -> Vec<&str> {
 
 #[test]
 fn four_processes_pass_the_whole_suite_and_one_verdict_is_printed() {
-    let out = Command::new(env!("CARGO_BIN_EXE_ep"))
-        .args(["launch", "--nproc-per-node", "4", "--"])
-        .args(["conformance", "--backend", "sim"])
-        .output()
-        .expect("ep runs");
+    let out = launch(4, &["conformance", "--backend", "sim"]);
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
     let n = sim_cases(None);
@@ -230,9 +238,9 @@ fn a_process_started_with_another_config_is_named_by_every_rank() {
 /// fused SwiGLU, every rank bit-exact against the oracle.
 #[test]
 fn run_modes_per_rank_match_the_oracle() {
-    let out = Command::new(env!("CARGO_BIN_EXE_ep"))
-        .args(["launch", "--nproc-per-node", "4", "--"])
-        .args([
+    let out = launch(
+        4,
+        &[
             "run",
             "--scenario",
             "uniform",
@@ -240,23 +248,15 @@ fn run_modes_per_rank_match_the_oracle() {
             "fp8",
             "--rounds",
             "2",
-        ])
-        .args([
             "--split",
             "--shared-expert",
             "--epilogue",
             "fp8",
             "--swiglu",
             "fp8",
-        ])
-        .output()
-        .expect("ep runs");
-    let stdout = text(&out.stdout);
-    assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
-    for r in 0..4 {
-        let line = format!("[rank {r}] rank {r} of 4: scenario uniform, 2 rounds, outputs match");
-        assert!(stdout.contains(&line), "{stdout}");
-    }
+        ],
+    );
+    let stdout = every_rank_matched(&out);
     assert!(
         stdout.contains(
             "split calls, fused shared expert, epilogue: quantize to FP8, fused SwiGLU into fp8"
@@ -268,11 +268,7 @@ fn run_modes_per_rank_match_the_oracle() {
 /// `ep soak` in two processes: every round of each rank checked, rank 0 reports the world.
 #[test]
 fn soak_per_rank_checks_every_round() {
-    let out = Command::new(env!("CARGO_BIN_EXE_ep"))
-        .args(["launch", "--nproc-per-node", "2", "--"])
-        .args(["soak", "--rounds", "60", "--format", "nvfp4"])
-        .output()
-        .expect("ep runs");
+    let out = launch(2, &["soak", "--rounds", "60", "--format", "nvfp4"]);
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
     assert!(
