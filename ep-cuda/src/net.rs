@@ -133,6 +133,13 @@ impl Net {
             tables[3][r] = combine.counts_out.ptr + (j * counts) as u64;
         }
 
+        // What could fail on this rank alone comes before the id's all_gather, so that a rank
+        // that fails is `Unreachable` there, not a hang in the communicator's init (which waits
+        // for every rank without a deadline).
+        let before_exchange = ctx
+            .new_event(Some(cu::CUevent_flags::CU_EVENT_DISABLE_TIMING))
+            .map_err(cuda)?;
+        let warm = ctx.new_stream().map_err(cuda)?;
         let id = match rank {
             0 => {
                 let id = nccl::get_uniqueid().map_err(|e| nccl_err("unique id", e))?;
@@ -168,16 +175,13 @@ impl Net {
             combine,
             d_recv_region: t * wire,
             last: AtomicU8::new(0),
-            before_exchange: ctx
-                .new_event(Some(cu::CUevent_flags::CU_EVENT_DISABLE_TIMING))
-                .map_err(cuda)?,
+            before_exchange,
             aborted: AtomicBool::new(false),
         };
         // NCCL connects to a peer at the first send or receive with it, and the group that
         // connects holds the host until the peer joins: a round would then wait on the host,
         // past every deadline, for a peer that never calls. So each phase's exchange once now,
         // at its sizes, while every rank is in init (what it moves is not read).
-        let warm = ctx.new_stream().map_err(cuda)?;
         net.group(&net.dispatch, &warm, tables[0][rank])?;
         net.group(&net.combine, &warm, 0)?;
         warm.synchronize().map_err(cuda)?;
@@ -212,6 +216,8 @@ impl Net {
         let cb = self.n_local * self.n_ranks * 8;
         self.ctx.bind_to_thread().map_err(cuda)?;
         self.before_exchange.record(stream).map_err(cuda)?;
+        // What an aborted exchange leaves must read "not arrived", not the last round's counts.
+        b.counts_in.fill_async(0xFF, b.counts_in.len, stream)?;
         self.group(b, stream, recv)?;
         // Sender r's words are column r of the count array ([n_local, n_ranks]).
         for (j, &r) in self.remote.iter().enumerate() {
@@ -263,7 +269,7 @@ impl Net {
             if start.elapsed() >= deadline {
                 break;
             }
-            std::thread::sleep(std::time::Duration::from_micros(50));
+            pause(start);
         }
         self.abort();
         let _ = stream.synchronize();
@@ -300,32 +306,56 @@ impl Net {
         let u8t = sys::ncclDataType_t::ncclUint8;
         let err = |e| nccl_err("send/receive", e);
         nccl::group_start().map_err(err)?;
-        for (j, &r) in self.remote.iter().enumerate() {
-            let into = match &b.inbox {
-                Some(inbox) => inbox.ptr + (j * b.bytes) as u64,
-                None => recv + (r * self.d_recv_region) as u64,
-            };
-            // SAFETY: each range lies inside its allocation (the boxes and the receive buffer
-            // are sized for `max_tokens` messages or rows of every remote rank); the stream is
-            // this rank's, of the communicator's GPU.
-            unsafe {
-                let out = (b.out.ptr + (j * b.bytes) as u64) as *const _;
-                nccl::send(out, b.bytes, u8t, r as i32, self.comm, s).map_err(err)?;
-                let c_out = (b.counts_out.ptr + (j * cb) as u64) as *const _;
-                nccl::send(c_out, cb, u8t, r as i32, self.comm, s).map_err(err)?;
-                nccl::recv(into as *mut _, b.bytes, u8t, r as i32, self.comm, s).map_err(err)?;
-                let c_in = (b.counts_in.ptr + (j * cb) as u64) as *mut _;
-                nccl::recv(c_in, cb, u8t, r as i32, self.comm, s).map_err(err)?;
+        // The group is closed whatever happens to its parts: an open one would defer every
+        // later NCCL call of this thread.
+        let posted = (|| -> Result<()> {
+            for (j, &r) in self.remote.iter().enumerate() {
+                let into = match &b.inbox {
+                    Some(inbox) => inbox.ptr + (j * b.bytes) as u64,
+                    None => recv + (r * self.d_recv_region) as u64,
+                };
+                // SAFETY: each range lies inside its allocation (the boxes and the receive buffer
+                // are sized for `max_tokens` messages or rows of every remote rank); the stream is
+                // this rank's, of the communicator's GPU.
+                unsafe {
+                    let out = (b.out.ptr + (j * b.bytes) as u64) as *const _;
+                    nccl::send(out, b.bytes, u8t, r as i32, self.comm, s).map_err(err)?;
+                    let c_out = (b.counts_out.ptr + (j * cb) as u64) as *const _;
+                    nccl::send(c_out, cb, u8t, r as i32, self.comm, s).map_err(err)?;
+                    nccl::recv(into as *mut _, b.bytes, u8t, r as i32, self.comm, s)
+                        .map_err(err)?;
+                    let c_in = (b.counts_in.ptr + (j * cb) as u64) as *mut _;
+                    nccl::recv(c_in, cb, u8t, r as i32, self.comm, s).map_err(err)?;
+                }
             }
-        }
-        nccl::group_end().map_err(err)?;
-        Ok(())
+            Ok(())
+        })();
+        let ended = nccl::group_end().map_err(err);
+        posted.and(ended.map(drop))
     }
 
     /// Returns once the stream has run what came before the last exchange: the phase's puts and
     /// its counts to this node's peers.
-    pub fn published(&self) -> Result<()> {
-        self.before_exchange.synchronize().map_err(cuda)
+    pub fn published(&self, deadline: std::time::Duration) -> Result<()> {
+        let start = std::time::Instant::now();
+        loop {
+            // SAFETY: a query of a live event.
+            match unsafe { cu::cuEventQuery(self.before_exchange.cu_event()) } {
+                cu::CUresult::CUDA_SUCCESS => return Ok(()),
+                cu::CUresult::CUDA_ERROR_NOT_READY => {}
+                e => return Err(cuda(e.result().unwrap_err())),
+            }
+            if start.elapsed() >= deadline {
+                // An earlier exchange holds the stream: nothing after it will run.
+                self.abort();
+                return Err(EpError::Backend(format!(
+                    "rank {}: an exchange between nodes did not end within {deadline:?}; the \
+                     NCCL communicator is aborted",
+                    self.rank
+                )));
+            }
+            pause(start);
+        }
     }
 
     /// Aborts the communicator: its pending operations end, and every later exchange fails.
@@ -334,6 +364,16 @@ impl Net {
             // SAFETY: the communicator is live and aborted once.
             let _ = unsafe { nccl::comm_abort(self.comm) };
         }
+    }
+}
+
+/// Between two polls of the device: a spin for the first 200 µs (a phase ends within them at
+/// decode sizes), then naps of 50 µs.
+fn pause(since: std::time::Instant) {
+    if since.elapsed() < std::time::Duration::from_micros(200) {
+        std::hint::spin_loop();
+    } else {
+        std::thread::sleep(std::time::Duration::from_micros(50));
     }
 }
 

@@ -118,6 +118,9 @@ pub struct RankState {
 /// one process per GPU), whose peers' buffers inside its node are mapped through CUDA IPC and
 /// whose peers on other nodes are reached through NCCL (`net`).
 pub struct World {
+    /// Between nodes in a world of one process per rank: the NCCL transport. First, so that it
+    /// goes before the buffers its exchanges use.
+    pub net: Option<crate::net::Net>,
     pub cfg: EpConfig,
     /// The dispatch message as ep-cuda's kernels send it (ep-core's message, then its row slots).
     pub msg: MsgLayout,
@@ -130,8 +133,6 @@ pub struct World {
     pub counts: Vec<[u64; 2]>,
     /// Other processes' buffers mapped here (closed when the world goes, after the ranks).
     _mapped: Vec<crate::ipc::Mapped>,
-    /// Between nodes in a world of one process per rank: the NCCL transport.
-    pub net: Option<crate::net::Net>,
 }
 
 impl World {
@@ -387,6 +388,12 @@ fn placement_check(cfg: &EpConfig, placed: &[Vec<u8>], rank: usize) -> Result<us
         backend: "cuda".into(),
         reason,
     };
+    if let Some(r) = (0..placed.len()).find(|&r| placed[r].len() != 32) {
+        return Err(EpError::Backend(format!(
+            "rank {r} sent {} bytes of placement; 32 expected",
+            placed[r].len()
+        )));
+    }
     let gpu = |r: usize| &placed[r][..16];
     let process = |r: usize| &placed[r][16..];
     for a in 0..placed.len() {

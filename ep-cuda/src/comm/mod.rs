@@ -542,7 +542,7 @@ impl CudaComm {
                 // Between nodes the stream goes on into the exchange, which the peers join only
                 // when they call: the publish before it is what replaced the poison (the
                 // poison reached this node's peers alone).
-                return net.published().map_err(|e| self.fail(e));
+                return net.published(self.cfg.timeout).map_err(|e| self.fail(e));
             }
             self.sync()?;
             if let Err(e) = self.copy_stream.synchronize() {
