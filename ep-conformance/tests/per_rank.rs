@@ -74,3 +74,62 @@ fn processes_out_of_step_fail_and_do_not_hang() {
     }
     assert!(t0.elapsed() < Duration::from_secs(30));
 }
+
+/// The simulator, refusing (as a GPU backend that takes a GPU per process does) a world with
+/// more ranks than there are processes.
+#[derive(Clone)]
+struct OneRankAProcess {
+    processes: usize,
+}
+
+impl ep_core::EpBackend for OneRankAProcess {
+    type Comm = <SimBackend as ep_core::EpBackend>::Comm;
+
+    fn name(&self) -> &str {
+        "sim, a rank a process"
+    }
+
+    fn init(&self, configs: &[ep_core::EpConfig]) -> ep_core::Result<Vec<Self::Comm>> {
+        SimBackend::new().init(configs)
+    }
+
+    fn init_rank(
+        &self,
+        config: &ep_core::EpConfig,
+        rv: &mut ep_core::rendezvous::Rendezvous,
+    ) -> ep_core::Result<Self::Comm> {
+        if config.n_ranks() > self.processes {
+            return Err(ep_core::EpError::BackendUnavailable {
+                backend: "sim".into(),
+                reason: format!("{} ranks in {} processes", config.n_ranks(), self.processes),
+            });
+        }
+        SimBackend::new().init_rank(config, rv)
+    }
+}
+
+/// A world the backend cannot place in the launch's processes is skipped on every process, with
+/// the backend's reason, and is neither passed nor failed; the next case runs as usual.
+#[test]
+fn a_world_the_backend_cannot_place_is_skipped_not_passed() {
+    let filters = [
+        "fixtures::two_nodes_x4::bf16::fused_weighted",
+        "fixtures::uniform::bf16::fused_weighted",
+    ];
+    let all = on_threads(4, 4, Duration::from_secs(60), |rv| {
+        let rv = rv.expect("the processes meet");
+        let processes = Arc::new(Processes::new(rv, "127.0.0.1", Duration::from_secs(60)));
+        let backend = PerRank::new(OneRankAProcess { processes: 4 }, processes);
+        filters
+            .iter()
+            .flat_map(|f| runner::run_all_per_rank(&backend, Some(f), None, |_| {}))
+            .collect::<Vec<_>>()
+    });
+    for outcomes in all {
+        assert_eq!(outcomes.len(), 2);
+        assert_eq!(outcomes[0].skipped(), Some("8 ranks in 4 processes"));
+        assert!(!outcomes[0].failed());
+        assert_eq!(outcomes[1].result, Ok(()));
+        assert!(runner::print_summary(&outcomes));
+    }
+}
