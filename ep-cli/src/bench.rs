@@ -7,7 +7,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use ep::{bf16, BackendKind, DispatchOutput, EpBackend, EpComm, EpConfig, Format, TokenFormat};
+#[cfg(feature = "cuda")]
+use ep::EpComm;
+use ep::{bf16, BackendKind, DispatchOutput, EpBackend, EpConfig, Format, TokenFormat};
 use ep_conformance::rng::Rng;
 use ep_conformance::round::{all_ok, run_round, Calls, RoundOptions};
 use ep_conformance::routing::RoutingSpec;
@@ -597,7 +599,7 @@ fn measure_ceiling(
     timing: TimingArg,
 ) -> Result<Value, String> {
     #[cfg(not(feature = "cuda"))]
-    let _ = (ranks_per_gpu, n_gpus);
+    let _ = (ranks_per_gpu, n_gpus, hidden, timing);
     match kind {
         BackendKind::Sim => {
             // One thread per rank copying its own 256 MiB, as the ranks would.
@@ -794,32 +796,17 @@ fn measure_cuda(
     let ready = std::sync::Barrier::new(cfg.n_ranks());
     let per_rank = ep::on_every_rank(&mut comms, |c| {
         let r = c.rank();
-        let input = inputs.dispatch_input(r);
         let fail = |e: ep::EpError| -> ! {
             // A rank that fails would leave the others at their next gate: stop the process.
             eprintln!("ep bench: rank {r}: {e}");
             std::process::exit(1)
         };
-        c.bench_load(&input, inputs.weights[r].view())
-            .unwrap_or_else(|e| fail(e));
-        let mut times = Vec::new();
-        for i in 0..warm + rounds {
-            let t = c.bench_round(&gate, timing.cuda());
-            let t = t.unwrap_or_else(|e| fail(e));
-            if i >= warm {
-                times.push(t);
-            }
-        }
-        // Decode sizes: the round replayed from a CUDA graph.
-        let graph = if input.n_tokens() <= GRAPH_MAX_TOKENS {
-            c.bench_graph(GRAPH_REPLAYS, || {
-                ready.wait();
-                Ok(())
-            })
-            .unwrap_or_else(|e| fail(e))
-        } else {
-            None
+        let wait = || {
+            ready.wait();
+            Ok(())
         };
+        let (times, graph) =
+            time_rank(c, &gate, inputs, warm, rounds, timing, wait).unwrap_or_else(|e| fail(e));
         // The probed rounds, with an event after every kernel, also time the async parts.
         let mut probed = Vec::new();
         for _ in 0..if probe { PROBED_ROUNDS } else { 0 } {
@@ -833,18 +820,6 @@ fn measure_cuda(
     drop(gate);
     drop(comms);
     type Times = ep::cuda::bench::PhaseTimes;
-    // Per round, the slowest rank's time (ms → µs); rounds where a rank has none are left out.
-    let worst = |per_rank: &[Vec<Times>], f: fn(&Times) -> Option<f32>| -> Vec<f64> {
-        let n = per_rank.iter().map(Vec::len).min().unwrap_or(0);
-        (0..n)
-            .filter_map(|i| {
-                per_rank
-                    .iter()
-                    .map(|t| f(&t[i]).map(|ms| ms as f64 * 1e3))
-                    .try_fold(0.0, |a: f64, v| v.map(|v| a.max(v)))
-            })
-            .collect()
-    };
     let probed_times: Vec<Vec<Times>> = probed
         .iter()
         .map(|p| p.iter().map(|(t, _)| *t).collect())
@@ -852,14 +827,9 @@ fn measure_cuda(
     let steps: Vec<_> = probed[0].iter().map(|(_, s)| s.clone()).collect();
     let mut m = Measured {
         s: Samples {
-            dispatch: worst(&per_rank, |t| Some(t.dispatch_ms)),
-            combine: worst(&per_rank, |t| Some(t.combine_ms)),
-            dispatch_async: worst(&probed_times, |t| t.dispatch_async_ms),
-            combine_async: worst(&probed_times, |t| t.combine_async_ms),
-            // The slowest rank's.
-            graph: slowest(graph.iter().map(|g| g.map(|g| g.round_us))),
-            graph_launch: slowest(graph.iter().map(|g| g.map(|g| g.launch_us))),
-            ..Default::default()
+            dispatch_async: slowest_per_round(&probed_times, |t| t.dispatch_async_ms),
+            combine_async: slowest_per_round(&probed_times, |t| t.combine_async_ms),
+            ..world_samples(&per_rank, &graph)
         },
         rounds,
         breakdown: median_steps(&steps),
@@ -912,23 +882,17 @@ fn measure_cuda_rank(
     let mut c = backend.init_rank(cfg, rv).map_err(s)?;
     let gate = ep::cuda::bench::StartGate::for_rank(&c, rv, &bench_options).map_err(s)?;
     let r = c.rank();
-    let input = inputs.dispatch_input(r);
-    c.bench_load(&input, inputs.weights[r].view()).map_err(s)?;
-    let mut mine = Vec::new();
-    for i in 0..warm + rounds {
-        let t = c.bench_round(&gate, timing.cuda()).map_err(s)?;
-        if i >= warm {
-            mine.extend([t.dispatch_ms as f64, t.combine_ms as f64]);
-        }
-    }
-    let graph = match input.n_tokens() <= GRAPH_MAX_TOKENS {
-        true => c.bench_graph(GRAPH_REPLAYS, || rv.barrier()).map_err(s)?,
-        false => None,
-    };
-    mine.push(graph.map_or(f64::NAN, |g| g.round_us));
-    mine.push(graph.map_or(f64::NAN, |g| g.launch_us));
+    let (times, graph) =
+        time_rank(&mut c, &gate, inputs, warm, rounds, timing, || rv.barrier()).map_err(s)?;
     drop(gate);
     drop(c);
+    // Every round's two phases, then the graph round and its launch (NaN: none).
+    let mut mine: Vec<f64> = times
+        .iter()
+        .flat_map(|t| [t.dispatch_ms as f64, t.combine_ms as f64])
+        .collect();
+    mine.push(graph.map_or(f64::NAN, |g| g.round_us));
+    mine.push(graph.map_or(f64::NAN, |g| g.launch_us));
     let bytes: Vec<u8> = mine.iter().flat_map(|v| v.to_le_bytes()).collect();
     let all = rv.all_gather(&bytes).map_err(s)?;
     if r != 0 {
@@ -936,25 +900,31 @@ fn measure_cuda_rank(
         rv.barrier().map_err(s)?;
         return Ok(Measured::default());
     }
-    let per_rank: Vec<Vec<f64>> = all
-        .iter()
-        .map(|b| {
-            b.chunks_exact(8)
-                .map(|c| f64::from_le_bytes(c.try_into().expect("8 bytes")))
-                .collect()
-        })
-        .collect();
-    // Per round, the slowest rank's (ms → µs).
-    let worst = |i: usize| -> f64 { per_rank.iter().map(|v| v[i] * 1e3).fold(0.0, f64::max) };
-    let graph_at = |i: usize| slowest(per_rank.iter().map(|v| Some(v[i]).filter(|g| !g.is_nan())));
+    // Each rank's rounds and graph round back as they were timed.
+    let (mut per_rank, mut graphs) = (Vec::new(), Vec::new());
+    for b in &all {
+        let v: Vec<f64> = b
+            .chunks_exact(8)
+            .map(|c| f64::from_le_bytes(c.try_into().expect("8 bytes")))
+            .collect();
+        let (phases, graph) = v.split_at(v.len() - 2);
+        per_rank.push(
+            phases
+                .chunks_exact(2)
+                .map(|p| ep::cuda::bench::PhaseTimes {
+                    dispatch_ms: p[0] as f32,
+                    combine_ms: p[1] as f32,
+                    ..Default::default()
+                })
+                .collect::<Vec<_>>(),
+        );
+        graphs.push((!graph[0].is_nan()).then_some(ep::cuda::bench::GraphRound {
+            round_us: graph[0],
+            launch_us: graph[1],
+        }));
+    }
     let mut m = Measured {
-        s: Samples {
-            dispatch: (0..rounds).map(|i| worst(2 * i)).collect(),
-            combine: (0..rounds).map(|i| worst(2 * i + 1)).collect(),
-            graph: graph_at(2 * rounds),
-            graph_launch: graph_at(2 * rounds + 1),
-            ..Default::default()
-        },
+        s: world_samples(&per_rank, &graphs),
         rounds,
         breakdown: Vec::new(),
     };
@@ -997,7 +967,68 @@ fn nccl_baseline(
     Ok((d, c))
 }
 
+/// One rank's measured rounds through the public API behind `gate` (after `warm` unmeasured
+/// ones) and, at decode sizes, its round replayed from a CUDA graph (`ready` lines the ranks up).
+#[cfg(feature = "cuda")]
+fn time_rank(
+    c: &mut ep::cuda::CudaComm,
+    gate: &ep::cuda::bench::StartGate,
+    inputs: &RoundInputs,
+    warm: usize,
+    rounds: usize,
+    timing: TimingArg,
+    ready: impl FnMut() -> ep::Result<()>,
+) -> ep::Result<(
+    Vec<ep::cuda::bench::PhaseTimes>,
+    Option<ep::cuda::bench::GraphRound>,
+)> {
+    let input = inputs.dispatch_input(c.rank());
+    c.bench_load(&input, inputs.weights[c.rank()].view())?;
+    let mut times = Vec::new();
+    for i in 0..warm + rounds {
+        let t = c.bench_round(gate, timing.cuda())?;
+        if i >= warm {
+            times.push(t);
+        }
+    }
+    let graph = match input.n_tokens() <= GRAPH_MAX_TOKENS {
+        true => c.bench_graph(GRAPH_REPLAYS, ready)?,
+        false => None,
+    };
+    Ok((times, graph))
+}
+
+/// The world's samples from every rank's rounds and graph round: per round the slowest rank's.
+#[cfg(feature = "cuda")]
+fn world_samples(
+    per_rank: &[Vec<ep::cuda::bench::PhaseTimes>],
+    graph: &[Option<ep::cuda::bench::GraphRound>],
+) -> Samples {
+    Samples {
+        dispatch: slowest_per_round(per_rank, |t| Some(t.dispatch_ms)),
+        combine: slowest_per_round(per_rank, |t| Some(t.combine_ms)),
+        graph: slowest(graph.iter().map(|g| g.map(|g| g.round_us))),
+        graph_launch: slowest(graph.iter().map(|g| g.map(|g| g.launch_us))),
+        ..Default::default()
+    }
+}
+
+/// Per round, the slowest rank's time (ms → µs); rounds where a rank has none are left out.
+#[cfg(feature = "cuda")]
+fn slowest_per_round<T>(per_rank: &[Vec<T>], f: fn(&T) -> Option<f32>) -> Vec<f64> {
+    let n = per_rank.iter().map(Vec::len).min().unwrap_or(0);
+    (0..n)
+        .filter_map(|i| {
+            per_rank
+                .iter()
+                .map(|t| f(&t[i]).map(|ms| ms as f64 * 1e3))
+                .try_fold(0.0, |a: f64, v| v.map(|v| a.max(v)))
+        })
+        .collect()
+}
+
 /// The largest of every rank's value, or nothing when a rank has none.
+#[cfg(feature = "cuda")]
 fn slowest(per_rank: impl Iterator<Item = Option<f64>>) -> Vec<f64> {
     let mut per_rank = per_rank.peekable();
     if per_rank.peek().is_none() {

@@ -259,17 +259,11 @@ impl Net {
         deadline: std::time::Duration,
     ) -> Result<Option<EpError>> {
         let start = std::time::Instant::now();
-        loop {
-            // SAFETY: a query of a live stream.
-            match unsafe { cu::cuStreamQuery(stream.cu_stream()) } {
-                cu::CUresult::CUDA_SUCCESS => return Ok(None),
-                cu::CUresult::CUDA_ERROR_NOT_READY => {}
-                e => return Err(cuda(e.result().unwrap_err())),
-            }
-            if start.elapsed() >= deadline {
-                break;
-            }
-            pause(start);
+        // SAFETY: a query of a live stream.
+        if poll(deadline, || unsafe {
+            cu::cuStreamQuery(stream.cu_stream())
+        })? {
+            return Ok(None);
         }
         self.abort();
         let _ = stream.synchronize();
@@ -337,25 +331,19 @@ impl Net {
     /// Returns once the stream has run what came before the last exchange: the phase's puts and
     /// its counts to this node's peers.
     pub fn published(&self, deadline: std::time::Duration) -> Result<()> {
-        let start = std::time::Instant::now();
-        loop {
-            // SAFETY: a query of a live event.
-            match unsafe { cu::cuEventQuery(self.before_exchange.cu_event()) } {
-                cu::CUresult::CUDA_SUCCESS => return Ok(()),
-                cu::CUresult::CUDA_ERROR_NOT_READY => {}
-                e => return Err(cuda(e.result().unwrap_err())),
-            }
-            if start.elapsed() >= deadline {
-                // An earlier exchange holds the stream: nothing after it will run.
-                self.abort();
-                return Err(EpError::Backend(format!(
-                    "rank {}: an exchange between nodes did not end within {deadline:?}; the \
-                     NCCL communicator is aborted",
-                    self.rank
-                )));
-            }
-            pause(start);
+        // SAFETY: a query of a live event.
+        if poll(deadline, || unsafe {
+            cu::cuEventQuery(self.before_exchange.cu_event())
+        })? {
+            return Ok(());
         }
+        // An earlier exchange holds the stream: nothing after it will run.
+        self.abort();
+        Err(EpError::Backend(format!(
+            "rank {}: an exchange between nodes did not end within {deadline:?}; the NCCL \
+             communicator is aborted",
+            self.rank
+        )))
     }
 
     /// Aborts the communicator: its pending operations end, and every later exchange fails.
@@ -367,13 +355,25 @@ impl Net {
     }
 }
 
-/// Between two polls of the device: a spin for the first 200 µs (a phase ends within them at
-/// decode sizes), then naps of 50 µs.
-fn pause(since: std::time::Instant) {
-    if since.elapsed() < std::time::Duration::from_micros(200) {
-        std::hint::spin_loop();
-    } else {
-        std::thread::sleep(std::time::Duration::from_micros(50));
+/// Polls `query` (a stream's or an event's) until it is done (`true`) or `deadline` has passed
+/// (`false`): a spin for the first 200 µs (a phase ends within them at decode sizes), then naps
+/// of 50 µs.
+fn poll(deadline: std::time::Duration, query: impl Fn() -> cu::CUresult) -> Result<bool> {
+    let start = std::time::Instant::now();
+    loop {
+        match query() {
+            cu::CUresult::CUDA_SUCCESS => return Ok(true),
+            cu::CUresult::CUDA_ERROR_NOT_READY => {}
+            e => return Err(cuda(e.result().unwrap_err())),
+        }
+        if start.elapsed() >= deadline {
+            return Ok(false);
+        }
+        if start.elapsed() < std::time::Duration::from_micros(200) {
+            std::hint::spin_loop();
+        } else {
+            std::thread::sleep(std::time::Duration::from_micros(50));
+        }
     }
 }
 

@@ -219,29 +219,11 @@ impl World {
             .map(|d| RankBuffers::new(cfg, &msg, &ctxs[d], options.ll_max_tokens))
             .collect::<Result<Vec<_>>>()?;
         // Every rank's view of every rank's symmetric buffers.
-        let table = |f: fn(&RankBuffers) -> u64| -> Vec<u64> { ranks.iter().map(f).collect() };
-        let (dr, dc, cr, cc, cl, cm) = (
-            table(|b| b.d_recv.ptr),
-            table(|b| b.d_counts.ptr),
-            table(|b| b.c_recv.ptr),
-            table(|b| b.c_counts.ptr),
-            table(|b| b.c_ll.ptr),
-            table(|b| b.c_marks.ptr),
-        );
+        let tables: Vec<Vec<u64>> = (0..SYMMETRIC)
+            .map(|i| ranks.iter().map(|b| b.symmetric()[i].ptr).collect())
+            .collect();
         for (r, b) in ranks.iter().enumerate() {
-            let ctx = &ctxs[&device_of[r]];
-            let stream = ctx.default_stream();
-            for (buf, t) in [
-                (&b.d_recv_ptrs, &dr),
-                (&b.d_count_ptrs, &dc),
-                (&b.c_recv_ptrs, &cr),
-                (&b.c_count_ptrs, &cc),
-                (&b.c_ll_ptrs, &cl),
-                (&b.c_mark_ptrs, &cm),
-            ] {
-                buf.upload(t, &stream)?;
-            }
-            stream.synchronize().map_err(cuda)?;
+            b.upload_tables(&tables, &ctxs[&device_of[r]])?;
         }
         // cuMemset and the table uploads are asynchronous to the host and not ordered with the
         // ranks' (non-blocking) streams: a count reset to the sentinel after a fast peer's first
@@ -249,10 +231,7 @@ impl World {
         for ctx in ctxs.values() {
             ctx.synchronize().map_err(cuda)?;
         }
-        let counts = ranks
-            .iter()
-            .map(|b| [b.d_counts.ptr, b.c_counts.ptr])
-            .collect();
+        let counts = (0..n).map(|r| [tables[1][r], tables[3][r]]).collect();
         let mut states = Vec::with_capacity(n);
         for (bufs, &d) in ranks.into_iter().zip(&device_of) {
             let sharing = device_of.iter().filter(|&&e| e == d).count();
@@ -318,16 +297,8 @@ impl World {
         // Every rank's buffers are set (counts to the sentinel) before its handles go out, so a
         // peer that has them may signal at once.
         let node = cfg.node_of(rank);
-        let shared = [
-            &bufs.d_recv,
-            &bufs.d_counts,
-            &bufs.c_recv,
-            &bufs.c_counts,
-            &bufs.c_ll,
-            &bufs.c_marks,
-        ];
         let (mut tables, mapped) =
-            crate::ipc::share(rv, &ctx, &shared, |r| cfg.node_of(r) == node)?;
+            crate::ipc::share(rv, &ctx, &bufs.symmetric(), |r| cfg.node_of(r) == node)?;
         // A rejected call poisons the counts it can reach: those of its node.
         let counts = (0..n).map(|r| [tables[1][r], tables[3][r]]).collect();
         let net = match cfg.n_nodes {
@@ -341,21 +312,7 @@ impl World {
                 &mut tables,
             )?),
         };
-        let stream = ctx.default_stream();
-        for (buf, t) in [
-            &bufs.d_recv_ptrs,
-            &bufs.d_count_ptrs,
-            &bufs.c_recv_ptrs,
-            &bufs.c_count_ptrs,
-            &bufs.c_ll_ptrs,
-            &bufs.c_mark_ptrs,
-        ]
-        .into_iter()
-        .zip(&tables)
-        {
-            buf.upload(t, &stream)?;
-        }
-        stream.synchronize().map_err(cuda)?;
+        bufs.upload_tables(&tables, &ctx)?;
         let mut ranks: Vec<Option<RankState>> = (0..n).map(|_| None).collect();
         ranks[rank] = Some(RankState {
             device,
@@ -537,7 +494,41 @@ pub(crate) fn enable_peer_access(ctxs: &HashMap<usize, Arc<CudaContext>>) -> Res
     Ok(())
 }
 
+/// Buffers in [`RankBuffers::symmetric`].
+const SYMMETRIC: usize = 6;
+
 impl RankBuffers {
+    /// The buffers peers write, in the order of their pointer tables (`upload_tables`): the
+    /// dispatch's receive buffer and counts, the combine's, its LL rows and its marks.
+    pub(crate) fn symmetric(&self) -> [&DevBuf; SYMMETRIC] {
+        [
+            &self.d_recv,
+            &self.d_counts,
+            &self.c_recv,
+            &self.c_counts,
+            &self.c_ll,
+            &self.c_marks,
+        ]
+    }
+
+    /// Every rank's address of each symmetric buffer as this rank reaches it (`tables[i][r]`),
+    /// into the tables the kernels take; returns once they are there.
+    fn upload_tables(&self, tables: &[Vec<u64>], ctx: &Arc<CudaContext>) -> Result<()> {
+        let stream = ctx.default_stream();
+        let to = [
+            &self.d_recv_ptrs,
+            &self.d_count_ptrs,
+            &self.c_recv_ptrs,
+            &self.c_count_ptrs,
+            &self.c_ll_ptrs,
+            &self.c_mark_ptrs,
+        ];
+        for (buf, t) in to.into_iter().zip(tables) {
+            buf.upload(t, &stream)?;
+        }
+        stream.synchronize().map_err(cuda)
+    }
+
     /// `ll_max_tokens`: [`crate::CudaOptions::ll_max_tokens`], which sizes the LL rows.
     fn new(
         cfg: &EpConfig,
