@@ -2,12 +2,15 @@
 //! ranks of other nodes. The kernels run unchanged: in the pointer tables they take, a rank on
 //! another node's receive buffer and counts are this rank's outboxes for it, where the puts and
 //! the signal (`ep_dispatch_put`/`ep_dispatch_signal`, `ep_combine_put`/`ep_combine_signal`) write
-//! what they would have written there. After them, on the rank's stream, one NCCL group sends
-//! each outbox to its rank and receives each such rank's: dispatch messages straight into the
-//! receive buffer's region of their sender, combine rows into an inbox from which
-//! `ep_combine_net_rows` moves the slots that sender filled, and each sender's counts into the
-//! count array's column of that sender (a 2D copy). Everything is stream-ordered, so a round
-//! stays capturable in a CUDA graph, and the wait kernels find the counts there.
+//! what they would have written there. After them, each rank of another node gets an exchange
+//! of its own: on a stream of the pair forked from the rank's, in the pair's own communicator,
+//! the outbox goes to it and its region comes back (dispatch messages straight into the receive
+//! buffer's region of their sender, combine rows into an inbox from which `ep_combine_net_rows`
+//! moves the slots that sender filled), then its counts go to their column of the count array (a
+//! 2D copy), and the rank's stream joins the pair's. A peer that never joins so holds its pair
+//! alone: the others' counts arrive, and a timeout names it, not its node. Everything is
+//! stream-ordered, so a round stays capturable in a CUDA graph, and the wait kernels find the
+//! counts there.
 //!
 //! NCCL's send and receive take sizes the host knows, and the host does not know how many
 //! messages or rows a peer sends (only the device does): each transfer is the region's
@@ -42,15 +45,35 @@ struct Boxes {
     bytes: usize,
 }
 
+/// A rank of another node: a communicator of the two of them and a stream of its own, so that a
+/// peer that never joins holds its own exchange alone, and the ranks that did join are told
+/// apart from it.
+struct Peer {
+    rank: usize,
+    comm: sys::ncclComm_t,
+    stream: Arc<CudaStream>,
+    /// Recorded on `stream` after each exchange with the peer.
+    done: CudaEvent,
+    aborted: AtomicBool,
+}
+
+impl Peer {
+    fn abort(&self) {
+        if !self.aborted.swap(true, Ordering::AcqRel) {
+            // SAFETY: the communicator is live and aborted once.
+            let _ = unsafe { nccl::comm_abort(self.comm) };
+        }
+    }
+}
+
 /// The NCCL transport of one rank.
 pub struct Net {
-    comm: sys::ncclComm_t,
+    /// The ranks of other nodes, ascending; a rank's place here is its place in the boxes.
+    peers: Vec<Peer>,
     ctx: Arc<CudaContext>,
     rank: usize,
     n_ranks: usize,
     n_local: usize,
-    /// The ranks of other nodes, ascending; a rank's place here is its place in the boxes.
-    remote: Vec<usize>,
     dispatch: Boxes,
     combine: Boxes,
     /// Where the dispatch's receive buffer holds each sender's messages: `max_tokens x wire`
@@ -58,12 +81,12 @@ pub struct Net {
     d_recv_region: usize,
     /// The phase whose exchange was issued last (0 none, 1 dispatch, 2 combine).
     last: AtomicU8,
-    /// Recorded on the stream before each exchange: the phase's puts and counts are out.
+    /// Recorded on the stream before each exchange: the phase's puts and counts are out; the
+    /// peers' streams start from it.
     before_exchange: CudaEvent,
-    aborted: AtomicBool,
 }
 
-// SAFETY: the communicator is used by the one thread that drives the rank at a time (the comm's
+// SAFETY: the communicators are used by the one thread that drives the rank at a time (the comm's
 // `&mut self` calls), and NCCL allows a communicator to move between threads.
 unsafe impl Send for Net {}
 // SAFETY: as above; the shared state is atomics.
@@ -139,52 +162,103 @@ impl Net {
         let before_exchange = ctx
             .new_event(Some(cu::CUevent_flags::CU_EVENT_DISABLE_TIMING))
             .map_err(cuda)?;
-        let warm = ctx.new_stream().map_err(cuda)?;
-        let id = match rank {
-            0 => {
-                let id = nccl::get_uniqueid().map_err(|e| nccl_err("unique id", e))?;
-                id.internal.iter().map(|&c| c as u8).collect()
+        let mut streams = Vec::new();
+        let mut events = Vec::new();
+        for _ in &remote {
+            streams.push(ctx.new_stream().map_err(cuda)?);
+            events.push(
+                ctx.new_event(Some(cu::CUevent_flags::CU_EVENT_DISABLE_TIMING))
+                    .map_err(cuda)?,
+            );
+        }
+        // Each pair's id comes from its lower rank: (peer, id) for every peer above this rank.
+        let mut mine = Vec::new();
+        let mut own_ids = Vec::new();
+        for &r in remote.iter().filter(|&&r| r > rank) {
+            let id = nccl::get_uniqueid().map_err(|e| nccl_err("unique id", e))?;
+            mine.extend((r as u32).to_le_bytes());
+            mine.extend(id.internal.iter().map(|&c| c as u8));
+            own_ids.push((r, id));
+        }
+        let all = rv.all_gather(&mine)?;
+        let id_of = |r: usize| -> Result<sys::ncclUniqueId> {
+            if r > rank {
+                return Ok(own_ids.iter().find(|(p, _)| *p == r).expect("made above").1);
             }
-            _ => Vec::new(),
+            let entry = all[r]
+                .chunks_exact(4 + 128)
+                .find(|e| u32::from_le_bytes(e[..4].try_into().expect("4 bytes")) as usize == rank)
+                .ok_or_else(|| {
+                    EpError::Backend(format!("rank {r} sent no NCCL id for rank {rank}"))
+                })?;
+            let mut id = sys::ncclUniqueId { internal: [0; 128] };
+            for (d, &s) in id.internal.iter_mut().zip(&entry[4..]) {
+                *d = s as _;
+            }
+            Ok(id)
         };
-        let ids = rv.all_gather(&id)?;
-        let mut id = sys::ncclUniqueId { internal: [0; 128] };
-        if ids[0].len() != id.internal.len() {
-            return Err(EpError::Backend(format!(
-                "rank 0 sent an NCCL id of {} bytes",
-                ids[0].len()
-            )));
-        }
-        for (d, &s) in id.internal.iter_mut().zip(&ids[0]) {
-            *d = s as _;
-        }
         ctx.bind_to_thread().map_err(cuda)?;
-        let mut comm = std::ptr::null_mut();
-        // SAFETY: every rank of the world calls this with the same id once the rendezvous has
-        // handed it out; `comm` receives the communicator.
-        unsafe { nccl::comm_init_rank(&mut comm, n as i32, id, rank as i32) }
-            .map_err(|e| nccl_err("communicator init", e))?;
+        let err = |e| nccl_err("communicator init", e);
+        // Every pair's communicator in one group, so that no rank waits for one pair while its
+        // partner waits for another.
+        nccl::group_start().map_err(err)?;
+        let mut comms = Vec::new();
+        let made = (|| -> Result<()> {
+            for &r in &remote {
+                let mut comm = std::ptr::null_mut();
+                // SAFETY: the pair's two ranks call this with the pair's id, as ranks 0 (the
+                // lower) and 1; `comm` receives the communicator.
+                unsafe { nccl::comm_init_rank(&mut comm, 2, id_of(r)?, (rank > r) as i32) }
+                    .map_err(err)?;
+                comms.push(comm);
+            }
+            Ok(())
+        })();
+        let ended = nccl::group_end().map_err(err);
+        made.and(ended.map(drop))?;
+        let peers = remote
+            .iter()
+            .zip(comms)
+            .zip(streams.into_iter().zip(events))
+            .map(|((&rank, comm), (stream, done))| Peer {
+                rank,
+                comm,
+                stream,
+                done,
+                aborted: AtomicBool::new(false),
+            })
+            .collect();
         let net = Net {
-            comm,
+            peers,
             ctx: Arc::clone(ctx),
             rank,
             n_ranks: n,
             n_local: l,
-            remote,
             dispatch,
             combine,
             d_recv_region: t * wire,
             last: AtomicU8::new(0),
             before_exchange,
-            aborted: AtomicBool::new(false),
         };
         // NCCL connects to a peer at the first send or receive with it, and the group that
         // connects holds the host until the peer joins: a round would then wait on the host,
         // past every deadline, for a peer that never calls. So each phase's exchange once now,
-        // at its sizes, while every rank is in init (what it moves is not read).
-        net.group(&net.dispatch, &warm, tables[0][rank])?;
-        net.group(&net.combine, &warm, 0)?;
-        warm.synchronize().map_err(cuda)?;
+        // at its sizes, while every rank is in init (what it moves is not read), every pair in
+        // one group.
+        let err = |e| nccl_err("send/receive", e);
+        nccl::group_start().map_err(err)?;
+        let posted = (|| -> Result<()> {
+            for j in 0..net.peers.len() {
+                net.post(&net.dispatch, j, tables[0][rank])?;
+                net.post(&net.combine, j, 0)?;
+            }
+            Ok(())
+        })();
+        let ended = nccl::group_end().map_err(err);
+        posted.and(ended.map(drop))?;
+        for p in &net.peers {
+            p.stream.synchronize().map_err(cuda)?;
+        }
         Ok(net)
     }
 
@@ -204,23 +278,34 @@ impl Net {
         recv: u64,
         counts: u64,
     ) -> Result<()> {
-        if self.aborted.load(Ordering::Acquire) {
-            return Err(EpError::Backend(
-                "the NCCL communicator was aborted after a timeout".into(),
-            ));
-        }
         let b = match phase {
             Phase::Dispatch => &self.dispatch,
             _ => &self.combine,
         };
         let cb = self.n_local * self.n_ranks * 8;
         self.ctx.bind_to_thread().map_err(cuda)?;
-        self.before_exchange.record(stream).map_err(cuda)?;
+        if let Some(p) = self
+            .peers
+            .iter()
+            .find(|p| p.aborted.load(Ordering::Acquire))
+        {
+            return Err(EpError::Backend(format!(
+                "the NCCL communicator with rank {} was aborted after a timeout",
+                p.rank
+            )));
+        }
         // What an aborted exchange leaves must read "not arrived", not the last round's counts.
         b.counts_in.fill_async(0xFF, b.counts_in.len, stream)?;
-        self.group(b, stream, recv)?;
-        // Sender r's words are column r of the count array ([n_local, n_ranks]).
-        for (j, &r) in self.remote.iter().enumerate() {
+        self.before_exchange.record(stream).map_err(cuda)?;
+        let err = |e| nccl_err("send/receive", e);
+        // Each peer on its stream, in a group of its own, its counts to their column there.
+        for (j, p) in self.peers.iter().enumerate() {
+            let r = p.rank;
+            p.stream.wait(&self.before_exchange).map_err(cuda)?;
+            nccl::group_start().map_err(err)?;
+            let posted = self.post(b, j, recv);
+            let ended = nccl::group_end().map_err(err);
+            posted.and(ended.map(drop))?;
             let copy = cu::CUDA_MEMCPY2D {
                 srcXInBytes: r * 8,
                 srcY: 0,
@@ -240,7 +325,10 @@ impl Net {
                 Height: self.n_local,
             };
             // SAFETY: `n_local` words of stride `n_ranks` inside the inbox and the count array.
-            unsafe { cu::cuMemcpy2DAsync_v2(&copy, stream.cu_stream()).result() }.map_err(cuda)?;
+            unsafe { cu::cuMemcpy2DAsync_v2(&copy, p.stream.cu_stream()).result() }
+                .map_err(cuda)?;
+            p.done.record(&p.stream).map_err(cuda)?;
+            stream.wait(&p.done).map_err(cuda)?;
         }
         self.last.store(
             if phase == Phase::Dispatch { 1 } else { 2 },
@@ -250,9 +338,9 @@ impl Net {
     }
 
     /// Waits for `stream` up to `deadline`. An exchange that a peer on another node never joins
-    /// holds the stream: past the deadline the communicator is aborted (NCCL's kernels give
-    /// up, so the stream drains) and what comes back is a timeout naming the ranks of other
-    /// nodes, for a caller whose own waits on the stream do not say more.
+    /// holds the stream: past the deadline the communicators of the peers whose exchange has not
+    /// ended are aborted (NCCL's kernels give up, so the stream drains) and what comes back is a
+    /// timeout naming those peers, for a caller whose own waits on the stream do not say more.
     pub fn wait_stream(
         &self,
         stream: &CudaStream,
@@ -265,14 +353,24 @@ impl Net {
         })? {
             return Ok(None);
         }
-        self.abort();
+        // SAFETY: queries of live events.
+        let stalled: Vec<usize> = self
+            .peers
+            .iter()
+            .filter(
+                |p| unsafe { cu::cuEventQuery(p.done.cu_event()) } != cu::CUresult::CUDA_SUCCESS,
+            )
+            .map(|p| {
+                p.abort();
+                p.rank
+            })
+            .collect();
         let _ = stream.synchronize();
         let phase = match self.last.load(Ordering::Relaxed) {
             1 => Phase::Dispatch,
             _ => Phase::Combine,
         };
-        let missing = self
-            .remote
+        let missing = stalled
             .iter()
             .flat_map(|&r| {
                 (0..self.n_local).map(move |g| MissingSignal {
@@ -292,40 +390,33 @@ impl Net {
         }))
     }
 
-    /// The NCCL group of one exchange on `stream`: every outbox of `b` to its rank, every remote
-    /// rank's region and counts in (`recv`: the dispatch's receive buffer).
-    fn group(&self, b: &Boxes, stream: &CudaStream, recv: u64) -> Result<()> {
+    /// Peer `j`'s sends and receives of one exchange of `b`, on its stream and communicator
+    /// (`recv`: the dispatch's receive buffer); the caller groups them.
+    fn post(&self, b: &Boxes, j: usize, recv: u64) -> Result<()> {
+        let p = &self.peers[j];
         let cb = self.n_local * self.n_ranks * 8;
-        let s = stream.cu_stream() as sys::cudaStream_t;
+        let s = p.stream.cu_stream() as sys::cudaStream_t;
         let u8t = sys::ncclDataType_t::ncclUint8;
         let err = |e| nccl_err("send/receive", e);
-        nccl::group_start().map_err(err)?;
-        // The group is closed whatever happens to its parts: an open one would defer every
-        // later NCCL call of this thread.
-        let posted = (|| -> Result<()> {
-            for (j, &r) in self.remote.iter().enumerate() {
-                let into = match &b.inbox {
-                    Some(inbox) => inbox.ptr + (j * b.bytes) as u64,
-                    None => recv + (r * self.d_recv_region) as u64,
-                };
-                // SAFETY: each range lies inside its allocation (the boxes and the receive buffer
-                // are sized for `max_tokens` messages or rows of every remote rank); the stream is
-                // this rank's, of the communicator's GPU.
-                unsafe {
-                    let out = (b.out.ptr + (j * b.bytes) as u64) as *const _;
-                    nccl::send(out, b.bytes, u8t, r as i32, self.comm, s).map_err(err)?;
-                    let c_out = (b.counts_out.ptr + (j * cb) as u64) as *const _;
-                    nccl::send(c_out, cb, u8t, r as i32, self.comm, s).map_err(err)?;
-                    nccl::recv(into as *mut _, b.bytes, u8t, r as i32, self.comm, s)
-                        .map_err(err)?;
-                    let c_in = (b.counts_in.ptr + (j * cb) as u64) as *mut _;
-                    nccl::recv(c_in, cb, u8t, r as i32, self.comm, s).map_err(err)?;
-                }
-            }
-            Ok(())
-        })();
-        let ended = nccl::group_end().map_err(err);
-        posted.and(ended.map(drop))
+        // In the pair's communicator the peer is rank 1 if it is the higher, else 0.
+        let peer = (p.rank > self.rank) as i32;
+        let into = match &b.inbox {
+            Some(inbox) => inbox.ptr + (j * b.bytes) as u64,
+            None => recv + (p.rank * self.d_recv_region) as u64,
+        };
+        // SAFETY: each range lies inside its allocation (the boxes and the receive buffer are
+        // sized for `max_tokens` messages or rows of every remote rank); the stream is of the
+        // communicator's GPU.
+        unsafe {
+            let out = (b.out.ptr + (j * b.bytes) as u64) as *const _;
+            nccl::send(out, b.bytes, u8t, peer, p.comm, s).map_err(err)?;
+            let c_out = (b.counts_out.ptr + (j * cb) as u64) as *const _;
+            nccl::send(c_out, cb, u8t, peer, p.comm, s).map_err(err)?;
+            nccl::recv(into as *mut _, b.bytes, u8t, peer, p.comm, s).map_err(err)?;
+            let c_in = (b.counts_in.ptr + (j * cb) as u64) as *mut _;
+            nccl::recv(c_in, cb, u8t, peer, p.comm, s).map_err(err)?;
+        }
+        Ok(())
     }
 
     /// Returns once the stream has run what came before the last exchange: the phase's puts and
@@ -346,11 +437,11 @@ impl Net {
         )))
     }
 
-    /// Aborts the communicator: its pending operations end, and every later exchange fails.
+    /// Aborts every peer's communicator: its pending operations end, and every later exchange
+    /// fails.
     pub fn abort(&self) {
-        if !self.aborted.swap(true, Ordering::AcqRel) {
-            // SAFETY: the communicator is live and aborted once.
-            let _ = unsafe { nccl::comm_abort(self.comm) };
+        for p in &self.peers {
+            p.abort();
         }
     }
 }
