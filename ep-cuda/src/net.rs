@@ -84,6 +84,8 @@ pub struct Net {
     /// Recorded on the stream before each exchange: the phase's puts and counts are out; the
     /// peers' streams start from it.
     before_exchange: CudaEvent,
+    /// Where the host writes to the device while the rank's stream is held (`wait_stream`).
+    control: Arc<CudaStream>,
 }
 
 // SAFETY: the communicators are used by the one thread that drives the rank at a time (the comm's
@@ -162,6 +164,7 @@ impl Net {
         let before_exchange = ctx
             .new_event(Some(cu::CUevent_flags::CU_EVENT_DISABLE_TIMING))
             .map_err(cuda)?;
+        let control = ctx.new_stream().map_err(cuda)?;
         let mut streams = Vec::new();
         let mut events = Vec::new();
         for _ in &remote {
@@ -239,6 +242,7 @@ impl Net {
             d_recv_region: t * wire,
             last: AtomicU8::new(0),
             before_exchange,
+            control,
         };
         // NCCL connects to a peer at the first send or receive with it, and the group that
         // connects holds the host until the peer joins: a round would then wait on the host,
@@ -339,12 +343,18 @@ impl Net {
 
     /// Waits for `stream` up to `deadline`. An exchange that a peer on another node never joins
     /// holds the stream: past the deadline the communicators of the peers whose exchange has not
-    /// ended are aborted (NCCL's kernels give up, so the stream drains) and what comes back is a
-    /// timeout naming those peers, for a caller whose own waits on the stream do not say more.
+    /// ended are aborted (NCCL's kernels give up, so the stream drains), and what comes back is a
+    /// timeout naming those peers. The rank's wait kernels behind the exchange would then spin a
+    /// whole deadline more for the counts it never brought: first `status` (the rank's wait
+    /// status word) is set to "ran out", so that they give up at once (`ep_failed_before`) and
+    /// the counts still "not arrived" name who never came. Where every exchange ended, what
+    /// holds the stream is the rank's own waits, which have their deadline and leave their
+    /// verdict in the status word: `None` once they are done.
     pub fn wait_stream(
         &self,
         stream: &CudaStream,
         deadline: std::time::Duration,
+        status: u64,
     ) -> Result<Option<EpError>> {
         let start = std::time::Instant::now();
         // SAFETY: a query of a live stream.
@@ -354,17 +364,33 @@ impl Net {
             return Ok(None);
         }
         // SAFETY: queries of live events.
-        let stalled: Vec<usize> = self
+        let stalled: Vec<&Peer> = self
             .peers
             .iter()
             .filter(
                 |p| unsafe { cu::cuEventQuery(p.done.cu_event()) } != cu::CUresult::CUDA_SUCCESS,
             )
-            .map(|p| {
-                p.abort();
-                p.rank
-            })
             .collect();
+        if stalled.is_empty() {
+            stream.synchronize().map_err(cuda)?;
+            return Ok(None);
+        }
+        // On a stream of its own, done before the exchange can end (the abort below ends it).
+        // SAFETY: one word of the rank's status buffer, on a live stream of its GPU.
+        unsafe {
+            cu::cuMemsetD32Async(
+                status,
+                crate::kernels::constants::STATUS_PENDING,
+                1,
+                self.control.cu_stream(),
+            )
+            .result()
+        }
+        .map_err(cuda)?;
+        self.control.synchronize().map_err(cuda)?;
+        for p in &stalled {
+            p.abort();
+        }
         let _ = stream.synchronize();
         let phase = match self.last.load(Ordering::Relaxed) {
             1 => Phase::Dispatch,
@@ -372,12 +398,12 @@ impl Net {
         };
         let missing = stalled
             .iter()
-            .flat_map(|&r| {
+            .flat_map(|p| {
                 (0..self.n_local).map(move |g| MissingSignal {
-                    src_rank: r,
+                    src_rank: p.rank,
                     expert: match phase {
                         Phase::Dispatch => self.rank * self.n_local + g,
-                        _ => r * self.n_local + g,
+                        _ => p.rank * self.n_local + g,
                     },
                 })
             })

@@ -560,8 +560,9 @@ impl CudaComm {
             }
             Ok(Some(aborted)) => {
                 self.retired.clear();
-                // The wait kernels behind the aborted exchange name every count that never
-                // came, the node's peers' included; without one, the exchange's own timeout.
+                // The wait behind the aborted exchange, given up at once, names every count
+                // that never came, the node's peers' included; without one, the exchange's own
+                // timeout.
                 let e = self.check_waits().err().unwrap_or(aborted);
                 Err(self.fail(e))
             }
@@ -570,11 +571,11 @@ impl CudaComm {
     }
 
     /// Waits for the rank's stream. Between nodes an exchange a peer never joins holds it: past
-    /// the deadline the communicator is aborted (`Some`: the exchange's timeout), and the wait
-    /// kernels behind it take at most one more.
+    /// the deadline the communicators of the peers that never joined are aborted (`Some`: the
+    /// exchange's timeout), and the wait kernels behind it give up at once.
     fn wait_stream(&self) -> Result<Option<EpError>> {
         match &self.world.net {
-            Some(net) => net.wait_stream(&self.stream, self.cfg.timeout),
+            Some(net) => net.wait_stream(&self.stream, self.cfg.timeout, self.bufs().status.ptr),
             None => self.stream.synchronize().map_err(cuda).map(|()| None),
         }
     }
