@@ -84,6 +84,12 @@ pub struct Net {
     /// Recorded on the stream before each exchange: the phase's puts and counts are out; the
     /// peers' streams start from it.
     before_exchange: CudaEvent,
+    /// Recorded on the stream where a call rejected its input: the peers' streams start its
+    /// exchange from it (`reject`).
+    before_reject: CudaEvent,
+    /// `[remote ranks, n_local x n_ranks]` u64: what a rejecting call sends each remote rank as
+    /// its counts: the sentinel, but its own column, which holds the poison (`reject`).
+    poison: DevBuf,
     /// Where the host writes to the device while the rank's stream is held (`wait_stream`).
     control: Arc<CudaStream>,
 }
@@ -164,7 +170,12 @@ impl Net {
         let before_exchange = ctx
             .new_event(Some(cu::CUevent_flags::CU_EVENT_DISABLE_TIMING))
             .map_err(cuda)?;
+        let before_reject = ctx
+            .new_event(Some(cu::CUevent_flags::CU_EVENT_DISABLE_TIMING))
+            .map_err(cuda)?;
         let control = ctx.new_stream().map_err(cuda)?;
+        let poison = DevBuf::new(ctx, remote.len() * counts)?;
+        poison.fill(0xFF)?;
         let mut streams = Vec::new();
         let mut events = Vec::new();
         for _ in &remote {
@@ -201,24 +212,20 @@ impl Net {
             Ok(id)
         };
         ctx.bind_to_thread().map_err(cuda)?;
-        let err = |e| nccl_err("communicator init", e);
         // Every pair's communicator in one group, so that no rank waits for one pair while its
         // partner waits for another.
-        nccl::group_start().map_err(err)?;
         let mut comms = Vec::new();
-        let made = (|| -> Result<()> {
+        grouped("communicator init", || {
             for &r in &remote {
                 let mut comm = std::ptr::null_mut();
                 // SAFETY: the pair's two ranks call this with the pair's id, as ranks 0 (the
                 // lower) and 1; `comm` receives the communicator.
                 unsafe { nccl::comm_init_rank(&mut comm, 2, id_of(r)?, (rank > r) as i32) }
-                    .map_err(err)?;
+                    .map_err(|e| nccl_err("communicator init", e))?;
                 comms.push(comm);
             }
             Ok(())
-        })();
-        let ended = nccl::group_end().map_err(err);
-        made.and(ended.map(drop))?;
+        })?;
         let peers = remote
             .iter()
             .zip(comms)
@@ -242,6 +249,8 @@ impl Net {
             d_recv_region: t * wire,
             last: AtomicU8::new(0),
             before_exchange,
+            before_reject,
+            poison,
             control,
         };
         // NCCL connects to a peer at the first send or receive with it, and the group that
@@ -249,17 +258,18 @@ impl Net {
         // past every deadline, for a peer that never calls. So each phase's exchange once now,
         // at its sizes, while every rank is in init (what it moves is not read), every pair in
         // one group.
-        let err = |e| nccl_err("send/receive", e);
-        nccl::group_start().map_err(err)?;
-        let posted = (|| -> Result<()> {
+        grouped("send/receive", || {
             for j in 0..net.peers.len() {
-                net.post(&net.dispatch, j, tables[0][rank])?;
-                net.post(&net.combine, j, 0)?;
+                net.post(
+                    &net.dispatch,
+                    j,
+                    tables[0][rank],
+                    net.dispatch.counts_out.ptr,
+                )?;
+                net.post(&net.combine, j, 0, net.combine.counts_out.ptr)?;
             }
             Ok(())
-        })();
-        let ended = nccl::group_end().map_err(err);
-        posted.and(ended.map(drop))?;
+        })?;
         for p in &net.peers {
             p.stream.synchronize().map_err(cuda)?;
         }
@@ -282,34 +292,33 @@ impl Net {
         recv: u64,
         counts: u64,
     ) -> Result<()> {
-        let b = match phase {
-            Phase::Dispatch => &self.dispatch,
-            _ => &self.combine,
-        };
-        let cb = self.n_local * self.n_ranks * 8;
-        self.ctx.bind_to_thread().map_err(cuda)?;
-        if let Some(p) = self
-            .peers
-            .iter()
-            .find(|p| p.aborted.load(Ordering::Acquire))
-        {
-            return Err(EpError::Backend(format!(
-                "the NCCL communicator with rank {} was aborted after a timeout",
-                p.rank
-            )));
-        }
-        // What an aborted exchange leaves must read "not arrived", not the last round's counts.
-        b.counts_in.fill_async(0xFF, b.counts_in.len, stream)?;
+        self.exchange_with(phase, stream, recv, counts, None)
+    }
+
+    /// `exchange` with the remote ranks in `only` alone (every one with `None`): where this
+    /// rank met a peer's rejection, it exchanges again with that peer, whose next call does
+    /// (`reject`).
+    pub fn exchange_with(
+        &self,
+        phase: Phase,
+        stream: &CudaStream,
+        recv: u64,
+        counts: u64,
+        only: Option<&[usize]>,
+    ) -> Result<()> {
+        let b = self.boxes(phase);
+        let cb = self.count_bytes();
+        self.usable()?;
         self.before_exchange.record(stream).map_err(cuda)?;
-        let err = |e| nccl_err("send/receive", e);
         // Each peer on its stream, in a group of its own, its counts to their column there.
-        for (j, p) in self.peers.iter().enumerate() {
+        let chosen = |p: &&Peer| only.is_none_or(|o| o.contains(&p.rank));
+        for (j, p) in self.peers.iter().enumerate().filter(|(_, p)| chosen(p)) {
             let r = p.rank;
             p.stream.wait(&self.before_exchange).map_err(cuda)?;
-            nccl::group_start().map_err(err)?;
-            let posted = self.post(b, j, recv);
-            let ended = nccl::group_end().map_err(err);
-            posted.and(ended.map(drop))?;
+            self.reset_counts_in(b, j)?;
+            grouped("send/receive", || {
+                self.post(b, j, recv, b.counts_out.ptr + (j * cb) as u64)
+            })?;
             let copy = cu::CUDA_MEMCPY2D {
                 srcXInBytes: r * 8,
                 srcY: 0,
@@ -339,6 +348,99 @@ impl Net {
             Ordering::Relaxed,
         );
         Ok(())
+    }
+
+    /// The exchange of a call that rejected its input, with every remote rank: what it
+    /// receives is what their exchange of the phase sends (it lands where it would, and comes
+    /// again with this rank's next call), and what it sends is the poison (`poison`, an
+    /// `ep_core::poison` word) as its counts, so that their waits meet the rejection as this
+    /// node's peers do, at once. A peer that meets it exchanges with this rank again before it
+    /// waits again (`exchange_with`), which this rank's next call of the phase does with every
+    /// peer: each pair's exchanges stay matched, one for one. `stream` does not wait for it:
+    /// the next call's puts and signal, which replace the poison in this node, must not wait
+    /// for the other nodes' ranks to call. What it sends (the outbox, which that call may be
+    /// rewriting, and the poison words) is read where the counts say nothing arrived.
+    pub fn reject(&self, phase: Phase, stream: &CudaStream, poison: u64, recv: u64) -> Result<()> {
+        let b = self.boxes(phase);
+        let cb = self.count_bytes();
+        self.usable()?;
+        self.before_reject.record(stream).map_err(cuda)?;
+        for (j, p) in self.peers.iter().enumerate() {
+            p.stream.wait(&self.before_reject).map_err(cuda)?;
+            // This rank's column of the peer's words: the low and the high half of each.
+            let at = self.poison.ptr + (j * cb + self.rank * 8) as u64;
+            for (half, word) in [(0, poison as u32), (4, (poison >> 32) as u32)] {
+                // SAFETY: `n_local` words of stride `n_ranks` inside the peer's poison words.
+                unsafe {
+                    cu::cuMemsetD2D32Async(
+                        at + half,
+                        self.n_ranks * 8,
+                        word,
+                        1,
+                        self.n_local,
+                        p.stream.cu_stream(),
+                    )
+                    .result()
+                }
+                .map_err(cuda)?;
+            }
+            self.reset_counts_in(b, j)?;
+            grouped("send/receive", || {
+                self.post(b, j, recv, self.poison.ptr + (j * cb) as u64)
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Whether `stream` has run what is on it within `grace`, waiting no longer.
+    pub fn settled(&self, stream: &CudaStream, grace: std::time::Duration) -> Result<bool> {
+        // SAFETY: a query of a live stream.
+        poll(grace, || unsafe { cu::cuStreamQuery(stream.cu_stream()) })
+    }
+
+    fn boxes(&self, phase: Phase) -> &Boxes {
+        match phase {
+            Phase::Dispatch => &self.dispatch,
+            _ => &self.combine,
+        }
+    }
+
+    /// Bytes of one remote rank's count words.
+    fn count_bytes(&self) -> usize {
+        self.n_local * self.n_ranks * 8
+    }
+
+    /// The context bound, and no communicator aborted.
+    fn usable(&self) -> Result<()> {
+        self.ctx.bind_to_thread().map_err(cuda)?;
+        match self
+            .peers
+            .iter()
+            .find(|p| p.aborted.load(Ordering::Acquire))
+        {
+            Some(p) => Err(EpError::Backend(format!(
+                "the NCCL communicator with rank {} was aborted after a timeout",
+                p.rank
+            ))),
+            None => Ok(()),
+        }
+    }
+
+    /// Peer `j`'s count inbox to "not arrived", on its stream: what an aborted exchange leaves
+    /// must read so, not the last round's counts.
+    fn reset_counts_in(&self, b: &Boxes, j: usize) -> Result<()> {
+        let cb = self.count_bytes();
+        // SAFETY: peer j's words inside the inbox, on a live stream of its GPU.
+        unsafe {
+            cu::cuMemsetD8Async(
+                b.counts_in.ptr + (j * cb) as u64,
+                0xFF,
+                cb,
+                self.peers[j].stream.cu_stream(),
+            )
+            .result()
+        }
+        .map_err(cuda)
     }
 
     /// Waits for `stream` up to `deadline`. An exchange that a peer on another node never joins
@@ -417,10 +519,11 @@ impl Net {
     }
 
     /// Peer `j`'s sends and receives of one exchange of `b`, on its stream and communicator
-    /// (`recv`: the dispatch's receive buffer); the caller groups them.
-    fn post(&self, b: &Boxes, j: usize, recv: u64) -> Result<()> {
+    /// (`recv`: the dispatch's receive buffer; `counts_out`: the count words it sends); the
+    /// caller groups them.
+    fn post(&self, b: &Boxes, j: usize, recv: u64, counts_out: u64) -> Result<()> {
         let p = &self.peers[j];
-        let cb = self.n_local * self.n_ranks * 8;
+        let cb = self.count_bytes();
         let s = p.stream.cu_stream() as sys::cudaStream_t;
         let u8t = sys::ncclDataType_t::ncclUint8;
         let err = |e| nccl_err("send/receive", e);
@@ -436,8 +539,7 @@ impl Net {
         unsafe {
             let out = (b.out.ptr + (j * b.bytes) as u64) as *const _;
             nccl::send(out, b.bytes, u8t, peer, p.comm, s).map_err(err)?;
-            let c_out = (b.counts_out.ptr + (j * cb) as u64) as *const _;
-            nccl::send(c_out, cb, u8t, peer, p.comm, s).map_err(err)?;
+            nccl::send(counts_out as *const _, cb, u8t, peer, p.comm, s).map_err(err)?;
             nccl::recv(into as *mut _, b.bytes, u8t, peer, p.comm, s).map_err(err)?;
             let c_in = (b.counts_in.ptr + (j * cb) as u64) as *mut _;
             nccl::recv(c_in, cb, u8t, peer, p.comm, s).map_err(err)?;
@@ -470,6 +572,14 @@ impl Net {
             p.abort();
         }
     }
+}
+
+/// `post`'s NCCL calls in one group, which is closed whatever `post` returns.
+fn grouped(what: &str, post: impl FnOnce() -> Result<()>) -> Result<()> {
+    nccl::group_start().map_err(|e| nccl_err(what, e))?;
+    let posted = post();
+    let ended = nccl::group_end().map_err(|e| nccl_err(what, e));
+    posted.and(ended.map(drop))
 }
 
 /// Polls `query` (a stream's or an event's) until it is done (`true`) or `deadline` has passed

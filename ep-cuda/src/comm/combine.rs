@@ -198,8 +198,20 @@ impl CudaComm {
         if self.cfg.skip_a2a.is_some() {
             return Ok(());
         }
-        let (cfg, b) = (&self.cfg, self.bufs());
-        net.exchange(ep_core::Phase::Combine, &self.stream, 0, b.c_counts.ptr)?;
+        net.exchange(
+            ep_core::Phase::Combine,
+            &self.stream,
+            0,
+            self.bufs().c_counts.ptr,
+        )?;
+        self.place_net_rows()
+    }
+
+    /// The rows the exchange brought into the inbox, to their slots (`ep_combine_net_rows`).
+    pub(super) fn place_net_rows(&self) -> Result<()> {
+        let (Some(net), cfg, b) = (&self.world.net, &self.cfg, self.bufs()) else {
+            return Ok(());
+        };
         let t = self.round.n_tokens;
         if t == 0 {
             return Ok(());

@@ -484,8 +484,9 @@ impl CudaComm {
 
     /// A call that rejected its input (`err`): every peer that waits for this rank's counts of
     /// `phase` gets a poisoned count (`ep_core::poison`) where the count would go, copied from
-    /// the host into the peer's count array before this returns, so that its wait returns `PeerRejected` at once
-    /// instead of at the deadline. This rank's own memory is untouched, and its next call of the
+    /// the host into the peer's count array before this returns (a peer of another node: in
+    /// the phase's exchange, net.rs), so that its wait returns `PeerRejected` at once instead
+    /// of at the deadline. This rank's own memory is untouched, and its next call of the
     /// phase publishes real counts over the poison (the same indices). If the poison cannot be
     /// written, the peers will time out: this rank is poisoned too.
     fn reject(&mut self, phase: Phase, err: EpError) -> EpError {
@@ -522,7 +523,26 @@ impl CudaComm {
                     unsafe { cudarc::driver::result::memcpy_htod_sync(at, &v) }.map_err(cuda)?;
                 }
             }
-            self.bind()
+            self.bind()?;
+            // To the other nodes' ranks in the phase's exchange (net.rs, `reject`); not from
+            // inside a capture, whose every replay would send it again.
+            if let Some(net) = self
+                .world
+                .net
+                .as_ref()
+                .filter(|_| self.cfg.skip_a2a.is_none())
+            {
+                let capturing = self.stream.capture_status().map_err(cuda)?
+                    != cudarc::driver::sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
+                if !capturing {
+                    let recv = match phase {
+                        Phase::Dispatch => self.bufs().d_recv.ptr,
+                        _ => 0,
+                    };
+                    net.reject(phase, &self.stream, v[0], recv)?;
+                }
+            }
+            Ok(())
         })();
         match written {
             Ok(()) => {

@@ -14,6 +14,12 @@ use crate::kernels::constants;
 /// peer's wait loses at most this; a relaunch (one launch and a status read) costs microseconds.
 const WAIT_SLICE: Duration = Duration::from_millis(10);
 
+/// How long a wait that met the rejection of a rank of another node waits for that rank's next
+/// call before it returns `PeerRejected` (`exchange_with_rejecting`): where that call was
+/// already made, its exchange ends within it, and the wait goes on as if nothing was rejected,
+/// as it does inside a node.
+const REJECTION_GRACE: Duration = Duration::from_millis(200);
+
 /// The status word the wait and copy-out kernels leave (kernels/constants.rs, the kernels'
 /// `EP_OK` ...).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -161,6 +167,11 @@ impl CudaComm {
         let Some((peer, reason)) = self.poisoned_count(phase)? else {
             return Ok(None);
         };
+        if self.exchange_with_rejecting(phase)? {
+            // The poison is replaced: the wait again, its counts checked afresh.
+            self.round.rechecked = false;
+            return Ok(None);
+        }
         let since = *self.round.rejected_since.get_or_insert(start);
         if since.elapsed() >= self.cfg.timeout {
             let n = self.cfg.n_ranks();
@@ -182,6 +193,42 @@ impl CudaComm {
             phase,
             reason,
         }))
+    }
+
+    /// Between nodes the poison of a rank that rejected its input comes in the phase's exchange
+    /// (net.rs, `reject`), and that rank's next call exchanges again with every peer: where
+    /// counts of `phase` hold the poison of ranks of other nodes, this rank exchanges again with
+    /// each of them (and places the combine's rows again), and waits `REJECTION_GRACE` for it.
+    /// `true`: it ended, the poison is replaced; `false`: no such rank, or it has not called
+    /// again, and the exchange stays on the stream, before the wait that is taken up next.
+    fn exchange_with_rejecting(&mut self, phase: Phase) -> Result<bool> {
+        let world = std::sync::Arc::clone(&self.world);
+        let Some(net) = &world.net else {
+            return Ok(false);
+        };
+        let (n, node) = (self.cfg.n_ranks(), self.cfg.node_of(self.rank));
+        let counts = self.counts_now(phase)?;
+        let rejecting: Vec<usize> = (0..n)
+            .filter(|&s| self.cfg.node_of(s) != node)
+            .filter(|&s| {
+                (s..counts.len())
+                    .step_by(n)
+                    .any(|i| ep_core::poison::decode(counts[i]).is_some())
+            })
+            .collect();
+        if rejecting.is_empty() {
+            return Ok(false);
+        }
+        let b = self.bufs();
+        let (recv, at) = match phase {
+            Phase::Dispatch => (b.d_recv.ptr, b.d_counts.ptr),
+            _ => (0, b.c_counts.ptr),
+        };
+        net.exchange_with(phase, &self.stream, recv, at, Some(&rejecting))?;
+        if phase == Phase::Combine {
+            self.place_net_rows()?;
+        }
+        net.settled(&self.stream, REJECTION_GRACE.min(self.cfg.timeout))
     }
 
     /// The signal the count at `i` (`group * n_ranks + source`) of `phase` stands for.
