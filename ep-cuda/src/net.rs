@@ -17,7 +17,7 @@
 //! capacity, `max_tokens_per_rank` messages, or `max_tokens_per_rank x top_k` rows
 //! (docs/perf.md says what that costs).
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::Arc;
 
 use cudarc::driver::sys as cu;
@@ -52,22 +52,9 @@ struct Peer {
     rank: usize,
     comm: sys::ncclComm_t,
     stream: Arc<CudaStream>,
-    events: PeerEvents,
-    /// By phase: the number (`Net::exchanges`) of the last exchange with the peer.
-    posted: [AtomicU64; 2],
-    aborted: AtomicBool,
-}
-
-/// What a pair's stream records, for the rank's stream and for the host.
-struct PeerEvents {
-    /// After each exchange with the peer; the rank's stream waits for it.
+    /// Recorded on `stream` after each exchange with the peer.
     done: CudaEvent,
-    /// By phase, after the phase's last exchange with the peer, where the host can tell whether
-    /// it ended: inside a capture as a node of the graph, so that a replay records it again
-    /// (`done` is then only the capture's join).
-    probes: [CudaEvent; 2],
-    /// By phase, after the last exchange of a call that rejected its input (`Net::reject`).
-    rejected: [CudaEvent; 2],
+    aborted: AtomicBool,
 }
 
 impl Peer {
@@ -97,9 +84,6 @@ pub struct Net {
     /// Recorded on the stream before each exchange: the phase's puts and counts are out; the
     /// peers' streams start from it.
     before_exchange: CudaEvent,
-    /// By phase, recorded with `before_exchange` where the host can ask about it (as a pair's
-    /// probes): whether the stream has reached the phase's last exchange.
-    forked: [CudaEvent; 2],
     /// Recorded on the stream where a call rejected its input: the peers' streams start its
     /// exchange from it (`reject`).
     before_reject: CudaEvent,
@@ -108,8 +92,6 @@ pub struct Net {
     poison: DevBuf,
     /// Where the host writes to the device while the rank's stream is held (`wait_stream`).
     control: Arc<CudaStream>,
-    /// Exchanges posted so far; each one's number orders them (`Peer::posted`).
-    exchanges: AtomicU64,
 }
 
 // SAFETY: the communicators are used by the one thread that drives the rank at a time (the comm's
@@ -194,19 +176,14 @@ impl Net {
         let control = ctx.new_stream().map_err(cuda)?;
         let poison = DevBuf::new(ctx, remote.len() * counts)?;
         poison.fill(0xFF)?;
-        let event = || {
-            ctx.new_event(Some(cu::CUevent_flags::CU_EVENT_DISABLE_TIMING))
-                .map_err(cuda)
-        };
         let mut streams = Vec::new();
         let mut events = Vec::new();
         for _ in &remote {
             streams.push(ctx.new_stream().map_err(cuda)?);
-            events.push(PeerEvents {
-                done: event()?,
-                probes: [event()?, event()?],
-                rejected: [event()?, event()?],
-            });
+            events.push(
+                ctx.new_event(Some(cu::CUevent_flags::CU_EVENT_DISABLE_TIMING))
+                    .map_err(cuda)?,
+            );
         }
         // Each pair's id comes from its lower rank: (peer, id) for every peer above this rank.
         let mut mine = Vec::new();
@@ -253,12 +230,11 @@ impl Net {
             .iter()
             .zip(comms)
             .zip(streams.into_iter().zip(events))
-            .map(|((&rank, comm), (stream, events))| Peer {
+            .map(|((&rank, comm), (stream, done))| Peer {
                 rank,
                 comm,
                 stream,
-                events,
-                posted: [AtomicU64::new(0), AtomicU64::new(0)],
+                done,
                 aborted: AtomicBool::new(false),
             })
             .collect();
@@ -273,11 +249,9 @@ impl Net {
             d_recv_region: t * wire,
             last: AtomicU8::new(0),
             before_exchange,
-            forked: [event()?, event()?],
             before_reject,
             poison,
             control,
-            exchanges: AtomicU64::new(1),
         };
         // NCCL connects to a peer at the first send or receive with it, and the group that
         // connects holds the host until the peer joins: a round would then wait on the host,
@@ -335,12 +309,7 @@ impl Net {
         let b = self.boxes(phase);
         let cb = self.count_bytes();
         self.usable()?;
-        let capturing = stream.capture_status().map_err(cuda)?
-            != cu::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
-        let number = self.exchanges.fetch_add(1, Ordering::Relaxed);
-        let ph = phase_index(phase);
         self.before_exchange.record(stream).map_err(cuda)?;
-        record_for_host(&self.forked[ph], stream, capturing)?;
         // Each peer on its stream, in a group of its own, its counts to their column there.
         let chosen = |p: &&Peer| only.is_none_or(|o| o.contains(&p.rank));
         for (j, p) in self.peers.iter().enumerate().filter(|(_, p)| chosen(p)) {
@@ -371,10 +340,8 @@ impl Net {
             // SAFETY: `n_local` words of stride `n_ranks` inside the inbox and the count array.
             unsafe { cu::cuMemcpy2DAsync_v2(&copy, p.stream.cu_stream()).result() }
                 .map_err(cuda)?;
-            p.events.done.record(&p.stream).map_err(cuda)?;
-            record_for_host(&p.events.probes[ph], &p.stream, capturing)?;
-            p.posted[ph].store(number, Ordering::Relaxed);
-            stream.wait(&p.events.done).map_err(cuda)?;
+            p.done.record(&p.stream).map_err(cuda)?;
+            stream.wait(&p.done).map_err(cuda)?;
         }
         self.last.store(
             if phase == Phase::Dispatch { 1 } else { 2 },
@@ -389,23 +356,16 @@ impl Net {
     /// `ep_core::poison` word) as its counts, so that their waits meet the rejection as this
     /// node's peers do, at once. A peer that meets it exchanges with this rank again before it
     /// waits again (`exchange_with`), which this rank's next call of the phase does with every
-    /// peer: each pair's exchanges stay matched, one for one. A peer whose last such exchange
-    /// has not ended yet gets no other (it meets the first poison, which is enough; calls that
-    /// reject again and again queue nothing more). `stream` does not wait for it: the next
-    /// call's puts and signal, which replace the poison in this node, must not wait for the
-    /// other nodes' ranks to call. What it sends (the outbox, which that call may be rewriting,
-    /// and the poison words) is read where the counts say nothing arrived. It is queued, not
-    /// done, when this returns.
+    /// peer: each pair's exchanges stay matched, one for one. `stream` does not wait for it:
+    /// the next call's puts and signal, which replace the poison in this node, must not wait
+    /// for the other nodes' ranks to call. What it sends (the outbox, which that call may be
+    /// rewriting, and the poison words) is read where the counts say nothing arrived.
     pub fn reject(&self, phase: Phase, stream: &CudaStream, poison: u64, recv: u64) -> Result<()> {
         let b = self.boxes(phase);
         let cb = self.count_bytes();
-        let ph = phase_index(phase);
         self.usable()?;
         self.before_reject.record(stream).map_err(cuda)?;
         for (j, p) in self.peers.iter().enumerate() {
-            if !ended(&p.events.rejected[ph])? {
-                continue;
-            }
             p.stream.wait(&self.before_reject).map_err(cuda)?;
             // This rank's column of the peer's words: the low and the high half of each.
             let at = self.poison.ptr + (j * cb + self.rank * 8) as u64;
@@ -428,20 +388,8 @@ impl Net {
             grouped("send/receive", || {
                 self.post(b, j, recv, self.poison.ptr + (j * cb) as u64)
             })?;
-            p.events.rejected[ph].record(&p.stream).map_err(cuda)?;
         }
         Ok(())
-    }
-
-    /// Of `ranks` (of other nodes), those whose last exchange has not ended.
-    pub fn pending(&self, ranks: &[usize]) -> Result<Vec<usize>> {
-        let mut left = Vec::new();
-        for p in self.peers.iter().filter(|p| ranks.contains(&p.rank)) {
-            if !ended(&p.events.done)? {
-                left.push(p.rank);
-            }
-        }
-        Ok(left)
     }
 
     /// Whether `stream` has run what is on it within `grace`, waiting no longer.
@@ -497,17 +445,13 @@ impl Net {
 
     /// Waits for `stream` up to `deadline`. An exchange that a peer on another node never joins
     /// holds the stream: past the deadline the communicators of the peers whose exchange has not
-    /// ended are aborted (NCCL's kernels give up, so the stream drains). Where no wait of the
-    /// rank had failed before it (`status`, the rank's wait status word, reads "ok"), what
-    /// comes back is a timeout naming those peers; the rank's wait kernels behind the exchange
-    /// would then spin a whole deadline more for the counts it never brought, so first the
-    /// status is set to "ran out", and they give up at once (`ep_failed_before`). Where a wait
-    /// had failed first (a peer of this node that never signalled, whose absence holds the
-    /// peers of the other node too), the status keeps its verdict, and `None` comes back once
-    /// the stream has drained, as it does where the exchanges ended and the rank's own waits
-    /// held the stream (they have their deadline). Where it cannot be told who holds it (every
-    /// probe ended, yet the stream is held one more deadline: replays of a graph queued behind
-    /// one that holds), every pair is aborted and named.
+    /// ended are aborted (NCCL's kernels give up, so the stream drains), and what comes back is a
+    /// timeout naming those peers. The rank's wait kernels behind the exchange would then spin a
+    /// whole deadline more for the counts it never brought: first `status` (the rank's wait
+    /// status word) is set to "ran out", so that they give up at once (`ep_failed_before`) and
+    /// the counts still "not arrived" name who never came. Where every exchange ended, what
+    /// holds the stream is the rank's own waits, which have their deadline and leave their
+    /// verdict in the status word: `None` once they are done.
     pub fn wait_stream(
         &self,
         stream: &CudaStream,
@@ -516,79 +460,52 @@ impl Net {
     ) -> Result<Option<EpError>> {
         let start = std::time::Instant::now();
         // SAFETY: a query of a live stream.
-        let query = || unsafe { cu::cuStreamQuery(stream.cu_stream()) };
-        if poll(deadline, query)? {
+        if poll(deadline, || unsafe {
+            cu::cuStreamQuery(stream.cu_stream())
+        })? {
             return Ok(None);
         }
-        // Past the deadline: until the stream reaches an exchange that does not end (the rank's
-        // own waits before it have their deadline, and may end in a verdict of their own).
-        let stalled = loop {
-            let stalled = self.stalled()?;
-            if !stalled.is_empty() {
-                break stalled;
-            }
-            if start.elapsed() >= 2 * deadline {
-                let last = match self.last.load(Ordering::Relaxed) {
-                    1 => Phase::Dispatch,
-                    _ => Phase::Combine,
-                };
-                break self.peers.iter().map(|p| (p.rank, last)).collect();
-            }
-            if poll(std::time::Duration::from_millis(1), query)? {
-                return Ok(None);
-            }
-        };
-        // On a stream of its own, done before the exchange can end (the abort below ends it);
-        // what held the stream before it has run.
-        let mut word = [0u32];
-        // SAFETY: one word of the rank's status buffer into `word`, on a live stream of its GPU.
+        // SAFETY: queries of live events.
+        let stalled: Vec<&Peer> = self
+            .peers
+            .iter()
+            .filter(
+                |p| unsafe { cu::cuEventQuery(p.done.cu_event()) } != cu::CUresult::CUDA_SUCCESS,
+            )
+            .collect();
+        if stalled.is_empty() {
+            stream.synchronize().map_err(cuda)?;
+            return Ok(None);
+        }
+        // On a stream of its own, done before the exchange can end (the abort below ends it).
+        // SAFETY: one word of the rank's status buffer, on a live stream of its GPU.
         unsafe {
-            cu::cuMemcpyDtoHAsync_v2(
-                word.as_mut_ptr().cast(),
+            cu::cuMemsetD32Async(
                 status,
-                4,
+                crate::kernels::constants::STATUS_PENDING,
+                1,
                 self.control.cu_stream(),
             )
             .result()
         }
         .map_err(cuda)?;
         self.control.synchronize().map_err(cuda)?;
-        let waits_failed = word[0] != crate::kernels::constants::STATUS_OK;
-        if !waits_failed {
-            // SAFETY: as above.
-            unsafe {
-                cu::cuMemsetD32Async(
-                    status,
-                    crate::kernels::constants::STATUS_PENDING,
-                    1,
-                    self.control.cu_stream(),
-                )
-                .result()
-            }
-            .map_err(cuda)?;
-            self.control.synchronize().map_err(cuda)?;
-        }
-        for p in self
-            .peers
-            .iter()
-            .filter(|p| stalled.iter().any(|s| s.0 == p.rank))
-        {
+        for p in &stalled {
             p.abort();
         }
-        // The aborted kernels return and the waits behind give up: the stream drains.
-        let _ = poll(deadline, query);
-        if waits_failed {
-            return Ok(None);
-        }
-        let phase = stalled[0].1;
+        let _ = stream.synchronize();
+        let phase = match self.last.load(Ordering::Relaxed) {
+            1 => Phase::Dispatch,
+            _ => Phase::Combine,
+        };
         let missing = stalled
             .iter()
-            .flat_map(|&(r, _)| {
+            .flat_map(|p| {
                 (0..self.n_local).map(move |g| MissingSignal {
-                    src_rank: r,
+                    src_rank: p.rank,
                     expert: match phase {
                         Phase::Dispatch => self.rank * self.n_local + g,
-                        _ => r * self.n_local + g,
+                        _ => p.rank * self.n_local + g,
                     },
                 })
             })
@@ -599,38 +516,6 @@ impl Net {
             waited_ms: start.elapsed().as_millis() as u64,
             missing,
         }))
-    }
-
-    /// The peers of the earliest exchange that has not ended, with its phase, where the stream
-    /// has reached it: each peer's earliest exchange not ended (by its probes), and of those the
-    /// earliest of all. A peer whose later exchange waits behind another's is not one of them;
-    /// none where the stream is held before the exchange.
-    fn stalled(&self) -> Result<Vec<(usize, Phase)>> {
-        let mut first: Vec<(usize, u64, Phase)> = Vec::new();
-        for p in &self.peers {
-            let mut earliest: Option<(u64, Phase)> = None;
-            for (ph, phase) in [(0, Phase::Dispatch), (1, Phase::Combine)] {
-                let number = p.posted[ph].load(Ordering::Relaxed);
-                let sooner = earliest.is_none_or(|(n, _)| number < n);
-                if number > 0 && sooner && !ended(&p.events.probes[ph])? {
-                    earliest = Some((number, phase));
-                }
-            }
-            if let Some((number, phase)) = earliest {
-                first.push((p.rank, number, phase));
-            }
-        }
-        let Some(&(_, min, phase)) = first.iter().min_by_key(|f| f.1) else {
-            return Ok(Vec::new());
-        };
-        if !ended(&self.forked[phase_index(phase)])? {
-            return Ok(Vec::new());
-        }
-        Ok(first
-            .into_iter()
-            .filter(|f| f.1 == min)
-            .map(|(r, _, phase)| (r, phase))
-            .collect())
     }
 
     /// Peer `j`'s sends and receives of one exchange of `b`, on its stream and communicator
@@ -687,40 +572,6 @@ impl Net {
             p.abort();
         }
     }
-}
-
-/// Where a phase's events and numbers sit in a pair's arrays.
-fn phase_index(phase: Phase) -> usize {
-    (phase != Phase::Dispatch) as usize
-}
-
-/// Whether what `event` last recorded has run. An event the host cannot ask about (last
-/// recorded inside a capture) counts as not ended.
-fn ended(event: &CudaEvent) -> Result<bool> {
-    // SAFETY: a query of a live event.
-    match unsafe { cu::cuEventQuery(event.cu_event()) } {
-        cu::CUresult::CUDA_SUCCESS => Ok(true),
-        cu::CUresult::CUDA_ERROR_NOT_READY | cu::CUresult::CUDA_ERROR_CAPTURED_EVENT => Ok(false),
-        e => Err(cuda(e.result().unwrap_err())),
-    }
-}
-
-/// Records `event` on `stream` where the host can ask about it: inside a capture as a node of
-/// the graph (each replay records it), else as usual.
-fn record_for_host(event: &CudaEvent, stream: &CudaStream, capturing: bool) -> Result<()> {
-    if !capturing {
-        return event.record(stream).map_err(cuda);
-    }
-    // SAFETY: a live event and a stream being captured.
-    unsafe {
-        cu::cuEventRecordWithFlags(
-            event.cu_event(),
-            stream.cu_stream(),
-            cu::CUevent_record_flags::CU_EVENT_RECORD_EXTERNAL as u32,
-        )
-        .result()
-    }
-    .map_err(cuda)
 }
 
 /// `post`'s NCCL calls in one group, which is closed whatever `post` returns.

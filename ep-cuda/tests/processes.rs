@@ -5,12 +5,10 @@
 //! in several formats and call modes, and checks its outputs bit for bit against the oracle,
 //! which it computes for the whole world. Worlds: one node of every GPU, two nodes (NCCL
 //! between them; with `NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1` NCCL's network transport). Then
-//! the kill test, twice (its round through `HostIo`, and through the device API with nothing
-//! read by the host between the calls): rank 1 is killed with SIGKILL after a round, and every
-//! other rank's next round must end in a timeout naming it alone, within its deadline (between
-//! nodes too, where the NCCL communicator of each rank with it is aborted), and exit; nothing
-//! is left running. Without two GPUs it says it did not run. `EP_PROC_GPUS=N` uses N GPUs
-//! (default: every visible one).
+//! the kill test: rank 1 is killed with SIGKILL after a round, and every other rank's next
+//! round must end in a timeout naming it alone, within its deadline (between nodes too, where
+//! the NCCL communicator of each rank with it is aborted), and exit; nothing is left running. Without two GPUs it
+//! says it did not run. `EP_PROC_GPUS=N` uses N GPUs (default: every visible one).
 
 use std::process::{Command, ExitCode};
 use std::time::{Duration, Instant};
@@ -19,9 +17,7 @@ use ep_conformance::rng::Rng;
 use ep_conformance::routing::RoutingSpec;
 use ep_conformance::{toy_experts, RoundInputs, WeightKind};
 use ep_core::rendezvous::{RankSpec, Rendezvous};
-use ep_core::{
-    oracle, CombineArgs, DispatchArgs, EpBackend, EpComm, EpConfig, EpError, Format, HostIo,
-};
+use ep_core::{oracle, EpBackend, EpConfig, EpError, Format, HostIo};
 use ep_cuda::CudaBackend;
 
 const DEADLINE: Duration = Duration::from_secs(3);
@@ -115,15 +111,8 @@ fn child_rounds(spec: RankSpec, rv: &mut Rendezvous, nodes: usize) -> Result<Str
 }
 
 /// One child of the kill test: a round, then rank 1 is killed and the others' next round must
-/// end in a timeout naming it alone. With `queued`, that round goes through the device API
-/// with nothing read by the host between its calls (as a stream-ordered caller or a graph
-/// replay makes it): the dispatch that rank 1 never joins holds the combine queued behind it.
-fn child_kill(
-    spec: RankSpec,
-    rv: &mut Rendezvous,
-    nodes: usize,
-    queued: bool,
-) -> Result<String, String> {
+/// end in a timeout naming it.
+fn child_kill(spec: RankSpec, rv: &mut Rendezvous, nodes: usize) -> Result<String, String> {
     let r = spec.rank;
     let cfg = config(spec.world_size, nodes, 64, Format::Bf16);
     let mut comm = CudaBackend::new()
@@ -144,16 +133,10 @@ fn child_kill(
         return Err("rank 1 outlived SIGKILL".into());
     }
     let start = Instant::now();
-    let got = match queued {
-        false => comm
-            .host_dispatch(&inputs.dispatch_input(r))
-            .and_then(|d| {
-                let y = toy_experts(&d);
-                comm.host_combine(&d, &inputs.combine_input(r, &y, WeightKind::F32))
-            })
-            .map(drop),
-        true => queued_round(&mut comm, &inputs, r),
-    };
+    let got = comm.host_dispatch(&inputs.dispatch_input(r)).and_then(|d| {
+        let y = toy_experts(&d);
+        comm.host_combine(&d, &inputs.combine_input(r, &y, WeightKind::F32))
+    });
     let took = start.elapsed();
     let limit = DEADLINE + Duration::from_secs(2);
     match got {
@@ -165,34 +148,13 @@ fn child_kill(
     }
 }
 
-/// Rank `r`'s round through the device API: dispatch, combine (of rows the host never looked
-/// at), then the one wait for the stream.
-fn queued_round(
-    comm: &mut ep_cuda::CudaComm,
-    inputs: &RoundInputs,
-    r: usize,
-) -> ep_core::Result<()> {
-    let (tokens, ids) = (&inputs.tokens[r], &inputs.topk_ids[r]);
-    let std = "standard layout";
-    let t = tokens.nrows();
-    let tokens = comm.upload(tokens.as_slice().expect(std))?;
-    let ids = comm.upload(ids.as_slice().expect(std))?;
-    let weights = comm.upload(&vec![0.5f32; t * comm.config().top_k])?;
-    let y = comm.alloc(comm.config().max_recv_rows() * comm.config().hidden)?;
-    let pending = comm.dispatch_async(&DispatchArgs::new(&tokens, &ids, t))?;
-    let d = comm.dispatch_wait(pending)?;
-    let pending = comm.combine_async(&d.handle, &CombineArgs::weighted(&y, &weights))?;
-    comm.combine_wait(pending)?;
-    comm.synchronize()
-}
-
 fn child(role: &str) -> ExitCode {
     let (spec, master) = RankSpec::from_vars(|k| std::env::var(k).ok()).expect("launcher vars");
     let nodes: usize = std::env::var("EP_PROC_NODES").map_or(1, |v| v.parse().unwrap());
     let mut rv = Rendezvous::connect(spec, &master, Duration::from_secs(120)).expect("rendezvous");
     let got = match role {
         "rounds" => child_rounds(spec, &mut rv, nodes),
-        _ => child_kill(spec, &mut rv, nodes, role == "kill-queued"),
+        _ => child_kill(spec, &mut rv, nodes),
     };
     match got {
         Ok(m) => {
@@ -288,11 +250,11 @@ fn main() -> ExitCode {
         worlds.push((2, 1));
     }
     for (ranks, nodes) in worlds {
-        for role in ["rounds", "kill", "kill-queued"] {
+        for role in ["rounds", "kill"] {
             let start = Instant::now();
             let got = launch(role, ranks, nodes, Duration::from_secs(300));
             let ok = got.iter().enumerate().all(|(r, (code, _))| match role {
-                "kill" | "kill-queued" if r == 1 => code.is_none(),
+                "kill" if r == 1 => code.is_none(),
                 _ => *code == Some(0),
             });
             println!(

@@ -479,20 +479,14 @@ impl CudaComm {
 
     fn fail(&mut self, err: EpError) -> EpError {
         self.tracker.poison(&err);
-        // Between nodes a poisoned rank's exchanges may no longer pair with its peers' (a phase
-        // it had issued stays posted): its communicators end here, and its peers' waits for it
-        // time out naming it.
-        if let Some(net) = &self.world.net {
-            net.abort();
-        }
         err
     }
 
     /// A call that rejected its input (`err`): every peer that waits for this rank's counts of
     /// `phase` gets a poisoned count (`ep_core::poison`) where the count would go, copied from
     /// the host into the peer's count array before this returns (a peer of another node: in
-    /// the phase's exchange, queued on its pair's stream, net.rs; not from inside a capture),
-    /// so that its wait returns `PeerRejected` at once instead of at the deadline. This rank's own memory is untouched, and its next call of the
+    /// the phase's exchange, net.rs), so that its wait returns `PeerRejected` at once instead
+    /// of at the deadline. This rank's own memory is untouched, and its next call of the
     /// phase publishes real counts over the poison (the same indices). If the poison cannot be
     /// written, the peers will time out: this rank is poisoned too.
     fn reject(&mut self, phase: Phase, err: EpError) -> EpError {
@@ -586,12 +580,11 @@ impl CudaComm {
             }
             Ok(Some(aborted)) => {
                 self.retired.clear();
-                // The exchange's own timeout, which names the peers that never joined and the
-                // phase: the waits behind it gave up at once and name nothing. Their status is
-                // cleaned before a wait is launched again.
-                self.status_dirty = true;
-                self.unchecked = None;
-                Err(self.fail(aborted))
+                // The wait behind the aborted exchange, given up at once, names every count
+                // that never came, the node's peers' included; without one, the exchange's own
+                // timeout.
+                let e = self.check_waits().err().unwrap_or(aborted);
+                Err(self.fail(e))
             }
             Err(e) => Err(self.fail(e)),
         }
@@ -599,7 +592,7 @@ impl CudaComm {
 
     /// Waits for the rank's stream. Between nodes an exchange a peer never joins holds it: past
     /// the deadline the communicators of the peers that never joined are aborted (`Some`: the
-    /// exchange's timeout), and the wait kernels behind it give up at once (net.rs).
+    /// exchange's timeout), and the wait kernels behind it give up at once.
     fn wait_stream(&self) -> Result<Option<EpError>> {
         match &self.world.net {
             Some(net) => net.wait_stream(&self.stream, self.cfg.timeout, self.bufs().status.ptr),

@@ -48,16 +48,6 @@ impl WaitStatus {
     }
 }
 
-/// What `exchange_with_rejecting` did.
-enum Rejecting {
-    /// No rank of another node had rejected (or the phase cannot be taken up again).
-    None,
-    /// Their next calls came within the grace: the poison is replaced.
-    Replaced,
-    /// A rank of another node that has not called again, and why it rejected.
-    Waiting(usize, ep_core::RejectReason),
-}
-
 impl CudaComm {
     /// Runs a phase's wait to completion. `issue` launches the wait kernel with a slice of the
     /// deadline (in ns), and what follows it on the device; while counts are missing and time is
@@ -174,20 +164,13 @@ impl CudaComm {
     /// deadline, counted from the first wait that met it, a `Timeout` naming the peer instead,
     /// and the rank fails as after any timeout.
     fn peer_rejected(&mut self, phase: Phase, start: Instant) -> Result<Option<EpError>> {
-        let Some((mut peer, mut reason)) = self.poisoned_count(phase)? else {
+        let Some((peer, reason)) = self.poisoned_count(phase)? else {
             return Ok(None);
         };
-        match self.exchange_with_rejecting(phase)? {
-            Rejecting::Replaced => {
-                // The poison is replaced: the wait again, its counts checked afresh.
-                self.round.rechecked = false;
-                return Ok(None);
-            }
-            // Named: a rank of this node, or one of another that has not called again.
-            Rejecting::Waiting(p, why) if self.cfg.node_of(peer) != self.cfg.node_of(self.rank) => {
-                (peer, reason) = (p, why);
-            }
-            _ => {}
+        if self.exchange_with_rejecting(phase)? {
+            // The poison is replaced: the wait again, its counts checked afresh.
+            self.round.rechecked = false;
+            return Ok(None);
         }
         let since = *self.round.rejected_since.get_or_insert(start);
         if since.elapsed() >= self.cfg.timeout {
@@ -214,51 +197,38 @@ impl CudaComm {
 
     /// Between nodes the poison of a rank that rejected its input comes in the phase's exchange
     /// (net.rs, `reject`), and that rank's next call exchanges again with every peer: where
-    /// counts of `phase` hold the poison of ranks of other nodes, and the phase can be taken up
-    /// again (no later call made), this rank exchanges again with each of them (and places the
-    /// combine's rows again), and waits `REJECTION_GRACE` for it. What it leaves on the stream
-    /// comes before the wait taken up next.
-    fn exchange_with_rejecting(&mut self, phase: Phase) -> Result<Rejecting> {
+    /// counts of `phase` hold the poison of ranks of other nodes, this rank exchanges again with
+    /// each of them (and places the combine's rows again), and waits `REJECTION_GRACE` for it.
+    /// `true`: it ended, the poison is replaced; `false`: no such rank, or it has not called
+    /// again, and the exchange stays on the stream, before the wait that is taken up next.
+    fn exchange_with_rejecting(&mut self, phase: Phase) -> Result<bool> {
         let world = std::sync::Arc::clone(&self.world);
         let Some(net) = &world.net else {
-            return Ok(Rejecting::None);
+            return Ok(false);
         };
-        if !self.tracker.can_reopen(phase) {
-            return Ok(Rejecting::None);
-        }
         let (n, node) = (self.cfg.n_ranks(), self.cfg.node_of(self.rank));
         let counts = self.counts_now(phase)?;
-        let rejecting: Vec<(usize, ep_core::RejectReason)> = (0..n)
+        let rejecting: Vec<usize> = (0..n)
             .filter(|&s| self.cfg.node_of(s) != node)
-            .filter_map(|s| {
-                let why = (s..counts.len())
+            .filter(|&s| {
+                (s..counts.len())
                     .step_by(n)
-                    .find_map(|i| ep_core::poison::decode(counts[i]))?;
-                Some((s, why))
+                    .any(|i| ep_core::poison::decode(counts[i]).is_some())
             })
             .collect();
         if rejecting.is_empty() {
-            return Ok(Rejecting::None);
+            return Ok(false);
         }
-        let ranks: Vec<usize> = rejecting.iter().map(|r| r.0).collect();
         let b = self.bufs();
         let (recv, at) = match phase {
             Phase::Dispatch => (b.d_recv.ptr, b.d_counts.ptr),
             _ => (0, b.c_counts.ptr),
         };
-        net.exchange_with(phase, &self.stream, recv, at, Some(&ranks))?;
+        net.exchange_with(phase, &self.stream, recv, at, Some(&rejecting))?;
         if phase == Phase::Combine {
             self.place_net_rows()?;
         }
-        if net.settled(&self.stream, REJECTION_GRACE.min(self.cfg.timeout))? {
-            return Ok(Rejecting::Replaced);
-        }
-        let left = net.pending(&ranks)?;
-        let named = rejecting
-            .iter()
-            .find(|r| left.contains(&r.0))
-            .unwrap_or(&rejecting[0]);
-        Ok(Rejecting::Waiting(named.0, named.1))
+        net.settled(&self.stream, REJECTION_GRACE.min(self.cfg.timeout))
     }
 
     /// The signal the count at `i` (`group * n_ranks + source`) of `phase` stands for.
