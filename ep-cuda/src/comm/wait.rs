@@ -197,8 +197,9 @@ impl CudaComm {
 
     /// Between nodes the poison of a rank that rejected its input comes in the phase's exchange
     /// (net.rs, `reject`), and that rank's next call exchanges again with every peer: where
-    /// counts of `phase` hold the poison of ranks of other nodes, this rank exchanges again with
-    /// each of them (and places the combine's rows again), and waits `REJECTION_GRACE` for it.
+    /// counts of `phase` hold the poison of ranks of other nodes, and the phase can be taken up
+    /// again, this rank exchanges again with each of them (and places the combine's rows
+    /// again), and waits `REJECTION_GRACE` for it.
     /// `true`: it ended, the poison is replaced; `false`: no such rank, or it has not called
     /// again, and the exchange stays on the stream, before the wait that is taken up next.
     fn exchange_with_rejecting(&mut self, phase: Phase) -> Result<bool> {
@@ -206,6 +207,11 @@ impl CudaComm {
         let Some(net) = &world.net else {
             return Ok(false);
         };
+        // A phase that cannot be taken up again (a later call was made) fails here: an
+        // exchange after that call's would pair with the rejecting rank's next one.
+        if !self.tracker.can_reopen(phase) {
+            return Ok(false);
+        }
         let (n, node) = (self.cfg.n_ranks(), self.cfg.node_of(self.rank));
         let counts = self.counts_now(phase)?;
         let rejecting: Vec<usize> = (0..n)
