@@ -485,8 +485,8 @@ impl CudaComm {
     /// A call that rejected its input (`err`): every peer that waits for this rank's counts of
     /// `phase` gets a poisoned count (`ep_core::poison`) where the count would go, copied from
     /// the host into the peer's count array before this returns (a peer of another node: in
-    /// the phase's exchange, net.rs), so that its wait returns `PeerRejected` at once instead
-    /// of at the deadline. This rank's own memory is untouched, and its next call of the
+    /// the phase's exchange, queued on the pair's stream, net.rs; not from inside a capture),
+    /// so that its wait returns `PeerRejected` at once instead of at the deadline. This rank's own memory is untouched, and its next call of the
     /// phase publishes real counts over the poison (the same indices). If the poison cannot be
     /// written, the peers will time out: this rank is poisoned too.
     fn reject(&mut self, phase: Phase, err: EpError) -> EpError {
