@@ -486,9 +486,10 @@ impl CudaComm {
     /// `phase` gets a poisoned count (`ep_core::poison`) where the count would go, copied from
     /// the host into the peer's count array before this returns (a peer of another node: in
     /// the phase's exchange, queued on the pair's stream, net.rs; not from inside a capture),
-    /// so that its wait returns `PeerRejected` at once instead of at the deadline. This rank's own memory is untouched, and its next call of the
-    /// phase publishes real counts over the poison (the same indices). If the poison cannot be
-    /// written, the peers will time out: this rank is poisoned too.
+    /// so that its wait returns `PeerRejected` at once instead of at the deadline. This rank's
+    /// own memory is untouched, and its next call of the phase publishes real counts over the
+    /// poison (the same indices). If the poison cannot be written, the peers will time out: this
+    /// rank is poisoned too.
     fn reject(&mut self, phase: Phase, err: EpError) -> EpError {
         let v = [ep_core::poison::encode(ep_core::RejectReason::of(&err))];
         let (rank, n, l) = (self.rank, self.cfg.n_ranks(), self.cfg.n_local_experts());
