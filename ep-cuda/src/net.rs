@@ -105,8 +105,9 @@ fn nccl_err(what: &str, e: impl std::fmt::Debug) -> EpError {
 }
 
 impl Net {
-    /// Forms the world's NCCL communicator (rank 0's unique id through the rendezvous), allocates
-    /// the boxes and points `tables` (`[d_recv, d_counts, c_recv, c_counts, ...]`, every rank's
+    /// Forms a communicator with each rank of another node (the lower rank's unique id through
+    /// the rendezvous), and runs each phase's exchange once with each; allocates the boxes and
+    /// points `tables` (`[d_recv, d_counts, c_recv, c_counts, ...]`, every rank's
     /// address as seen here, 0 for a rank on another node) at this rank's outboxes for the ranks
     /// of other nodes.
     pub fn new(
@@ -460,9 +461,7 @@ impl Net {
         status: u64,
     ) -> Result<Option<EpError>> {
         let start = std::time::Instant::now();
-        // SAFETY: a query of a live stream.
-        let query = || unsafe { cu::cuStreamQuery(stream.cu_stream()) };
-        if poll(deadline, query)? {
+        if self.settled(stream, deadline)? {
             return Ok(None);
         }
         // SAFETY: queries of live events.
@@ -474,7 +473,7 @@ impl Net {
             )
             .collect();
         if stalled.is_empty() {
-            if poll(deadline, query)? {
+            if self.settled(stream, deadline)? {
                 return Ok(None);
             }
             // Still held a deadline later, by what the events do not tell (replays of a
@@ -497,7 +496,8 @@ impl Net {
         for p in &stalled {
             p.abort();
         }
-        let _ = stream.synchronize();
+        // The aborted kernels return and the waits behind give up: the stream drains.
+        let _ = self.settled(stream, deadline);
         let phase = match self.last.load(Ordering::Relaxed) {
             1 => Phase::Dispatch,
             _ => Phase::Combine,

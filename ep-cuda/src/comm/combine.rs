@@ -3,7 +3,6 @@
 
 use ep_core::{EpError, Epilogue, Result};
 
-use crate::driver::cuda;
 
 use super::{addr, contiguous, Chain, CudaComm, SEND_THREADS, THREADS, WAIT_THREADS};
 use crate::kernels::params::{
@@ -51,9 +50,7 @@ impl CudaComm {
     pub(crate) fn upload_residual(&self, epilogue: Option<&Epilogue>) -> Result<()> {
         if let Some(Epilogue::AddResidual(r)) = epilogue {
             // A copy from host memory is not a graph's to replay: refused inside a capture.
-            let capturing = self.stream.capture_status().map_err(cuda)?
-                != cudarc::driver::sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
-            if capturing {
+            if self.capturing()? {
                 return Err(EpError::Incompatible {
                     rank: self.rank,
                     what: "Epilogue::AddResidual in a captured round",

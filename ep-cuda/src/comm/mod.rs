@@ -473,6 +473,12 @@ impl CudaComm {
         std::mem::replace(&mut *self.probe.borrow_mut(), on.then(Vec::new)).unwrap_or_default()
     }
 
+    /// Whether the rank's stream is being captured into a graph.
+    fn capturing(&self) -> Result<bool> {
+        Ok(self.stream.capture_status().map_err(cuda)?
+            != cudarc::driver::sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE)
+    }
+
     fn bind(&self) -> Result<()> {
         self.k().ctx.bind_to_thread().map_err(cuda)
     }
@@ -533,9 +539,7 @@ impl CudaComm {
                 .as_ref()
                 .filter(|_| self.cfg.skip_a2a.is_none())
             {
-                let capturing = self.stream.capture_status().map_err(cuda)?
-                    != cudarc::driver::sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
-                if !capturing {
+                if !self.capturing()? {
                     let recv = match phase {
                         Phase::Dispatch => self.bufs().d_recv.ptr,
                         _ => 0,

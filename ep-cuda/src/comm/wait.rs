@@ -164,10 +164,11 @@ impl CudaComm {
     /// deadline, counted from the first wait that met it, a `Timeout` naming the peer instead,
     /// and the rank fails as after any timeout.
     fn peer_rejected(&mut self, phase: Phase, start: Instant) -> Result<Option<EpError>> {
-        let Some((peer, reason)) = self.poisoned_count(phase)? else {
+        let counts = self.counts_now(phase)?;
+        let Some((peer, reason)) = self.poisoned_count(&counts) else {
             return Ok(None);
         };
-        if self.exchange_with_rejecting(phase)? {
+        if self.exchange_with_rejecting(phase, &counts)? {
             // The poison is replaced: the wait again, its counts checked afresh.
             self.round.rechecked = false;
             return Ok(None);
@@ -202,7 +203,7 @@ impl CudaComm {
     /// again), and waits `REJECTION_GRACE` for it.
     /// `true`: it ended, the poison is replaced; `false`: no such rank, or it has not called
     /// again, and the exchange stays on the stream, before the wait that is taken up next.
-    fn exchange_with_rejecting(&mut self, phase: Phase) -> Result<bool> {
+    fn exchange_with_rejecting(&mut self, phase: Phase, counts: &[u64]) -> Result<bool> {
         let world = std::sync::Arc::clone(&self.world);
         let Some(net) = &world.net else {
             return Ok(false);
@@ -213,7 +214,6 @@ impl CudaComm {
             return Ok(false);
         }
         let (n, node) = (self.cfg.n_ranks(), self.cfg.node_of(self.rank));
-        let counts = self.counts_now(phase)?;
         let rejecting: Vec<usize> = (0..n)
             .filter(|&s| self.cfg.node_of(s) != node)
             .filter(|&s| {
@@ -278,15 +278,15 @@ impl CudaComm {
         Ok(counts)
     }
 
-    /// The first awaited count of `phase` that holds a peer's poison: the peer and its reason.
-    fn poisoned_count(&self, phase: Phase) -> Result<Option<(usize, ep_core::RejectReason)>> {
+    /// The first awaited count of a phase's `counts` that holds a peer's poison: the peer and
+    /// its reason.
+    fn poisoned_count(&self, counts: &[u64]) -> Option<(usize, ep_core::RejectReason)> {
         let (n, rank) = (self.cfg.n_ranks(), self.rank);
-        let counts = self.counts_now(phase)?;
-        Ok(counts.iter().enumerate().find_map(|(i, &v)| {
+        counts.iter().enumerate().find_map(|(i, &v)| {
             let awaited = self.cfg.skip_a2a.is_none() || i % n == rank;
             let reason = ep_core::poison::decode(v).filter(|_| awaited)?;
             Some((i % n, reason))
-        }))
+        })
     }
 
     /// A wait slice's count wait (`wait`), unless the last slice had every count but not every
