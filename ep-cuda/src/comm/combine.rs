@@ -3,7 +3,6 @@
 
 use ep_core::{EpError, Epilogue, Result};
 
-
 use super::{addr, contiguous, Chain, CudaComm, SEND_THREADS, THREADS, WAIT_THREADS};
 use crate::kernels::params::{
     EpCombineAwaitMarksParams, EpCombineLlUnpackParams, EpCombineNetRowsParams,
